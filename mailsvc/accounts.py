@@ -1,0 +1,81 @@
+"""Tenants as the operator manages them, and the waitlist."""
+
+from __future__ import annotations
+
+from psycopg2 import errors as pgerrors
+
+from mailsvc import timefmt
+from mailsvc.apikeys import KeyRing
+from mailsvc.domain.addresses import normalize_address
+from mailsvc.domain.apikeys import NewKey, Token
+from mailsvc.domain.errors import Conflict, Invalid, NotFound
+from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
+from mailsvc.ids import parse_uuid, uuid7
+from mailsvc.store import accounts
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+
+class Accounts:
+    def __init__(self, clock, db: Database, keyring: KeyRing, api_rate_per_sec: int):
+        self._clock = clock
+        self._api_rate_per_sec = api_rate_per_sec
+        self._db = db
+        self._keyring = keyring
+
+    def _now(self):
+        return timefmt.from_seconds(self._clock.seconds())
+
+    async def create_tenant(self, body: dict) -> tuple[Tenant, dict, Token]:
+        """A new tenant and its first ``full_access`` key, in one transaction."""
+        fields = new_tenant_fields(body, self._api_rate_per_sec)
+        tenant_id = uuid7(self._clock.seconds())
+        if body.get("id") is not None:
+            tenant_id = parse_uuid(body["id"])
+            if tenant_id is None:
+                raise Invalid("id", "id must be a valid UUID")
+
+        async def create(txn: Transaction):
+            tenant = await accounts.insert_tenant(txn, tenant_id, fields, self._now())
+            if tenant is None:
+                raise Conflict(f"id: a tenant with id {tenant_id} already exists")
+            row, token = await self._keyring.issue(
+                txn, tenant.id, NewKey("Default", "full_access", None)
+            )
+            return tenant, row, token
+
+        return await self._db.run("create_tenant", create)
+
+    async def tenant(self, tenant_id: str) -> Tenant:
+        parsed = parse_uuid(tenant_id)
+        tenant = await accounts.get_tenant(self._db, parsed) if parsed else None
+        if tenant is None:
+            raise NotFound("Tenant")
+        return tenant
+
+    async def update_tenant(self, tenant_id: str, body: dict) -> Tenant:
+        parsed = parse_uuid(tenant_id)
+        if parsed is None:
+            raise NotFound("Tenant")
+        changes = tenant_changes(body)
+        tenant = await self._db.run(
+            "update_tenant", accounts.update_tenant, parsed, changes, self._now()
+        )
+        if tenant is None:
+            raise NotFound("Tenant")
+        self._keyring.forget_tenant(parsed)
+        return tenant
+
+    async def join_waitlist(self, email: object) -> dict:
+        address = normalize_address("email", email)
+        try:
+            return await accounts.join_waitlist(
+                self._db, uuid7(self._clock.seconds()), address.lower(), self._now()
+            )
+        except pgerrors.UniqueViolation:  # a concurrent join of the same address won
+            return await accounts.join_waitlist(
+                self._db, uuid7(self._clock.seconds()), address.lower(), self._now()
+            )
+
+    async def waitlist(self, page: Page) -> tuple[list[dict], bool]:
+        return await accounts.list_waitlist(self._db, page)

@@ -1,0 +1,151 @@
+"""
+Issuing and checking API keys.
+
+Only an HMAC of a key's secret, under a key derived from the server's master key, is stored.
+Checks are cached for ``cache_seconds`` (at most 30), which bounds how long a key revoked on
+another node keeps working; ``last_used_at`` is gathered in memory and written in one
+statement per flush instead of once per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+from datetime import datetime
+
+import attrs
+
+from mailsvc import timefmt
+from mailsvc.domain.apikeys import NewKey, Token, new_token, parse_token
+from mailsvc.domain.errors import NotFound
+from mailsvc.domain.tenant import Tenant
+from mailsvc.ids import uuid7
+from mailsvc.store import accounts
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+
+@attrs.frozen
+class Caller:
+    """Who is calling: the account, and the key's scope."""
+
+    tenant: Tenant
+    key_id: uuid.UUID
+    permission: str
+    domain_id: uuid.UUID | None
+
+    @property
+    def full_access(self) -> bool:
+        return self.permission == "full_access"
+
+
+@attrs.frozen
+class _Cached:
+    secret_hmac: bytes
+    caller: Caller
+    fetched_at: float
+
+
+class KeyRing:
+    def __init__(self, clock, db: Database, hmac_key: bytes, tag: str, cache_seconds: float):
+        self._clock = clock
+        self._db = db
+        self._hmac_key = hmac_key
+        self.tag = tag
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, _Cached] = {}
+        self._used: dict[uuid.UUID, datetime] = {}
+
+    def _mac(self, secret: str) -> bytes:
+        return hmac.new(self._hmac_key, secret.encode("utf-8"), hashlib.sha256).digest()
+
+    async def authenticate(self, text: str) -> Caller | None:
+        """The caller a presented key stands for, or None for an unknown or revoked key."""
+        token = parse_token(text, self.tag)
+        if token is None:
+            return None
+        now = self._clock.seconds()
+        cached = self._cache.get(token.prefix)
+        if cached is None or now - cached.fetched_at >= self._cache_seconds:
+            cached = await self._load(token.prefix, now)
+            if cached is None:
+                return None
+        if not hmac.compare_digest(cached.secret_hmac, self._mac(token.secret)):
+            return None
+        self._used[cached.caller.key_id] = timefmt.from_seconds(now)
+        return cached.caller
+
+    async def _load(self, prefix: str, now: float) -> _Cached | None:
+        row = await accounts.key_with_tenant(self._db, prefix)
+        if row is None:
+            self._cache.pop(prefix, None)
+            return None
+        caller = Caller(
+            tenant=accounts.tenant_of(row),
+            key_id=row["key_id"],
+            permission=row["permission"],
+            domain_id=row["domain_id"],
+        )
+        entry = _Cached(bytes(row["secret_hmac"]), caller, now)
+        self._cache[prefix] = entry
+        return entry
+
+    def forget_tenant(self, tenant_id: uuid.UUID) -> None:
+        """Drop this node's cached checks of a tenant whose settings changed here."""
+        for prefix, entry in list(self._cache.items()):
+            if entry.caller.tenant.id == tenant_id:
+                del self._cache[prefix]
+
+    async def issue(self, txn: Transaction, tenant_id: uuid.UUID, key: NewKey) -> tuple[dict, Token]:
+        """Store a new key inside ``txn``; the token is returned only here."""
+        token = new_token(self.tag)
+        row = await accounts.insert_key(
+            txn,
+            uuid7(self._clock.seconds()),
+            tenant_id,
+            key.name,
+            token.prefix,
+            self._mac(token.secret),
+            key.permission,
+            key.domain_id,
+            timefmt.from_seconds(self._clock.seconds()),
+        )
+        return row, token
+
+    async def create(self, tenant_id: uuid.UUID, key: NewKey) -> tuple[dict, Token]:
+        if key.domain_id is not None:
+            domain = await accounts.verified_domain(self._db, tenant_id, key.domain_id)
+            if domain is None:
+                raise NotFound("Domain")
+        return await self._db.run("create_api_key", self.issue, tenant_id, key)
+
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        rows, has_more = await accounts.list_keys(self._db, tenant_id, page)
+        for row in rows:
+            pending = self._used.get(row["id"])
+            if pending is not None and (row["last_used_at"] is None or row["last_used_at"] < pending):
+                row["last_used_at"] = pending
+        return rows, has_more
+
+    async def rename(self, tenant_id: uuid.UUID, key_id: uuid.UUID, name: str) -> dict:
+        row = await accounts.rename_key(self._db, tenant_id, key_id, name)
+        if row is None:
+            raise NotFound("API key")
+        return row
+
+    async def revoke(self, tenant_id: uuid.UUID, key_id: uuid.UUID) -> None:
+        row = await accounts.delete_key(self._db, tenant_id, key_id)
+        if row is None:
+            raise NotFound("API key")
+        self._cache.pop(row["prefix"], None)
+        self._used.pop(key_id, None)
+
+    async def flush_last_used(self) -> None:
+        used, self._used = self._used, {}
+        try:
+            await accounts.record_last_used(self._db, used)
+        except Exception:
+            for key_id, when in used.items():
+                self._used.setdefault(key_id, when)
+            raise

@@ -1,0 +1,240 @@
+"""
+Configuration: one ini file plus ``MAILSVC_<SECTION>_<KEY>`` environment overrides, read once
+into frozen attrs sections that are handed down explicitly (there is no global config).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class ConfigError(Exception):
+    """A configuration value is unknown or invalid; the message names its key path."""
+
+
+def _section(cls):
+    return attrs.frozen(kw_only=True)(cls)
+
+
+@_section
+class DatabaseConfig:
+    dsn: str = ""
+    pool_size: int = 8
+    pg_bin: str = ""
+
+
+@_section
+class StateConfig:
+    dir: str = "/var/lib/mailsvc"
+
+
+@_section
+class HttpConfig:
+    listen: str = "tcp:8080"
+    request_timeout: int = 60
+    drain_timeout: int = 30
+
+
+@_section
+class SmtpConfig:
+    submission: tuple[str, ...] = ("ssl:465", "tcp:587", "ssl:2465", "tcp:2587")
+    inbound: str = "tcp:25"
+
+
+@_section
+class DnsConfig:
+    servers: tuple[str, ...] = ()
+
+
+@_section
+class DeliveryConfig:
+    port: int = 25
+
+
+@_section
+class SecurityConfig:
+    allow_private_targets: bool = False
+    master_key: str = ""
+
+
+@_section
+class OperatorConfig:
+    token: str = ""
+
+
+@_section
+class TlsConfig:
+    cert: str = ""
+    key: str = ""
+
+
+@_section
+class MailConfig:
+    hostname: str = ""
+    spf_include: str = ""
+
+
+@_section
+class AiConfig:
+    provider: str = ""
+    base_url: str = ""
+    api_key: str = ""
+    model: str = ""
+
+
+@_section
+class ApiConfig:
+    key_tag: str = "re"
+    rate_per_sec: int = 10
+    burst_factor: int = 2
+    auth_cache_seconds: int = 10
+
+
+@_section
+class NodeConfig:
+    roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
+
+
+@_section
+class ManholeConfig:
+    listen: str = ""
+
+
+@_section
+class PublicConfig:
+    cors_origins: tuple[str, ...] = ()
+
+
+SECTIONS: dict[str, type] = {
+    "database": DatabaseConfig,
+    "state": StateConfig,
+    "http": HttpConfig,
+    "smtp": SmtpConfig,
+    "dns": DnsConfig,
+    "delivery": DeliveryConfig,
+    "security": SecurityConfig,
+    "operator": OperatorConfig,
+    "tls": TlsConfig,
+    "mail": MailConfig,
+    "ai": AiConfig,
+    "api": ApiConfig,
+    "node": NodeConfig,
+    "manhole": ManholeConfig,
+    "public": PublicConfig,
+}
+
+KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler"})
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    database: DatabaseConfig = DatabaseConfig()
+    state: StateConfig = StateConfig()
+    http: HttpConfig = HttpConfig()
+    smtp: SmtpConfig = SmtpConfig()
+    dns: DnsConfig = DnsConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
+    security: SecurityConfig = SecurityConfig()
+    operator: OperatorConfig = OperatorConfig()
+    tls: TlsConfig = TlsConfig()
+    mail: MailConfig = MailConfig()
+    ai: AiConfig = AiConfig()
+    api: ApiConfig = ApiConfig()
+    node: NodeConfig = NodeConfig()
+    manhole: ManholeConfig = ManholeConfig()
+    public: PublicConfig = PublicConfig()
+
+    @property
+    def hostname(self) -> str:
+        return self.mail.hostname or socket.getfqdn()
+
+    @property
+    def spf_include(self) -> str:
+        return self.mail.spf_include or f"spf.{self.hostname}"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state.dir)
+
+
+def _parse_value(path: str, kind: Any, raw: str) -> Any:
+    raw = raw.strip()
+    if kind in (str, "str"):
+        return raw
+    if kind in (int, "int"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{path}: expected an integer, got {raw!r}") from None
+    if kind in (bool, "bool"):
+        lowered = raw.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{path}: expected true or false, got {raw!r}")
+    # tuple[str, ...]: a comma-separated list
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def _check(config: Config) -> Config:
+    unknown = set(config.node.roles) - KNOWN_ROLES
+    if unknown:
+        raise ConfigError(f"node.roles: unknown role {sorted(unknown)[0]!r}")
+    for name in ("pool_size",):
+        if getattr(config.database, name) < 1:
+            raise ConfigError(f"database.{name}: must be at least 1")
+    if config.api.rate_per_sec < 1 or config.api.burst_factor < 1:
+        raise ConfigError("api.rate_per_sec: must be at least 1")
+    if config.api.auth_cache_seconds > 30:
+        raise ConfigError("api.auth_cache_seconds: at most 30 (revocation must apply within 30 s)")
+    return config
+
+
+def load(path: str | os.PathLike | None, environ: dict[str, str] | None = None) -> Config:
+    """
+    Read ``path`` (if given) then apply ``MAILSVC_<SECTION>_<KEY>`` variables from ``environ``.
+
+    Unknown sections or keys in the file, or an unknown key of a known section in the
+    environment, raise ConfigError naming the key path: a typo must not silently fall back
+    to a default.
+    """
+    environ = os.environ if environ is None else environ
+    values: dict[str, dict[str, str]] = {name: {} for name in SECTIONS}
+    if path is not None:
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            with open(path, encoding="utf-8") as f:
+                parser.read_file(f)
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read configuration: {e.strerror}") from None
+        except configparser.Error as e:
+            raise ConfigError(f"{path}: {e.message.splitlines()[0]}") from None
+        for section in parser.sections():
+            if section not in SECTIONS:
+                raise ConfigError(f"{section}: unknown section")
+            for key, raw in parser.items(section):
+                values[section][key] = raw
+    for var, raw in environ.items():
+        if not var.startswith("MAILSVC_"):
+            continue
+        rest = var[len("MAILSVC_") :].lower()
+        section, _, key = rest.partition("_")
+        if section in SECTIONS:
+            values[section][key] = raw
+    sections = {}
+    for name, cls in SECTIONS.items():
+        fields = {f.name: f for f in attrs.fields(cls)}
+        kwargs = {}
+        for key, raw in values[name].items():
+            if key not in fields:
+                raise ConfigError(f"{name}.{key}: unknown key")
+            kwargs[key] = _parse_value(f"{name}.{key}", fields[key].type, raw)
+        sections[name] = cls(**kwargs)
+    return _check(Config(**sections))

@@ -1,0 +1,55 @@
+"""
+The server's own secrets: the master key (from which the API-key HMAC key and, later, the
+at-rest encryption keys are derived) and the operator token. Either comes from the
+configuration or is generated once into the state directory with mode 0600.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+
+def _read_or_create(path: Path, make) -> str:
+    try:
+        return path.read_text("ascii").strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(value + "\n")
+    return value
+
+
+def master_key(configured: str, state_dir: Path) -> bytes:
+    """32 bytes; configured as base64 (every node of one database must share it)."""
+    text = configured or _read_or_create(
+        state_dir / "master-key", lambda: base64.b64encode(secrets.token_bytes(32)).decode()
+    )
+    try:
+        key = base64.b64decode(text, validate=True)
+    except ValueError:
+        raise ValueError("security.master_key: not valid base64") from None
+    if len(key) < 32:
+        raise ValueError("security.master_key: must hold at least 32 bytes")
+    return key
+
+
+def derive(master: bytes, purpose: str) -> bytes:
+    """An independent 32-byte key for one purpose (HKDF-SHA256)."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()).derive(master)
+
+
+def operator_token(configured: str, state_dir: Path) -> tuple[str, Path | None]:
+    """The operator token and the file it is kept in (None when it came from the config)."""
+    if configured:
+        return configured, None
+    path = state_dir / "operator-token"
+    return _read_or_create(path, lambda: "op_" + secrets.token_urlsafe(32)), path

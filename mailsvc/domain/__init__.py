@@ -1,0 +1,1 @@
+"""Pure domain rules: attrs values, no I/O, no HTTP."""

@@ -1,0 +1,96 @@
+"""The operator API (``/admin/v1``), the public waitlist form, health and metrics."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from mailsvc import timefmt
+from mailsvc.accounts import Accounts
+from mailsvc.domain.tenant import Tenant
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import validation
+from mailsvc.http.pagination import envelope, page_of
+from mailsvc.http.router import NATIVE, OPERATOR, PUBLIC, Reply, Router
+from mailsvc.metrics import CONTENT_TYPE, Metrics
+from mailsvc.store.database import Database
+
+
+def tenant_json(tenant: Tenant) -> dict:
+    return {
+        "object": "tenant",
+        "id": str(tenant.id),
+        "name": tenant.name,
+        "plan": tenant.plan,
+        "sandbox": tenant.sandbox,
+        "status": tenant.status,
+        "status_reason": tenant.status_reason,
+        "daily_quota": tenant.daily_quota,
+        "monthly_quota": tenant.monthly_quota,
+        "max_domains": tenant.max_domains,
+        "send_rate_per_sec": tenant.send_rate_per_sec,
+        "api_rate_per_sec": tenant.api_rate_per_sec,
+        "delivery_mode": tenant.delivery_mode,
+        "created_at": timefmt.resource(tenant.created_at),
+        "updated_at": timefmt.resource(tenant.updated_at),
+    }
+
+
+def _waitlist_item(row: dict) -> dict:
+    return {
+        "object": "waitlist_entry",
+        "id": str(row["id"]),
+        "email": row["email"],
+        "created_at": timefmt.resource(row["created_at"]),
+    }
+
+
+def install(router: Router, accounts: Accounts, db: Database, metrics: Metrics) -> None:
+    @router.route("/admin/v1/tenants", "POST", access=OPERATOR, surface=NATIVE)
+    async def create_tenant(request, _):
+        tenant, key, token = await accounts.create_tenant(read_json(request))
+        api_key = {"object": "api_key", "id": str(key["id"]), "name": key["name"],
+                   "permission": key["permission"], "token": str(token)}
+        return Reply(201, {**tenant_json(tenant), "api_key": api_key})
+
+    @router.route("/admin/v1/tenants/<tenant_id>", "GET", access=OPERATOR, surface=NATIVE)
+    async def get_tenant(request, _, tenant_id: str):
+        return tenant_json(await accounts.tenant(tenant_id))
+
+    @router.route("/admin/v1/tenants/<tenant_id>", "PATCH", access=OPERATOR, surface=NATIVE)
+    async def update_tenant(request, _, tenant_id: str):
+        return tenant_json(await accounts.update_tenant(tenant_id, read_json(request)))
+
+    @router.route("/admin/v1/waitlist", "GET", access=OPERATOR, surface=NATIVE)
+    async def waitlist(request, _):
+        fmt = (request.args.get(b"format") or [b"json"])[0]
+        if fmt not in (b"json", b"csv"):
+            raise validation("format: format must be `json` or `csv`", "format")
+        rows, has_more = await accounts.waitlist(page_of(request.args, 100))
+        if fmt == b"json":
+            return envelope([_waitlist_item(row) for row in rows], has_more)
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(["id", "email", "created_at"])
+        for row in rows:
+            writer.writerow([row["id"], row["email"], timefmt.resource(row["created_at"])])
+        return Reply(
+            200, out.getvalue().encode("utf-8"), b"text/csv; charset=utf-8",
+            {"Content-Disposition": 'attachment; filename="waitlist.csv"'},
+        )
+
+    @router.route("/public/waitlist", "POST", access=PUBLIC)
+    async def join_waitlist(request, _):
+        return _waitlist_item(await accounts.join_waitlist(read_json(request).get("email")))
+
+    @router.route("/healthz", "GET", access=PUBLIC)
+    async def healthz(request, _):
+        try:
+            await db.fetchone("SELECT 1 AS ok", desc="healthz")
+        except Exception:
+            return Reply(503, {"status": "unavailable", "database": "unreachable"})
+        return {"status": "ok"}
+
+    @router.route("/metrics", "GET", access=OPERATOR, surface=NATIVE)
+    async def render_metrics(request, _):
+        return Reply(200, metrics.render(), CONTENT_TYPE.encode("ascii"))

@@ -1,0 +1,203 @@
+"""
+One Klein tree for every surface, and the one wrapper every endpoint goes through:
+authentication, the account's rate limit, the 60 s request timeout, JSON replies and both
+error envelopes. Handlers are ``async def handler(request, caller, **path_args)`` returning a
+JSON-able dict or a ``Reply``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+from klein import Klein
+from twisted.internet import defer
+from twisted.logger import Logger
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+
+from mailsvc.apikeys import Caller, KeyRing
+from mailsvc.domain.errors import DomainError
+from mailsvc.http import errors
+from mailsvc.http.errors import MAIN, NATIVE, ApiError
+from mailsvc.ratelimit import RateLimiter
+
+log = Logger()
+
+PUBLIC = "public"
+OPERATOR = "operator"
+FULL = "full_access"
+SENDING = "sending_access"
+
+JSON = b"application/json"
+
+
+@attrs.frozen
+class Reply:
+    """A response other than ``200`` with a JSON object."""
+
+    status: int
+    body: Any = None  # dict → JSON; bytes → sent as is; None → empty
+    content_type: bytes = JSON
+    headers: dict[str, str] = attrs.Factory(dict)
+
+
+class RequestTimedOut(Exception):
+    pass
+
+
+def shielded(d: defer.Deferred) -> defer.Deferred:
+    """
+    A Deferred following ``d`` whose cancellation does not reach ``d``: Klein cancels the
+    handler when the client goes away, but a write already under way must still finish.
+    """
+    outer: defer.Deferred = defer.Deferred()
+    d.addBoth(lambda result: (outer.callback(result) if not outer.called else None))
+    return outer
+
+
+def with_timeout(clock, d: defer.Deferred, seconds: float) -> defer.Deferred:
+    """Fires like ``d``, or fails with RequestTimedOut after ``seconds`` (``d`` runs on)."""
+    outer: defer.Deferred = defer.Deferred()
+
+    def expire():
+        if not outer.called:
+            outer.errback(RequestTimedOut())
+
+    timer = clock.callLater(seconds, expire)
+
+    def done(result):
+        if timer.active():
+            timer.cancel()
+        if not outer.called:
+            outer.callback(result)
+        elif isinstance(result, defer.failure.Failure):
+            log.failure("request failed after its timeout", result)
+
+    d.addBoth(done)
+    return outer
+
+
+class Router:
+    def __init__(
+        self,
+        clock,
+        keyring: KeyRing,
+        limiter: RateLimiter,
+        operator_token: str,
+        request_timeout: float = 60,
+    ):
+        self.app = Klein()
+        self._clock = clock
+        self._keyring = keyring
+        self._limiter = limiter
+        self._operator_token = operator_token.encode("utf-8")
+        self._request_timeout = request_timeout
+        self.app.handle_errors(NotFound)(self._route_not_found)
+        self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
+
+    def resource(self):
+        return self.app.resource()
+
+    def route(self, path: str, method: str, *, access: str, surface: str = MAIN):
+        """Register ``handler`` for ``method path``; ``access`` is who may call it."""
+
+        def register(handler: Callable[..., Awaitable[Any]]):
+            def endpoint(request, **kwargs):
+                request.route_name = path
+                d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
+                return shielded(d)
+
+            self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
+            return handler
+
+        return register
+
+    async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
+        try:
+            caller = await self._authorize(request, access)
+            running = defer.ensureDeferred(handler(request, caller, **kwargs))
+            result = await with_timeout(self._clock, running, self._request_timeout)
+        except ApiError as e:
+            return self.error(request, surface, e)
+        except DomainError as e:
+            return self.error(request, surface, errors.from_domain(e))
+        except RequestTimedOut:
+            return self.error(
+                request, surface,
+                ApiError(500, "application_error", "The request timed out; retry with backoff."),
+            )
+        except Exception:
+            log.failure(
+                "unhandled error in {method} {route} (request {request_id})",
+                method=request.method.decode("latin-1"),
+                route=request.route_name,
+                request_id=request.request_id,
+            )
+            return self.error(request, surface, errors.INTERNAL)
+        return self._reply(request, result)
+
+    async def _authorize(self, request, access: str) -> Caller | None:
+        if access == PUBLIC:
+            return None
+        presented = _bearer(request)
+        if access == OPERATOR:
+            if presented is None:
+                raise ApiError(401, "missing_api_key", "Missing operator token in the authorization header.",
+                               native_code="unauthorized")
+            if not hmac.compare_digest(presented.encode("utf-8"), self._operator_token):
+                raise ApiError(403, "invalid_api_key", "Operator token is invalid", native_code="forbidden")
+            return None
+        if presented is None:
+            raise ApiError(401, "missing_api_key", "Missing API key in the authorization header.")
+        caller = await self._keyring.authenticate(presented)
+        if caller is None:
+            raise ApiError(403, "invalid_api_key", "API key is invalid")
+        if access == FULL and not caller.full_access:
+            raise ApiError(401, "restricted_api_key", "This API key is restricted to only send emails.")
+        wait = await self._limiter.take(caller.tenant.id, caller.tenant.api_rate_per_sec)
+        if wait is not None:
+            raise ApiError(
+                429, "rate_limit_exceeded",
+                "Too many requests. You can only make a limited number of requests per second.",
+                headers={"Retry-After": str(wait)},
+            )
+        return caller
+
+    def _reply(self, request, result) -> bytes:
+        if not isinstance(result, Reply):
+            result = Reply(200, result)
+        request.setResponseCode(result.status)
+        for name, value in result.headers.items():
+            request.setHeader(name, value)
+        if result.body is None:
+            return b""
+        request.setHeader(b"Content-Type", result.content_type)
+        if isinstance(result.body, bytes):
+            return result.body
+        return json.dumps(result.body, default=str).encode("utf-8")
+
+    def error(self, request, surface: str, e: ApiError) -> bytes:
+        request.setResponseCode(e.status)
+        request.setHeader(b"Content-Type", JSON)
+        for name, value in e.headers.items():
+            request.setHeader(name, value)
+        return e.body(surface, request.request_id)
+
+    def _route_not_found(self, request, failure):
+        return self.error(request, errors.surface_of(request.path), errors.ROUTE_NOT_FOUND)
+
+    def _method_not_allowed(self, request, failure):
+        return self.error(request, errors.surface_of(request.path), errors.METHOD_NOT_ALLOWED)
+
+
+def _bearer(request) -> str | None:
+    header = request.getHeader(b"authorization")
+    if header is None or not header.startswith(b"Bearer ") or len(header) <= len(b"Bearer "):
+        return None
+    return header[len(b"Bearer ") :].decode("latin-1")
+
+
+__all__ = ["Router", "Reply", "PUBLIC", "OPERATOR", "FULL", "SENDING", "MAIN", "NATIVE"]

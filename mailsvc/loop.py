@@ -1,0 +1,78 @@
+"""The one runner of background work: a step every interval, woken early on demand, whose
+failures are logged and counted but never stop it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+log = Logger()
+
+
+class Loop:
+    def __init__(
+        self,
+        clock,
+        desc: str,
+        interval: float,
+        step: Callable[[], Awaitable[object]],
+        on_failure: Callable[[str], None] | None = None,
+    ):
+        self._clock = clock
+        self.desc = desc
+        self._interval = interval
+        self._step = step
+        self._on_failure = on_failure
+        self._timer = None
+        self._running: defer.Deferred | None = None
+        self._again = False
+        self._stopped = True
+
+    def start(self) -> None:
+        self._stopped = False
+        self._schedule(self._interval)
+
+    def wake(self) -> None:
+        """Run the step soon (now, or right after the run under way)."""
+        if self._stopped:
+            return
+        if self._running is not None:
+            self._again = True
+            return
+        self._schedule(0)
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = self._clock.callLater(delay, self._run)
+
+    def _run(self) -> None:
+        self._timer = None
+        self._running = defer.ensureDeferred(self._step())
+        self._running.addErrback(self._failed)
+        self._running.addBoth(self._finished)
+
+    def _failed(self, failure) -> None:
+        log.failure("background loop {desc} failed; it goes on", failure, desc=self.desc)
+        if self._on_failure is not None:
+            self._on_failure(self.desc)
+
+    def _finished(self, _) -> None:
+        self._running = None
+        if self._stopped:
+            return
+        again, self._again = self._again, False
+        self._schedule(0 if again else self._interval)
+
+    async def stop(self) -> None:
+        """Stop scheduling and wait for a run under way."""
+        self._stopped = True
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        if self._running is not None:
+            done = defer.Deferred()
+            self._running.addBoth(lambda r: (done.callback(None), r)[1])
+            await done

@@ -1,0 +1,162 @@
+"""Rows of tenants, API keys and the waitlist."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from mailsvc.domain.tenant import Tenant
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+_TENANT_COLUMNS = (
+    "id, name, plan, sandbox, status, status_reason, daily_quota, monthly_quota, max_domains,"
+    " send_rate_per_sec, api_rate_per_sec, delivery_mode, created_at, updated_at"
+)
+_UPDATABLE = frozenset(
+    {
+        "name", "plan", "sandbox", "status", "status_reason", "daily_quota", "monthly_quota",
+        "max_domains", "send_rate_per_sec", "api_rate_per_sec", "delivery_mode",
+    }
+)
+
+
+def tenant_of(row: dict) -> Tenant:
+    return Tenant(**{k: row[k] for k in _TENANT_COLUMNS.replace(" ", "").split(",")})
+
+
+async def insert_tenant(txn: Transaction, tenant_id: uuid.UUID, fields: dict, now: datetime) -> Tenant:
+    columns = ["id", *fields, "created_at", "updated_at"]
+    row = await txn.fetchone(
+        f"INSERT INTO tenants ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+        f" ON CONFLICT (id) DO NOTHING RETURNING {_TENANT_COLUMNS}",
+        [tenant_id, *fields.values(), now, now],
+    )
+    return tenant_of(row) if row else None
+
+
+async def get_tenant(db: Database | Transaction, tenant_id: uuid.UUID) -> Tenant | None:
+    row = await db.fetchone(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE id = %s", (tenant_id,))
+    return tenant_of(row) if row else None
+
+
+async def update_tenant(
+    txn: Transaction, tenant_id: uuid.UUID, changes: dict, now: datetime
+) -> Tenant | None:
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    assignments = ", ".join(f"{column} = %s" for column in changes)
+    row = await txn.fetchone(
+        f"UPDATE tenants SET {assignments}{', ' if changes else ''}updated_at = %s"
+        f" WHERE id = %s RETURNING {_TENANT_COLUMNS}",
+        [*changes.values(), now, tenant_id],
+    )
+    return tenant_of(row) if row else None
+
+
+# API keys
+
+_KEY_COLUMNS = "id, tenant_id, name, prefix, permission, domain_id, created_at, last_used_at"
+
+
+async def insert_key(
+    txn: Transaction,
+    key_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    name: str,
+    prefix: str,
+    secret_hmac: bytes,
+    permission: str,
+    domain_id: uuid.UUID | None,
+    now: datetime,
+) -> dict:
+    return await txn.fetchone(
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_hmac, permission, domain_id,"
+        f" created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_KEY_COLUMNS}",
+        (key_id, tenant_id, name, prefix, secret_hmac, permission, domain_id, now),
+    )
+
+
+async def key_with_tenant(db: Database, prefix: str) -> dict | None:
+    """The key with this public prefix, its stored HMAC and its tenant's columns."""
+    return await db.fetchone(
+        "SELECT k.id AS key_id, k.secret_hmac, k.permission, k.domain_id,"
+        f" {', '.join('t.' + c.strip() for c in _TENANT_COLUMNS.split(','))}"
+        " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.prefix = %s",
+        (prefix,),
+        desc="authenticate",
+    )
+
+
+async def list_keys(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    where, order, params = page.clause()
+    rows = await db.fetchall(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = %s AND {where} {order}",
+        [tenant_id, *params],
+    )
+    return page.finish(rows)
+
+
+async def rename_key(db: Database, tenant_id: uuid.UUID, key_id: uuid.UUID, name: str) -> dict | None:
+    return await db.fetchone(
+        f"UPDATE api_keys SET name = %s WHERE tenant_id = %s AND id = %s RETURNING {_KEY_COLUMNS}",
+        (name, tenant_id, key_id),
+    )
+
+
+async def delete_key(db: Database, tenant_id: uuid.UUID, key_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(
+        "DELETE FROM api_keys WHERE tenant_id = %s AND id = %s RETURNING id, prefix",
+        (tenant_id, key_id),
+    )
+
+
+async def record_last_used(db: Database, used: dict[uuid.UUID, datetime]) -> None:
+    """One statement for every key used since the last flush; never moves a time backwards."""
+    if not used:
+        return
+    values = ", ".join(["(%s::uuid, %s::timestamptz)"] * len(used))
+    params: list[Any] = []
+    for key_id, when in used.items():
+        params += [key_id, when]
+    await db.execute(
+        f"UPDATE api_keys k SET last_used_at = v.at FROM (VALUES {values}) AS v(id, at)"
+        " WHERE k.id = v.id AND (k.last_used_at IS NULL OR k.last_used_at < v.at)",
+        params,
+        desc="record_last_used",
+    )
+
+
+async def verified_domain(db: Database, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(
+        "SELECT id, name, status FROM domains WHERE tenant_id = %s AND id = %s",
+        (tenant_id, domain_id),
+    )
+
+
+# Waitlist
+
+
+async def join_waitlist(db: Database, entry_id: uuid.UUID, email: str, now: datetime) -> dict:
+    """Add the address, or return the entry it already has (joining twice is no error)."""
+    row = await db.fetchone(
+        "INSERT INTO waitlist (id, email, created_at) VALUES (%s, %s, %s)"
+        " ON CONFLICT (email) DO NOTHING RETURNING id, email, created_at",
+        (entry_id, email, now),
+        desc="join_waitlist",
+    )
+    if row is None:
+        row = await db.fetchone(
+            "SELECT id, email, created_at FROM waitlist WHERE email = %s", (email,)
+        )
+    return row
+
+
+async def list_waitlist(db: Database, page: Page) -> tuple[list[dict], bool]:
+    where, order, params = page.clause()
+    rows = await db.fetchall(
+        f"SELECT id, email, created_at FROM waitlist WHERE {where} {order}", params
+    )
+    return page.finish(rows)

@@ -1,0 +1,161 @@
+"""
+Shared fixtures: one throw-away PostgreSQL cluster per test run (or ``MAILSVC_TEST_DSN``), one
+migrated template database, a fresh database cloned from it for every test, and the whole
+HTTP application assembled as the daemon assembles it, listening on loopback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+import psycopg2
+import pytest
+import pytest_twisted
+import treq
+from twisted.internet import defer, reactor
+from twisted.web.client import HTTPConnectionPool
+
+from mailsvc import compose
+from mailsvc.config import Config, load
+from mailsvc.store.database import Database
+from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
+from mailsvc.store.migrate import migrate
+
+TEMPLATE = "mailsvc_template"
+_numbers = itertools.count(1)
+
+
+def _dsn_with(dsn: str, dbname: str) -> str:
+    parts = [p for p in dsn.split() if not p.startswith("dbname=")]
+    return " ".join([*parts, f"dbname={dbname}"])
+
+
+def _admin(dsn: str):
+    conn = psycopg2.connect(_dsn_with(dsn, "postgres"))
+    conn.autocommit = True
+    return conn
+
+
+@pytest.fixture(scope="session")
+def pg_dsn():
+    """The DSN of a PostgreSQL server the tests may create databases in."""
+    configured = os.environ.get("MAILSVC_TEST_DSN")
+    if configured:
+        yield configured
+        return
+    root = Path(tempfile.mkdtemp(prefix="mailsvc-test-pg-"))
+    root.chmod(0o755)
+    cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
+    cluster._prepare()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop_now()
+
+
+@pytest.fixture(scope="session")
+def template_dsn(pg_dsn):
+    """A database migrated once per run; every test's database is a copy of it."""
+    conn = _admin(pg_dsn)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+        cur.execute(f"CREATE DATABASE {TEMPLATE}")
+    conn.close()
+    dsn = _dsn_with(pg_dsn, TEMPLATE)
+
+    async def run():
+        db = Database(reactor, dsn, 1)
+        await db.start()
+        try:
+            await migrate(db)
+        finally:
+            db.stop()
+
+    pytest_twisted.blockon(defer.ensureDeferred(run()))
+    return dsn
+
+
+@pytest.fixture
+def fresh_dsn(pg_dsn, template_dsn):
+    """The DSN of a database of this test's own, migrated."""
+    name = f"mailsvc_test_{os.getpid()}_{next(_numbers)}"
+    conn = _admin(pg_dsn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    try:
+        yield _dsn_with(pg_dsn, name)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.close()
+
+
+@pytest_twisted.async_yield_fixture
+async def db(fresh_dsn):
+    database = Database(reactor, fresh_dsn, 4)
+    await database.start()
+    yield database
+    database.stop()
+
+
+@pytest.fixture
+def config() -> Config:
+    return load(None, environ={})
+
+
+class Api:
+    """The assembled application on a loopback port, with an HTTP client and helpers."""
+
+    def __init__(self, parts: compose.Parts, port, operator_token: str):
+        self.parts = parts
+        self.port = port
+        self.operator_token = operator_token
+        self.url = f"http://127.0.0.1:{port.getHost().port}"
+        self.pool = HTTPConnectionPool(reactor, persistent=False)
+
+    async def request(self, method: str, path: str, key: str | None = None, **kwargs):
+        headers = dict(kwargs.pop("headers", {}) or {})
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        response = await treq.request(
+            method, self.url + path, headers=headers, pool=self.pool, **kwargs
+        )
+        body = await response.content()
+        return response, body
+
+    async def json(self, method: str, path: str, key: str | None = None, **kwargs):
+        import json
+
+        response, body = await self.request(method, path, key, **kwargs)
+        return response.code, (json.loads(body) if body else None), response
+
+    async def tenant(self, **fields) -> tuple[dict, str]:
+        """A new tenant through the operator API; returns it and its first key's token."""
+        body = {"name": "Acme", **fields}
+        code, created, _ = await self.json("POST", "/admin/v1/tenants", self.operator_token, json=body)
+        assert code == 201, created
+        tenant_id = created["id"]
+        # Tests make many calls a second; the default 10/s is tested on its own.
+        if "api_rate_per_sec" not in fields:
+            await self.json(
+                "PATCH", f"/admin/v1/tenants/{tenant_id}", self.operator_token,
+                json={"api_rate_per_sec": 100000},
+            )
+        return created, created["api_key"]["token"]
+
+
+@pytest_twisted.async_yield_fixture
+async def api(db, config, tmp_path):
+    operator_token = "op_" + secrets.token_urlsafe(16)
+    parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token)
+    port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
+    app = Api(parts, port, operator_token)
+    yield app
+    await app.pool.closeCachedConnections()
+    await port.stopListening()
+    for loop in parts.loops:
+        await loop.stop()

@@ -1,0 +1,126 @@
+"""The real daemon under twistd: start on the embedded default, serve, stop; and failing starts."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import resend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
+    environ = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        MAILSVC_STATE_DIR=str(state),
+        MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1",
+        **env,
+    )
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"],
+        env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+@pytest.fixture
+def state():
+    path = Path(tempfile.mkdtemp(prefix="mailsvc-daemon-"))
+    path.chmod(0o755)
+    return path / "state"
+
+
+def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"daemon exited: {process.communicate()}")
+        try:
+            requests.get(url + "/healthz", timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError("daemon did not listen in time")
+
+
+def test_daemon_serves_on_the_embedded_store_and_stops_cleanly(state):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    daemon = twistd(state, port)
+    try:
+        wait_until_listening(url, daemon)
+        token = (state / "operator-token").read_text().strip()
+        assert oct((state / "operator-token").stat().st_mode & 0o777) == "0o600"
+        created = requests.post(
+            url + "/admin/v1/tenants", json={"name": "Acme"},
+            headers={"Authorization": f"Bearer {token}"}, timeout=10,
+        )
+        assert created.status_code == 201
+        key = created.json()["api_key"]["token"]
+        resend.api_url, resend.api_key = url, key
+        made = resend.ApiKeys.create({"name": "from the sdk"})
+        assert {k["name"] for k in resend.ApiKeys.list()["data"]} == {"Default", "from the sdk"}
+        resend.ApiKeys.remove(made["id"])
+        assert requests.get(url + "/healthz", timeout=5).json() == {"status": "ok"}
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, err = daemon.communicate(timeout=60)
+    # twistd ends by re-raising the signal it stopped on (systemd counts SIGTERM as clean).
+    assert daemon.returncode in (0, -signal.SIGTERM), err
+    assert "operator token is in" in out and f"HTTP API listening on 127.0.0.1:{port}" in out
+    # The embedded cluster was stopped with the daemon.
+    assert not (state / "postgresql" / "data" / "postmaster.pid").exists()
+
+    # A second start reuses the cluster and its data, and logs JSON lines as the unit asks.
+    daemon = twistd(state, port, "--logger=mailsvc.logs.json_observer")
+    try:
+        wait_until_listening(url, daemon)
+        listed = requests.get(url + "/api-keys", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert [k["name"] for k in listed.json()["data"]] == ["Default"]
+        assert listed.json()["data"][0]["last_used_at"] is not None  # flushed at the first stop
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    assert daemon.returncode in (0, -signal.SIGTERM)
+    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert any(e.get("log_format", "").startswith("HTTP API listening") for e in events)
+
+
+def test_port_in_use_fails_with_one_line(state, pg_dsn):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        daemon = twistd(state, taken.getsockname()[1], MAILSVC_DATABASE_DSN=pg_dsn)
+        out, err = daemon.communicate(timeout=60)
+    assert daemon.returncode != 0
+    lines = [line for line in err.splitlines() if line.startswith("mailsvc:")]
+    assert len(lines) == 1 and "cannot start" in lines[0] and "Address already in use" in lines[0]
+
+
+def test_unreachable_database_fails_with_one_line(state):
+    daemon = twistd(state, free_port(), MAILSVC_DATABASE_DSN="host=/nonexistent-dir dbname=x connect_timeout=2")
+    out, err = daemon.communicate(timeout=60)
+    assert daemon.returncode != 0
+    lines = [line for line in err.splitlines() if line.startswith("mailsvc:")]
+    assert len(lines) == 1 and "cannot start: database unreachable" in lines[0], err
+
+
+def test_bad_config_key_fails_with_one_line(state):
+    daemon = twistd(state, free_port(), MAILSVC_HTTP_LISEN="tcp:1")
+    out, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 1
+    assert err.strip().splitlines()[-1] == "mailsvc: configuration error: http.lisen: unknown key"

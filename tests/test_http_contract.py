@@ -1,0 +1,189 @@
+"""The HTTP contract every endpoint shares: envelopes, request ids, bodies, limits, paging."""
+
+import json
+
+import pytest_twisted as pt
+
+from mailsvc.http.site import MIB
+
+MAIN_ERROR_KEYS = {"statusCode", "name", "message"}
+
+
+@pt.ensureDeferred
+async def test_unknown_route_main_and_native_envelopes(api):
+    code, body, response = await api.json("GET", "/nothing-here")
+    assert code == 404
+    assert body == {"statusCode": 404, "name": "not_found",
+                    "message": "The requested endpoint does not exist."}
+    assert response.headers.getRawHeaders("content-type") == ["application/json"]
+
+    code, body, response = await api.json("GET", "/v1/nothing-here")
+    assert code == 404
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == "not_found"
+    assert body["error"]["request_id"] == response.headers.getRawHeaders("x-request-id")[0]
+
+
+@pt.ensureDeferred
+async def test_wrong_method(api):
+    _, key = await api.tenant()
+    code, body, _ = await api.json("PUT", "/api-keys", key)
+    assert code == 405
+    assert set(body) == MAIN_ERROR_KEYS
+    assert body["name"] == "method_not_allowed"
+
+
+@pt.ensureDeferred
+async def test_request_id_is_generated_or_taken_from_the_client(api):
+    response, _ = await api.request("GET", "/healthz")
+    generated = response.headers.getRawHeaders("x-request-id")
+    assert generated and generated[0].startswith("req_")
+
+    response, _ = await api.request("GET", "/healthz", headers={"X-Request-Id": "client-abc-123"})
+    assert response.headers.getRawHeaders("x-request-id") == ["client-abc-123"]
+
+    too_long = "x" * 65
+    response, _ = await api.request("GET", "/nowhere", headers={"X-Request-Id": too_long})
+    assert response.headers.getRawHeaders("x-request-id")[0] != too_long
+
+
+@pt.ensureDeferred
+async def test_malformed_json_is_422(api):
+    _, key = await api.tenant()
+    code, body, _ = await api.json(
+        "POST", "/api-keys", key, data=b'{"name": ', headers={"Content-Type": "application/json"}
+    )
+    assert code == 422
+    assert body["name"] == "validation_error"
+    code, body, _ = await api.json("POST", "/api-keys", key, data=b"[1, 2]")
+    assert code == 422
+    assert body["name"] == "validation_error"
+
+
+@pt.ensureDeferred
+async def test_what_the_sdks_send_is_accepted(api):
+    _, key = await api.tenant()
+    # Python SDK: a JSON body on GET and DELETE.
+    code, body, response = await api.json("GET", "/api-keys", key, json={})
+    assert code == 200
+    assert response.headers.getRawHeaders("content-type") == ["application/json"]
+    # Node SDK: POST with a JSON content type and no body at all (validation, not a parse error).
+    code, body, _ = await api.json(
+        "POST", "/api-keys", key, data=b"", headers={"Content-Type": "application/json"}
+    )
+    assert code == 422
+    assert body["message"].startswith("name")
+    # Unknown keys are ignored.
+    code, body, _ = await api.json("POST", "/api-keys", key, json={"name": "x", "unknown": [1]})
+    assert code == 200
+
+
+@pt.ensureDeferred
+async def test_body_limit_is_enforced_before_buffering(api):
+    _, key = await api.tenant()
+    big = json.dumps({"name": "a" * (MIB + 10)}).encode()
+    code, body, _ = await api.json("POST", "/api-keys", key, data=big)
+    assert code == 422
+    assert body == {"statusCode": 422, "name": "validation_error", "message": "request body too large"}
+    # The key was not created.
+    _, listed, _ = await api.json("GET", "/api-keys", key)
+    assert len(listed["data"]) == 1
+
+
+def test_body_limits_by_path():
+    from mailsvc.http.site import body_limit
+
+    assert body_limit(b"/emails") == 50 * MIB
+    assert body_limit(b"/emails/batch?x=1") == 50 * MIB
+    assert body_limit(b"/v1/emails") == 50 * MIB
+    assert body_limit(b"/templates/abc") == 5 * MIB
+    assert body_limit(b"/broadcasts") == 5 * MIB
+    assert body_limit(b"/api-keys") == MIB
+    assert body_limit(b"/emailsx") == MIB
+
+
+@pt.ensureDeferred
+async def test_chunked_body_over_the_limit(api):
+    _, key = await api.tenant()
+
+    def chunks():
+        yield b'{"name": "'
+        for _ in range(11):
+            yield b"a" * (100 * 1024)
+        yield b'"}'
+
+    import io
+
+    from twisted.web.client import FileBodyProducer
+    from twisted.web.iweb import UNKNOWN_LENGTH
+
+    producer = FileBodyProducer(io.BytesIO(b"".join(chunks())))
+    producer.length = UNKNOWN_LENGTH  # sent chunked: the limit is counted as it streams
+    code, body, _ = await api.json("POST", "/api-keys", key, data=producer)
+    assert code == 422
+    assert body["message"] == "request body too large"
+
+
+@pt.ensureDeferred
+async def test_no_cors_on_the_main_api(api):
+    _, key = await api.tenant()
+    response, _ = await api.request(
+        "OPTIONS", "/api-keys", headers={"Origin": "https://evil.example",
+                                         "Access-Control-Request-Method": "GET"},
+    )
+    assert response.code in (404, 405)
+    response, _ = await api.request("GET", "/api-keys", key, headers={"Origin": "https://x.example"})
+    assert response.code == 200
+    assert not [name for name, _ in response.headers.getAllRawHeaders()
+                if name.lower().startswith(b"access-control")]
+
+
+@pt.ensureDeferred
+async def test_pagination_rules(api):
+    _, key = await api.tenant()
+    ids = []
+    for i in range(5):
+        _, created, _ = await api.json("POST", "/api-keys", key, json={"name": f"k{i}"})
+        ids.append(created["id"])
+    # Newest first; the tenant's first key is the oldest.
+    code, page, _ = await api.json("GET", "/api-keys?limit=2", key)
+    assert code == 200
+    assert [k["id"] for k in page["data"]] == [ids[4], ids[3]]
+    assert page["has_more"] is True and page["object"] == "list"
+
+    _, page2, _ = await api.json("GET", f"/api-keys?limit=2&after={ids[3]}", key)
+    assert [k["id"] for k in page2["data"]] == [ids[2], ids[1]]
+    assert page2["has_more"] is True
+
+    _, back, _ = await api.json("GET", f"/api-keys?limit=2&before={ids[2]}", key)
+    assert [k["id"] for k in back["data"]] == [ids[4], ids[3]]
+    assert back["has_more"] is False
+
+    _, last, _ = await api.json("GET", f"/api-keys?limit=100&after={ids[0]}", key)
+    assert len(last["data"]) == 1 and last["has_more"] is False
+
+    _, everything, _ = await api.json("GET", "/api-keys", key)
+    assert len(everything["data"]) == 6 and everything["has_more"] is False
+
+    for query in ("limit=0", "limit=101", "limit=ten", f"after={ids[0]}&before={ids[1]}",
+                  "after=not-an-id", "before=123"):
+        code, body, _ = await api.json("GET", f"/api-keys?{query}", key)
+        assert code == 422, query
+        assert body["name"] == "validation_error"
+    _, body, _ = await api.json("GET", "/api-keys?limit=0", key)
+    assert body["message"].startswith("The pagination limit must be a number between 1 and 100")
+
+
+@pt.ensureDeferred
+async def test_unexpected_error_is_500_without_traceback(api):
+    from mailsvc.http.router import PUBLIC
+
+    @api.parts.router.route("/boom", "GET", access=PUBLIC)
+    async def boom(request, caller):
+        raise RuntimeError("secret internals")
+
+    code, body, response = await api.json("GET", "/boom")
+    assert code == 500
+    assert body["name"] == "application_error"
+    assert "secret" not in json.dumps(body) and "Traceback" not in json.dumps(body)
+    assert response.headers.getRawHeaders("x-request-id")

@@ -1,0 +1,42 @@
+"""
+Writing events into the outbox. Every state change that users hear about calls ``record``
+inside the transaction that makes the change, so an event exists exactly when its change does.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from psycopg2.extras import Json
+
+from mailsvc import timefmt
+from mailsvc.ids import uuid7
+from mailsvc.store.database import Transaction
+
+#: NOTIFY channel raised after a transaction that recorded events commits.
+CHANNEL = "events"
+
+#: Every event type of SPEC §Events that the service sends.
+SENT_TYPES = (
+    "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced",
+    "email.complained", "email.failed", "email.suppressed", "domain.updated",
+    "contact.created", "contact.updated", "contact.deleted",
+)
+#: Accepted as webhook subscriptions but never sent (SPEC §Events).
+SILENT_TYPES = (
+    "email.opened", "email.clicked", "email.received", "email.scheduled",
+    "domain.created", "domain.deleted",
+)
+
+
+async def record(txn: Transaction, clock, tenant_id: uuid.UUID, type: str, data: dict) -> uuid.UUID:
+    """Add one event to the outbox within ``txn``; listeners are woken after commit."""
+    if type not in SENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    event_id = uuid7(clock.seconds())
+    await txn.execute(
+        "INSERT INTO events (id, tenant_id, type, data, created_at) VALUES (%s, %s, %s, %s, %s)",
+        (event_id, tenant_id, type, Json(data), timefmt.from_seconds(clock.seconds())),
+    )
+    txn.notify(CHANNEL)
+    return event_id

@@ -18,7 +18,7 @@ import attrs
 
 from mailsvc import timefmt
 from mailsvc.domain.apikeys import NewKey, Token, new_token, parse_token
-from mailsvc.domain.errors import NotFound
+from mailsvc.domain.errors import NotAllowed, NotFound
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import uuid7
 from mailsvc.store import accounts
@@ -115,9 +115,14 @@ class KeyRing:
 
     async def create(self, tenant_id: uuid.UUID, key: NewKey) -> tuple[dict, Token]:
         if key.domain_id is not None:
-            domain = await accounts.verified_domain(self._db, tenant_id, key.domain_id)
+            domain = await accounts.domain_of(self._db, tenant_id, key.domain_id)
             if domain is None:
                 raise NotFound("Domain")
+            if domain["status"] != "verified":
+                raise NotAllowed(
+                    f"domain_id: the domain {domain['name']} is not verified; verify it first",
+                    reason="domain_not_verified",
+                )
         return await self._db.run("create_api_key", self.issue, tenant_id, key)
 
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:

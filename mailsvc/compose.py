@@ -5,32 +5,58 @@ from the configuration and hands each its collaborators through its constructor.
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Awaitable, Callable
 
 import attrs
-from twisted.internet import endpoints
+from treq.client import HTTPClient
+from twisted.internet import endpoints, threads
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import credentials
+from mailsvc import credentials, events, manhole, tls
+from mailsvc import domains as domain_store
+from mailsvc import suppressions as suppression_list
+from mailsvc.accept import Acceptor
 from mailsvc.accounts import Accounts
 from mailsvc.apikeys import KeyRing
 from mailsvc.config import Config
-from mailsvc.http import admin, apikeys
+from mailsvc.dns.public import PublicAddresses
+from mailsvc.dns.resolver import build_resolver
+from mailsvc.dnsprov.cloudflare import Cloudflare
+from mailsvc.domains import Domains, Settings, SigningKeys, unlock
+from mailsvc.emails import Emails
+from mailsvc.fetch import Fetcher
+from mailsvc.http import admin, apikeys, suppressions, webhooks
+from mailsvc.http import domains as domain_routes
+from mailsvc.http import emails as email_routes
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
+from mailsvc.idempotency import IdempotencyKeys
+from mailsvc.keyvault import KeyVault
 from mailsvc.loop import Loop
+from mailsvc.mail import dkim
 from mailsvc.metrics import Metrics
 from mailsvc.ratelimit import RateLimiter
 from mailsvc.service import Node
+from mailsvc.smtp.intake import SmtpIntake
+from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import MigrationError, migrate
+from mailsvc.store.notify import Notifications
+from mailsvc.webhooks.dispatcher import Dispatcher
+from mailsvc.webhooks.registry import WebhookRegistry
 
 log = Logger()
 
 #: How often gathered ``last_used_at`` values are written.
 LAST_USED_FLUSH_SECONDS = 5
+#: How often scheduled emails whose time has come are looked for.
+SCHEDULE_RELEASE_SECONDS = 1
 
 
 def build(config: Config) -> Node:
@@ -49,6 +75,18 @@ def build(config: Config) -> Node:
     node.expected_failures = (
         OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError,
     )
+    node.ready.addCallback(_freeze_startup_heap)
+    return node
+
+
+def _freeze_startup_heap(node: Node) -> Node:
+    """
+    Once started, keep the long-lived objects (modules, the assembled parts) out of the cyclic
+    collector's scans: full collections otherwise walk them all and stall requests in flight
+    (bench/http_auth.py: p99 about halved).
+    """
+    gc.collect()
+    gc.freeze()
     return node
 
 
@@ -69,6 +107,16 @@ async def open_store(reactor, config: Config, node: Node) -> Database:
     return db
 
 
+@attrs.frozen
+class RolePart:
+    """A part that runs only on nodes whose ``node.roles`` include ``role``."""
+
+    role: str
+    desc: str
+    start: Callable[[], Awaitable[None]]
+    stop: Callable[[], Awaitable[None]]
+
+
 @attrs.define
 class Parts:
     """Everything a node runs, wired; tests assemble the same graph on a database of theirs."""
@@ -80,6 +128,14 @@ class Parts:
     router: Router
     site: Site
     loops: list[Loop]
+    notifications: Notifications
+    fetcher: Fetcher
+    webhooks: WebhookRegistry
+    dispatcher: Dispatcher
+    role_parts: list[RolePart]
+    domains: Domains | None = None
+    emails: Emails | None = None
+    submission: Submission | None = None
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -90,20 +146,99 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
     limiter = RateLimiter(clock, db, config.api.burst_factor)
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec)
-    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout)
+    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
+                    public_origins=config.public.cors_origins)
     apikeys.install(router, keyring)
     admin.install(router, accounts, db, metrics)
-    site = Site(router.resource(), clock, metrics)
-    metrics.in_flight.set_function(lambda: site.in_flight)
+    suppressions.install(router, clock, db)
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
+
+    notifications = Notifications(db)
+    # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
+    addresses = PublicAddresses(
+        clock, build_resolver(clock, config.dns.servers), config.security.allow_private_targets
+    )
+    # Up to every request a node has in flight may go to one host (several webhooks on it).
+    fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
+    webhook_registry = WebhookRegistry(
+        clock, db, addresses, KeyVault(credentials.derive(master, "webhook-secrets"))
+    )
+    webhooks.install(router, webhook_registry)
+    dispatcher = Dispatcher(
+        clock, db, fetcher, webhook_registry, config.webhooks.concurrency_per_endpoint,
+        config.webhooks.max_in_flight, on_failure=count_failure,
+    )
+
+    async def start_dispatcher() -> None:
+        await notifications.listen(events.CHANNEL, dispatcher.wake)
+        dispatcher.start()
+
+    role_parts = [RolePart("webhooks", dispatcher.desc, start_dispatcher, dispatcher.stop)]
+
+    domains = _domains(clock, config, db, master)
+    domain_routes.install(router, domains)
+
+    acceptor = Acceptor(
+        clock, db, domain_store.sending_domain,
+        lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
+        suppression_list.suppressed_among,
+        lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
+    )
+    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_among)
+    idempotency_keys = IdempotencyKeys(clock, db)
+    email_routes.install(router, acceptor, emails, idempotency_keys, config.http.public_url)
+    intake = SmtpIntake(acceptor, limiter, idempotency_keys)
+    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
+
+    site = Site(router.resource(), clock, metrics)
+    metrics.in_flight.set_function(lambda: site.in_flight)
 
     loops = [
         Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
              on_failure=count_failure),
     ]
-    return Parts(db, metrics, keyring, accounts, router, site, loops)
+    check_domains = Loop(clock, "check domains", config.domains.check_interval, domains.check_due,
+                         on_failure=count_failure)
+    domains.wake = check_domains.wake
+    release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
+                   on_failure=count_failure)
+    if "scheduler" in config.node.roles:
+        loops += [check_domains, release]
+    return Parts(
+        db, metrics, keyring, accounts, router, site, loops,
+        notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
+        dispatcher=dispatcher, role_parts=role_parts, domains=domains, emails=emails, submission=submission,
+    )
+
+
+def _domains(clock, config: Config, db: Database, master: bytes) -> Domains:
+    keys = SigningKeys(KeyVault(credentials.derive(master, "dkim-keys")))
+    unlock(db, keys)  # lets domains.sending_domain(db, ...) open the keys
+    http = HTTPClient(Agent(clock, pool=HTTPConnectionPool(clock, persistent=False)))
+    settings = Settings(
+        config.domains.region, config.hostname, config.spf_include,
+        config.domains.verification_window, config.domains.recheck_interval,
+    )
+    return Domains(
+        clock, db, keys, build_resolver(clock, config.dns.servers),
+        Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,
+        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+    )
+
+
+async def listen_submission(reactor, description: str, submission: Submission, options):
+    """
+    One submission listener. ``ssl:...`` is implicit TLS (465/2465) with our certificate;
+    ``tcp:...`` offers STARTTLS (587/2587).
+    """
+    implicit = description.startswith("ssl:")
+    endpoint = endpoints.serverFromString(reactor, "tcp:" + description[4:] if implicit else description)
+    factory = SubmissionFactory(reactor, submission, options, implicit_tls=implicit)
+    if implicit:
+        factory = TLSMemoryBIOFactory(options, False, factory)
+    return await endpoint.listen(factory)
 
 
 async def start(reactor, config: Config, node: Node) -> None:
@@ -111,16 +246,26 @@ async def start(reactor, config: Config, node: Node) -> None:
     # directory; the secrets in it are 0600.
     config.state_dir.mkdir(parents=True, exist_ok=True)
     config.state_dir.chmod(0o711)
+    if config.manhole.listen:
+        manhole.check_endpoint(config.manhole.listen)  # refused before anything starts
     master = credentials.master_key(config.security.master_key, config.state_dir)
     operator_token, token_path = credentials.operator_token(config.operator.token, config.state_dir)
 
     db = await open_store(reactor, config, node)
     parts = assemble(reactor, config, db, master, operator_token)
+    # Closed after everything that makes outbound requests or listens has stopped.
+    node.on_stop("outbound HTTP connections", parts.fetcher.close)
+    node.on_stop("LISTEN connection", parts.notifications.stop)
     # Registered before the loops, so it runs after they stopped: the last uses are written.
     node.on_stop("api key use", parts.keyring.flush_last_used)
     for loop in parts.loops:
         loop.start()
         node.on_stop(loop.desc, loop.stop)
+    # Role-gated parts (the webhook dispatcher) stop before the loops and the pool.
+    for part in parts.role_parts:
+        if part.role in config.node.roles:
+            await part.start()
+            node.on_stop(part.desc, part.stop)
 
     if "api" in config.node.roles:
         site = parts.site
@@ -141,6 +286,23 @@ async def start(reactor, config: Config, node: Node) -> None:
         address = port.getHost()
         node.parts["http_port"] = address.port
         log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+
+        if config.smtp.submission:
+            cert, key = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
+            options = tls.server_options(cert, key)
+            node.parts["smtp_ports"] = []
+            for description in config.smtp.submission:
+                smtp_port = await listen_submission(reactor, description, parts.submission, options)
+                node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
+                node.parts["smtp_ports"].append(smtp_port.getHost().port)
+                log.info("SMTP submission listening on {endpoint}", endpoint=description)
+
+    if config.manhole.listen:
+        names = manhole.namespace(parts=parts, db=db, node=node, config=config, reactor=reactor)
+        ssh_port = await manhole.listen(reactor, config.manhole.listen, names, config.state_dir)
+        node.on_stop("SSH manhole", ssh_port.stopListening)
+        node.parts["manhole_address"] = ssh_port.getHost()
+        log.info("SSH manhole listening on {address}", address=manhole.describe(ssh_port.getHost()))
 
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)

@@ -39,6 +39,7 @@ class HttpConfig:
     listen: str = "tcp:8080"
     request_timeout: int = 60
     drain_timeout: int = 30
+    public_url: str = ""
 
 
 @_section
@@ -61,6 +62,7 @@ class DeliveryConfig:
 class SecurityConfig:
     allow_private_targets: bool = False
     master_key: str = ""
+    ca_file: str = ""
 
 
 @_section
@@ -97,6 +99,21 @@ class ApiConfig:
 
 
 @_section
+class DomainsConfig:
+    region: str = "local"
+    verification_window: int = 259200
+    recheck_interval: int = 86400
+    check_interval: int = 15
+    cloudflare_base_url: str = "https://api.cloudflare.com/client/v4"
+
+
+@_section
+class WebhooksConfig:
+    concurrency_per_endpoint: int = 8
+    max_in_flight: int = 256
+
+
+@_section
 class NodeConfig:
     roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
 
@@ -124,6 +141,8 @@ SECTIONS: dict[str, type] = {
     "mail": MailConfig,
     "ai": AiConfig,
     "api": ApiConfig,
+    "domains": DomainsConfig,
+    "webhooks": WebhooksConfig,
     "node": NodeConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
@@ -146,6 +165,8 @@ class Config:
     mail: MailConfig = MailConfig()
     ai: AiConfig = AiConfig()
     api: ApiConfig = ApiConfig()
+    domains: DomainsConfig = DomainsConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     node: NodeConfig = NodeConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
@@ -194,6 +215,9 @@ def _check(config: Config) -> Config:
         raise ConfigError("api.rate_per_sec: must be at least 1")
     if config.api.auth_cache_seconds > 30:
         raise ConfigError("api.auth_cache_seconds: at most 30 (revocation must apply within 30 s)")
+    for name in ("concurrency_per_endpoint", "max_in_flight"):
+        if getattr(config.webhooks, name) < 1:
+            raise ConfigError(f"webhooks.{name}: must be at least 1")
     return config
 
 

@@ -5,12 +5,25 @@ from __future__ import annotations
 import os
 import uuid
 
+_last = [0, 0]  # (milliseconds, 12-bit counter) of the previous id of this process
+
 
 def uuid7(seconds: float) -> uuid.UUID:
-    """A UUIDv7 for the instant ``seconds`` (Unix time, usually ``clock.seconds()``)."""
+    """
+    A UUIDv7 for the instant ``seconds`` (Unix time, usually ``clock.seconds()``). Ids made in
+    one process are strictly increasing, even within one millisecond (RFC 9562 §6.2, method 1:
+    ``rand_a`` is a counter seeded at random each millisecond).
+    """
     millis = int(seconds * 1000) & ((1 << 48) - 1)
     rand = int.from_bytes(os.urandom(10), "big")
-    rand_a = rand >> 68  # 12 bits
+    if millis <= _last[0]:
+        millis = _last[0]
+        rand_a = _last[1] + 1
+        if rand_a >= 1 << 12:  # counter exhausted: borrow the next millisecond
+            millis, rand_a = millis + 1, rand >> 69
+    else:
+        rand_a = rand >> 69  # 11 bits, leaving room to count up
+    _last[0], _last[1] = millis, rand_a
     rand_b = rand & ((1 << 62) - 1)
     value = (millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     return uuid.UUID(int=value)

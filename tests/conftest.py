@@ -24,6 +24,8 @@ from mailsvc.config import Config, load
 from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
+from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
+from tests.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 
 TEMPLATE = "mailsvc_template"
 _numbers = itertools.count(1)

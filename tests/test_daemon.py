@@ -29,6 +29,7 @@ def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
         PYTHONPATH=str(ROOT),
         MAILSVC_STATE_DIR=str(state),
         MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1",
+        MAILSVC_SMTP_SUBMISSION="",
         **env,
     )
     return subprocess.Popen(

@@ -42,3 +42,12 @@ def test_dns_server_spellings():
     assert parse_server("127.0.0.1") == ("127.0.0.1", 53)
     assert parse_server("[::1]:5353") == ("::1", 5353)
     assert parse_server("::1") == ("::1", 53)
+
+
+def test_ids_increase_within_one_millisecond():
+    from mailsvc.ids import uuid7
+
+    ids = [uuid7(1_800_000_000.0005) for _ in range(5000)]
+    assert ids == sorted(ids) and len(set(ids)) == 5000
+    assert all(i.version == 7 for i in ids)
+    assert uuid7(1_800_000_001) > ids[-1]

@@ -14,6 +14,11 @@ _QUOTED = re.compile(r'^"([\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$')
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
 
+def is_dot_atom(text: str) -> bool:
+    """Whether ``text`` is a local part that needs no quoting (RFC 5322 dot-atom)."""
+    return bool(_DOT_ATOM.match(text))
+
+
 def ascii_domain(domain: str) -> str | None:
     """The domain in lower-case A-labels, or None if it is no valid host name."""
     domain = domain.rstrip(".").lower()

@@ -63,6 +63,27 @@ def validation(message: str, field: str | None = None) -> ApiError:
 
 
 def from_domain(error: DomainError) -> ApiError:
+    from mailsvc import idempotency
+    from mailsvc.accept import QuotaExceeded
+    from mailsvc.domain.email import InvalidAttachment
+    from mailsvc.emails import LinkRefused, NotCancelable, NotReschedulable
+
+    if isinstance(error, QuotaExceeded):
+        return ApiError(429, f"{error.period}_quota_exceeded", error.message, native_code="quota_exceeded")
+    if isinstance(error, InvalidAttachment):
+        return ApiError(422, "invalid_attachment", error.message, field="attachments")
+    if isinstance(error, idempotency.KeyInvalid):
+        return ApiError(400, "invalid_idempotency_key", error.message)
+    if isinstance(error, idempotency.KeyReused):
+        return ApiError(409, "invalid_idempotent_request", error.message)
+    if isinstance(error, idempotency.KeyInFlight):
+        return ApiError(409, "concurrent_idempotent_requests", error.message)
+    if isinstance(error, NotReschedulable):
+        return ApiError(409, "not_reschedulable", error.message)
+    if isinstance(error, NotCancelable):
+        return ApiError(409, "not_cancelable", error.message)
+    if isinstance(error, LinkRefused):
+        return ApiError(403, "validation_error", error.message, native_code="forbidden")
     if isinstance(error, Invalid):
         return ApiError(422, "validation_error", error.message, field=error.field)
     if isinstance(error, NotFound):

@@ -33,6 +33,9 @@ SENDING = "sending_access"
 
 JSON = b"application/json"
 
+#: Seconds a browser may keep a ``/public/*`` preflight answer.
+PREFLIGHT_MAX_AGE = b"600"
+
 
 @attrs.frozen
 class Reply:
@@ -88,6 +91,7 @@ class Router:
         limiter: RateLimiter,
         operator_token: str,
         request_timeout: float = 60,
+        public_origins: tuple[str, ...] = (),
     ):
         self.app = Klein()
         self._clock = clock
@@ -95,6 +99,8 @@ class Router:
         self._limiter = limiter
         self._operator_token = operator_token.encode("utf-8")
         self._request_timeout = request_timeout
+        self._public_origins = frozenset(origin.rstrip("/") for origin in public_origins)
+        self._public_methods: dict[str, set[str]] = {}
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -103,17 +109,49 @@ class Router:
 
     def route(self, path: str, method: str, *, access: str, surface: str = MAIN):
         """Register ``handler`` for ``method path``; ``access`` is who may call it."""
+        cors = access == PUBLIC and path.startswith("/public/")
 
         def register(handler: Callable[..., Awaitable[Any]]):
             def endpoint(request, **kwargs):
                 request.route_name = path
+                if cors:
+                    self._allow_origin(request)
                 d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
                 return shielded(d)
 
             self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
+            if cors:
+                self._add_preflight(path, method)
             return handler
 
         return register
+
+    def _add_preflight(self, path: str, method: str) -> None:
+        """SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins."""
+        methods = self._public_methods.setdefault(path, set())
+        if not methods:
+
+            def preflight(request, **_):
+                request.route_name = path
+                request.setResponseCode(204)
+                if self._allow_origin(request):
+                    request.setHeader(b"Access-Control-Allow-Methods", ", ".join(sorted(methods)).encode())
+                    request.setHeader(b"Access-Control-Allow-Headers", b"Content-Type, X-Request-Id")
+                    request.setHeader(b"Access-Control-Max-Age", PREFLIGHT_MAX_AGE)
+                return b""
+
+            self.app.route(path, methods=["OPTIONS"], endpoint=f"OPTIONS {path}")(preflight)
+        methods.add(method)
+
+    def _allow_origin(self, request) -> bool:
+        """Let a configured origin's browser read this response; other origins get no CORS header."""
+        request.setHeader(b"Vary", b"Origin")
+        origin = request.getHeader(b"origin")
+        if origin is None or origin.decode("latin-1") not in self._public_origins:
+            return False
+        request.setHeader(b"Access-Control-Allow-Origin", origin)
+        request.setHeader(b"Access-Control-Expose-Headers", b"X-Request-Id")
+        return True
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
         try:

@@ -129,7 +129,8 @@ async def record_last_used(db: Database, used: dict[uuid.UUID, datetime]) -> Non
     )
 
 
-async def verified_domain(db: Database, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> dict | None:
+async def domain_of(db: Database, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> dict | None:
+    """The tenant's domain with this id (a key may be restricted only to a verified one)."""
     return await db.fetchone(
         "SELECT id, name, status FROM domains WHERE tenant_id = %s AND id = %s",
         (tenant_id, domain_id),

@@ -1,0 +1,286 @@
+"""
+Signed webhook deliveries per second to a local HTTPS receiver (issue 6, item 6).
+
+The dispatcher runs in this process on the real reactor, against an embedded PostgreSQL
+cluster with its default durable settings in a throw-away directory, with the service's own
+outbound client (address check with a stub resolver answering 127.0.0.1, pinned connections,
+certificate verification against a throw-away CA). Each run inserts a batch of events into the
+outbox, starts a dispatcher and times it until every delivery was received and its outcome
+written. The rows of earlier runs stay (delivered rows stay for days in service) and the
+tables are analyzed once after a warm-up run, as autovacuum keeps them. The receiver is a
+separate process (a Twisted HTTPS server) that checks every request with the
+``standardwebhooks`` library and that both header families agree, and counts duplicates.
+
+    .venv/bin/python -m bench.webhooks [--runs 3] [--events 3000] [--webhooks 8] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+HOST = "hooks.bench.example"
+
+#: An ``email.delivered`` event as the MTA records it.
+DATA = {
+    "email_id": "01970000-0000-7000-8000-000000000001", "delivery_id": "01970000-0000-7000-8000-000000000002",
+    "created_at": "2026-01-01T00:00:00.000000Z", "to": ["someone@example.net"],
+    "recipient": "someone@example.net", "transport": "smtp", "remote_host": "mx.example.net",
+    "response": "250 2.0.0 Ok: queued as 4F3A21C0",
+}
+
+
+def receive(port: int, pem_file: str, secrets_file: str) -> None:
+    """The receiver process: verify, count, answer 204; GET /stats reports the counts."""
+    import standardwebhooks
+    from twisted.internet import reactor, ssl
+    from twisted.web import resource, server
+
+    hooks = {path.encode(): standardwebhooks.Webhook(secret)
+             for path, secret in json.loads(Path(secrets_file).read_text()).items()}
+
+    class Verify(resource.Resource):
+        isLeaf = True
+
+        def __init__(self):
+            super().__init__()
+            self.stats = {"verified": 0, "failed": 0, "duplicates": 0}
+            self.seen: set[tuple[bytes, str]] = set()
+
+        def render_POST(self, request):  # noqa: N802
+            body = request.content.read()
+            headers = {name.decode().lower(): values[0].decode()
+                       for name, values in request.requestHeaders.getAllRawHeaders()}
+            standard = {k: v for k, v in headers.items() if k.startswith("webhook-")}
+            same = all(headers.get("svix-" + k[8:]) == v for k, v in standard.items()) and len(standard) == 3
+            try:
+                hooks[request.path].verify(body, standard, json_parse=False)
+                verified = same
+            except Exception:
+                verified = False
+            self.stats["verified" if verified else "failed"] += 1
+            key = (request.path, headers.get("webhook-id", ""))
+            if key in self.seen:
+                self.stats["duplicates"] += 1
+            self.seen.add(key)
+            request.setResponseCode(204)
+            return b""
+
+        def render_GET(self, request):  # noqa: N802
+            request.setHeader(b"Content-Type", b"application/json")
+            return json.dumps(self.stats).encode()
+
+    site = server.Site(Verify())
+    site.noisy = False
+    options = ssl.PrivateCertificate.loadPEM(Path(pem_file).read_bytes()).options()
+    reactor.listenSSL(port, site, options, interface="127.0.0.1", backlog=1024)
+    reactor.run()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def postgres_pids(data_dir: Path) -> list[int]:
+    try:
+        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    pids = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+async def run(reactor, args, root: Path) -> None:
+    from twisted.internet import defer, task
+    from twisted.names import common, dns
+
+    from mailsvc.accounts import Accounts
+    from mailsvc.apikeys import KeyRing
+    from mailsvc.dns.public import PublicAddresses
+    from mailsvc.domain.webhooks import new_webhook
+    from mailsvc.fetch import Fetcher
+    from mailsvc.keyvault import KeyVault
+    from mailsvc.store.database import Database
+    from mailsvc.store.embedded import EmbeddedCluster, find_bindir
+    from mailsvc.store.migrate import migrate
+    from mailsvc.webhooks.dispatcher import Dispatcher
+    from mailsvc.webhooks.registry import WebhookRegistry
+    from tests.outside import ThrowawayCA
+
+    class Loopback(common.ResolverBase):
+        """Every name is 127.0.0.1 (answers are kept 30 s by the address check anyway)."""
+
+        def _lookup(self, name, cls, type, timeout):
+            answers = []
+            if type == dns.A:
+                answers = [dns.RRHeader(name, dns.A, dns.IN, 60, dns.Record_A("127.0.0.1", 60))]
+            return defer.succeed((answers, [], []))
+
+    ca = ThrowawayCA()
+    ca_file = ca.write(root / "ca.pem")
+    pem_file = root / "receiver.pem"
+    pem_file.write_bytes(ca.server_pem(HOST))
+    port = free_port()
+
+    cluster = EmbeddedCluster(reactor, root / "pg", find_bindir())
+    dsn = await cluster.start()
+    db = Database(reactor, dsn, 8)
+    receiver = None
+    try:
+        await db.start()
+        await migrate(db)
+        keyring = KeyRing(reactor, db, secrets.token_bytes(32), "re", 10)
+        tenant, _, _ = await Accounts(reactor, db, keyring, 10).create_tenant({"name": "bench"})
+        addresses = PublicAddresses(reactor, Loopback(), allow_private=True)
+        fetcher = Fetcher(reactor, addresses, ca_file, args.max_in_flight)
+        registry = WebhookRegistry(reactor, db, addresses, KeyVault(secrets.token_bytes(32)))
+        hooks = {}
+        for i in range(args.webhooks):
+            body = {"endpoint": f"https://{HOST}:{port}/w{i}", "events": ["email.delivered"]}
+            _, secret = await registry.create(tenant.id, new_webhook(body))
+            hooks[f"/w{i}"] = secret
+        (root / "secrets.json").write_text(json.dumps(hooks))
+        receiver = subprocess.Popen(
+            [sys.executable, "-m", "bench.webhooks", "--receive", str(port), str(pem_file),
+             str(root / "secrets.json")],
+            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+
+        async def stats() -> dict:
+            fetched = await fetcher.get(f"https://{HOST}:{port}/stats", 10_000, 5)
+            return json.loads(fetched.body)
+
+        for _ in range(100):
+            try:
+                await stats()
+                break
+            except Exception:
+                await task.deferLater(reactor, 0.1, lambda: None)
+
+        async def one_run(events: int) -> dict:
+            run_started = datetime.fromtimestamp(reactor.seconds(), UTC)
+            await db.execute(
+                "INSERT INTO events (id, tenant_id, type, data, created_at)"
+                " SELECT gen_random_uuid(), %s, 'email.delivered', %s::jsonb, now()"
+                " FROM generate_series(1, %s)",
+                (tenant.id, json.dumps(DATA), events),
+            )
+            target = events * args.webhooks
+            before_stats = await stats()
+            pg = postgres_pids(root / "pg" / "data")
+            cpu = (cpu_seconds([os.getpid()]), cpu_seconds(pg), cpu_seconds([receiver.pid]))
+            dispatcher = Dispatcher(reactor, db, fetcher, registry, args.concurrency, args.max_in_flight)
+            started = time.monotonic()
+            dispatcher.start()
+            while True:
+                await task.deferLater(reactor, 0.05, lambda: None)
+                now = await stats()
+                if now["verified"] + now["failed"] - before_stats["verified"] - before_stats["failed"] >= target:
+                    break
+            await dispatcher.stop()  # every outcome written
+            elapsed = time.monotonic() - started
+            after = await stats()
+            written = await db.fetchone(
+                "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS total"
+                " FROM webhook_deliveries WHERE created_at >= %s", (run_started,)
+            )
+            return {
+                "deliveries": target,
+                "seconds": elapsed,
+                "rate": target / elapsed,
+                "dispatcher_cpu": (cpu_seconds([os.getpid()]) - cpu[0]) / elapsed,
+                "pg_cpu": (cpu_seconds(pg) - cpu[1]) / elapsed,
+                "receiver_cpu": (cpu_seconds([receiver.pid]) - cpu[2]) / elapsed,
+                "verified": after["verified"] - before_stats["verified"],
+                "failed": after["failed"] - before_stats["failed"],
+                "duplicates": after["duplicates"] - before_stats["duplicates"],
+                "recorded": written["delivered"] == written["total"] == target,
+            }
+
+        await one_run(args.warmup)
+        # Statistics as autovacuum keeps them on a running system (the tables were empty).
+        await db.execute("ANALYZE")
+        print(f"{os.cpu_count()} cores; {args.webhooks} webhooks x {args.events} events per run; "
+              f"{args.concurrency} requests in flight per webhook; embedded PostgreSQL (durable defaults)")
+        print(f"{'run':>3} {'deliveries':>10} {'seconds':>8} {'deliv/s':>8} {'dispatcher CPU':>14} "
+              f"{'pg CPU':>7} {'receiver CPU':>12} {'verified':>9} {'dup':>4}")
+        results = []
+        for number in range(1, args.runs + 1):
+            r = await one_run(args.events)
+            results.append(r)
+            print(f"{number:>3} {r['deliveries']:>10} {r['seconds']:>8.2f} {r['rate']:>8.0f} "
+                  f"{r['dispatcher_cpu']:>14.0%} {r['pg_cpu']:>7.0%} {r['receiver_cpu']:>12.0%} "
+                  f"{r['verified']:>9} {r['duplicates']:>4}", flush=True)
+        rates = [r["rate"] for r in results]
+        print(f"\nbest {max(rates):.0f} signed deliveries/s; spread {min(rates):.0f}-{max(rates):.0f} "
+              f"over {len(results)} runs")
+        if any(r["failed"] or r["duplicates"] or r["verified"] != r["deliveries"] or not r["recorded"]
+               for r in results):
+            raise SystemExit("some deliveries failed verification, were duplicated or not recorded")
+        await fetcher.close()
+    finally:
+        if receiver is not None:
+            receiver.send_signal(signal.SIGTERM)
+            receiver.wait(30)
+        db.stop()
+        await cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--events", type=int, default=3000, help="events per run (each to every webhook)")
+    parser.add_argument("--webhooks", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight per webhook")
+    parser.add_argument("--max-in-flight", type=int, default=256)
+    parser.add_argument("--warmup", type=int, default=500, help="events of the warm-up run")
+    parser.add_argument("--receive", nargs=3, metavar=("PORT", "PEM", "SECRETS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.receive:
+        receive(int(args.receive[0]), args.receive[1], args.receive[2])
+        return
+
+    from twisted.internet import defer, task
+
+    root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-webhooks-"))
+    root.chmod(0o755)  # the embedded cluster's unprivileged owner must reach its directory
+    try:
+        task.react(lambda reactor: defer.ensureDeferred(run(reactor, args, root)))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""
+The one accept path of every message, whether it came over HTTP, SMTP or from a broadcast:
+check the account and the sending domain, split off suppressed recipients, charge the quotas,
+build and sign the MIME message once, and store the email, its deliveries, its events and the
+idempotency outcome in ONE transaction. Nothing is delivered from here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import attrs
+from psycopg2.extras import Json
+
+from mailsvc import events, timefmt
+from mailsvc.apikeys import Caller
+from mailsvc.domain.email import MAX_ATTACHMENT_BYTES, Attachment, Submission, check_attachment_content
+from mailsvc.domain.errors import DomainError, Invalid, NotAllowed
+from mailsvc.ids import uuid7
+from mailsvc.mail import mime
+from mailsvc.store.database import Database, Transaction
+
+#: NOTIFY channel that wakes the delivery workers.
+DELIVERIES = "deliveries"
+MAX_MESSAGE_BYTES = 40 * 1024 * 1024
+ATTACHMENT_FETCH_SECONDS = 30
+
+
+class QuotaExceeded(DomainError):
+    def __init__(self, period: str):
+        self.period = period  # "daily" or "monthly"
+        super().__init__(
+            f"You have reached your {period} email sending quota. "
+            + ("It resets at 00:00 UTC." if period == "daily" else "It resets on the first day of the month (UTC).")
+        )
+
+
+@attrs.frozen
+class Prepared:
+    """A submission checked against the account and built into its signed message."""
+
+    submission: Submission
+    domain_id: uuid.UUID
+    message_id: str
+    message: bytes
+    attachments: tuple[Attachment, ...]
+
+
+@attrs.frozen
+class AcceptedEmail:
+    id: uuid.UUID
+    last_event: str
+
+
+class Acceptor:
+    def __init__(
+        self,
+        clock,
+        db: Database,
+        sending_domain: Callable[[Database, uuid.UUID, str], Awaitable[object]],
+        sign: Callable[[bytes, str, tuple], bytes],
+        suppressed_among: Callable[[Transaction, uuid.UUID, list[str]], Awaitable[dict[str, str]]],
+        fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
+    ):
+        self._clock = clock
+        self._db = db
+        self._sending_domain = sending_domain
+        self._sign = sign
+        self._suppressed_among = suppressed_among
+        self._fetch = fetch_attachment
+
+    def now(self) -> datetime:
+        return timefmt.from_seconds(self._clock.seconds())
+
+    @staticmethod
+    def check_account(caller: Caller) -> None:
+        tenant = caller.tenant
+        if tenant.status == "paused":
+            raise NotAllowed(
+                "Sending is paused for this account" + (f": {tenant.status_reason}" if tenant.status_reason else "")
+                + ". Contact support to resume.", reason="tenant_paused")
+        if tenant.status == "suspended":
+            raise NotAllowed("This account is suspended and cannot send email.", reason="tenant_suspended")
+
+    async def prepare(self, caller: Caller, submission: Submission, raw: bytes | None = None) -> Prepared:
+        """
+        Everything that needs no transaction: domain checks, fetching, building, signing.
+        ``raw`` is a message submitted over SMTP, kept as written but for managed headers.
+        """
+        self.check_account(caller)
+        domain_name = submission.sender.domain
+        domain = await self._sending_domain(self._db, caller.tenant.id, domain_name)
+        if domain is None or domain.status != "verified":
+            raise NotAllowed(
+                f"The {domain_name} domain is not verified. Please, add and verify your domain.",
+                reason="domain_not_verified",
+            )
+        if caller.domain_id is not None and caller.domain_id != domain.id:
+            raise NotAllowed(
+                f"This API key cannot send from the domain {domain_name}: it is restricted to another domain.",
+                reason="insufficient_scope",
+            )
+        attachments = await self._fetched(submission.attachments)
+        message_id = mime.new_message_id(domain.name)
+        if raw is not None:
+            message = mime.resubmitted(raw, message_id, self.now())
+        else:
+            message = mime.build(
+                submission,
+                message_id=message_id,
+                date=self.now(),
+                attachments=[(a.filename, a.content, a.content_type, a.content_id) for a in attachments],
+            )
+        if len(message) > MAX_MESSAGE_BYTES:
+            raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
+        signature = self._sign(message, domain.name, domain.signers)
+        return Prepared(submission, domain.id, message_id, signature + message, attachments)
+
+    async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
+        total = sum(len(a.content) for a in attachments if a.content is not None)
+        result = []
+        for a in attachments:
+            if a.content is None:
+                if self._fetch is None:
+                    raise Invalid("attachments", "attachments: `path` is not available on this server")
+                status, _, body = await self._fetch(a.path, MAX_ATTACHMENT_BYTES - total, ATTACHMENT_FETCH_SECONDS)
+                if not 200 <= status < 300:
+                    raise Invalid("attachments", f"attachments: fetching {a.path} answered HTTP {status}")
+                check_attachment_content(a.filename, body)
+                total += len(body)
+                a = attrs.evolve(a, content=body)
+            result.append(a)
+        return tuple(result)
+
+    async def store(
+        self,
+        caller: Caller,
+        prepared: list[Prepared],
+        source: str,
+        finish: Callable[[Transaction, list[AcceptedEmail]], Awaitable[None]] | None = None,
+    ) -> list[AcceptedEmail]:
+        """ONE transaction for all of ``prepared`` (a batch is accepted or refused whole)."""
+        return await self._db.run("accept_email", self._store, caller, prepared, source, finish)
+
+    async def _store(self, txn: Transaction, caller: Caller, prepared: list[Prepared], source: str, finish):
+        tenant = caller.tenant
+        now = self.now()
+        everyone = sorted({r for p in prepared for r in p.submission.recipients})
+        suppressed = await self._suppressed_among(txn, tenant.id, everyone) if everyone else {}
+        suppressed_lower = {address.lower(): origin for address, origin in suppressed.items()}
+        charged = sum(
+            1 for p in prepared for r in p.submission.recipients if r.lower() not in suppressed_lower
+        )
+        if charged:
+            await self._charge(txn, tenant, charged, now)
+        accepted = []
+        for p in prepared:
+            accepted.append(await self._insert(txn, caller, p, source, suppressed_lower, now))
+        if finish is not None:
+            await finish(txn, accepted)
+        txn.notify(DELIVERIES)
+        return accepted
+
+    async def _charge(self, txn: Transaction, tenant, count: int, now: datetime) -> None:
+        """Atomic across nodes: the row lock orders concurrent charges, the WHERE refuses."""
+        for period, key, limit in (
+            ("daily", f"day:{now:%Y-%m-%d}", tenant.daily_quota),
+            ("monthly", f"month:{now:%Y-%m}", tenant.monthly_quota),
+        ):
+            row = await txn.fetchone(
+                "INSERT INTO usage AS u (tenant_id, period, count) SELECT %(t)s, %(p)s, %(n)s WHERE %(n)s <= %(max)s"
+                " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %(n)s"
+                " WHERE u.count + %(n)s <= %(max)s RETURNING count",
+                {"t": tenant.id, "p": key, "n": count, "max": limit},
+            )
+            if row is None:
+                raise QuotaExceeded(period)
+
+    async def _insert(self, txn: Transaction, caller: Caller, p: Prepared, source: str,
+                      suppressed: dict[str, str], now: datetime) -> AcceptedEmail:
+        s = p.submission
+        email_id = uuid7(self._clock.seconds())
+        scheduled = s.scheduled_at is not None and s.scheduled_at > now
+        capture = caller.tenant.delivery_mode == "capture"
+        recipients = s.recipients
+        live = [r for r in recipients if r.lower() not in suppressed]
+        if not live:
+            last_event = "suppressed"
+        elif scheduled:
+            last_event = "scheduled"
+        elif capture:
+            last_event = "delivered"
+        else:
+            last_event = "sent"
+        await txn.execute(
+            "INSERT INTO emails (id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text,"
+            " tags, stream, source, scheduled_at, status, last_event, message, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                email_id, caller.tenant.id, p.domain_id, p.message_id, str(s.sender),
+                Json({"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc],
+                      "bcc": [str(m) for m in s.bcc], "reply_to": [str(m) for m in s.reply_to]}),
+                s.subject, s.html, s.text,
+                Json([{"name": n, "value": v} for n, v in s.tags]), s.stream, source,
+                s.scheduled_at, "scheduled" if scheduled else "queued", last_event, p.message, now,
+            ),
+        )
+        for a in p.attachments:
+            await txn.execute(
+                "INSERT INTO attachments (id, email_id, tenant_id, filename, content_type, content_disposition,"
+                " content_id, size, content) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (uuid7(self._clock.seconds()), email_id, caller.tenant.id, a.filename, a.content_type,
+                 "inline" if a.inline else "attachment", a.content_id, len(a.content), a.content),
+            )
+        if live and not scheduled:
+            await events.record(txn, self._clock, caller.tenant.id, "email.sent", sent_event(email_id, s, live, now))
+        base = {"email_id": str(email_id), "created_at": timefmt.iso(now), "to": live}
+        for recipient in recipients:
+            delivery_id = uuid7(self._clock.seconds())
+            origin = suppressed.get(recipient.lower())
+            if origin is not None:
+                status, due = "suppressed", None
+            elif scheduled:
+                status, due = "scheduled", None
+            elif capture:
+                status, due = "delivered", None
+            else:
+                status, due = "queued", now
+            await txn.execute(
+                "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (delivery_id, email_id, caller.tenant.id, recipient, status, due, now),
+            )
+            if origin is not None:
+                await events.record(txn, self._clock, caller.tenant.id, "email.suppressed",
+                                    {**base, "delivery_id": str(delivery_id), "recipient": recipient,
+                                     "reason": origin})
+            elif capture and not scheduled:
+                await events.record(txn, self._clock, caller.tenant.id, "email.delivered",
+                                    {**base, "delivery_id": str(delivery_id), "recipient": recipient,
+                                     "transport": "capture", "remote_host": None,
+                                     "response": "stored by capture mode"})
+        return AcceptedEmail(email_id, last_event)
+
+
+def sent_event(email_id: uuid.UUID, s: Submission, live: list[str], now: datetime) -> dict:
+    return {
+        "email_id": str(email_id), "delivery_id": None, "created_at": timefmt.iso(now), "to": live,
+        "from": str(s.sender), "subject": s.subject,
+        "tags": [{"name": n, "value": v} for n, v in s.tags],
+        "scheduled_at": timefmt.iso(s.scheduled_at),
+    }

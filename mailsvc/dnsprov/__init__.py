@@ -1,0 +1,1 @@
+"""DNS providers whose API the service can write a domain's records through."""

@@ -1,0 +1,338 @@
+"""
+A submission: what a client asks to send, validated. The same rules serve ``POST /emails``,
+each item of a batch, and (through ``Submission`` directly) SMTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import mimetypes
+import re
+from datetime import datetime, timedelta
+from email.headerregistry import Address
+from email.policy import default as default_policy
+from typing import Any
+
+import attrs
+import filetype
+
+from mailsvc.domain.addresses import normalize_address
+from mailsvc.domain.errors import DomainError, Invalid
+
+MAX_RECIPIENTS = 50
+MAX_SUBJECT_BYTES = 998
+MAX_ATTACHMENT_BYTES = 40 * 1024 * 1024
+SCHEDULE_HORIZON = timedelta(days=30)
+STREAMS = ("transactional", "broadcast")
+_TAG = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+_FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
+
+#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
+MANAGED_HEADERS = frozenset(
+    name.lower()
+    for name in (
+        "From", "To", "Cc", "Bcc", "Subject", "Message-ID", "Date", "DKIM-Signature", "Return-Path",
+        "Reply-To", "Sender", "MIME-Version", "Content-Type", "Content-Transfer-Encoding",
+        "Content-Disposition", "Received", "Resent-From", "Resent-To", "Resent-Cc", "Resent-Bcc",
+        "Resent-Date", "Resent-Message-ID", "Resent-Sender", "ARC-Seal", "ARC-Message-Signature",
+        "ARC-Authentication-Results", "Authentication-Results",
+    )
+)
+
+#: Refused by name: types that run when opened on common systems.
+EXECUTABLE_EXTENSIONS = frozenset(
+    "ade adp apk app appx bat cab chm cmd com cpl dll dmg exe hta inf ins isp iso jar js jse lib lnk "
+    "mde msc msi msix msp mst nsh pif ps1 psm1 reg scr sct shb sys vb vbe vbs vxd wsc wsf wsh".split()
+)
+#: Refused by content, whatever the name says (sniffed with ``filetype``).
+EXECUTABLE_TYPES = frozenset(
+    {"application/x-msdownload", "application/x-executable", "application/x-mach-binary",
+     "application/x-elf", "application/vnd.microsoft.portable-executable", "application/x-dosexec"}
+)
+
+
+class InvalidAttachment(DomainError):
+    """An attachment with neither content nor path (422 ``invalid_attachment``)."""
+
+
+@attrs.frozen
+class Mailbox:
+    display_name: str
+    address: str  # local@domain, the domain in lower-case A-labels
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2]
+
+    def __str__(self) -> str:
+        if not self.display_name:
+            return self.address
+        local, _, domain = self.address.rpartition("@")
+        return str(Address(display_name=self.display_name, username=local, domain=domain))
+
+
+@attrs.frozen
+class Attachment:
+    filename: str | None
+    content: bytes | None  # None until a ``path`` was fetched
+    path: str | None
+    content_type: str
+    content_id: str | None
+
+    @property
+    def inline(self) -> bool:
+        return self.content_id is not None
+
+
+@attrs.frozen
+class Submission:
+    sender: Mailbox
+    to: tuple[Mailbox, ...]
+    cc: tuple[Mailbox, ...] = ()
+    bcc: tuple[Mailbox, ...] = ()
+    reply_to: tuple[Mailbox, ...] = ()
+    subject: str = ""
+    html: str | None = None
+    text: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+    scheduled_at: datetime | None = None
+    stream: str = "transactional"
+
+    @property
+    def recipients(self) -> tuple[str, ...]:
+        """Unique envelope recipients across to, cc and bcc, first occurrence first."""
+        seen: dict[str, str] = {}
+        for mailbox in (*self.to, *self.cc, *self.bcc):
+            seen.setdefault(mailbox.address.lower(), mailbox.address)
+        return tuple(seen.values())
+
+
+def parse_mailbox(field: str, text: Any) -> Mailbox:
+    """One address, bare or ``Name <address>``, parsed as RFC 5322 (IDN domains allowed)."""
+    if not isinstance(text, str) or not text.strip():
+        raise Invalid(field, f"{field} must be an email address like `email@example.com` or "
+                             "`Name <email@example.com>`")
+    if "\r" in text or "\n" in text:
+        raise Invalid(field, f"{field} must not contain line breaks")
+    try:
+        header = default_policy.header_factory("to", text.strip())
+        mailboxes = [m for group in header.groups for m in group.addresses]
+        defects = header.defects
+    except Exception:
+        mailboxes, defects = [], ["unparseable"]
+    if defects or len(mailboxes) != 1:
+        raise Invalid(field, f"{field} must be an email address like `email@example.com` or "
+                             "`Name <email@example.com>`")
+    mailbox = mailboxes[0]
+    address = normalize_address(field, mailbox.addr_spec)
+    return Mailbox(mailbox.display_name or "", address)
+
+
+def parse_mailboxes(field: str, value: Any, required: bool = False) -> tuple[Mailbox, ...]:
+    if value is None or value == [] or value == "":
+        if required:
+            raise Invalid(field, f"{field} is required")
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise Invalid(field, f"{field} must be a string or an array of strings")
+    return tuple(parse_mailbox(field, item) for item in items)
+
+
+def _optional_string(body: dict, field: str) -> str | None:
+    value = body.get(field)
+    if value is not None and not isinstance(value, str):
+        raise Invalid(field, f"{field} must be a string")
+    return value
+
+
+def _headers(value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise Invalid("headers", "headers must be an object of header names to string values")
+    result = []
+    for name, header_value in value.items():
+        if not _FIELD_NAME.match(name):
+            raise Invalid("headers", f"headers: `{name}` is not a valid header name")
+        if name.lower() in MANAGED_HEADERS:
+            raise Invalid("headers", f"headers: `{name}` is managed by the platform and cannot be set")
+        if not isinstance(header_value, str):
+            raise Invalid("headers", f"headers: the value of `{name}` must be a string")
+        if "\r" in header_value or "\n" in header_value:
+            raise Invalid("headers", f"headers: the value of `{name}` must not contain line breaks")
+        if len(header_value.encode("utf-8")) > 4000:
+            raise Invalid("headers", f"headers: the value of `{name}` is too long")
+        result.append((name, header_value))
+    return tuple(result)
+
+
+def _tags(value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise Invalid("tags", "tags must be an array of {name, value} objects")
+    tags = []
+    for tag in value:
+        if not isinstance(tag, dict) or "name" not in tag or "value" not in tag:
+            raise Invalid("tags", "tags: each tag needs a `name` and a `value`")
+        for part in ("name", "value"):
+            if not isinstance(tag[part], str) or not _TAG.match(tag[part]):
+                raise Invalid(
+                    "tags",
+                    f"tags: the {part} `{tag[part]}` may only contain ASCII letters, numbers, "
+                    "underscores or dashes and be 1 to 256 characters long",
+                )
+        tags.append((tag["name"], tag["value"]))
+    return tuple(tags)
+
+
+def decode_content(index: int, value: Any) -> bytes:
+    """Attachment content as the SDKs send it: base64, a Node Buffer, or a list of bytes."""
+    field = f"attachments[{index}].content"
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=False)
+        except (binascii.Error, ValueError):
+            raise Invalid("attachments", f"{field} must be base64") from None
+    if isinstance(value, dict) and value.get("type") == "Buffer":
+        value = value.get("data")
+    if isinstance(value, list):
+        try:
+            return bytes(value)
+        except (TypeError, ValueError):
+            raise Invalid("attachments", f"{field} must be a list of byte values") from None
+    raise Invalid("attachments", f"{field} must be a base64 string or a list of byte values")
+
+
+def check_attachment_content(filename: str | None, content: bytes) -> None:
+    """Refuse executables by name and by what the bytes are."""
+    if filename:
+        extension = filename.rpartition(".")[2].lower() if "." in filename else ""
+        if extension in EXECUTABLE_EXTENSIONS:
+            raise Invalid("attachments", f"attachments: `{filename}` is an executable file type, which is blocked")
+    kind = filetype.guess(content[:8192])
+    if kind is not None and kind.mime in EXECUTABLE_TYPES:
+        raise Invalid("attachments", f"attachments: `{filename or 'attachment'}` is an executable, which is blocked")
+    if content[:4] == b"\x7fELF" or content[:2] == b"MZ":
+        raise Invalid("attachments", f"attachments: `{filename or 'attachment'}` is an executable, which is blocked")
+
+
+def _attachments(value: Any) -> tuple[Attachment, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise Invalid("attachments", "attachments must be an array")
+    result = []
+    total = 0
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise Invalid("attachments", f"attachments[{index}] must be an object")
+        content, path = item.get("content"), item.get("path")
+        if content in (None, "") and not path:
+            raise InvalidAttachment("Attachment must have either a `content` or `path`.")
+        filename = item.get("filename")
+        if filename is False or filename == "":
+            filename = None
+        if path and not isinstance(path, str):
+            raise Invalid("attachments", f"attachments[{index}].path must be a URL string")
+        if filename is None and path:
+            filename = path.split("?", 1)[0].rstrip("/").rpartition("/")[2] or None
+        if filename is not None and (not isinstance(filename, str) or "\r" in filename or "\n" in filename):
+            raise Invalid("attachments", f"attachments[{index}].filename must be a string")
+        content_type = item.get("content_type") or item.get("contentType")
+        if content_type is None:
+            content_type = (mimetypes.guess_type(filename)[0] if filename else None) or "application/octet-stream"
+        if not isinstance(content_type, str) or "/" not in content_type or "\n" in content_type:
+            raise Invalid("attachments", f"attachments[{index}].content_type must be a MIME type")
+        content_id = item.get("content_id") or item.get("inline_content_id")
+        if content_id is not None and (not isinstance(content_id, str) or not content_id.strip()
+                                       or any(c in content_id for c in "\r\n<> ")):
+            raise Invalid("attachments", f"attachments[{index}].content_id must be a plain token")
+        data = None
+        if content not in (None, ""):
+            data = decode_content(index, content)
+            total += len(data)
+            if total > MAX_ATTACHMENT_BYTES:
+                raise Invalid("attachments", "attachments: the attachments exceed 40 MiB in total")
+            check_attachment_content(filename, data)
+            path = None
+        result.append(Attachment(filename, data, path, content_type, content_id))
+    return tuple(result)
+
+
+def parse_schedule(field: str, value: Any, now: datetime) -> datetime | None:
+    """ISO 8601 or natural language ("in 1 hour", "tomorrow at 9am"), UTC, within 30 days."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise Invalid(field, f"{field} must be a string")
+    import dateparser
+
+    when = dateparser.parse(
+        value,
+        settings={
+            "RELATIVE_BASE": now.replace(tzinfo=None),
+            "PREFER_DATES_FROM": "future",
+            "TIMEZONE": "UTC",
+            "TO_TIMEZONE": "UTC",
+            "RETURN_AS_TIMEZONE_AWARE": True,
+        },
+    )
+    if when is None:
+        raise Invalid(field, f"{field} must be an ISO 8601 date or a phrase like `in 1 hour`")
+    if when > now + SCHEDULE_HORIZON:
+        raise Invalid(field, f"{field} must be within 30 days")
+    if when < now - timedelta(minutes=1):
+        raise Invalid(field, f"{field} must not be in the past")
+    return when
+
+
+def submission_from_json(body: dict, now: datetime, allow_attachments: bool = True) -> Submission:
+    """Validate a send body (SPEC send body and rules 2, 3); errors name the field first."""
+    if body.get("template") is not None:
+        raise Invalid("template", "template: templates are not available yet; send `html` or `text`")
+    topic = body.get("topic_id")
+    if topic not in (None, ""):
+        raise Invalid("topic_id", "topic_id: topics are not supported")
+    if body.get("from") in (None, ""):
+        raise Invalid("from", "from is required")
+    sender = parse_mailbox("from", body.get("from"))
+    to = parse_mailboxes("to", body.get("to"), required=True)
+    cc = parse_mailboxes("cc", body.get("cc"))
+    bcc = parse_mailboxes("bcc", body.get("bcc"))
+    reply_to = parse_mailboxes("reply_to", body.get("reply_to"))
+    subject = body.get("subject")
+    if subject in (None, ""):
+        raise Invalid("subject", "subject is required")
+    if not isinstance(subject, str):
+        raise Invalid("subject", "subject must be a string")
+    if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
+        raise Invalid("subject", f"subject must be at most {MAX_SUBJECT_BYTES} bytes")
+    if "\r" in subject or "\n" in subject:
+        raise Invalid("subject", "subject must not contain line breaks")
+    html = _optional_string(body, "html")
+    text = _optional_string(body, "text")
+    if not html and not text:
+        raise Invalid("html", "html or text is required")
+    stream = body.get("stream") or "transactional"
+    if stream not in STREAMS:
+        raise Invalid("stream", "stream must be `transactional` or `broadcast`")
+    attachments_value = body.get("attachments")
+    if attachments_value not in (None, []) and not allow_attachments:
+        raise Invalid("attachments", "attachments are not supported in batch sends")
+    submission = Submission(
+        sender=sender, to=to, cc=cc, bcc=bcc, reply_to=reply_to, subject=subject,
+        html=html or None, text=text,
+        headers=_headers(body.get("headers")),
+        attachments=_attachments(attachments_value),
+        tags=_tags(body.get("tags")),
+        scheduled_at=parse_schedule("scheduled_at", body.get("scheduled_at"), now),
+        stream=stream,
+    )
+    if len(submission.recipients) > MAX_RECIPIENTS:
+        raise Invalid("to", f"to: at most {MAX_RECIPIENTS} unique recipients across to, cc and bcc")
+    return submission

@@ -1,0 +1,175 @@
+"""
+Webhooks: which events may be subscribed to (under main and native names), the rules of an
+endpoint URL and of create/update bodies, and the retry schedule of a delivery.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+from mailsvc.domain.errors import Invalid
+
+#: Every event type a subscription may name (SPEC §Events: sent ones, then accepted but
+#: never sent ones). Subscriptions are stored under these names.
+EVENT_TYPES = (
+    "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced",
+    "email.complained", "email.failed", "email.suppressed", "domain.updated",
+    "contact.created", "contact.updated", "contact.deleted",
+    "email.opened", "email.clicked", "email.received", "email.scheduled",
+    "domain.created", "domain.deleted",
+)
+
+#: The native surface's name of each event type (docs/webhooks.md).
+NATIVE_NAMES = {
+    "email.sent": "message.accepted",
+    "email.delivered": "message.delivered",
+    "email.delivery_delayed": "message.deferred",
+    "email.bounced": "message.bounced",
+    "email.complained": "message.complained",
+    "email.failed": "message.failed",
+    "email.suppressed": "message.suppressed",
+    "email.opened": "message.opened",
+    "email.clicked": "message.clicked",
+    "email.received": "message.received",
+    "email.scheduled": "message.scheduled",
+    "domain.updated": "domain.status_changed",
+    "domain.created": "domain.created",
+    "domain.deleted": "domain.deleted",
+    "contact.created": "contact.created",
+    "contact.updated": "contact.updated",
+    "contact.deleted": "contact.deleted",
+}
+FROM_NATIVE = {native: main for main, native in NATIVE_NAMES.items()}
+
+#: How a webhook names event types in its subscription view and in the payloads it receives.
+MAIN_NAMING = "main"
+NATIVE_NAMING = "native"
+
+STATUSES = ("enabled", "disabled")
+ENDPOINT_MAX = 2048
+
+#: Seconds to wait after failed attempt n (1-based) before attempt n + 1: the first attempt
+#: is immediate, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (COMPAT.md §12).
+RETRY_DELAYS = (5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600)
+MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
+#: A Retry-After beyond this is not believed (a receiver cannot park an event for days).
+RETRY_AFTER_MAX = 24 * 3600
+
+
+def endpoint_url(value: Any) -> str:
+    """A well-formed absolute ``https`` URL (where it points is checked by the caller)."""
+    if value is None:
+        raise Invalid("endpoint", "endpoint is required")
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("endpoint", "endpoint must be a non-empty string")
+    value = value.strip()
+    if len(value) > ENDPOINT_MAX:
+        raise Invalid("endpoint", f"endpoint must be at most {ENDPOINT_MAX} characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise Invalid("endpoint", "endpoint must be a valid URL") from None
+    if parts.scheme.lower() != "https":
+        raise Invalid("endpoint", "endpoint must be an https URL")
+    if not parts.hostname:
+        raise Invalid("endpoint", "endpoint must name a host")
+    if parts.username is not None or parts.password is not None:
+        raise Invalid("endpoint", "endpoint must not contain credentials")
+    if port == 0:
+        raise Invalid("endpoint", "endpoint must name a valid port")
+    if any(c.isspace() for c in value):
+        raise Invalid("endpoint", "endpoint must be a valid URL")
+    return value
+
+
+def event_list(value: Any, naming: str) -> tuple[str, ...]:
+    """At least one known event type, in the caller's naming; returned in main names."""
+    if value is None:
+        raise Invalid("events", "events is required")
+    if not isinstance(value, list) or not value:
+        raise Invalid("events", "events must be a non-empty array of event types")
+    known = FROM_NATIVE if naming == NATIVE_NAMING else {t: t for t in EVENT_TYPES}
+    chosen: list[str] = []
+    for item in value:
+        if not isinstance(item, str) or item not in known:
+            raise Invalid("events", f"events: unknown event type `{item}`")
+        if known[item] not in chosen:
+            chosen.append(known[item])
+    return tuple(chosen)
+
+
+def named(types: Iterable[str], naming: str) -> list[str]:
+    """Stored (main) names as a webhook of ``naming`` sees them."""
+    if naming == NATIVE_NAMING:
+        return [NATIVE_NAMES[t] for t in types]
+    return list(types)
+
+
+@attrs.frozen
+class NewWebhook:
+    endpoint: str
+    events: tuple[str, ...]
+    naming: str
+
+
+@attrs.frozen
+class WebhookChange:
+    """The fields a PATCH sets; None leaves a field alone."""
+
+    endpoint: str | None = None
+    events: tuple[str, ...] | None = None
+    status: str | None = None
+
+
+def new_webhook(body: dict, naming: str = MAIN_NAMING) -> NewWebhook:
+    return NewWebhook(endpoint_url(body.get("endpoint")), event_list(body.get("events"), naming), naming)
+
+
+def webhook_change(body: dict) -> WebhookChange:
+    endpoint = events = status = None
+    if body.get("endpoint") is not None:
+        endpoint = endpoint_url(body["endpoint"])
+    if body.get("events") is not None:
+        events = event_list(body["events"], MAIN_NAMING)
+    if body.get("status") is not None:
+        status = body["status"]
+        if status not in STATUSES:
+            raise Invalid("status", "status must be `enabled` or `disabled`")
+    return WebhookChange(endpoint, events, status)
+
+
+def retry_after_seconds(value: str | None, now: float) -> float | None:
+    """A ``Retry-After`` header (delta seconds or an HTTP date) as seconds from ``now``."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - now
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+def next_attempt_delay(attempt: int, retry_after: float | None) -> float | None:
+    """
+    Seconds until the attempt after failed attempt number ``attempt`` (1-based), or None when
+    it was the last. A receiver's Retry-After can push the next attempt later, never earlier.
+    """
+    if attempt >= MAX_ATTEMPTS:
+        return None
+    delay = float(RETRY_DELAYS[attempt - 1])
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return delay

@@ -1,0 +1,392 @@
+"""
+Sending domains: creation with their DKIM keys, reads and writes of the API, verification
+(asked for, then re-run by the scheduler with exactly one node checking a domain), the DNS
+provider set-up, and ``sending_domain``, the lookup the sending path signs with.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import string
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import attrs
+from psycopg2 import errors as pgerrors
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from mailsvc import events, timefmt
+from mailsvc.dns.verify import check_records
+from mailsvc.dnsprov.cloudflare import Cloudflare
+from mailsvc.domain import dnsplan
+from mailsvc.domain.domains import (
+    CheckState,
+    DkimKey,
+    Record,
+    domain_changes,
+    judge,
+    new_domain,
+    records_of,
+    registered_domain,
+)
+from mailsvc.domain.errors import DomainError, NotAllowed, NotFound
+from mailsvc.ids import uuid7
+from mailsvc.keyvault import KeyVault
+from mailsvc.mail import dkim
+from mailsvc.mail.dkim import Signer
+from mailsvc.store import domains as store
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+log = Logger()
+
+#: SPEC §Limits: DNS set-ups per minute per organisation.
+SETUPS_PER_MINUTE = 10
+#: How long a node holds the domains it claimed for a check (a check takes a few seconds).
+CLAIM_SECONDS = 120
+#: Domains one scheduler run checks at once.
+CHECK_BATCH = 20
+
+
+@attrs.frozen
+class SendingDomain:
+    """What the sending path needs of the From domain, private keys opened."""
+
+    id: uuid.UUID
+    name: str
+    status: str
+    tls: str  # opportunistic | enforced
+    return_path_host: str
+    signers: tuple[Signer, ...]
+
+
+@attrs.frozen
+class DomainView:
+    """A domain row and the records it publishes, each with its last status."""
+
+    row: dict
+    records: list[tuple[Record, str]]
+
+
+class SetupLimited(DomainError):
+    def __init__(self, retry_after: int):
+        super().__init__(f"Too many DNS set-ups: at most {SETUPS_PER_MINUTE} a minute.")
+        self.retry_after = retry_after
+
+
+class SigningKeys:
+    """Seals new private keys and opens stored ones, keeping the keys it opened recently."""
+
+    CACHE_SIZE = 10_000
+
+    def __init__(self, vault: KeyVault):
+        self._vault = vault
+        self._opened: dict[uuid.UUID, Any] = {}
+
+    def seal(self, key_id: uuid.UUID, der: bytes) -> bytes:
+        return self._vault.seal(der, key_id.bytes)
+
+    def signer(self, key_id: uuid.UUID, selector: str, algorithm: str, sealed: bytes) -> Signer:
+        key = self._opened.get(key_id)
+        if key is None:
+            if len(self._opened) >= self.CACHE_SIZE:
+                self._opened.clear()
+            key = dkim.load_private_key(self._vault.open(sealed, key_id.bytes))
+            self._opened[key_id] = key
+        return Signer(selector, algorithm, key)
+
+
+_unlocked: weakref.WeakKeyDictionary[Database, SigningKeys] = weakref.WeakKeyDictionary()
+
+
+def unlock(db: Database, keys: SigningKeys) -> None:
+    """Let ``sending_domain`` open the DKIM keys stored in ``db`` (done by compose.assemble)."""
+    _unlocked[db] = keys
+
+
+async def sending_domain(db: Database, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
+    """
+    The tenant's domain called ``name`` (ASCII, any case) with its signers, whatever its
+    status; None if the tenant has no such domain (never added, or deleted).
+    """
+    keys = _unlocked.get(db)
+    if keys is None:
+        raise RuntimeError("DKIM keys of this database are locked: call domains.unlock(db, keys)")
+    rows = await store.signing_keys(db, tenant_id, name.rstrip(".").lower())
+    if not rows:
+        return None
+    first = rows[0]
+    return SendingDomain(
+        id=first["id"],
+        name=first["name"],
+        status=first["status"],
+        tls=first["tls"],
+        return_path_host=f"{first['return_path']}.{first['name']}",
+        signers=tuple(
+            keys.signer(r["key_id"], r["selector"], r["algorithm"], r["private_key"]) for r in rows
+        ),
+    )
+
+
+@attrs.frozen
+class Settings:
+    """The configuration a domain's records and checks depend on."""
+
+    region: str
+    mx_host: str
+    spf_include: str
+    verification_window: float
+    recheck_interval: float
+
+
+def _selector_tag() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "ms" + "".join(secrets.choice(alphabet) for _ in range(6))
+
+
+def _seconds(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _at(seconds: float | None) -> datetime | None:
+    return timefmt.from_seconds(seconds) if seconds is not None else None
+
+
+async def _run_here(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+class Domains:
+    def __init__(
+        self,
+        clock,
+        db: Database,
+        keys: SigningKeys,
+        resolver,
+        cloudflare: Cloudflare,
+        settings: Settings,
+        run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = _run_here,
+    ):
+        self._clock = clock
+        self._db = db
+        self._keys = keys
+        self._resolver = resolver
+        self._cloudflare = cloudflare
+        self._settings = settings
+        self._run_blocking = run_blocking
+        #: Called when a check is due now; compose sets it to the check loop's ``wake``.
+        self.wake: Callable[[], None] = lambda: None
+
+    def _now(self) -> datetime:
+        return timefmt.from_seconds(self._clock.seconds())
+
+    # The API
+
+    async def create(self, tenant_id: uuid.UUID, body: dict) -> DomainView:
+        new = new_domain(body)
+
+        async def admit(txn: Transaction):
+            tenant = await store.lock_tenant(txn, tenant_id)
+            owner = await store.owner_of(txn, new.name)
+            if owner == tenant_id:
+                raise NotAllowed(f"name: the domain {new.name} has already been added to this account")
+            if owner is not None:
+                raise NotAllowed(_TAKEN.format(new.name))
+            limit = tenant["max_domains"]
+            if limit is not None and await store.count_domains(txn, tenant_id) >= limit:
+                raise NotAllowed(
+                    f"name: your plan allows {limit} domain{'s' if limit != 1 else ''};"
+                    " remove one or upgrade the plan to add another",
+                    reason="plan_limit",
+                )
+
+        # Checked before the keys are made (RSA takes a while), and again when they are stored.
+        await self._db.run("admit_domain", admit)
+        tag = _selector_tag()
+        pairs = await self._run_blocking(
+            lambda: [dkim.generate(f"{tag}-rsa", dkim.RSA), dkim.generate(f"{tag}-ed25519", dkim.ED25519)]
+        )
+
+        async def insert(txn: Transaction):
+            await admit(txn)
+            now = self._now()
+            row = await store.insert_domain(
+                txn, uuid7(self._clock.seconds()), tenant_id, new.name, new.return_path, new.tls,
+                self._settings.region, now,
+            )
+            keys = []
+            for pair in pairs:
+                key_id = uuid7(self._clock.seconds())
+                keys.append(await store.insert_key(
+                    txn, key_id, row["id"], pair.selector, pair.algorithm, pair.public_key,
+                    self._keys.seal(key_id, pair.private_der), now,
+                ))
+            return row, keys
+
+        try:
+            row, keys = await self._db.run("create_domain", insert)
+        except pgerrors.UniqueViolation:  # another account added the name at the same moment
+            raise NotAllowed(_TAKEN.format(new.name)) from None
+        return self._view(row, keys)
+
+    async def get(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> DomainView:
+        row = await store.get_domain(self._db, tenant_id, domain_id)
+        if row is None:
+            raise NotFound("Domain")
+        return self._view(row, await store.keys_of(self._db, domain_id))
+
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        return await store.list_domains(self._db, tenant_id, page)
+
+    async def update(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, body: dict) -> dict:
+        row = await store.update_domain(self._db, tenant_id, domain_id, domain_changes(body), self._now())
+        if row is None:
+            raise NotFound("Domain")
+        return row
+
+    async def delete(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> None:
+        """
+        The domain, its keys and the API keys restricted to it go at once. Its emails keep
+        their row with no domain (``emails.domain_id`` is set NULL), which is how the delivery
+        side knows not to deliver what is still queued (docs/decisions.md, Domains).
+        """
+        row = await self._db.run("delete_domain", store.delete_domain, tenant_id, domain_id)
+        if row is None:
+            raise NotFound("Domain")
+
+    async def verify(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> dict:
+        """
+        Plan a check now. A domain that is not verified becomes ``pending`` with a fresh
+        verification window; a verified one stays verified while it is checked again.
+        """
+
+        async def plan(txn: Transaction):
+            row = await store.lock_domain(txn, tenant_id, domain_id)
+            if row is None:
+                raise NotFound("Domain")
+            status = "verified" if row["status"] == "verified" else "pending"
+            updated = await store.plan_check(txn, domain_id, status, self._now(), status == "pending")
+            await self._status_changed(txn, row, status)
+            return updated
+
+        row = await self._db.run("verify_domain", plan)
+        self.wake()
+        return row
+
+    async def _status_changed(self, txn: Transaction, row: dict, status: str) -> None:
+        if status != row["status"]:
+            await events.record(txn, self._clock, row["tenant_id"], "domain.updated", {
+                "domain_id": str(row["id"]), "domain": row["name"], "status": status,
+                "previous": row["status"],
+            })
+
+    def _records(self, row: dict, keys: list[dict]) -> tuple[list[Record], dict[str, DkimKey]]:
+        dkim_keys = {
+            f"dkim:{k['selector']}": DkimKey(k["selector"], k["algorithm"], k["public_key"]) for k in keys
+        }
+        records = records_of(
+            row["return_path"], list(dkim_keys.values()), self._settings.mx_host, self._settings.spf_include
+        )
+        return records, dkim_keys
+
+    def _view(self, row: dict, keys: list[dict]) -> DomainView:
+        records, _ = self._records(row, keys)
+        statuses = row["record_status"] or {}
+        return DomainView(row, [(r, statuses.get(r.key, "not_started")) for r in records])
+
+    # The scheduler
+
+    async def check_due(self) -> int:
+        """Check the domains that are due, claimed so that no other node checks them too."""
+        now = self._clock.seconds()
+        claim = uuid.uuid4()
+        rows = await store.claim_due(
+            self._db, _at(now), _at(now + CLAIM_SECONDS), claim, CHECK_BATCH
+        )
+        await defer.DeferredList(
+            [defer.ensureDeferred(self._check(row, claim)) for row in rows], consumeErrors=True
+        )
+        if len(rows) == CHECK_BATCH:
+            self.wake()
+        return len(rows)
+
+    async def _check(self, row: dict, claim: uuid.UUID) -> None:
+        try:
+            await self._check_one(row, claim)
+        except Exception:
+            # The claim runs out and another run tries again; the other domains go on.
+            log.failure("checking domain {name} failed", name=row["name"])
+
+    async def _check_one(self, row: dict, claim: uuid.UUID) -> None:
+        records, dkim_keys = self._records(row, await store.keys_of(self._db, row["id"]))
+        findings = await check_records(
+            self._resolver, row["name"], records, dkim_keys, self._settings.mx_host,
+            self._settings.spf_include,
+        )
+        now = self._clock.seconds()
+        verdict = judge(
+            CheckState(row["status"], _seconds(row["window_started"]), row["checks"],
+                       _seconds(row["suspect_since"])),
+            findings,
+            frozenset(r.key for r in records if r.required),
+            now,
+            self._settings.verification_window,
+            self._settings.recheck_interval,
+        )
+
+        async def record(txn: Transaction):
+            current = await store.lock_claimed(txn, row["id"], claim)
+            if current is None:  # deleted, or a newer check was asked for meanwhile
+                return
+            await store.record_check(
+                txn, row["id"], verdict.status, verdict.record_status, _at(verdict.next_check_at),
+                _at(verdict.suspect_since), verdict.checks, _at(now),
+            )
+            await self._status_changed(txn, current, verdict.status)
+
+        await self._db.run("record_domain_check", record)
+        log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
+
+    # DNS provider set-up
+
+    async def setup_cloudflare(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, token: str) -> dict:
+        """Write the domain's records into its Cloudflare zone, then plan a check."""
+        view = await self.get(tenant_id, domain_id)
+        wait = await self._db.run(
+            "take_dns_setup", store.take_setup, tenant_id, self._clock.seconds(), SETUPS_PER_MINUTE, 60
+        )
+        if wait is not None:
+            raise SetupLimited(max(1, math.ceil(wait)))
+        name = view.row["name"]
+        records, dkim_keys = self._records(view.row, await store.keys_of(self._db, domain_id))
+
+        session = self._cloudflare.session(token)
+        await session.verify_token()
+        zone_id, zone_name = await session.find_zone(_zones_around(name))
+        existing = {}
+        for fqdn in dict.fromkeys(r.fqdn(name) for r in records):
+            existing[fqdn] = await session.records(zone_id, fqdn)
+        steps = dnsplan.plan(name, records, dkim_keys, existing, self._settings.spf_include)
+        for step in steps:
+            if step.action == "created":
+                await session.create(zone_id, step.type, step.name, step.content, step.priority)
+            elif step.action == "updated":
+                await session.update(zone_id, step.record_id, step.content)
+        await self.verify(tenant_id, domain_id)
+        return {"object": "dns_setup", "zone": zone_name, "records": [s.as_dict() for s in steps]}
+
+
+_TAKEN = "name: the domain {} has already been added by another account"
+
+
+def _zones_around(name: str) -> list[str]:
+    """``name`` and its parents down to the registered domain: where its zone may start."""
+    top = registered_domain(name)
+    labels = name.split(".")
+    candidates = [".".join(labels[i:]) for i in range(len(labels))]
+    return candidates[: candidates.index(top) + 1] if top in candidates else [name]

@@ -1,0 +1,280 @@
+"""
+The email resource after acceptance: reading it back, rescheduling and cancelling scheduled
+mail, attachments behind signed links, and releasing scheduled mail when its time comes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import struct
+import uuid
+from collections.abc import Awaitable, Callable
+from urllib.parse import quote
+
+from mailsvc import events, timefmt
+from mailsvc.accept import DELIVERIES
+from mailsvc.domain.email import parse_schedule
+from mailsvc.domain.errors import DomainError, NotFound
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+DOWNLOAD_LINK_LIFETIME = 3600
+RELEASE_BATCH = 200
+
+
+class NotReschedulable(DomainError):
+    pass
+
+
+class NotCancelable(DomainError):
+    pass
+
+
+class LinkRefused(DomainError):
+    """An attachment link that is expired or was altered (403)."""
+
+
+_EMAIL_COLUMNS = (
+    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status"
+)
+
+
+class Emails:
+    def __init__(
+        self,
+        clock,
+        db: Database,
+        link_key: bytes,
+        suppressed_among: Callable[[Transaction, uuid.UUID, list[str]], Awaitable[dict[str, str]]],
+    ):
+        self._clock = clock
+        self.db = db
+        self._link_key = link_key
+        self._suppressed_among = suppressed_among
+
+    def _now(self):
+        return timefmt.from_seconds(self._clock.seconds())
+
+    # Reading
+
+    async def get(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict:
+        row = await self.db.fetchone(
+            f"SELECT {_EMAIL_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id)
+        )
+        if row is None:
+            raise NotFound("Email")
+        return row
+
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        where, order, params = page.clause()
+        rows = await self.db.fetchall(
+            f"SELECT {_EMAIL_COLUMNS} FROM emails WHERE tenant_id = %s AND {where} {order}",
+            [tenant_id, *params],
+        )
+        return page.finish(rows)
+
+    async def deliveries(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict]:
+        rows = await self.db.fetchall(
+            "SELECT id, recipient, status, attempts, last_response, updated_at FROM deliveries"
+            " WHERE tenant_id = %s AND email_id = %s ORDER BY id",
+            (tenant_id, email_id),
+        )
+        return [
+            {"id": str(r["id"]), "recipient": r["recipient"], "status": r["status"], "attempts": r["attempts"],
+             "last_response": r["last_response"], "updated_at": timefmt.resource(r["updated_at"])}
+            for r in rows
+        ]
+
+    @staticmethod
+    def list_item(row: dict) -> dict:
+        recipients = row["recipients"]
+        return {
+            "id": str(row["id"]),
+            "message_id": row["message_id"],
+            "to": recipients["to"],
+            "from": row["sender"],
+            "created_at": timefmt.resource(row["created_at"]),
+            "subject": row["subject"],
+            "bcc": recipients["bcc"] or None,
+            "cc": recipients["cc"] or None,
+            "reply_to": recipients["reply_to"] or None,
+            "last_event": row["last_event"],
+            "scheduled_at": timefmt.resource(row["scheduled_at"]),
+        }
+
+    @staticmethod
+    def resource(row: dict) -> dict:
+        recipients = row["recipients"]
+        return {
+            "object": "email",
+            "id": str(row["id"]),
+            "message_id": row["message_id"],
+            "to": recipients["to"],
+            "from": row["sender"],
+            "created_at": timefmt.resource(row["created_at"]),
+            "subject": row["subject"],
+            "html": row["html"],
+            "text": row["text"],
+            "bcc": recipients["bcc"],
+            "cc": recipients["cc"],
+            "reply_to": recipients["reply_to"],
+            "last_event": row["last_event"],
+            "scheduled_at": timefmt.resource(row["scheduled_at"]),
+            "tags": row["tags"],
+        }
+
+    # Scheduled mail
+
+    async def reschedule(self, tenant_id: uuid.UUID, email_id: uuid.UUID, when: object) -> None:
+        scheduled_at = parse_schedule("scheduled_at", when, self._now())
+        row = await self.db.fetchone(
+            "UPDATE emails SET scheduled_at = %s WHERE tenant_id = %s AND id = %s AND status = 'scheduled'"
+            " RETURNING id",
+            (scheduled_at, tenant_id, email_id),
+        )
+        if row is None:
+            await self.get(tenant_id, email_id)  # 404 when absent
+            raise NotReschedulable("Only scheduled emails can be rescheduled.")
+
+    async def cancel(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> None:
+        async def cancel_scheduled(txn: Transaction) -> bool:
+            row = await txn.fetchone(
+                "UPDATE emails SET status = 'canceled', last_event = 'canceled'"
+                " WHERE tenant_id = %s AND id = %s AND status = 'scheduled' RETURNING id",
+                (tenant_id, email_id),
+            )
+            if row is None:
+                return False
+            await txn.execute(
+                "UPDATE deliveries SET status = 'canceled', updated_at = %s"
+                " WHERE email_id = %s AND status = 'scheduled'",
+                (self._now(), email_id),
+            )
+            return True
+
+        if not await self.db.run("cancel_email", cancel_scheduled):
+            await self.get(tenant_id, email_id)
+            raise NotCancelable("Only scheduled emails can be canceled.")
+
+    async def release_due(self) -> int:
+        """Release scheduled emails whose time has come; each is claimed by exactly one node."""
+        return await self.db.run("release_scheduled", self._release)
+
+    async def _release(self, txn: Transaction) -> int:
+        now = self._now()
+        due = await txn.fetchall(
+            "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at, t.delivery_mode"
+            " FROM emails e JOIN tenants t ON t.id = e.tenant_id"
+            " WHERE e.status = 'scheduled' AND e.scheduled_at <= %s"
+            " ORDER BY e.scheduled_at LIMIT %s FOR UPDATE OF e SKIP LOCKED",
+            (now, RELEASE_BATCH),
+        )
+        for email in due:
+            deliveries = await txn.fetchall(
+                "SELECT id, recipient FROM deliveries WHERE email_id = %s AND status = 'scheduled' ORDER BY id",
+                (email["id"],),
+            )
+            recipients = [d["recipient"] for d in deliveries]
+            suppressed = await self._suppressed_among(txn, email["tenant_id"], recipients) if recipients else {}
+            suppressed = {a.lower(): origin for a, origin in suppressed.items()}
+            live = [r for r in recipients if r.lower() not in suppressed]
+            capture = email["delivery_mode"] == "capture"
+            base = {"email_id": str(email["id"]), "created_at": timefmt.iso(now), "to": live}
+            if live:
+                await events.record(txn, self._clock, email["tenant_id"], "email.sent", {
+                    **base, "delivery_id": None, "from": email["sender"], "subject": email["subject"],
+                    "tags": email["tags"], "scheduled_at": timefmt.iso(email["scheduled_at"]),
+                })
+            for d in deliveries:
+                origin = suppressed.get(d["recipient"].lower())
+                if origin is not None:
+                    status, due_at = "suppressed", None
+                    await events.record(txn, self._clock, email["tenant_id"], "email.suppressed", {
+                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": origin})
+                elif capture:
+                    status, due_at = "delivered", None
+                    await events.record(txn, self._clock, email["tenant_id"], "email.delivered", {
+                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "transport": "capture",
+                        "remote_host": None, "response": "stored by capture mode"})
+                else:
+                    status, due_at = "queued", now
+                await txn.execute(
+                    "UPDATE deliveries SET status = %s, due_at = %s, updated_at = %s WHERE id = %s",
+                    (status, due_at, now, d["id"]),
+                )
+            last_event = "suppressed" if not live else ("delivered" if capture else "sent")
+            await txn.execute(
+                "UPDATE emails SET status = 'queued', last_event = %s WHERE id = %s", (last_event, email["id"])
+            )
+        if due:
+            txn.notify(DELIVERIES)
+        return len(due)
+
+    # Attachments
+
+    async def attachments(self, tenant_id: uuid.UUID, email_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        await self.get(tenant_id, email_id)
+        where, order, params = page.clause()
+        rows = await self.db.fetchall(
+            "SELECT id, filename, size, content_type, content_disposition, content_id FROM attachments"
+            f" WHERE tenant_id = %s AND email_id = %s AND {where} {order}",
+            [tenant_id, email_id, *params],
+        )
+        return page.finish(rows)
+
+    async def attachment(self, tenant_id: uuid.UUID, email_id: uuid.UUID, attachment_id: uuid.UUID) -> dict:
+        row = await self.db.fetchone(
+            "SELECT id, filename, size, content_type, content_disposition, content_id FROM attachments"
+            " WHERE tenant_id = %s AND email_id = %s AND id = %s",
+            (tenant_id, email_id, attachment_id),
+        )
+        if row is None:
+            raise NotFound("Attachment")
+        return row
+
+    def attachment_item(self, row: dict, base_url: str) -> dict:
+        expires = int(self._clock.seconds()) + DOWNLOAD_LINK_LIFETIME
+        return {
+            "id": str(row["id"]),
+            "filename": row["filename"],
+            "size": row["size"],
+            "content_type": row["content_type"],
+            "content_disposition": row["content_disposition"],
+            "content_id": row["content_id"],
+            "download_url": f"{base_url}/public/attachments/{self._link(row['id'], expires)}",
+            "expires_at": timefmt.from_seconds(expires).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+
+    def _link(self, attachment_id: uuid.UUID, expires: int) -> str:
+        payload = attachment_id.bytes + struct.pack(">Q", expires)
+        mac = hmac.new(self._link_key, payload, hashlib.sha256).digest()[:16]
+        return base64.urlsafe_b64encode(payload + mac).decode().rstrip("=")
+
+    async def download(self, token: str) -> dict:
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except ValueError:
+            raise LinkRefused("This download link is invalid.") from None
+        if len(raw) != 40:
+            raise LinkRefused("This download link is invalid.")
+        payload, mac = raw[:24], raw[24:]
+        expected = hmac.new(self._link_key, payload, hashlib.sha256).digest()[:16]
+        if not hmac.compare_digest(mac, expected):
+            raise LinkRefused("This download link is invalid.")
+        attachment_id = uuid.UUID(bytes=payload[:16])
+        (expires,) = struct.unpack(">Q", payload[16:])
+        if self._clock.seconds() > expires:
+            raise LinkRefused("This download link has expired.")
+        row = await self.db.fetchone(
+            "SELECT filename, content_type, content FROM attachments WHERE id = %s", (attachment_id,)
+        )
+        if row is None:
+            raise NotFound("Attachment")
+        return row
+
+    @staticmethod
+    def download_disposition(row: dict) -> str:
+        filename = row["filename"] or "attachment"
+        return f"attachment; filename*=UTF-8''{quote(filename)}"

@@ -1,0 +1,121 @@
+"""
+From a message submitted over SMTP to the accept path: the submission read from the message's
+own headers (Bcc = envelope recipients named in no header), idempotency from
+``Resend-Idempotency-Key``, the account's rate limit, and every refusal as an SMTP reply.
+
+| failure | reply |
+|---|---|
+| account paused or suspended, domain not verified or not allowed for the key | 550 5.7.1 |
+| malformed message (no From, bad address, too long) | 550 5.6.0 |
+| daily or monthly quota used up, API rate limit | 451 4.7.1 (try later) |
+| idempotency key reused with another message | 550 5.6.0 |
+| the same key still being processed | 451 4.5.0 |
+| anything unexpected | 451 4.3.0 |
+"""
+
+from __future__ import annotations
+
+import json
+from email import policy
+from email.parser import BytesParser
+
+from mailsvc import idempotency
+from mailsvc.accept import Acceptor, QuotaExceeded
+from mailsvc.apikeys import Caller
+from mailsvc.domain.email import Submission, parse_mailbox, parse_mailboxes
+from mailsvc.domain.errors import DomainError, Invalid, NotAllowed
+from mailsvc.idempotency import IdempotencyKeys, Replay
+from mailsvc.ratelimit import RateLimiter
+from mailsvc.smtp.submission import Refusal
+
+_IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
+
+
+def refusal_for(error: DomainError) -> Refusal:
+    if isinstance(error, NotAllowed):
+        return Refusal(550, "5.7.1", error.message)
+    if isinstance(error, QuotaExceeded):
+        return Refusal(451, "4.7.1", error.message)
+    if isinstance(error, idempotency.KeyInFlight):
+        return Refusal(451, "4.5.0", error.message)
+    return Refusal(550, "5.6.0", error.message)
+
+
+def submission_from_message(raw: bytes, envelope_recipients: list[str]) -> Submission:
+    message = BytesParser(policy=policy.default).parsebytes(raw)
+    try:
+        sender_header = message["From"]
+        to_header, cc_header = message.get_all("To", []), message.get_all("Cc", [])
+        subject = str(message["Subject"] or "")
+    except Exception:
+        raise Invalid("headers", "headers: the message headers cannot be parsed") from None
+    if sender_header is None:
+        raise Invalid("from", "from: the message has no From header")
+    sender = parse_mailbox("from", str(sender_header))
+
+    def mailboxes(field: str, headers) -> tuple:
+        found = []
+        for header in headers:
+            for address in getattr(header, "addresses", ()):
+                found.append(str(address))
+        return parse_mailboxes(field, found)
+
+    to, cc = mailboxes("to", to_header), mailboxes("cc", cc_header)
+    named = {m.address.lower() for m in (*to, *cc)}
+    bcc = parse_mailboxes("bcc", [r for r in envelope_recipients if r.lower() not in named])
+    html = text = None
+    try:
+        html_part = message.get_body(("html",))
+        text_part = message.get_body(("plain",))
+        # Shown through the API as JSON strings: with plain newlines, as POST /emails stores them.
+        html = html_part.get_content().replace("\r\n", "\n") if html_part is not None else None
+        text = text_part.get_content().replace("\r\n", "\n") if text_part is not None else None
+    except (LookupError, ValueError, AssertionError):
+        pass  # an unusual structure: stored as submitted, shown without bodies
+    if text is None and html:
+        text = ""  # the client sent no plain part: none is generated
+    return Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)
+
+
+class SmtpIntake:
+    def __init__(self, acceptor: Acceptor, limiter: RateLimiter, keys: IdempotencyKeys):
+        self._acceptor = acceptor
+        self._limiter = limiter
+        self._keys = keys
+
+    async def accept_message(self, caller: Caller, raw: bytes, recipients: list[str], _=()) -> str:
+        try:
+            return await self._accept(caller, raw, recipients)
+        except DomainError as e:
+            raise refusal_for(e) from None
+
+    async def _accept(self, caller: Caller, raw: bytes, recipients: list[str]) -> str:
+        if await self._limiter.take(caller.tenant.id, caller.tenant.api_rate_per_sec) is not None:
+            raise Refusal(451, "4.7.1", "Too many requests; slow down and retry")
+        headers = BytesParser(policy=policy.compat32).parsebytes(raw, headersonly=True)
+        key = next((headers[h] for h in _IDEMPOTENCY_HEADERS if headers[h]), None)
+        submission = submission_from_message(raw, recipients)
+        claim = None
+        if key is not None:
+            # What was asked, not how it was encoded: a client re-encoding the same message
+            # (new MIME boundaries) is still the same request.
+            asked = [str(submission.sender), list(submission.recipients), submission.subject,
+                     submission.html, submission.text]
+            claimed = await self._keys.claim(caller.tenant.id, key.strip(), idempotency.request_hash("smtp", asked))
+            if isinstance(claimed, Replay):
+                return json.loads(claimed.body)["id"]
+            claim = claimed
+        try:
+            prepared = await self._acceptor.prepare(caller, submission, raw=raw)
+
+            async def finish(txn, accepted):
+                if claim is not None:
+                    reply = json.dumps({"id": str(accepted[0].id)}).encode()
+                    await self._keys.complete(txn, claim, 200, reply)
+
+            accepted = await self._acceptor.store(caller, [prepared], "smtp", finish)
+        except BaseException:
+            if claim is not None:
+                await self._keys.release(claim)
+            raise
+        return str(accepted[0].id)

@@ -1,0 +1,227 @@
+"""Rows of webhooks and of their deliveries (the dispatcher's work queue)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+_COLUMNS = (
+    "id, tenant_id, endpoint, events, status, naming, secret, previous_secret,"
+    " previous_secret_until, created_at, updated_at"
+)
+
+
+async def insert(
+    txn: Transaction, webhook_id: uuid.UUID, tenant_id: uuid.UUID, endpoint: str,
+    events: tuple[str, ...], naming: str, sealed_secret: bytes, now: datetime,
+) -> dict:
+    return await txn.fetchone(
+        "INSERT INTO webhooks (id, tenant_id, endpoint, events, naming, secret, created_at, updated_at)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+        (webhook_id, tenant_id, endpoint, list(events), naming, sealed_secret, now, now),
+    )
+
+
+async def get(db: Database | Transaction, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(
+        f"SELECT {_COLUMNS} FROM webhooks WHERE tenant_id = %s AND id = %s", (tenant_id, webhook_id)
+    )
+
+
+async def list_page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    where, order, params = page.clause()
+    rows = await db.fetchall(
+        f"SELECT {_COLUMNS} FROM webhooks WHERE tenant_id = %s AND {where} {order}",
+        [tenant_id, *params],
+    )
+    return page.finish(rows)
+
+
+async def update(
+    txn: Transaction, tenant_id: uuid.UUID, webhook_id: uuid.UUID, changes: dict[str, Any], now: datetime
+) -> dict | None:
+    assignments = "".join(f"{column} = %s, " for column in changes)
+    return await txn.fetchone(
+        f"UPDATE webhooks SET {assignments}updated_at = %s WHERE tenant_id = %s AND id = %s"
+        f" RETURNING {_COLUMNS}",
+        [*changes.values(), now, tenant_id, webhook_id],
+    )
+
+
+async def rotate(
+    txn: Transaction, tenant_id: uuid.UUID, webhook_id: uuid.UUID, sealed_secret: bytes,
+    previous_until: datetime, now: datetime,
+) -> dict | None:
+    """The current secret becomes the previous one (sealed values are bound to the webhook,
+    not to the column, so it moves as is)."""
+    return await txn.fetchone(
+        "UPDATE webhooks SET previous_secret = secret, previous_secret_until = %s, secret = %s,"
+        f" updated_at = %s WHERE tenant_id = %s AND id = %s RETURNING {_COLUMNS}",
+        (previous_until, sealed_secret, now, tenant_id, webhook_id),
+    )
+
+
+async def delete(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> bool:
+    row = await db.fetchone(
+        "DELETE FROM webhooks WHERE tenant_id = %s AND id = %s RETURNING id", (tenant_id, webhook_id)
+    )
+    return row is not None
+
+
+async def drop_pending(txn: Transaction, webhook_id: uuid.UUID) -> int:
+    """Forget what is still queued for a webhook (it was disabled)."""
+    return await txn.execute(
+        "DELETE FROM webhook_deliveries WHERE webhook_id = %s AND state = 'pending'", (webhook_id,)
+    )
+
+
+# The dispatcher's queue
+
+#: Turn events not yet fanned out into one delivery per subscribed, enabled webhook of their
+#: tenant that existed when the event happened. SKIP LOCKED lets nodes take different batches.
+_FAN_OUT = """
+    WITH batch AS (
+        SELECT id, tenant_id, type, created_at FROM events
+        WHERE NOT fanned_out ORDER BY id LIMIT %(fan_out)s
+        FOR UPDATE SKIP LOCKED
+    ), marked AS (
+        UPDATE events SET fanned_out = true FROM batch WHERE events.id = batch.id
+    ), queued AS (
+        INSERT INTO webhook_deliveries (webhook_id, event_id, tenant_id, due_at, created_at)
+        SELECT w.id, batch.id, batch.tenant_id, %(now)s, %(now)s
+        FROM batch JOIN webhooks w ON w.tenant_id = batch.tenant_id
+        WHERE w.status = 'enabled' AND batch.type = ANY (w.events)
+          AND w.created_at <= batch.created_at
+        ON CONFLICT DO NOTHING
+    )
+    SELECT count(*) AS taken FROM batch
+"""
+
+#: Lease due deliveries of enabled webhooks, at most ``cap`` in flight per webhook counting
+#: every node's, each row with what its request needs.
+_CLAIM = """
+    busy AS (
+        SELECT webhook_id, count(*) AS n FROM webhook_deliveries
+        WHERE claimed_until IS NOT NULL AND claimed_until > %(now)s GROUP BY webhook_id
+    ), ready AS (
+        SELECT w.id, %(cap)s - coalesce(busy.n, 0) AS room
+        FROM webhooks w LEFT JOIN busy ON busy.webhook_id = w.id
+        WHERE w.status = 'enabled' AND coalesce(busy.n, 0) < %(cap)s
+    ), picked AS (
+        SELECT d.webhook_id, d.event_id FROM ready CROSS JOIN LATERAL (
+            SELECT webhook_id, event_id FROM webhook_deliveries
+            WHERE webhook_id = ready.id AND state = 'pending' AND due_at <= %(now)s
+              AND (claimed_until IS NULL OR claimed_until <= %(now)s)
+            ORDER BY due_at LIMIT ready.room
+            FOR UPDATE SKIP LOCKED
+        ) d
+        ORDER BY random() LIMIT %(limit)s
+    ), claimed AS (
+        UPDATE webhook_deliveries d SET claimed_until = %(lease)s, claim = %(claim)s
+        FROM picked
+        JOIN webhooks w ON w.id = picked.webhook_id
+        JOIN events e ON e.id = picked.event_id
+        WHERE d.webhook_id = picked.webhook_id AND d.event_id = picked.event_id
+        RETURNING d.webhook_id, d.event_id, d.attempts, w.endpoint, w.naming, w.secret,
+                  w.previous_secret, w.previous_secret_until, e.type, e.created_at, e.data
+    )
+"""
+
+#: Write finished attempts, fenced by the claim they were made under; ``counted`` is 0 for
+#: a claim given back unattempted.
+_RECORD = """
+    UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + v.counted,
+        due_at = v.due_at, claimed_until = NULL, claim = NULL,
+        last_attempt_at = coalesce(v.at, d.last_attempt_at),
+        last_status = CASE WHEN v.counted = 1 THEN v.status ELSE d.last_status END,
+        last_response = CASE WHEN v.counted = 1 THEN v.response ELSE d.last_response END
+    FROM unnest(%(o_webhook)s::uuid[], %(o_event)s::uuid[], %(o_claim)s::uuid[], %(o_state)s::text[],
+                %(o_counted)s::int[], %(o_due)s::timestamptz[], %(o_at)s::timestamptz[],
+                %(o_status)s::int[], %(o_response)s::text[])
+         AS v(webhook_id, event_id, claim, state, counted, due_at, at, status, response)
+    WHERE d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim = v.claim
+"""
+
+_OUTCOME_FIELDS = ("o_webhook", "o_event", "o_claim", "o_state", "o_counted", "o_due", "o_at", "o_status",
+                   "o_response")
+
+
+def _outcome_params(outcomes: list[tuple]) -> dict[str, list]:
+    """Outcomes (webhook_id, event_id, claim, state, counted, due_at, attempted_at, status,
+    response) as one array per field."""
+    columns = list(zip(*outcomes, strict=True)) if outcomes else [()] * len(_OUTCOME_FIELDS)
+    return {name: list(column) for name, column in zip(_OUTCOME_FIELDS, columns, strict=True)}
+
+
+async def fan_out(txn: Transaction, now: datetime, limit: int) -> int:
+    """Fan out up to ``limit`` events; returns how many were taken."""
+    row = await txn.fetchone(_FAN_OUT, {"fan_out": limit, "now": now})
+    return row["taken"]
+
+
+async def claim(
+    txn: Transaction, now: datetime, lease_until: datetime, claim_id: uuid.UUID, per_webhook: int, limit: int
+) -> list[dict]:
+    return await txn.fetchall(
+        f"WITH {_CLAIM} SELECT * FROM claimed",
+        {"now": now, "lease": lease_until, "claim": claim_id, "cap": per_webhook, "limit": limit},
+    )
+
+
+async def record_outcomes(db: Database, outcomes: list[tuple]) -> None:
+    await db.execute(_RECORD, _outcome_params(outcomes), desc="record webhook attempts")
+
+
+@attrs.frozen
+class Dispatched:
+    claimed: list[dict]
+    next_due: datetime | None  # the earliest retry not due yet
+    backlog: bool  # events still wait to be fanned out
+
+
+async def dispatch(
+    db: Database, outcomes: list[tuple], now: datetime, lease_until: datetime, claim_id: uuid.UUID,
+    per_webhook: int, limit: int, fan_out_batch: int,
+) -> Dispatched:
+    """
+    One dispatcher step in one round trip and one transaction: write ``outcomes`` (freeing
+    their webhooks' capacity), fan out a batch of events, lease what is due, and report when
+    the next retry falls due. The statements run in order, each seeing the ones before.
+    """
+    rows = await db.fetchall(
+        ";".join([
+            _RECORD if outcomes else "SELECT 1",
+            _FAN_OUT,
+            f"""WITH {_CLAIM}, upcoming AS (
+                    SELECT (SELECT min(due_at) FROM webhook_deliveries
+                            WHERE state = 'pending' AND claimed_until IS NULL AND due_at > %(now)s) AS next_due,
+                           EXISTS (SELECT 1 FROM events WHERE NOT fanned_out) AS backlog
+                )
+                SELECT upcoming.*, claimed.* FROM upcoming LEFT JOIN claimed ON true""",
+        ]),
+        {
+            **_outcome_params(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
+            "cap": per_webhook, "limit": limit, "fan_out": fan_out_batch,
+        },
+        desc="webhook dispatch",
+    )
+    claimed = [row for row in rows if row["webhook_id"] is not None]
+    return Dispatched(claimed, rows[0]["next_due"], rows[0]["backlog"])
+
+
+async def prune(db: Database, deliveries_before: datetime, events_before: datetime) -> None:
+    """Forget finished deliveries, and events old enough that nothing can still be pending."""
+    await db.execute(
+        "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND last_attempt_at < %s",
+        (deliveries_before,), desc="prune webhook deliveries",
+    )
+    await db.execute(
+        "DELETE FROM events WHERE fanned_out AND created_at < %s", (events_before,),
+        desc="prune events",
+    )

@@ -1,0 +1,1 @@
+"""Webhooks: managing them, signing requests, and the dispatcher that delivers events."""

@@ -1,0 +1,239 @@
+"""
+The webhook dispatcher: reads the events outbox, fans each event out to the tenant's enabled
+webhooks subscribed to it, and delivers the resulting rows.
+
+Every step (woken by NOTIFY on "events", by a finished attempt, by the time the next retry
+falls due, or by a slow safety timer) fans out new events and leases due deliveries
+(FOR UPDATE SKIP LOCKED, ``claimed_until``), so nodes sharing the database never hold the
+same attempt at once and a crashed node's attempts are taken over when its lease ends.
+Requests run in parallel, at most ``per_endpoint`` per webhook across nodes; their outcomes
+are written by the next step, in the same transaction as its lease, and only while the lease
+they were made under still holds.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import attrs
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from mailsvc import timefmt
+from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, next_attempt_delay, retry_after_seconds
+from mailsvc.fetch import Fetcher, FetchFailed, TargetRefused
+from mailsvc.loop import Loop
+from mailsvc.store import webhooks as rows
+from mailsvc.store.database import Database
+from mailsvc.webhooks import signing
+from mailsvc.webhooks.registry import WebhookRegistry
+
+log = Logger()
+
+#: Seconds an attempt may take, connection to last byte.
+TIMEOUT_SECONDS = 15
+#: Bytes of a response read (the rest is dropped with the connection) and characters kept.
+RESPONSE_READ = 64 * 1024
+RESPONSE_KEPT = 1000
+#: A lease outlives the attempt's timeout by a wide margin: it only ends early if a node died.
+LEASE_SECONDS = 60
+#: The safety net: a step at least this often even if no wake-up arrived.
+SAFETY_INTERVAL = 10
+FAN_OUT_BATCH = 500
+#: Seconds a stop waits for attempts in flight before abandoning (and releasing) them.
+DRAIN_SECONDS = 10
+PRUNE_EVERY = 3600
+DELIVERIES_KEPT = 7 * 86400
+EVENTS_KEPT = 30 * 86400
+
+
+@attrs.frozen
+class _Job:
+    webhook_id: uuid.UUID
+    event_id: uuid.UUID
+    claim: uuid.UUID
+    attempt: int  # 1-based number of this attempt
+    endpoint: str
+    message_id: str
+    body: bytes
+    keys: list[bytes]
+
+
+def payload(row: dict) -> bytes:
+    """The request body of an event, in the webhook's naming; the same bytes on every retry."""
+    name = NATIVE_NAMES[row["type"]] if row["naming"] == NATIVE_NAMING else row["type"]
+    document = {"type": name, "created_at": timefmt.iso(row["created_at"]), "data": row["data"]}
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+def _when_done(d: defer.Deferred) -> defer.Deferred:
+    """A Deferred firing (with None) when ``d`` fires, leaving ``d``'s result alone."""
+    waiter: defer.Deferred = defer.Deferred()
+    d.addBoth(lambda result: (waiter.callback(None), result)[1])
+    return waiter
+
+
+class Dispatcher:
+    desc = "webhook dispatcher"
+
+    def __init__(
+        self,
+        clock,
+        db: Database,
+        fetcher: Fetcher,
+        registry: WebhookRegistry,
+        per_endpoint: int = 8,
+        max_in_flight: int = 256,
+        on_failure=None,
+    ):
+        self._clock = clock
+        self._db = db
+        self._fetcher = fetcher
+        self._registry = registry
+        self._per_endpoint = per_endpoint
+        self._max_in_flight = max_in_flight
+        self._loop = Loop(clock, "webhook dispatch", SAFETY_INTERVAL, self.step, on_failure)
+        self._in_flight: dict[tuple[uuid.UUID, uuid.UUID], defer.Deferred] = {}
+        self._outcomes: list[tuple] = []
+        self._next_retry = None
+        self._pruned_at = float("-inf")
+        self._stopping = False
+
+    def start(self) -> None:
+        """Start stepping, at once: events and retries may have waited while no node ran."""
+        self._stopping = False
+        self._loop.start()
+        self._loop.wake()
+
+    def wake(self, *_) -> None:
+        self._loop.wake()
+
+    async def step(self) -> None:
+        """
+        One round trip: write the outcomes gathered since the last step (which frees their
+        endpoints' capacity), fan out new events, lease due deliveries; then start them.
+        """
+        now = self._clock.seconds()
+        outcomes, self._outcomes = self._outcomes, []
+        room = 0 if self._stopping else self._max_in_flight - len(self._in_flight)
+        claim = uuid.uuid4()
+        try:
+            done = await rows.dispatch(
+                self._db, outcomes, timefmt.from_seconds(now), timefmt.from_seconds(now + LEASE_SECONDS),
+                claim, self._per_endpoint, room, FAN_OUT_BATCH,
+            )
+        except Exception:
+            self._outcomes[:0] = outcomes
+            raise
+        for row in done.claimed:
+            self._launch(row, claim, now)
+        self._plan_next_retry(done.next_due)
+        if done.backlog:
+            self.wake()
+        if now - self._pruned_at >= PRUNE_EVERY:
+            self._pruned_at = now
+            await rows.prune(
+                self._db, timefmt.from_seconds(now - DELIVERIES_KEPT), timefmt.from_seconds(now - EVENTS_KEPT)
+            )
+
+    def _plan_next_retry(self, due) -> None:
+        if self._next_retry is not None and self._next_retry.active():
+            self._next_retry.cancel()
+        self._next_retry = None
+        if due is not None and not self._stopping:
+            delay = due.timestamp() - self._clock.seconds()
+            if delay > 0:
+                self._next_retry = self._clock.callLater(delay, self.wake)
+
+    def _launch(self, row: dict, claim: uuid.UUID, now: float) -> None:
+        key = (row["webhook_id"], row["event_id"])
+        try:
+            job = _Job(
+                row["webhook_id"], row["event_id"], claim, row["attempts"] + 1, row["endpoint"],
+                signing.message_id(row["event_id"]), payload(row), self._registry.signing_keys(row, now),
+            )
+        except Exception:
+            log.failure("cannot prepare webhook delivery {key}", key=key)
+            self._finish(key, claim, row["attempts"] + 1, None, "internal error preparing the request", None)
+            return
+        d = defer.ensureDeferred(self._deliver(job))
+        if not d.called:
+            self._in_flight[key] = d
+            d.addBoth(self._landed, key)
+
+    def _landed(self, _, key) -> None:
+        """An attempt is over (``_deliver`` logs its own failures and never raises)."""
+        del self._in_flight[key]
+
+    async def _deliver(self, job: _Job) -> None:
+        headers = signing.headers(job.keys, job.message_id, int(self._clock.seconds()), job.body)
+        headers["content-type"] = "application/json"
+        status = retry_after = None
+        try:
+            fetched = await self._fetcher.post(job.endpoint, job.body, headers, RESPONSE_READ, TIMEOUT_SECONDS)
+            status = fetched.status
+            response = fetched.body[:RESPONSE_KEPT].decode("utf-8", "replace")
+            retry_after = retry_after_seconds(fetched.headers.get("retry-after"), self._clock.seconds())
+        except TargetRefused as e:
+            response = f"refused: {e.message}"
+        except FetchFailed as e:
+            response = f"{e.reason}: {e.message}"
+        except Exception:
+            log.failure("webhook delivery {id} failed unexpectedly", id=job.message_id)
+            response = "internal error"
+        if status is None and self._stopping:
+            self._release(job)
+            return
+        self._finish((job.webhook_id, job.event_id), job.claim, job.attempt, status, response, retry_after)
+
+    def _finish(self, key, claim, attempt: int, status, response: str, retry_after) -> None:
+        now = self._clock.seconds()
+        at = timefmt.from_seconds(now)
+        if status is not None and 200 <= status < 300:
+            state, due = "delivered", now
+        else:
+            delay = next_attempt_delay(attempt, retry_after)
+            if delay is None:
+                state, due = "failed", now
+                log.info("gave up on webhook delivery {key} after {n} attempts", key=key, n=attempt)
+            else:
+                state, due = "pending", now + delay
+        self._outcomes.append((*key, claim, state, 1, timefmt.from_seconds(due), at, status, response))
+        self.wake()
+
+    def _release(self, job: _Job) -> None:
+        """Give an unfinished attempt back at once instead of leaving it to its lease."""
+        now = timefmt.from_seconds(self._clock.seconds())
+        self._outcomes.append((job.webhook_id, job.event_id, job.claim, "pending", 0, now, None, None, None))
+        self.wake()
+
+    async def settled(self) -> None:
+        """Wait until every attempt started so far has finished and its outcome is written
+        (if the write fails, the outcomes wait for the next step)."""
+        while self._in_flight:
+            await defer.DeferredList([_when_done(d) for d in self._in_flight.values()])
+        outcomes, self._outcomes = self._outcomes, []
+        if outcomes:
+            try:
+                await rows.record_outcomes(self._db, outcomes)
+            except Exception:
+                log.failure("recording {n} webhook attempts failed", n=len(outcomes))
+                self._outcomes[:0] = outcomes
+
+    async def stop(self) -> None:
+        """Stop claiming, let attempts in flight finish (up to DRAIN_SECONDS; the rest are
+        abandoned and given back), and write every outcome."""
+        self._stopping = True
+        await self._loop.stop()
+        if self._next_retry is not None and self._next_retry.active():
+            self._next_retry.cancel()
+        self._next_retry = None
+        if self._in_flight:
+            abandon = self._clock.callLater(
+                DRAIN_SECONDS, lambda: [d.cancel() for d in list(self._in_flight.values())]
+            )
+            await defer.DeferredList([_when_done(d) for d in self._in_flight.values()])
+            if abandon.active():
+                abandon.cancel()
+        await self.settled()

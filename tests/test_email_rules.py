@@ -1,0 +1,182 @@
+"""The send body's rules and the MIME message built from it (pure, no I/O)."""
+
+import base64
+import email
+import email.policy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from mailsvc.domain.email import InvalidAttachment, parse_mailbox, submission_from_json
+from mailsvc.domain.errors import Invalid
+from mailsvc.mail.mime import build, new_message_id, resubmitted
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+BASE = {"from": "Acme <news@acme.example>", "to": "ann@example.com", "subject": "Hi", "html": "<p>Hi</p>"}
+
+
+def submission(**changes):
+    return submission_from_json({**BASE, **changes}, NOW)
+
+
+def invalid(field, **changes):
+    with pytest.raises(Invalid) as e:
+        submission(**changes)
+    assert e.value.message.startswith(field), e.value.message
+    return e.value
+
+
+@pytest.mark.parametrize("text, name, address", [
+    ("ann@example.com", "", "ann@example.com"),
+    ("Ann <ann@example.com>", "Ann", "ann@example.com"),
+    ('"Doe, John" <john@example.com>', "Doe, John", "john@example.com"),
+    ("José <jose@bücher.example>", "José", "jose@xn--bcher-kva.example"),
+    ('"very.unusual.@.unusual.com"@example.com', "", '"very.unusual.@.unusual.com"@example.com'),
+])
+def test_addresses(text, name, address):
+    mailbox = parse_mailbox("to", text)
+    assert (mailbox.display_name, mailbox.address) == (name, address)
+
+
+@pytest.mark.parametrize("text", [
+    "", "not an address", "a@b", "a@", "@b.com", "Doe, J <j@c.com>", "a@b.com\r\nBcc: x@y.com",
+    "a b@c.com", "x@[127.0.0.1]", "a@-b.com"])
+def test_bad_addresses(text):
+    with pytest.raises(Invalid):
+        parse_mailbox("to", text)
+
+
+def test_required_fields_name_themselves():
+    invalid("from", **{"from": None})
+    invalid("to", to=[])
+    invalid("subject", subject="")
+    invalid("html", html=None)
+    invalid("to", to=5)
+
+
+def test_recipient_limit_counts_unique_addresses():
+    many = [f"r{i}@example.com" for i in range(50)]
+    assert len(submission(to=many, cc=many[:10], bcc=["R1@example.com"]).recipients) == 50
+    invalid("to", to=many, cc=["extra@example.com"])
+
+
+def test_subject_limit_is_in_bytes():
+    assert submission(subject="é" * 499)
+    invalid("subject", subject="é" * 500)
+    invalid("subject", subject="a\r\nBcc: x@y.com")
+
+
+def test_headers():
+    assert submission(headers={"X-Entity-Ref-ID": "123", "List-Unsubscribe": "<https://x.example/u>"}).headers
+    for name in ("From", "message-id", "DKIM-Signature", "Return-Path", "Reply-To", "bcc"):
+        invalid("headers", headers={name: "x"})
+    invalid("headers", headers={"X-Evil": "a\r\nBcc: x@y.com"})
+    invalid("headers", headers={"Bad Name": "x"})
+    invalid("headers", headers={"X-Num": 5})
+
+
+def test_tags():
+    assert submission(tags=[{"name": "category", "value": "confirm_email"}]).tags == (("category", "confirm_email"),)
+    invalid("tags", tags=[{"name": "bad name", "value": "x"}])
+    invalid("tags", tags=[{"name": "x"}])
+    invalid("tags", tags=[{"name": "x" * 257, "value": "y"}])
+
+
+def test_scheduled_at():
+    assert submission(scheduled_at="in 1 hour").scheduled_at == NOW + timedelta(hours=1)
+    assert submission(scheduled_at="tomorrow at 9am").scheduled_at == datetime(2026, 11, 23, 9, tzinfo=UTC)
+    assert submission(scheduled_at="2026-11-30T08:00:00Z").scheduled_at == datetime(2026, 11, 30, 8, tzinfo=UTC)
+    invalid("scheduled_at", scheduled_at="in 31 days")
+    invalid("scheduled_at", scheduled_at="whenever you like")
+    invalid("scheduled_at", scheduled_at="2020-01-01T00:00:00Z")
+
+
+def test_unsupported_features():
+    invalid("topic_id", topic_id="t1")
+    assert submission(topic_id="")
+    invalid("template", template={"id": "welcome"})
+    invalid("stream", stream="marketing")
+
+
+def test_attachment_encodings():
+    data = b"hello, world"
+    forms = [base64.b64encode(data).decode(), {"type": "Buffer", "data": list(data)}, list(data)]
+    for form in forms:
+        [a] = submission(attachments=[{"filename": "a.txt", "content": form}]).attachments
+        assert a.content == data and a.content_type == "text/plain"
+    inline = {"filename": "logo.png", "content": forms[0], "inline_content_id": "logo"}
+    [a] = submission(attachments=[inline]).attachments
+    assert a.inline and a.content_id == "logo" and a.content_type == "image/png"
+    with pytest.raises(InvalidAttachment):
+        submission(attachments=[{"filename": "x.txt"}])
+    [a] = submission(attachments=[{"path": "https://files.example/report.pdf?sig=1"}]).attachments
+    assert a.filename == "report.pdf" and a.content is None and a.content_type == "application/pdf"
+
+
+def test_executables_are_refused_by_name_and_by_content():
+    invalid("attachments", attachments=[{"filename": "setup.exe", "content": "aGk="}])
+    invalid("attachments", attachments=[{"filename": "run.JS", "content": "aGk="}])
+    elf = base64.b64encode(b"\x7fELF\x02\x01\x01" + b"\0" * 60).decode()
+    invalid("attachments", attachments=[{"filename": "innocent.txt", "content": elf}])
+    pe = base64.b64encode(b"MZ\x90\x00" + b"\0" * 60).decode()
+    invalid("attachments", attachments=[{"filename": "invoice.pdf", "content": pe}])
+
+
+def test_no_attachments_in_batches():
+    with pytest.raises(Invalid):
+        submission_from_json({**BASE, "attachments": [{"filename": "a.txt", "content": "aGk="}]}, NOW,
+                             allow_attachments=False)
+
+
+def parse(raw: bytes):
+    return email.message_from_bytes(raw, policy=email.policy.strict)
+
+
+def test_mime_structure_and_encodings():
+    s = submission(
+        **{"from": "José Ñ <jose@exämple.com>"},
+        to=["a@example.com", '"Doe, J" <j@example.com>'], bcc="hidden@example.com",
+        subject="Héllo " + "x" * 120, html="<p>Hi <img src='cid:logo'></p>",
+        attachments=[{"filename": "logo.png", "content": "iVBORw0KGgo=", "content_id": "logo"},
+                     {"filename": "rëport.pdf", "content": [37, 80, 68, 70]}],
+        headers={"X-Entity-Ref-ID": "42"},
+    )
+    raw = build(s, message_id=new_message_id("xn--exmple-cua.com"), date=NOW,
+                attachments=[(a.filename, a.content, a.content_type, a.content_id) for a in s.attachments])
+    assert all(len(line) <= 998 for line in raw.split(b"\r\n"))
+    assert b"\n" not in raw.replace(b"\r\n", b"")
+    message = parse(raw)
+    assert [p.get_content_type() for p in message.walk()] == [
+        "multipart/mixed", "multipart/alternative", "text/plain", "multipart/related", "text/html", "image/png",
+        "application/pdf"]
+    assert message["Bcc"] is None and b"hidden@example.com" not in raw
+    assert str(message["From"]) == "José Ñ <jose@xn--exmple-cua.com>"
+    assert str(message["Subject"]).startswith("Héllo x")
+    assert message["Message-ID"].endswith("@xn--exmple-cua.com>")
+    assert message["X-Entity-Ref-ID"] == "42"
+    pdf = list(message.iter_attachments())[0]
+    assert pdf.get_filename() == "rëport.pdf" and pdf.get_content() == b"%PDF"
+    plain = message.get_body(("plain",))
+    assert plain.get_content().strip() == "Hi"
+
+
+def test_text_is_generated_unless_empty():
+    raw = build(submission(html="<h1>Title</h1><p>Body</p>"), message_id="<1@x>", date=NOW)
+    assert parse(raw).get_body(("plain",)).get_content().split() == ["Title", "Body"]
+    raw = build(submission(html="<p>Only html</p>", text=""), message_id="<1@x>", date=NOW)
+    message = parse(raw)
+    assert message.get_content_type() == "text/html"
+    raw = build(submission(html=None, text="plain only"), message_id="<1@x>", date=NOW)
+    assert parse(raw).get_content_type() == "text/plain"
+
+
+def test_resubmitted_message_keeps_its_headers_but_managed_ones():
+    raw = (b"From: a@acme.example\r\nTo: b@example.com\r\nBcc: secret@example.com\r\nMessage-ID: <client@x>\r\n"
+           b"X-Custom: keep\r\n folded\r\nDKIM-Signature: v=1; forged\r\nResend-Idempotency-Key: k1\r\n"
+           b"Subject: Hi\r\n\r\nbody\r\n.line\r\n")
+    out = resubmitted(raw, "<ours@acme.example>", NOW)
+    message = parse(out)
+    assert message["Message-ID"] == "<ours@acme.example>" and message["Bcc"] is None
+    assert message["DKIM-Signature"] is None and message["Resend-Idempotency-Key"] is None
+    assert b"X-Custom: keep\r\n folded\r\n" in out
+    assert out.endswith(b"\r\n\r\nbody\r\n.line\r\n")

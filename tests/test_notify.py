@@ -1,0 +1,63 @@
+"""LISTEN/NOTIFY wake-ups on the node's dedicated connection."""
+
+import pytest
+import pytest_twisted as pt
+from twisted.internet import defer, reactor, task
+
+from mailsvc.store.notify import Notifications
+
+
+async def _until(predicate, seconds: float = 10) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if predicate():
+            return
+        await task.deferLater(reactor, 0.05, lambda: None)
+    raise AssertionError("condition not reached in time")
+
+
+@pt.ensureDeferred
+async def test_callbacks_per_channel(db):
+    notifications = Notifications(db)
+    alpha, beta = [], []
+    try:
+        await defer.gatherResults([
+            defer.ensureDeferred(notifications.listen("alpha", alpha.append)),
+            defer.ensureDeferred(notifications.listen("beta", beta.append)),
+            defer.ensureDeferred(notifications.listen("alpha", lambda payload: alpha.append("again:" + payload))),
+        ])
+        await db.execute("SELECT pg_notify('alpha', 'one')")
+        await _until(lambda: len(alpha) == 2)
+        assert sorted(alpha) == ["again:one", "one"] and beta == []
+
+        async def commits(txn, fail):
+            txn.notify("beta", "after commit")
+            if fail:
+                raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            await db.run("rolled back", commits, True)
+        await db.run("committed", commits, False)
+        await _until(lambda: beta)
+        assert beta == ["after commit"]
+    finally:
+        notifications.stop()
+    with pytest.raises(ValueError):
+        await notifications.listen("not a channel; DROP TABLE events", alpha.append)
+
+
+@pt.ensureDeferred
+async def test_listen_is_issued_again_after_the_connection_comes_back(db):
+    notifications = Notifications(db)
+    woken = []
+    try:
+        await notifications.listen("events", woken.append)
+        await db.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+        )
+        # Notifications sent while it was down are lost: every listener is woken on recovery.
+        await _until(lambda: woken == [""])
+        await db.execute("SELECT pg_notify('events', 'after')")
+        await _until(lambda: woken == ["", "after"])
+    finally:
+        notifications.stop()

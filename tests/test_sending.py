@@ -1,0 +1,296 @@
+"""Sending over HTTP: POST /emails, batch, idempotency, the email resource, through the SDK."""
+
+import base64
+import email
+import email.policy
+import json
+
+import pytest
+import pytest_twisted as pt
+import resend
+import resend.exceptions
+from twisted.internet import defer
+
+from tests.sdk import call
+
+
+async def sending_tenant(api, domain="acme.example.com", **tenant_fields):
+    """A tenant with a verified sending domain (verification itself is tested with the domains)."""
+    tenant, key = await api.tenant(**tenant_fields)
+    code, created, _ = await api.json("POST", "/domains", key, json={"name": domain})
+    assert code in (200, 201), created
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
+    return tenant, key, created["id"]
+
+
+BODY = {"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"], "subject": "Hello", "html": "<p>Hi Ann</p>"}
+
+
+@pt.ensureDeferred
+async def test_send_get_list_with_the_sdk(api):
+    _, key, _ = await sending_tenant(api)
+    sent = await call(api, key, resend.Emails.send, {**BODY, "cc": "Bob <bob@example.com>",
+                                                     "tags": [{"name": "kind", "value": "welcome"}]})
+    email_id = sent["id"]
+    got = await call(api, key, resend.Emails.get, email_id)
+    assert got["object"] == "email" and got["id"] == email_id
+    assert got["to"] == ["ann@example.com"] and got["cc"] == ["Bob <bob@example.com>"] and got["bcc"] == []
+    assert got["from"] == "Acme <news@acme.example.com>" and got["subject"] == "Hello"
+    assert got["html"] == "<p>Hi Ann</p>" and got["last_event"] == "sent"
+    assert got["tags"] == [{"name": "kind", "value": "welcome"}]
+    assert got["message_id"].endswith("@acme.example.com>")
+    listed = await call(api, key, resend.Emails.list)
+    assert [e["id"] for e in listed["data"]] == [email_id]
+    assert "html" not in listed["data"][0] and listed["data"][0]["last_event"] == "sent"
+
+    rows = await api.parts.db.fetchall(
+        "SELECT recipient, status, due_at IS NOT NULL AS due FROM deliveries ORDER BY recipient")
+    assert rows == [{"recipient": "ann@example.com", "status": "queued", "due": True},
+                    {"recipient": "bob@example.com", "status": "queued", "due": True}]
+    sent_events = await api.parts.db.fetchall("SELECT type, data FROM events WHERE type = 'email.sent'")
+    assert len(sent_events) == 1
+    assert sent_events[0]["data"]["to"] == ["ann@example.com", "bob@example.com"]
+    assert sent_events[0]["data"]["tags"] == [{"name": "kind", "value": "welcome"}]
+
+
+@pt.ensureDeferred
+async def test_the_stored_message_is_signed_and_well_formed(api):
+    _, key, _ = await sending_tenant(api)
+    _, sent, _ = await api.json("POST", "/emails", key, json={
+        **BODY, "bcc": "hidden@example.com", "text": "Hi Ann", "reply_to": ["help@acme.example.com"],
+        "headers": {"X-Entity-Ref-ID": "7"},
+        "attachments": [{"filename": "a.txt", "content": base64.b64encode(b"attached").decode()}]})
+    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
+    raw = bytes(row["message"])
+    message = email.message_from_bytes(raw, policy=email.policy.strict)
+    signatures = message.get_all("DKIM-Signature")
+    assert len(signatures) == 2 and any("a=ed25519-sha256" in s for s in signatures)
+    assert message["Bcc"] is None and b"hidden@example.com" not in raw
+    assert message["Reply-To"] == "help@acme.example.com" and message["X-Entity-Ref-ID"] == "7"
+    assert [a.get_filename() for a in message.iter_attachments()] == ["a.txt"]
+
+
+@pt.ensureDeferred
+async def test_send_rules(api):
+    tenant, key, domain_id = await sending_tenant(api, plan="growth")
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "from": "x@other.example.com"})
+    assert (code, body["name"]) == (403, "validation_error")
+    assert "other.example.com" in body["message"] and "not verified" in body["message"]
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "to": []})
+    assert (code, body["name"]) == (422, "validation_error") and body["message"].startswith("to")
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "attachments": [{"filename": "x"}]})
+    assert (code, body["name"]) == (422, "invalid_attachment")
+    # A key restricted to another domain.
+    _, other, _ = await api.json("POST", "/domains", key, json={"name": "second.example.com"})
+    code, restricted, _ = await api.json("POST", "/api-keys", key, json={"name": "r", "domain_id": domain_id})
+    assert code == 200
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (other["id"],))
+    code, body, _ = await api.json("POST", "/emails", restricted["token"],
+                                   json={**BODY, "from": "a@second.example.com"})
+    assert (code, body["name"]) == (403, "validation_error") and "restricted" in body["message"]
+    code, _, _ = await api.json("POST", "/emails", restricted["token"], json=BODY)
+    assert code == 200
+    # A paused account.
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token,
+                   json={"status": "paused", "status_reason": "bounce rate"})
+    code, body, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert (code, body["name"]) == (403, "validation_error") and "paused" in body["message"]
+
+
+@pt.ensureDeferred
+async def test_idempotency(api):
+    _, key, _ = await sending_tenant(api)
+    headers = {"Idempotency-Key": "order-1"}
+    code, first, r1 = await api.json("POST", "/emails", key, json=BODY, headers=headers)
+    code2, second, r2 = await api.json("POST", "/emails", key, json=BODY, headers=headers)
+    assert code == code2 == 200 and first == second
+    assert r2.headers.getRawHeaders("idempotent-replayed") == ["true"]
+    assert r1.headers.getRawHeaders("idempotent-replayed") is None
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "subject": "other"}, headers=headers)
+    assert (code, body["name"]) == (409, "invalid_idempotent_request")
+    code, body, _ = await api.json("POST", "/emails", key, json=BODY, headers={"Idempotency-Key": "k" * 257})
+    assert (code, body["name"]) == (400, "invalid_idempotency_key")
+    # A 4xx is stored and replayed too.
+    bad = {**BODY, "to": "nobody"}
+    c1, b1, _ = await api.json("POST", "/emails", key, json=bad, headers={"Idempotency-Key": "bad"})
+    c2, b2, r = await api.json("POST", "/emails", key, json=bad, headers={"Idempotency-Key": "bad"})
+    assert c1 == c2 == 422 and b1 == b2 and r.headers.getRawHeaders("idempotent-replayed") == ["true"]
+    # Concurrent twins: one email, the other request replays or is told it is in flight.
+    results = await defer.gatherResults([
+        defer.ensureDeferred(api.json("POST", "/emails", key, json=BODY, headers={"Idempotency-Key": "twin"}))
+        for _ in range(4)])
+    ids = {body.get("id") for code, body, _ in results if code == 200}
+    assert len(ids) == 1
+    assert all(code == 200 or body["name"] == "concurrent_idempotent_requests" for code, body, _ in results)
+    rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM emails")
+    assert rows[0]["n"] == 2
+
+
+@pt.ensureDeferred
+async def test_batch_strict_and_permissive(api):
+    _, key, _ = await sending_tenant(api)
+    items = [{**BODY, "to": f"r{i}@example.com"} for i in range(3)]
+    result = await call(api, key, resend.Batch.send, items)
+    assert len(result["data"]) == 3 and "errors" not in result
+    bad = [*items[:1], {**BODY, "to": "broken"}, *items[2:]]
+    code, body, _ = await api.json("POST", "/emails/batch", key, json=bad)
+    assert code == 422 and body["message"].startswith("[1] to")
+    code, body, _ = await api.json("POST", "/emails/batch", key, json=bad,
+                                   headers={"x-batch-validation": "permissive"})
+    assert code == 200 and len(body["data"]) == 2
+    assert body["errors"] == [{"index": 1, "message": body["errors"][0]["message"]}]
+    code, body, _ = await api.json("POST", "/emails/batch", key,
+                                   json=[{**BODY, "attachments": [{"filename": "a.txt", "content": "aGk="}]}])
+    assert code == 422 and body["message"].startswith("[0] attachments")
+    code, body, _ = await api.json("POST", "/emails/batch", key, json=[BODY] * 101)
+    assert code == 422
+    rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM emails")
+    assert rows[0]["n"] == 5
+
+
+@pt.ensureDeferred
+async def test_quotas_count_accepted_recipients_and_refuse_a_batch_whole(api):
+    tenant, key, _ = await sending_tenant(api)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"daily_quota": 5})
+    code, _, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["a@example.com", "b@example.com"]})
+    assert code == 200
+    batch = [{**BODY, "to": f"r{i}@example.com"} for i in range(4)]
+    code, body, response = await api.json("POST", "/emails/batch", key, json=batch)
+    assert (code, body["name"]) == (429, "daily_quota_exceeded")
+    assert response.headers.getRawHeaders("retry-after") is None
+    code, _, _ = await api.json("POST", "/emails/batch", key, json=batch[:3])
+    assert code == 200
+    code, body, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert (code, body["name"]) == (429, "daily_quota_exceeded")
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token,
+                   json={"daily_quota": 100, "monthly_quota": 5})
+    code, body, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert (code, body["name"]) == (429, "monthly_quota_exceeded")
+    with pytest.raises(resend.exceptions.RateLimitError):
+        await call(api, key, resend.Emails.send, BODY)
+
+
+@pt.ensureDeferred
+async def test_suppressed_recipients_are_skipped_and_not_charged(api):
+    tenant, key, _ = await sending_tenant(api)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"daily_quota": 1})
+    code, _, _ = await api.json("POST", "/suppressions", key, json={"email": "Gone@Example.com"})
+    assert code in (200, 201)
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["gone@example.com", "ann@example.com"]})
+    assert code == 200
+    events = await api.parts.db.fetchall("SELECT type, data FROM events ORDER BY id")
+    suppressed = [e["data"] for e in events if e["type"] == "email.suppressed"]
+    assert [(e["recipient"], e["reason"]) for e in suppressed] == [("gone@example.com", "manual")]
+    code, only_suppressed, _ = await api.json("POST", "/emails", key, json={**BODY, "to": "gone@example.com"})
+    assert code == 200  # nothing charged, so the quota of 1 still allows it
+    _, got, _ = await api.json("GET", f"/emails/{only_suppressed['id']}", key)
+    assert got["last_event"] == "suppressed"
+    code, body, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert (code, body["name"]) == (429, "daily_quota_exceeded")
+
+
+@pt.ensureDeferred
+async def test_schedule_reschedule_cancel(api):
+    _, key, _ = await sending_tenant(api)
+    sent = await call(api, key, resend.Emails.send, {**BODY, "scheduled_at": "in 1 hour"})
+    got = await call(api, key, resend.Emails.get, sent["id"])
+    assert got["last_event"] == "scheduled" and got["scheduled_at"]
+    updated = await call(api, key, resend.Emails.update, {"id": sent["id"], "scheduled_at": "in 2 hours"})
+    assert updated["id"] == sent["id"]
+    canceled = await call(api, key, resend.Emails.cancel, sent["id"])
+    assert canceled["id"] == sent["id"]
+    assert (await call(api, key, resend.Emails.get, sent["id"]))["last_event"] == "canceled"
+    code, body, _ = await api.json("POST", f"/emails/{sent['id']}/cancel", key)
+    assert (code, body["name"]) == (409, "not_cancelable")
+    code, body, _ = await api.json("PATCH", f"/emails/{sent['id']}", key, json={"scheduled_at": "in 3 hours"})
+    assert (code, body["name"]) == (409, "not_reschedulable")
+    immediate = await call(api, key, resend.Emails.send, BODY)
+    code, body, _ = await api.json("POST", f"/emails/{immediate['id']}/cancel", key)
+    assert (code, body["name"]) == (409, "not_cancelable")
+    code, body, _ = await api.json("POST", "/emails/not-a-uuid/cancel", key)
+    assert code == 404
+
+
+@pt.ensureDeferred
+async def test_scheduled_mail_is_released_once_by_two_nodes(api):
+    from twisted.internet import task
+
+    from mailsvc.emails import Emails
+
+    _, key, _ = await sending_tenant(api)
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
+    clock = task.Clock()
+    clock.advance(api.parts.emails._clock.seconds() + 120)
+    nodes = [Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_among) for _ in range(2)]
+    released = await defer.gatherResults([defer.ensureDeferred(n.release_due()) for n in nodes])
+    assert sorted(released) == [0, 1]
+    _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
+    assert got["last_event"] == "sent"
+    rows = await api.parts.db.fetchall("SELECT type FROM events WHERE type = 'email.sent'")
+    assert len(rows) == 1
+    deliveries = await api.parts.db.fetchall("SELECT status FROM deliveries")
+    assert [d["status"] for d in deliveries] == ["queued"]
+
+
+@pt.ensureDeferred
+async def test_capture_mode_stores_mail_as_delivered(api):
+    tenant, key, _ = await sending_tenant(api)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
+    _, sent, _ = await api.json("POST", "/emails", key, json=BODY)
+    _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
+    assert got["last_event"] == "delivered"
+    _, native, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
+    assert [d["status"] for d in native["deliveries"]] == ["delivered"]
+
+
+@pt.ensureDeferred
+async def test_attachments_and_signed_download_links(api):
+    _, key, _ = await sending_tenant(api)
+    _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "attachments": [
+        {"filename": "report.pdf", "content": base64.b64encode(b"%PDF-1.4 body").decode()},
+        {"filename": "logo.png", "content": "iVBORw0KGgo=", "content_id": "logo"}]})
+    code, listed, _ = await api.json("GET", f"/emails/{sent['id']}/attachments", key)
+    assert code == 200 and len(listed["data"]) == 2
+    pdf = next(a for a in listed["data"] if a["filename"] == "report.pdf")
+    assert pdf["content_disposition"] == "attachment" and pdf["size"] == 13
+    assert pdf["expires_at"].endswith("Z")
+    logo = next(a for a in listed["data"] if a["filename"] == "logo.png")
+    assert logo["content_disposition"] == "inline" and logo["content_id"] == "logo"
+    code, one, _ = await api.json("GET", f"/emails/{sent['id']}/attachments/{pdf['id']}", key)
+    assert one["object"] == "attachment"
+    path = pdf["download_url"].split(api.url.split("//")[1], 1)[1]
+    response, content = await api.request("GET", path)
+    assert response.code == 200 and content == b"%PDF-1.4 body"
+    tampered = path[:-2] + ("AA" if not path.endswith("AA") else "BB")
+    response, body = await api.request("GET", tampered)
+    assert response.code == 403 and json.loads(body)["name"] == "validation_error"
+
+
+@pt.ensureDeferred
+async def test_native_surface(api):
+    _, key, _ = await sending_tenant(api)
+    code, sent, _ = await api.json("POST", "/v1/emails", key, json=BODY)
+    assert code == 200 and sent["object"] == "email"
+    code, got, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
+    assert code == 200 and [d["recipient"] for d in got["deliveries"]] == ["ann@example.com"]
+    code, body, _ = await api.json("POST", "/v1/emails", key, json={**BODY, "from": "a@nope.example.com"})
+    assert code == 403 and body["error"]["code"] == "domain_not_verified"
+    code, batch, _ = await api.json("POST", "/v1/emails/batch", key, json=[BODY, BODY])
+    assert code == 200 and len(batch["data"]) == 2
+    code, listed, _ = await api.json("GET", "/v1/emails?limit=2", key)
+    assert code == 200 and len(listed["data"]) == 2 and listed["has_more"] is True
+
+
+@pt.ensureDeferred
+async def test_sending_access_key_may_send_and_read_but_not_list(api):
+    _, key, _ = await sending_tenant(api)
+    _, sender, _ = await api.json("POST", "/api-keys", key, json={"name": "s", "permission": "sending_access"})
+    code, sent, _ = await api.json("POST", "/emails", sender["token"], json=BODY)
+    assert code == 200
+    code, _, _ = await api.json("GET", f"/emails/{sent['id']}", sender["token"])
+    assert code == 200
+    code, body, _ = await api.json("GET", "/emails", sender["token"])
+    assert (code, body["name"]) == (401, "restricted_api_key")
+    _, other_key = await api.tenant(name="Other")
+    code, _, _ = await api.json("GET", f"/emails/{sent['id']}", other_key)
+    assert code == 404

@@ -1,0 +1,120 @@
+"""SMTP submission end to end: smtplib over STARTTLS and implicit TLS into the accept path."""
+
+import email
+import email.policy
+import smtplib
+import ssl
+from email.message import EmailMessage
+
+import pytest
+import pytest_twisted as pt
+from twisted.internet import defer, reactor, threads
+
+from mailsvc import compose, tls
+from tests.test_sending import sending_tenant
+
+
+@pytest.fixture
+def pem():
+    return tls.self_signed("mx.test")
+
+
+@pytest.fixture
+def smtp_ports(api, pem):
+    options = tls.server_options(*pem)
+    ports = []
+    for description in ("tcp:0:interface=127.0.0.1", "ssl:0:interface=127.0.0.1"):
+        ports.append(pt.blockon(defer.ensureDeferred(
+            compose.listen_submission(reactor, description, api.parts.submission, options))))
+    yield {"starttls": ports[0].getHost().port, "implicit": ports[1].getHost().port}
+    for port in ports:
+        pt.blockon(port.stopListening())
+
+
+def tls_context(pem):
+    context = ssl.create_default_context(cadata=pem[0].decode())
+    context.check_hostname = False
+    return context
+
+
+def message(**headers) -> EmailMessage:
+    m = EmailMessage()
+    m["From"] = headers.pop("From", "Acme <news@acme.example.com>")
+    m["To"] = headers.pop("To", "ann@example.com")
+    m["Subject"] = headers.pop("Subject", "Over SMTP")
+    for name, value in headers.items():
+        m[name.replace("_", "-")] = value
+    m.set_content("plain body\n.leading dot line\n")
+    m.add_alternative("<p>html body</p>", subtype="html")
+    return m
+
+
+def submit(port, pem, key, msg, implicit=False, user="mailsvc", recipients=None):
+    if implicit:
+        client = smtplib.SMTP_SSL("127.0.0.1", port, context=tls_context(pem), timeout=10)
+    else:
+        client = smtplib.SMTP("127.0.0.1", port, timeout=10)
+        client.ehlo()
+        assert "auth" not in client.esmtp_features  # never offered before TLS
+        client.starttls(context=tls_context(pem))
+    try:
+        client.ehlo()
+        assert "auth" in client.esmtp_features and "pipelining" in client.esmtp_features
+        client.login(user, key)
+        client.send_message(msg, to_addrs=recipients)
+        return client.noop()
+    finally:
+        client.quit()
+
+
+@pt.ensureDeferred
+async def test_submission_over_both_tls_modes(api, smtp_ports, pem):
+    _, key, _ = await sending_tenant(api)
+    for implicit, mode, user in ((False, "starttls", "mailsvc"), (True, "implicit", "resend")):
+        msg = message(X_Entity_Ref_ID=mode)
+        await threads.deferToThread(submit, smtp_ports[mode], pem, key, msg, implicit, user,
+                                    ["ann@example.com", "hidden@example.com"])
+    _, listed, _ = await api.json("GET", "/emails", key)
+    assert len(listed["data"]) == 2
+    row = await api.parts.db.fetchone("SELECT id, message, source, recipients FROM emails ORDER BY id LIMIT 1")
+    assert row["source"] == "smtp" and row["recipients"]["bcc"] == ["hidden@example.com"]
+    stored = email.message_from_bytes(bytes(row["message"]), policy=email.policy.strict)
+    assert len(stored.get_all("DKIM-Signature")) == 2
+    assert stored["Bcc"] is None and stored["X-Entity-Ref-ID"] == "starttls"
+    assert stored["Message-ID"].endswith("@acme.example.com>")
+    assert stored.get_body(("plain",)).get_content().replace("\r\n", "\n") == "plain body\n.leading dot line\n"
+    _, got, _ = await api.json("GET", f"/emails/{row['id']}", key)
+    assert got["html"] == "<p>html body</p>\n" and got["subject"] == "Over SMTP"
+
+
+@pt.ensureDeferred
+async def test_refusals_are_smtp_replies(api, smtp_ports, pem):
+    _, key, _ = await sending_tenant(api)
+
+    def attempt(msg, password=key):
+        try:
+            submit(smtp_ports["implicit"], pem, password, msg, implicit=True)
+        except smtplib.SMTPAuthenticationError as e:
+            return e.smtp_code, e.smtp_error
+        except smtplib.SMTPDataError as e:
+            return e.smtp_code, e.smtp_error
+        return 250, b""
+
+    code, text = await threads.deferToThread(attempt, message(), "re_AAAAAAAA_wrong")
+    assert code == 535
+    code, text = await threads.deferToThread(attempt, message(From="x@unverified.example.com"))
+    assert code == 550 and text.startswith(b"5.7.1") and b"not verified" in text
+    code, _ = await threads.deferToThread(attempt, message())
+    assert code == 250
+
+
+@pt.ensureDeferred
+async def test_idempotency_header(api, smtp_ports, pem):
+    _, key, _ = await sending_tenant(api)
+    msg = message(Resend_Idempotency_Key="smtp-1")
+    for _ in range(2):
+        await threads.deferToThread(submit, smtp_ports["starttls"], pem, key, msg)
+    rows = await api.parts.db.fetchall("SELECT id FROM emails")
+    assert len(rows) == 1
+    stored = await api.parts.db.fetchone("SELECT message FROM emails")
+    assert b"Resend-Idempotency-Key" not in bytes(stored["message"])

@@ -294,3 +294,57 @@ async def test_sending_access_key_may_send_and_read_but_not_list(api):
     _, other_key = await api.tenant(name="Other")
     code, _, _ = await api.json("GET", f"/emails/{sent['id']}", other_key)
     assert code == 404
+
+
+@pt.ensureDeferred
+async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_server):
+    import dns.resolver
+    from twisted.internet import threads
+
+    from tests.domainsupport import publish
+    from tests.test_dkim import verify_all
+
+    tenant, key = await api.tenant()
+    created = await call(api, key, resend.Domains.create, {"name": "signed.example.com"})
+    publish(dns_server, created)
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
+    _, sent, _ = await api.json("POST", "/emails", key, json={
+        **BODY, "from": "Signed <hello@signed.example.com>", "subject": "Grüße", "text": "line\n.dot\n",
+        "attachments": [{"filename": "a.bin", "content": base64.b64encode(bytes(range(256))).decode()}]})
+    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
+    signed = bytes(row["message"])
+
+    def lookup(name, timeout=5):
+        resolver = dns.resolver.Resolver(configure=False)
+        resolver.nameservers, resolver.port = ["127.0.0.1"], dns_server.port
+        answer = resolver.resolve(name.decode().rstrip("."), "TXT", lifetime=timeout)
+        return b"".join(b"".join(rr.strings) for rr in answer)
+
+    assert await threads.deferToThread(verify_all, signed, lookup) == [True, True]
+
+
+@pt.ensureDeferred
+async def test_suppression_applies_to_batches_and_scheduled_release(api):
+    from twisted.internet import task
+
+    from mailsvc.emails import Emails
+
+    _, key, _ = await sending_tenant(api)
+    await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})
+    code, body, _ = await api.json("POST", "/emails/batch", key, json=[
+        {**BODY, "to": "gone@example.com"}, {**BODY, "to": "ann@example.com"}])
+    assert code == 200
+    _, first, _ = await api.json("GET", f"/emails/{body['data'][0]['id']}", key)
+    assert first["last_event"] == "suppressed"
+    # Scheduled, then suppressed before its release: skipped at release time.
+    _, scheduled, _ = await api.json("POST", "/emails", key, json={**BODY, "to": "later@example.com",
+                                                                   "scheduled_at": "in 1 min"})
+    await api.json("POST", "/suppressions", key, json={"email": "later@example.com"})
+    clock = task.Clock()
+    clock.advance(api.parts.emails._clock.seconds() + 120)
+    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_among).release_due() == 1
+    _, got, _ = await api.json("GET", f"/emails/{scheduled['id']}", key)
+    assert got["last_event"] == "suppressed"
+    reasons = await api.parts.db.fetchall(
+        "SELECT data->>'recipient' AS r FROM events WHERE type = 'email.suppressed' ORDER BY id")
+    assert [row["r"] for row in reasons] == ["gone@example.com", "later@example.com"]

@@ -118,3 +118,14 @@ async def test_idempotency_header(api, smtp_ports, pem):
     assert len(rows) == 1
     stored = await api.parts.db.fetchone("SELECT message FROM emails")
     assert b"Resend-Idempotency-Key" not in bytes(stored["message"])
+
+
+@pt.ensureDeferred
+async def test_suppressed_recipients_are_skipped_over_smtp(api, smtp_ports, pem):
+    _, key, _ = await sending_tenant(api)
+    await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})
+    await threads.deferToThread(submit, smtp_ports["starttls"], pem, key, message(To="gone@example.com"))
+    row = await api.parts.db.fetchone("SELECT last_event FROM emails")
+    assert row["last_event"] == "suppressed"
+    charged = await api.parts.db.fetchall("SELECT count FROM usage")
+    assert charged == []

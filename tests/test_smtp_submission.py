@@ -129,3 +129,27 @@ async def test_suppressed_recipients_are_skipped_over_smtp(api, smtp_ports, pem)
     assert row["last_event"] == "suppressed"
     charged = await api.parts.db.fetchall("SELECT count FROM usage")
     assert charged == []
+
+
+@pt.ensureDeferred
+async def test_the_accounts_rate_limit_applies(api, smtp_ports, pem):
+    tenant, key, _ = await sending_tenant(api)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"api_rate_per_sec": 1})
+
+    def burst():
+        client = smtplib.SMTP_SSL("127.0.0.1", smtp_ports["implicit"], context=tls_context(pem), timeout=10)
+        replies = []
+        try:
+            client.login("mailsvc", key)
+            for _ in range(4):
+                try:
+                    client.send_message(message())
+                    replies.append(250)
+                except smtplib.SMTPDataError as e:
+                    replies.append((e.smtp_code, e.smtp_error[:5]))
+        finally:
+            client.quit()
+        return replies
+
+    replies = await threads.deferToThread(burst)
+    assert (451, b"4.7.1") in replies and replies[0] == 250

@@ -1,0 +1,516 @@
+"""
+The outbound SMTP client protocol: one connection, many transactions.
+
+Why not ``twisted.mail.smtp.SMTPClient``: it dot-stuffs per 16 KiB chunk (a "." at a chunk
+boundary ends the message early and the rest runs as SMTP commands), sends CRLF input as
+CR CR LF, has no PIPELINING and sends RSET after every message (DESIGN.md, Known traps).
+
+Here the whole message is CRLF-normalised and dot-stuffed before any byte is written;
+replies are matched to commands through a FIFO, so with PIPELINING the MAIL, RCPT and DATA
+commands of one transaction go out in one write. The connection is opened by the caller;
+command and data timeouts run on the injected clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+import attrs
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.protocols.basic import LineOnlyReceiver
+
+log = Logger()
+
+OPPORTUNISTIC = "opportunistic"
+ENFORCED = "enforced"
+TLS_POLICIES = (OPPORTUNISTIC, ENFORCED)
+
+WRITE_CHUNK = 64 * 1024
+
+_REPLY_LINE = re.compile(rb"^(\d{3})([ -]?)(.*)$")
+_ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})(?:\s+|$)")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+_ADDRESS_FORBIDDEN = re.compile(r"[\x00-\x20<>\x7f]")
+
+
+@attrs.frozen
+class Reply:
+    """One SMTP reply: code, enhanced status code ("" when absent) and text."""
+
+    code: int
+    enhanced_code: str
+    text: str
+
+    @property
+    def positive(self) -> bool:
+        return 200 <= self.code < 400
+
+
+@attrs.frozen
+class RecipientResult:
+    """What became of one recipient: ``outcome`` is delivered, deferred or bounced."""
+
+    recipient: str
+    outcome: str
+    reply: Reply
+    #: for a deferral: ``transient`` or ``blocked`` (TLS policy not met); None otherwise.
+    deferral_class: str | None = None
+
+
+@attrs.frozen
+class TransactionResult:
+    recipients: tuple[RecipientResult, ...]
+
+    def by_outcome(self, outcome: str) -> list[str]:
+        return [r.recipient for r in self.recipients if r.outcome == outcome]
+
+
+class ConnectionFault(Exception):
+    """The connection failed under a transaction; its outcome is unknown (retry it)."""
+
+
+class SMTPTimeout(ConnectionFault):
+    def __init__(self, waiting_for: str, seconds: float):
+        super().__init__(f"no reply to {waiting_for} within {seconds:g} s; connection aborted")
+        self.waiting_for, self.seconds = waiting_for, seconds
+
+
+class SMTPConnectionLost(ConnectionFault):
+    def __init__(self, reason):
+        super().__init__(f"connection lost: {reason.getErrorMessage() if reason else 'closed'}")
+
+
+class SMTPProtocolError(ConnectionFault):
+    """The server sent something that is not an SMTP reply."""
+
+
+class SessionDeferral(Exception):
+    """The session ended before the transaction could finish: every recipient is deferred."""
+
+    def __init__(self, reply: Reply, deferral_class: str = "transient"):
+        super().__init__(f"{reply.code} {reply.text}")
+        self.reply, self.deferral_class = reply, deferral_class
+
+
+def outcome_of(reply: Reply) -> str:
+    if reply.code < 400:
+        return "delivered"
+    return "deferred" if reply.code < 500 else "bounced"
+
+
+def normalise_lines(message: bytes) -> bytes:
+    """Every bare CR or LF becomes CRLF, and the message ends with CRLF (if not empty)."""
+    normal = _LINE_BREAK.sub(b"\r\n", message)
+    if normal and not normal.endswith(b"\r\n"):
+        normal += b"\r\n"
+    return normal
+
+
+def data_payload(normalised: bytes) -> bytes:
+    """Dot-stuffing on whole lines of the complete message, then the end-of-data line."""
+    stuffed = normalised.replace(b"\r\n.", b"\r\n..")
+    if stuffed.startswith(b"."):
+        stuffed = b"." + stuffed
+    return stuffed + b".\r\n"
+
+
+def parse_extensions(lines: list[str]) -> dict[str, str]:
+    """EHLO reply lines after the first → {KEYWORD: parameters}."""
+    extensions = {}
+    for line in lines[1:]:
+        keyword, _, params = line.strip().partition(" ")
+        if keyword:
+            extensions[keyword.upper()] = params.strip()
+    return extensions
+
+
+def _address(address: str) -> bytes:
+    if _ADDRESS_FORBIDDEN.search(address):
+        raise ValueError(f"address {address!r} contains a character not allowed in SMTP")
+    return address.encode("utf-8")
+
+
+@attrs.define
+class _Job:
+    result: defer.Deferred
+    sender: str = ""
+    recipients: tuple[str, ...] = ()
+    message: bytes = b""
+    quit: bool = False
+
+    def end(self, failure: Exception) -> None:
+        if self.result.called:
+            return
+        if self.quit:
+            self.result.callback(None)
+        elif isinstance(failure, SessionDeferral):
+            self.result.callback(TransactionResult(tuple(
+                RecipientResult(r, "deferred", failure.reply, failure.deferral_class)
+                for r in self.recipients)))
+        else:
+            self.result.errback(failure)
+
+
+@attrs.define
+class _Pending:
+    result: defer.Deferred
+    command: str
+    timeout: float
+
+
+class OutboundSMTP(LineOnlyReceiver):
+    """
+    Client side of one SMTP connection. Transactions queue up through ``send()`` and run one
+    after another once the session (greeting, EHLO, STARTTLS) is ready.
+    """
+
+    delimiter = b"\n"
+    MAX_LENGTH = 8192
+
+    def __init__(self, clock, helo_name: str, tls_policy: str = OPPORTUNISTIC,
+                 tls_options=None, command_timeout: float = 300, data_timeout: float = 600):
+        if tls_policy not in TLS_POLICIES:
+            raise ValueError(f"tls_policy must be one of {TLS_POLICIES}")
+        if tls_policy == ENFORCED and tls_options is None:
+            raise ValueError("an enforced TLS policy needs tls_options")
+        self.clock = clock
+        self.helo_name = helo_name.encode("ascii")
+        self.tls_policy = tls_policy
+        self.tls_options = tls_options
+        self.command_timeout = command_timeout
+        self.data_timeout = data_timeout
+        self.extensions: dict[str, str] = {}
+        self.encrypted = False
+        self._lines: list[str] = []
+        self._pending: deque[_Pending] = deque()
+        self._timer = None
+        self._jobs: deque[_Job] = deque()
+        self._wakeup: defer.Deferred | None = None
+        self._ended: Exception | None = None
+        self._finished = False
+        self._connected = False
+        self._closed_waiters: list[defer.Deferred] = []
+
+    # -- public -------------------------------------------------------------------------
+
+    def send(self, sender: str, recipients: list[str], message: bytes) -> defer.Deferred:
+        """One transaction; fires with a TransactionResult, or fails with a ConnectionFault."""
+        if not recipients:
+            raise ValueError("send needs at least one recipient")
+        for address in (sender, *recipients):
+            _address(address)
+        job = _Job(defer.Deferred(), sender, tuple(recipients), message)
+        self._enqueue(job)
+        return job.result
+
+    def quit(self) -> defer.Deferred:
+        """QUIT after the queued transactions; fires once the connection is closed."""
+        closed = self.when_closed()
+        self._enqueue(_Job(defer.Deferred(), quit=True))
+        return closed
+
+    @property
+    def is_open(self) -> bool:
+        return self._connected
+
+    def when_closed(self) -> defer.Deferred:
+        d = defer.Deferred()
+        if self._finished and not self._connected:
+            d.callback(None)
+        else:
+            self._closed_waiters.append(d)
+        return d
+
+    # -- connection ---------------------------------------------------------------------
+
+    def sendLine(self, line: bytes):  # noqa: N802
+        """Replies are split on LF (tolerating bare-LF servers); commands always end in CRLF."""
+        self.transport.write(line + b"\r\n")
+
+    def connectionMade(self):  # noqa: N802
+        self._connected = True
+        no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if no_delay is not None:
+            no_delay(True)
+        defer.Deferred.fromCoroutine(self._run())
+
+    def connectionLost(self, reason=None):  # noqa: N802
+        self._cancel_timer()
+        self._connected = False
+        self._end(SMTPConnectionLost(reason))
+        waiters, self._closed_waiters = self._closed_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def lineLengthExceeded(self, line):  # noqa: N802
+        self._abort(SMTPProtocolError("reply line too long"))
+
+    def lineReceived(self, line: bytes):  # noqa: N802
+        match = _REPLY_LINE.match(line.rstrip(b"\r"))
+        if match is None or (match.group(2) == b"" and match.group(3)):
+            self._abort(SMTPProtocolError(f"not an SMTP reply: {line[:80]!r}"))
+            return
+        code = int(match.group(1))
+        self._lines.append(match.group(3).decode("utf-8", "replace"))
+        if match.group(2) == b"-":
+            return
+        texts, self._lines = self._lines, []
+        if code == 421:
+            self._service_closing(texts)
+            return
+        if not self._pending:
+            log.info("unexpected SMTP reply {code} {text}", code=code, text=texts[-1])
+            return
+        pending = self._pending.popleft()
+        self._cancel_timer()
+        pending.result.callback((code, texts))
+        self._arm_timer()
+
+    # -- replies and timers -------------------------------------------------------------
+
+    def _expect(self, command: str, timeout: float | None = None) -> defer.Deferred:
+        pending = _Pending(defer.Deferred(), command, timeout or self.command_timeout)
+        if self._ended is not None:
+            pending.result.callback(self._ended)
+        else:
+            self._pending.append(pending)
+            self._arm_timer()
+        return pending.result
+
+    async def _reply(self, expected: defer.Deferred) -> Reply:
+        return to_reply(*await self._raw(expected))
+
+    async def _raw(self, expected: defer.Deferred) -> tuple[int, list[str]]:
+        value = await expected
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def _arm_timer(self):
+        if self._pending and self._timer is None:
+            head = self._pending[0]
+            self._timer = self.clock.callLater(head.timeout, self._timed_out, head)
+
+    def _cancel_timer(self):
+        if self._timer is not None:
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self, head: _Pending):
+        self._timer = None
+        self._abort(SMTPTimeout(head.command, head.timeout))
+
+    def _service_closing(self, texts: list[str]):
+        self._end(SessionDeferral(to_reply(421, texts)))
+        if self._connected:
+            self.transport.loseConnection()
+
+    def _abort(self, failure: Exception):
+        self._cancel_timer()
+        self._end(failure)
+        if self._connected:
+            self.transport.abortConnection()
+
+    def _end(self, failure: Exception):
+        """First cause wins: every reply still awaited resolves to it."""
+        if self._ended is None:
+            self._ended = failure
+        pending, self._pending = self._pending, deque()
+        for p in pending:
+            p.result.callback(self._ended)
+        self._wake()
+
+    # -- job queue ----------------------------------------------------------------------
+
+    def _enqueue(self, job: _Job):
+        self._jobs.append(job)
+        if self._finished:
+            self._drain()
+        else:
+            self._wake()
+
+    def _wake(self):
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.callback(None)
+
+    async def _next_job(self) -> _Job:
+        while not self._jobs:
+            if self._ended is not None:
+                raise self._ended
+            self._wakeup = defer.Deferred()
+            await self._wakeup
+        return self._jobs.popleft()
+
+    def _drain(self):
+        jobs, self._jobs = self._jobs, deque()
+        for job in jobs:
+            job.end(self._ended)
+
+    # -- the session --------------------------------------------------------------------
+
+    async def _run(self):
+        job = None
+        try:
+            await self._open()
+            must_reset = False
+            while True:
+                job = await self._next_job()
+                if job.quit:
+                    self.sendLine(b"QUIT")
+                    await self._raw(self._expect("QUIT"))
+                    raise ConnectionFault("the connection was closed by quit()")
+                completed = await self._transaction(job, must_reset)
+                job, must_reset = None, not completed
+        except (SessionDeferral, ConnectionFault) as failure:
+            if self._ended is None:
+                self._ended = failure
+                if self._connected:
+                    self.transport.loseConnection()
+        except Exception:
+            log.failure("outbound SMTP session failed")
+            self._abort(ConnectionFault("internal error in the SMTP client"))
+        finally:
+            self._finished = True
+            if self._ended is not None:  # None only when the coroutine is garbage-collected
+                if job is not None:
+                    job.end(self._ended)
+                self._drain()
+
+    async def _open(self):
+        greeting = await self._reply(self._expect("the greeting"))
+        if greeting.code != 220:
+            self._quit_now()
+            raise SessionDeferral(greeting)
+        await self._hello()
+        if "STARTTLS" in self.extensions and self.tls_options is not None:
+            self.sendLine(b"STARTTLS")
+            reply = await self._reply(self._expect("STARTTLS"))
+            if reply.code == 220:
+                self.transport.startTLS(self.tls_options)
+                self.encrypted = True
+                await self._hello()
+            elif self.tls_policy == ENFORCED:
+                self._quit_now()
+                raise SessionDeferral(reply, "blocked")
+        if self.tls_policy == ENFORCED and not self.encrypted:
+            self._quit_now()
+            raise SessionDeferral(Reply(450, "4.7.4", "TLS is required, but was not offered"), "blocked")
+
+    async def _hello(self):
+        self.sendLine(b"EHLO " + self.helo_name)
+        code, texts = await self._raw(self._expect("EHLO"))
+        if code == 250:
+            self.extensions = parse_extensions(texts)
+            return
+        if code >= 500:
+            self.sendLine(b"HELO " + self.helo_name)
+            code, texts = await self._raw(self._expect("HELO"))
+            if code == 250:
+                self.extensions = {}
+                return
+        self._quit_now()
+        raise SessionDeferral(to_reply(code, texts))
+
+    def _quit_now(self):
+        self.sendLine(b"QUIT")
+        self.transport.loseConnection()
+
+    async def _transaction(self, job: _Job, must_reset: bool) -> bool:
+        """Runs one transaction; True when it reached the end of data (no RSET needed)."""
+        message = normalise_lines(job.message)
+        limit = self.extensions.get("SIZE", "")
+        if limit.isdigit() and 0 < int(limit) < len(message):
+            refusal = Reply(552, "5.3.4", f"message size {len(message)} exceeds size limit {limit} of server")
+            job.result.callback(TransactionResult(tuple(
+                RecipientResult(r, "bounced", refusal) for r in job.recipients)))
+            return not must_reset
+        mail = b"MAIL FROM:<" + _address(job.sender) + b">"
+        if "SIZE" in self.extensions:
+            mail += b" SIZE=%d" % len(message)
+        if "8BITMIME" in self.extensions and not message.isascii():
+            mail += b" BODY=8BITMIME"
+        rcpts = [b"RCPT TO:<" + _address(r) + b">" for r in job.recipients]
+
+        if "PIPELINING" in self.extensions:
+            commands = ([b"RSET"] if must_reset else []) + [mail, *rcpts, b"DATA"]
+            self.transport.write(b"".join(c + b"\r\n" for c in commands))
+            names = (["RSET"] if must_reset else []) + ["MAIL FROM"] + ["RCPT TO"] * len(rcpts) + ["DATA"]
+            expected = [self._expect(name) for name in names]
+            replies = [await self._reply(d) for d in expected]
+            if must_reset:
+                reset = replies.pop(0)
+                if reset.code != 250:
+                    raise SessionDeferral(reset)
+            mail_reply, rcpt_replies, data_reply = replies[0], replies[1:-1], replies[-1]
+        else:
+            if must_reset:
+                self.sendLine(b"RSET")
+                reset = await self._reply(self._expect("RSET"))
+                if reset.code != 250:
+                    raise SessionDeferral(reset)
+            self.sendLine(mail)
+            mail_reply = await self._reply(self._expect("MAIL FROM"))
+            rcpt_replies, data_reply = [], None
+            if mail_reply.code == 250:
+                for rcpt in rcpts:
+                    self.sendLine(rcpt)
+                    rcpt_replies.append(await self._reply(self._expect("RCPT TO")))
+                if any(r.positive for r in rcpt_replies):
+                    self.sendLine(b"DATA")
+                    data_reply = await self._reply(self._expect("DATA"))
+
+        if mail_reply.code != 250:
+            job.result.callback(_all(job.recipients, mail_reply))
+            await self._close_empty_data(data_reply)
+            return False
+        accepted = [r for r, reply in zip(job.recipients, rcpt_replies, strict=True) if reply.positive]
+        if not accepted:
+            await self._close_empty_data(data_reply)
+            job.result.callback(_per_recipient(job.recipients, rcpt_replies, None))
+            return False
+        if data_reply is None or data_reply.code != 354:
+            job.result.callback(_per_recipient(job.recipients, rcpt_replies, data_reply))
+            return False
+        payload = data_payload(message)
+        for start in range(0, len(payload), WRITE_CHUNK):
+            self.transport.write(payload[start:start + WRITE_CHUNK])
+        final = await self._reply(self._expect("the end of data", self.data_timeout))
+        job.result.callback(_per_recipient(job.recipients, rcpt_replies, final))
+        return True
+
+    async def _close_empty_data(self, data_reply: Reply | None):
+        """A 354 with nothing accepted (RFC 2920 §3.1): end the empty message at once."""
+        if data_reply is not None and data_reply.code == 354:
+            self.sendLine(b".")
+            await self._reply(self._expect("the end of data"))
+
+
+def to_reply(code: int, texts: list[str]) -> Reply:
+    enhanced = ""
+    first = _ENHANCED.match(texts[0]) if texts else None
+    if first and first.group(1)[0] == str(code)[0]:
+        enhanced = first.group(1)
+        texts = [_ENHANCED.sub("", t, count=1) if t.startswith(enhanced) else t for t in texts]
+    return Reply(code, enhanced, " ".join(t for t in texts if t))
+
+
+def _all(recipients, reply: Reply) -> TransactionResult:
+    return TransactionResult(tuple(RecipientResult(r, outcome_of(reply), reply, _class(reply))
+                                   for r in recipients))
+
+
+def _per_recipient(recipients, rcpt_replies, data_reply: Reply | None) -> TransactionResult:
+    """A refused RCPT decides its recipient; the DATA outcome applies to every accepted one."""
+    results = []
+    for recipient, reply in zip(recipients, rcpt_replies, strict=True):
+        decisive = data_reply if reply.positive and data_reply is not None else reply
+        results.append(RecipientResult(recipient, outcome_of(decisive), decisive, _class(decisive)))
+    return TransactionResult(tuple(results))
+
+
+def _class(reply: Reply) -> str | None:
+    return "transient" if 400 <= reply.code < 500 else None

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,10 +27,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from bench.common import cpu_seconds, free_port, postgres_pids
+
 ROOT = Path(__file__).resolve().parent.parent
 NOOP = "/bench/noop"
 ROUTES = ("/api-keys", NOOP)
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def serve(state_dir: str, port: int) -> None:
@@ -62,12 +62,6 @@ def serve(state_dir: str, port: int) -> None:
     reactor.run()  # SIGTERM stops the reactor, which stops the node (and its cluster)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def call(url: str, method: str = "GET", token: str | None = None, body: dict | None = None):
     request = urllib.request.Request(
         url, method=method, data=None if body is None else json.dumps(body).encode(),
@@ -88,33 +82,6 @@ def wait_for(url: str, server: subprocess.Popen, token: str | None = None, secon
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.2)
     raise SystemExit(f"{url} did not answer within {seconds} s")
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
-
-
-def postgres_pids(data_dir: Path) -> list[int]:
-    """The postmaster and its children (the backends serving the node's pool)."""
-    try:
-        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return []
-    pids = [postmaster]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
-                pids.append(int(stat.parent.name))
-        except (OSError, ValueError):
-            continue
-    return pids
 
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}

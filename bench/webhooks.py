@@ -22,7 +22,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,8 +29,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.common import cpu_seconds, free_port, postgres_pids
+
 ROOT = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf("SC_CLK_TCK")
 HOST = "hooks.bench.example"
 
 #: An ``email.delivered`` event as the MTA records it.
@@ -88,38 +88,6 @@ def receive(port: int, pem_file: str, secrets_file: str) -> None:
     options = ssl.PrivateCertificate.loadPEM(Path(pem_file).read_bytes()).options()
     reactor.listenSSL(port, site, options, interface="127.0.0.1", backlog=1024)
     reactor.run()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
-
-
-def postgres_pids(data_dir: Path) -> list[int]:
-    try:
-        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return []
-    pids = [postmaster]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
-                pids.append(int(stat.parent.name))
-        except (OSError, ValueError):
-            continue
-    return pids
 
 
 async def run(reactor, args, root: Path) -> None:

@@ -157,9 +157,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
     notifications = Notifications(db)
     # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
-    addresses = PublicAddresses(
-        clock, build_resolver(clock, config.dns.servers), config.security.allow_private_targets
-    )
+    resolver = build_resolver(clock, config.dns.servers)
+    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets)
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
     webhook_registry = WebhookRegistry(
@@ -177,7 +176,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
     role_parts = [RolePart("webhooks", dispatcher.desc, start_dispatcher, dispatcher.stop)]
 
-    domains = _domains(clock, config, db, master)
+    domains = _domains(clock, config, db, master, resolver)
     domain_routes.install(router, domains)
 
     acceptor = Acceptor(
@@ -213,7 +212,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
 
 
-def _domains(clock, config: Config, db: Database, master: bytes) -> Domains:
+def _domains(clock, config: Config, db: Database, master: bytes, resolver) -> Domains:
     keys = SigningKeys(KeyVault(credentials.derive(master, "dkim-keys")))
     unlock(db, keys)  # lets domains.sending_domain(db, ...) open the keys
     http = HTTPClient(Agent(clock, pool=HTTPConnectionPool(clock, persistent=False)))
@@ -222,7 +221,7 @@ def _domains(clock, config: Config, db: Database, master: bytes) -> Domains:
         config.domains.verification_window, config.domains.recheck_interval,
     )
     return Domains(
-        clock, db, keys, build_resolver(clock, config.dns.servers),
+        clock, db, keys, resolver,
         Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
     )

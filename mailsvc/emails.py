@@ -106,22 +106,16 @@ class Emails:
 
     @staticmethod
     def resource(row: dict) -> dict:
+        """The retrieved email: the list item's fields with bodies, tags and empty lists kept."""
         recipients = row["recipients"]
         return {
             "object": "email",
-            "id": str(row["id"]),
-            "message_id": row["message_id"],
-            "to": recipients["to"],
-            "from": row["sender"],
-            "created_at": timefmt.resource(row["created_at"]),
-            "subject": row["subject"],
+            **Emails.list_item(row),
             "html": row["html"],
             "text": row["text"],
             "bcc": recipients["bcc"],
             "cc": recipients["cc"],
             "reply_to": recipients["reply_to"],
-            "last_event": row["last_event"],
-            "scheduled_at": timefmt.resource(row["scheduled_at"]),
             "tags": row["tags"],
         }
 

@@ -3,28 +3,52 @@ The one accept path of every message, whether it came over HTTP, SMTP or from a 
 check the account and the sending domain, split off suppressed recipients, charge the quotas,
 build and sign the MIME message once, and store the email, its deliveries, its events and the
 idempotency outcome in ONE transaction. Nothing is delivered from here.
+
+A broadcast-stream email (``stream: "broadcast"``) also gets one message per recipient, each
+with its own RFC 8058 one-click unsubscribe link (``List-Unsubscribe`` and
+``List-Unsubscribe-Post``, both DKIM-signed, and ``{{{SVC_UNSUBSCRIBE_URL}}}`` filled in),
+stored in ``deliveries.message``; the email row keeps the message as submitted (no link,
+placeholders unfilled), which is never delivered for it. Transactional mail does none of this.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import attrs
 from psycopg2.extras import Json
+from twisted.internet import defer
 
 from mailsvc import events, timefmt
 from mailsvc.apikeys import Caller
-from mailsvc.domain.email import MAX_ATTACHMENT_BYTES, Attachment, Submission, check_attachment_content
+from mailsvc.domain.email import (
+    MAX_ATTACHMENT_BYTES,
+    Attachment,
+    Submission,
+    check_attachment_content,
+    has_unsubscribe_placeholder,
+    with_unsubscribe_url,
+)
 from mailsvc.domain.errors import DomainError, Invalid, NotAllowed
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
 from mailsvc.store.database import Database, Transaction
 
+if TYPE_CHECKING:
+    from mailsvc.unsubscribe import Unsubscribes
+
 #: NOTIFY channel that wakes the delivery workers.
 DELIVERIES = "deliveries"
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
+#: The per-recipient messages of the broadcast stream built for one request (one email or a
+#: whole batch) together: each is a full copy, held in memory and stored.
+MAX_PER_RECIPIENT_BYTES = 64 * 1024 * 1024
+#: Per-recipient messages made between two returns to the reactor when only the header differs
+#: (a message built again for its placeholder gives the reactor back after each).
+_SPLICES_PER_TURN = 16
 ATTACHMENT_FETCH_SECONDS = 30
 
 
@@ -46,6 +70,27 @@ class Prepared:
     message_id: str
     message: bytes
     attachments: tuple[Attachment, ...]
+    #: Chosen when built (the unsubscribe links name it); None: chosen when stored.
+    email_id: uuid.UUID | None = None
+    #: Broadcast stream: each recipient's own signed message, by recipient as in ``recipients``.
+    messages: Mapping[str, bytes] = attrs.field(factory=dict)
+
+
+@attrs.define
+class Budget:
+    """Bytes of per-recipient messages one request may still build (MAX_PER_RECIPIENT_BYTES)."""
+
+    left: int = attrs.field(factory=lambda: MAX_PER_RECIPIENT_BYTES)
+
+    def take(self, size: int) -> None:
+        if size > self.left:
+            raise Invalid(
+                "stream",
+                "stream: the broadcast messages of this request (one per recipient, each with its own"
+                f" unsubscribe link) exceed {MAX_PER_RECIPIENT_BYTES // (1024 * 1024)} MiB together;"
+                " send to fewer recipients per request or a smaller message",
+            )
+        self.left -= size
 
 
 @attrs.frozen
@@ -63,6 +108,7 @@ class Acceptor:
         sign: Callable[[bytes, str, tuple], bytes],
         suppressed_among: Callable[[Transaction, uuid.UUID, list[str]], Awaitable[dict[str, str]]],
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
+        unsubscribes: Unsubscribes | None = None,
     ):
         self._clock = clock
         self._db = db
@@ -70,6 +116,7 @@ class Acceptor:
         self._sign = sign
         self._suppressed_among = suppressed_among
         self._fetch = fetch_attachment
+        self._unsubscribes = unsubscribes
 
     def now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
@@ -84,10 +131,19 @@ class Acceptor:
         if tenant.status == "suspended":
             raise NotAllowed("This account is suspended and cannot send email.", reason="tenant_suspended")
 
-    async def prepare(self, caller: Caller, submission: Submission, raw: bytes | None = None) -> Prepared:
+    async def prepare(
+        self,
+        caller: Caller,
+        submission: Submission,
+        raw: bytes | None = None,
+        links_base: str | None = None,
+        budget: Budget | None = None,
+    ) -> Prepared:
         """
         Everything that needs no transaction: domain checks, fetching, building, signing.
         ``raw`` is a message submitted over SMTP, kept as written but for managed headers.
+        ``links_base`` is where unsubscribe links point (``scheme://host``; default: the
+        configured public URL); ``budget`` is shared by the items of one batch.
         """
         self.check_account(caller)
         domain_name = submission.sender.domain
@@ -104,19 +160,65 @@ class Acceptor:
             )
         attachments = await self._fetched(submission.attachments)
         message_id = mime.new_message_id(domain.name)
+        date = self.now()
+        parts = [(a.filename, a.content, a.content_type, a.content_id) for a in attachments]
         if raw is not None:
-            message = mime.resubmitted(raw, message_id, self.now())
+            message = mime.resubmitted(raw, message_id, date)
         else:
-            message = mime.build(
-                submission,
-                message_id=message_id,
-                date=self.now(),
-                attachments=[(a.filename, a.content, a.content_type, a.content_id) for a in attachments],
-            )
+            message = mime.build(submission, message_id=message_id, date=date, attachments=parts)
         if len(message) > MAX_MESSAGE_BYTES:
             raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
         signature = self._sign(message, domain.name, domain.signers)
-        return Prepared(submission, domain.id, message_id, signature + message, attachments)
+        if raw is not None or submission.stream != "broadcast":
+            return Prepared(submission, domain.id, message_id, signature + message, attachments)
+        email_id = uuid7(self._clock.seconds())
+        messages = await self._per_recipient(
+            caller, submission, domain, email_id, message, message_id, date, parts,
+            links_base, budget or Budget(),
+        )
+        return Prepared(submission, domain.id, message_id, signature + message, attachments, email_id, messages)
+
+    async def _per_recipient(self, caller: Caller, submission: Submission, domain, email_id: uuid.UUID,
+                             generic: bytes, message_id: str, date: datetime, parts: list,
+                             links_base: str | None, budget: Budget) -> dict[str, bytes]:
+        """One signed message per recipient, each with its own unsubscribe link."""
+        links = self._unsubscribes
+        base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
+        if links is None or not base:
+            raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
+        # Without a placeholder every recipient's body is the email's: only the header differs.
+        # With one, each message is built again (the email package's encoders are the cost);
+        # the plain text derived from the html is derived once, the placeholder kept in it.
+        personal = has_unsubscribe_placeholder(submission)
+        if personal and submission.text is None and submission.html:
+            submission = attrs.evolve(submission, text=mime.text_from_html(submission.html))
+        messages: dict[str, bytes] = {}
+        taken = 0
+        try:
+            for n, recipient in enumerate(submission.recipients):
+                if n and (personal or n % _SPLICES_PER_TURN == 0):
+                    await self._yield()
+                url = links.url(base, caller.tenant.id, email_id, recipient)
+                body = generic
+                if personal:
+                    body = mime.build(with_unsubscribe_url(submission, url), message_id=message_id, date=date,
+                                      attachments=parts)
+                message = mime.with_fields(body, mime.unsubscribe_fields(url))
+                if len(message) > MAX_MESSAGE_BYTES:
+                    raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
+                budget.take(len(message))
+                taken += len(message)
+                messages[recipient] = self._sign(message, domain.name, domain.signers) + message
+        except BaseException:
+            budget.left += taken  # a refused item of a permissive batch leaves the rest its room
+            raise
+        return messages
+
+    def _yield(self):
+        """Let the reactor serve others between builds of a large broadcast."""
+        d: defer.Deferred = defer.Deferred()
+        self._clock.callLater(0, d.callback, None)
+        return d
 
     async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
         total = sum(len(a.content) for a in attachments if a.content is not None)
@@ -125,7 +227,15 @@ class Acceptor:
             if a.content is None:
                 if self._fetch is None:
                     raise Invalid("attachments", "attachments: `path` is not available on this server")
-                status, _, body = await self._fetch(a.path, MAX_ATTACHMENT_BYTES - total, ATTACHMENT_FETCH_SECONDS)
+                from mailsvc.fetch import FetchFailed, TargetRefused
+
+                try:
+                    status, _, body = await self._fetch(
+                        a.path, MAX_ATTACHMENT_BYTES - total, ATTACHMENT_FETCH_SECONDS)
+                except (FetchFailed, TargetRefused) as e:
+                    # A refused address, a redirect, an oversized body, a timeout: the
+                    # request's fault, not ours (422, never 500).
+                    raise Invalid("attachments", f"attachments: fetching {a.path} failed: {e.message}") from None
                 if not 200 <= status < 300:
                     raise Invalid("attachments", f"attachments: fetching {a.path} answered HTTP {status}")
                 check_attachment_content(a.filename, body)
@@ -181,7 +291,7 @@ class Acceptor:
     async def _insert(self, txn: Transaction, caller: Caller, p: Prepared, source: str,
                       suppressed: dict[str, str], now: datetime) -> AcceptedEmail:
         s = p.submission
-        email_id = uuid7(self._clock.seconds())
+        email_id = p.email_id or uuid7(self._clock.seconds())
         scheduled = s.scheduled_at is not None and s.scheduled_at > now
         capture = caller.tenant.delivery_mode == "capture"
         recipients = s.recipients
@@ -228,10 +338,12 @@ class Acceptor:
                 status, due = "delivered", None
             else:
                 status, due = "queued", now
+            # A suppressed recipient is never sent to: no message of its own.
+            own = p.messages.get(recipient) if origin is None else None
             await txn.execute(
-                "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (delivery_id, email_id, caller.tenant.id, recipient, status, due, now),
+                "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, message)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (delivery_id, email_id, caller.tenant.id, recipient, status, due, now, own),
             )
             if origin is not None:
                 await events.record(txn, self._clock, caller.tenant.id, "email.suppressed",

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 from collections.abc import Awaitable, Callable
 
 import attrs
 from treq.client import HTTPClient
 from twisted.internet import endpoints, threads
 from twisted.internet.error import CannotListenError
+from twisted.internet.ssl import CertificateOptions, optionsForClientTLS
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
@@ -20,17 +22,20 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from mailsvc import credentials, events, manhole, tls
 from mailsvc import domains as domain_store
 from mailsvc import suppressions as suppression_list
-from mailsvc.accept import Acceptor
+from mailsvc.accept import DELIVERIES, Acceptor
 from mailsvc.accounts import Accounts
 from mailsvc.apikeys import KeyRing
 from mailsvc.config import Config
+from mailsvc.delivery import worker as delivery
+from mailsvc.delivery.connections import Connections, Destination
+from mailsvc.delivery.routes import Routes
 from mailsvc.dns.public import PublicAddresses
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domains import Domains, Settings, SigningKeys, unlock
 from mailsvc.emails import Emails
-from mailsvc.fetch import Fetcher
-from mailsvc.http import admin, apikeys, suppressions, webhooks
+from mailsvc.fetch import Fetcher, TrustRoots
+from mailsvc.http import admin, apikeys, public, suppressions, webhooks
 from mailsvc.http import domains as domain_routes
 from mailsvc.http import emails as email_routes
 from mailsvc.http.router import Router
@@ -43,11 +48,13 @@ from mailsvc.metrics import Metrics
 from mailsvc.ratelimit import RateLimiter
 from mailsvc.service import Node
 from mailsvc.smtp.intake import SmtpIntake
+from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import MigrationError, migrate
 from mailsvc.store.notify import Notifications
+from mailsvc.unsubscribe import Unsubscribes
 from mailsvc.webhooks.dispatcher import Dispatcher
 from mailsvc.webhooks.registry import WebhookRegistry
 
@@ -132,6 +139,7 @@ class Parts:
     fetcher: Fetcher
     webhooks: WebhookRegistry
     dispatcher: Dispatcher
+    delivery: delivery.DeliveryWorker
     role_parts: list[RolePart]
     domains: Domains | None = None
     emails: Emails | None = None
@@ -174,16 +182,29 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         await notifications.listen(events.CHANNEL, dispatcher.wake)
         dispatcher.start()
 
-    role_parts = [RolePart("webhooks", dispatcher.desc, start_dispatcher, dispatcher.stop)]
+    worker = _delivery_worker(clock, config, db, master, resolver, addresses, count_failure)
+
+    async def start_delivery() -> None:
+        await notifications.listen(DELIVERIES, worker.wake)
+        worker.start()
+
+    role_parts = [
+        RolePart("webhooks", dispatcher.desc, start_dispatcher, dispatcher.stop),
+        RolePart("delivery", worker.desc, start_delivery, worker.stop),
+    ]
 
     domains = _domains(clock, config, db, master, resolver)
     domain_routes.install(router, domains)
 
+    # RFC 8058 one-click unsubscribe links of the broadcast stream.
+    unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
+    public.install(router, unsubscribes)
     acceptor = Acceptor(
         clock, db, domain_store.sending_domain,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
         suppression_list.suppressed_among,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
+        unsubscribes=unsubscribes,
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_among)
     idempotency_keys = IdempotencyKeys(clock, db)
@@ -208,7 +229,49 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     return Parts(
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
-        dispatcher=dispatcher, role_parts=role_parts, domains=domains, emails=emails, submission=submission,
+        dispatcher=dispatcher, delivery=worker, role_parts=role_parts, domains=domains, emails=emails,
+        submission=submission,
+    )
+
+
+def _delivery_worker(clock, config: Config, db: Database, master: bytes, resolver, addresses: PublicAddresses,
+                     on_failure) -> delivery.DeliveryWorker:
+    """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
+    settings = config.delivery
+    relay = None
+    if settings.relay_host:
+        relay = Destination(settings.relay_host, settings.relay_port, ENFORCED, relay=True)
+    relay_auth = (settings.relay_username, settings.relay_password) if settings.relay_username else None
+    trust = TrustRoots(config.security.ca_file)
+
+    async def connect(destination: Destination) -> OutboundSMTP:
+        if destination.relay:
+            endpoint = endpoints.HostnameEndpoint(clock, destination.host, destination.port, timeout=30)
+            verified = optionsForClientTLS(destination.host, trustRoot=trust)
+            if settings.relay_tls == "implicit":
+                endpoint = endpoints.wrapClientTLS(verified, endpoint)
+            tls_policy, tls_options = ("opportunistic", None) if settings.relay_tls != "starttls" else (
+                ENFORCED, verified)
+            protocol = OutboundSMTP(clock, config.hostname, tls_policy, tls_options, auth=relay_auth,
+                                    allow_plaintext_auth=settings.relay_tls != "starttls")
+        else:
+            address = await addresses.check(destination.host)
+            endpoint_type = endpoints.TCP4ClientEndpoint if address.version == 4 else endpoints.TCP6ClientEndpoint
+            endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
+            # MX hosts are not verified (no MTA-STS/DANE yet): TLS protects against passive
+            # eavesdropping; "enforced" means never in plain text.
+            protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, CertificateOptions())
+        await endpoints.connectProtocol(endpoint, protocol)
+        return protocol
+
+    node_name = f"{socket.gethostname()}:{os.getpid()}"
+    return delivery.DeliveryWorker(
+        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination),
+        delivery.Settings(
+            node_name, settings.port, credentials.derive(master, "verp"), settings.lease_seconds,
+            settings.batch, settings.max_in_flight, relay,
+        ),
+        on_failure=on_failure,
     )
 
 

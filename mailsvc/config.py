@@ -56,6 +56,15 @@ class DnsConfig:
 @_section
 class DeliveryConfig:
     port: int = 25
+    per_destination: int = 10
+    max_in_flight: int = 500
+    batch: int = 200
+    lease_seconds: int = 600
+    relay_host: str = ""
+    relay_port: int = 587
+    relay_tls: str = "starttls"
+    relay_username: str = ""
+    relay_password: str = ""
 
 
 @_section
@@ -215,6 +224,11 @@ def _check(config: Config) -> Config:
         raise ConfigError("api.rate_per_sec: must be at least 1")
     if config.api.auth_cache_seconds > 30:
         raise ConfigError("api.auth_cache_seconds: at most 30 (revocation must apply within 30 s)")
+    for name in ("per_destination", "max_in_flight", "batch", "lease_seconds"):
+        if getattr(config.delivery, name) < 1:
+            raise ConfigError(f"delivery.{name}: must be at least 1")
+    if config.delivery.relay_tls not in ("starttls", "implicit", "none"):
+        raise ConfigError("delivery.relay_tls: must be starttls, implicit or none")
     for name in ("concurrency_per_endpoint", "max_in_flight"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")

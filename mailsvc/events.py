@@ -40,3 +40,17 @@ async def record(txn: Transaction, clock, tenant_id: uuid.UUID, type: str, data:
     )
     txn.notify(CHANNEL)
     return event_id
+
+
+async def record_many(txn: Transaction, clock, entries: list[tuple[uuid.UUID, str, dict]]) -> None:
+    """``record`` for many ``(tenant_id, type, data)`` entries in one statement."""
+    if not entries:
+        return
+    now = timefmt.from_seconds(clock.seconds())
+    values = []
+    for tenant_id, type, data in entries:
+        if type not in SENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}")
+        values.append(txn.mogrify("(%s, %s, %s, %s, %s)", (uuid7(clock.seconds()), tenant_id, type, Json(data), now)))
+    await txn.execute("INSERT INTO events (id, tenant_id, type, data, created_at) VALUES " + ", ".join(values))
+    txn.notify(CHANNEL)

@@ -68,7 +68,7 @@ class Fetched(NamedTuple):
 
 
 @implementer(IOpenSSLTrustRoot)
-class _TrustRoots:
+class TrustRoots:
     """The platform's trust store, plus the certificates of ``security.ca_file`` if set."""
 
     def __init__(self, ca_file: str):
@@ -212,7 +212,7 @@ class Fetcher:
     ):
         self._reactor = reactor
         self._addresses = addresses
-        self._trust = _TrustRoots(ca_file)
+        self._trust = TrustRoots(ca_file)
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = idle_per_host
         self._pool.cachedConnectionTimeout = IDLE_CONNECTION_SECONDS

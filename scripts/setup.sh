@@ -1,6 +1,10 @@
 # Sourced by scripts/serve and scripts/test: installs what is missing, then activates .venv.
 # Debian packages: the PostgreSQL server (embedded store) and python3-venv. Python packages:
 # the project and its test extras, re-installed only when setup.cfg changes.
+# With MAILSVC_TEST_DEPS=1 (scripts/test sets it) also what only the tests use: swaks (with
+# Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started),
+# Node.js and npm when missing, and the pinned npm SDK of tests/node (re-installed only when
+# its package files change).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"
@@ -15,6 +19,13 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/n
 for extra in ${MAILSVC_EXTRA_DEBS:-}; do
   dpkg -s "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done
+if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
+  command -v swaks >/dev/null || missing+=(swaks)
+  perl -MNet::SSLeay -e 1 2>/dev/null || missing+=(libnet-ssleay-perl)
+  [ -x /usr/sbin/smtp-sink ] && [ -x /usr/sbin/smtp-source ] || missing+=(postfix)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then echo "run as root to install ${missing[*]}" >&2; exit 1; fi
@@ -22,8 +33,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   mkdir -p /etc/postgresql-common
   [ -f /etc/postgresql-common/createcluster.conf ] \
     || echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+  # Postfix is wanted for its tools only: no configuration, and no daemon started while
+  # installing (a temporary policy-rc.d refuses every start; removed if we created it).
+  policy_created=""
+  if [[ " ${missing[*]} " == *" postfix "* ]]; then
+    echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod 755 /usr/sbin/policy-rc.d
+      policy_created=1
+    fi
+  fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_status=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || apt_status=$?
+  if [ -n "$policy_created" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  [ "$apt_status" -eq 0 ] || { echo "apt-get install failed ($apt_status)" >&2; exit "$apt_status"; }
 fi
 
 if [ ! -x .venv/bin/python ]; then
@@ -36,6 +62,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[test]'
   echo "$want" > "$stamp"
+fi
+if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
+  node_stamp="tests/node/node_modules/.mailsvc-installed"
+  node_want="$(sha256sum tests/node/package.json tests/node/package-lock.json | sha256sum | cut -c1-16)"
+  if [ "$(cat "$node_stamp" 2>/dev/null)" != "$node_want" ]; then
+    echo "installing npm packages into tests/node/node_modules"
+    (cd tests/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$node_want" > "$node_stamp"
+  fi
 fi
 export PATH="$top/.venv/bin:$PATH"
 # twistd finds the plugin in twisted/plugins/ under the checkout.

@@ -25,7 +25,9 @@ from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
 from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
+from tests.mta import start_mta, stop_mta
 from tests.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
+from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
 
 TEMPLATE = "mailsvc_template"
 _numbers = itertools.count(1)
@@ -161,3 +163,11 @@ async def api(db, config, tmp_path):
     await port.stopListening()
     for loop in parts.loops:
         await loop.stop()
+
+
+@pytest_twisted.async_yield_fixture
+async def mta(db, dns_server, smtp_sink):  # noqa: F811 (fixtures imported above)
+    """The application with its delivery worker running, aimed at ``smtp_sink`` (tests/mta.py)."""
+    running = await start_mta(Api, db, dns_server, smtp_sink)
+    yield running
+    await stop_mta(running)

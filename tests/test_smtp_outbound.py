@@ -3,12 +3,19 @@ The outbound SMTP client: bytes in and bytes out (StringTransport, a Clock), and
 Twisted's real ESMTP server connected in memory (iosim).
 """
 
+import base64
+
 import pytest
 import pytest_twisted as pt
+from twisted.cred.checkers import InMemoryUsernamePasswordDatabaseDontUse
+from twisted.cred.portal import IRealm, Portal
 from twisted.internet import defer, endpoints, protocol, reactor, ssl, task
 from twisted.internet.address import IPv4Address
+from twisted.internet.interfaces import ISSLTransport
 from twisted.internet.testing import StringTransport
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.mail import smtp
+from twisted.mail._cred import LOGINCredentials, PLAINCredentials
 from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -25,6 +32,7 @@ from mailsvc.smtp.outbound import (
     normalise_lines,
     to_reply,
 )
+from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: the scriptable SMTP sink)
 
 check = SynchronousTestCase()
 EHLO_PIPELINING = (b"250-mx.test hello\r\n250-PIPELINING\r\n250-SIZE 100000\r\n"
@@ -544,3 +552,276 @@ async def test_a_certificate_that_does_not_verify_fails_the_connection(tls_serve
         await client.send("a@x.test", ["b@y.test"], b"Subject: one\n\nbody\n")
     await client.when_closed()
     assert delivery.messages == []
+
+
+# -- AUTH (relay through a smarthost) ----------------------------------------------------
+
+USER, PASSWORD = "relay-user", "pässwörd-7Hq"
+PLAIN_RESPONSE = base64.b64encode(b"\0relay-user\0" + PASSWORD.encode())
+EHLO_TLS_AUTH = b"250-mx.test\r\n250-STARTTLS\r\n250-AUTH LOGIN PLAIN\r\n250 PIPELINING\r\n"
+EHLO_AUTH = b"250-mx.test\r\n250-AUTH PLAIN LOGIN\r\n250 PIPELINING\r\n"
+
+
+def connect_tls_auth(ehlo_after_tls=EHLO_AUTH, **options):
+    """Greeting, EHLO, STARTTLS and EHLO again; returns what the client wrote after that."""
+    client, transport, clock = connect(ehlo=None, tls_options=object(), auth=(USER, PASSWORD), **options)
+    reply(client, transport, b"220 mx.test\r\n")
+    assert reply(client, transport, EHLO_TLS_AUTH) == [b"STARTTLS"]
+    assert reply(client, transport, b"220 go ahead\r\n") == [b"EHLO client.test"]
+    return client, transport, clock, reply(client, transport, ehlo_after_tls)
+
+
+def test_auth_plain_after_starttls_and_ehlo_again():
+    client, transport, _, written = connect_tls_auth()
+    assert written == [b"AUTH PLAIN " + PLAIN_RESPONSE]
+    assert client.authenticated_with is None
+    reply(client, transport, b"235 2.7.0 ok\r\n")
+    assert client.authenticated_with == "PLAIN"
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    assert transport.value().startswith(b"MAIL FROM:<a@x.test>\r\n")
+    client.connectionLost(None)
+    check.failureResultOf(d, SMTPConnectionLost)
+
+
+def test_auth_login_when_plain_is_not_offered_including_the_old_auth_equals_form():
+    client, transport, _, written = connect_tls_auth(b"250-mx.test\r\n250-AUTH=LOGIN\r\n250 PIPELINING\r\n")
+    assert written == [b"AUTH LOGIN"]
+    assert reply(client, transport, b"334 VXNlcm5hbWU6\r\n") == [base64.b64encode(USER.encode())]
+    assert reply(client, transport, b"334 UGFzc3dvcmQ6\r\n") == [base64.b64encode(PASSWORD.encode())]
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    assert reply(client, transport, b"235 2.7.0 ok\r\n")[0] == b"MAIL FROM:<a@x.test>"
+    assert client.authenticated_with == "LOGIN"
+    client.connectionLost(None)
+    check.failureResultOf(d, SMTPConnectionLost)
+
+
+@pytest.mark.parametrize("ehlo, tls_options, why", [
+    (EHLO_AUTH, object(), "smarthost offers no TLS"),
+    (EHLO_TLS_AUTH, None, "no TLS options were given for the smarthost"),
+])
+def test_credentials_are_not_sent_over_plain_text(ehlo, tls_options, why):
+    client, transport, _ = connect(ehlo=None, tls_options=tls_options, auth=(USER, PASSWORD))
+    d = client.send("a@x.test", ["b@y.test", "c@y.test"], b"x")
+    reply(client, transport, b"220 mx.test\r\n")
+    assert reply(client, transport, ehlo) == [b"QUIT"]
+    assert transport.disconnecting
+    for result in check.successResultOf(d).recipients:
+        assert (result.outcome, result.deferral_class) == ("deferred", "blocked")
+        assert result.reply == Reply(450, "4.7.0", f"{why}; credentials not sent")
+
+
+def test_refused_starttls_is_named_when_credentials_are_withheld():
+    client, transport, _ = connect(ehlo=None, tls_options=object(), auth=(USER, PASSWORD))
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    reply(client, transport, b"220 mx.test\r\n")
+    reply(client, transport, EHLO_TLS_AUTH)
+    assert reply(client, transport, b"454 4.7.0 TLS not available\r\n") == [b"QUIT"]
+    [result] = check.successResultOf(d).recipients
+    assert result.deferral_class == "blocked"
+    assert result.reply.text == ("smarthost refused STARTTLS (454 TLS not available); credentials not sent")
+
+
+def test_plain_text_auth_only_when_explicitly_allowed():
+    client, transport, _ = connect(ehlo=None, auth=(USER, PASSWORD), allow_plaintext_auth=True)
+    reply(client, transport, b"220 mx.test\r\n")
+    assert reply(client, transport, EHLO_AUTH) == [b"AUTH PLAIN " + PLAIN_RESPONSE]
+    assert not client.encrypted
+
+
+@implementer(ISSLTransport)
+class ImplicitTLSTransport(Transport):
+    def getPeerCertificate(self):  # noqa: N802
+        return None
+
+
+def test_implicit_tls_counts_as_encrypted_and_skips_starttls():
+    client = OutboundSMTP(task.Clock(), "client.test", tls_options=object(), auth=(USER, PASSWORD))
+    opened.append(client)
+    transport = ImplicitTLSTransport()
+    client.makeConnection(transport)
+    assert client.encrypted
+    reply(client, transport, b"220 smarthost.test\r\n")
+    assert reply(client, transport, EHLO_TLS_AUTH) == [b"AUTH PLAIN " + PLAIN_RESPONSE]
+    assert transport.tls is None
+
+
+@pytest.mark.parametrize("server_reply, deferral_class", [
+    (b"535 5.7.8 Authentication credentials invalid\r\n", "blocked"),
+    (b"534 5.7.9 Authentication mechanism is too weak\r\n", "blocked"),
+    (b"454 4.7.0 Temporary authentication failure\r\n", "transient"),
+])
+def test_refused_auth_defers_every_recipient_with_the_servers_reply(server_reply, deferral_class):
+    client, transport, _, _ = connect_tls_auth()
+    first = client.send("a@x.test", ["b@y.test", "c@y.test"], b"x")
+    second = client.send("a@x.test", ["d@y.test"], b"x")
+    assert reply(client, transport, server_reply) == [b"QUIT"]
+    expected = to_reply(int(server_reply[:3]), [server_reply[4:].decode().strip()])
+    for d in (first, second):
+        for result in check.successResultOf(d).recipients:
+            assert (result.outcome, result.deferral_class, result.reply) == ("deferred", deferral_class, expected)
+
+
+def test_421_during_auth_defers_as_transient():
+    client, transport, _, _ = connect_tls_auth()
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    reply(client, transport, b"421 4.3.2 shutting down\r\n")
+    [result] = check.successResultOf(d).recipients
+    assert (result.deferral_class, result.reply.code) == ("transient", 421)
+
+
+def test_an_unexpected_challenge_is_cancelled():
+    client, transport, _, _ = connect_tls_auth()
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    assert reply(client, transport, b"334 \r\n") == [b"*"]
+    assert reply(client, transport, b"501 5.0.0 cancelled\r\n") == [b"QUIT"]
+    [result] = check.successResultOf(d).recipients
+    assert (result.deferral_class, result.reply.code) == ("blocked", 501)
+
+
+def test_no_supported_mechanism_sends_nothing_and_blocks():
+    client, transport, _, written = connect_tls_auth(b"250-mx.test\r\n250 AUTH CRAM-MD5 XOAUTH2\r\n")
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    assert written == [b"QUIT"]
+    [result] = check.successResultOf(d).recipients
+    assert (result.deferral_class, result.reply.code, result.reply.enhanced_code) == ("blocked", 450, "4.7.0")
+    assert "offered: CRAM-MD5 XOAUTH2" in result.reply.text
+
+
+def test_no_auth_offered_at_all_blocks():
+    client, transport, _, written = connect_tls_auth(b"250-mx.test\r\n250 PIPELINING\r\n")
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    assert written == [b"QUIT"]
+    assert check.successResultOf(d).recipients[0].deferral_class == "blocked"
+
+
+@pytest.mark.parametrize("auth", [("user",), ("user", "pass", "x"), ("", "pass"), ("us\0er", "p"),
+                                  ("user", "pa\r\nss"), ("user", b"pass")])
+def test_malformed_credentials_are_refused(auth):
+    with pytest.raises(ValueError):
+        OutboundSMTP(task.Clock(), "client.test", auth=auth)
+
+
+def test_the_password_is_never_logged_nor_in_errors_or_repr():
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        client, transport, clock, _ = connect_tls_auth(command_timeout=30)
+        refused = client.send("a@x.test", ["b@y.test"], b"x")
+        reply(client, transport, b"535 5.7.8 no\r\n")
+        client, transport, clock, _ = connect_tls_auth(b"250-mx.test\r\n250 AUTH LOGIN\r\n", command_timeout=30)
+        reply(client, transport, b"334 VXNlcm5hbWU6\r\n")
+        reply(client, transport, b"334 UGFzc3dvcmQ6\r\n")
+        timed_out = client.send("a@x.test", ["b@y.test"], b"x")
+        clock.advance(30)
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    texts = [formatEvent(e) + repr(e) for e in events]
+    texts += [repr(client), str(check.successResultOf(refused)), str(check.failureResultOf(timed_out).value)]
+    assert any("535" in t and USER in t for t in texts)  # the refusal is logged, with the username
+    secrets = (PASSWORD, base64.b64encode(PASSWORD.encode()).decode(), PLAIN_RESPONSE.decode())
+    assert not [t for t in texts if any(s in t for s in secrets)]
+
+
+# -- AUTH against real servers on loopback, with real TLS --------------------------------
+
+@implementer(IRealm)
+class DeliveryRealm:
+    def __init__(self, delivery):
+        self.delivery = delivery
+
+    def requestAvatar(self, avatar_id, mind, *interfaces):  # noqa: N802
+        assert smtp.IMessageDelivery in interfaces
+        return smtp.IMessageDelivery, self.delivery, lambda: None
+
+
+@pytest.fixture
+def auth_server():
+    """
+    Twisted's ESMTP on 127.0.0.1 with STARTTLS and a cred portal: unauthenticated senders are
+    refused, credentials are checked. ``mechanisms`` picks the challengers offered.
+    """
+    cert_pem, key_pem = tls_files.self_signed("smarthost.test")
+    delivery, servers, listening = RecordingDelivery(), [], []
+    checker = InMemoryUsernamePasswordDatabaseDontUse(**{USER: PASSWORD.encode()})
+    portal = Portal(DeliveryRealm(delivery), [checker])
+    challengers = {b"PLAIN": PLAINCredentials, b"LOGIN": LOGINCredentials}
+
+    def start(mechanisms=(b"PLAIN", b"LOGIN")):
+        def build():
+            proto = PipeliningESMTP({m: challengers[m] for m in mechanisms},
+                                    tls_files.server_options(cert_pem, key_pem))
+            proto.portal = portal
+            servers.append(proto)
+            return proto
+
+        port = reactor.listenTCP(0, protocol.Factory.forProtocol(build), interface="127.0.0.1")
+        listening.append(port)
+        return port.getHost().port
+
+    yield start, cert_pem, delivery, servers
+    for port in listening:
+        pt.blockon(port.stopListening())
+
+
+def trusting(cert_pem, name="smarthost.test"):
+    return ssl.optionsForClientTLS(name, trustRoot=ssl.Certificate.loadPEM(cert_pem))
+
+
+@pytest.mark.parametrize("mechanisms, used", [((b"PLAIN", b"LOGIN"), "PLAIN"), ((b"LOGIN",), "LOGIN")])
+@pt.ensureDeferred
+async def test_auth_against_a_real_smarthost_over_starttls(auth_server, mechanisms, used):
+    start, cert_pem, delivery, servers = auth_server
+    port = start(mechanisms)
+    client = await connect_loopback(port, tls_options=trusting(cert_pem), auth=(USER, PASSWORD))
+    result = await client.send("a@x.test", ["b@y.test"], b"Subject: relayed\n\nbody\n")
+    await client.quit()
+    assert client.encrypted and servers[0].startedTLS and servers[0].authenticated
+    assert client.authenticated_with == used
+    assert result.by_outcome("delivered") == ["b@y.test"]
+    assert delivery.messages == [("a@x.test", "b@y.test", b"Subject: relayed\r\n\r\nbody\r\n")]
+
+
+@pt.ensureDeferred
+async def test_wrong_password_at_a_real_smarthost_blocks_every_recipient(auth_server):
+    start, cert_pem, delivery, _ = auth_server
+    client = await connect_loopback(start(), tls_options=trusting(cert_pem), auth=(USER, "wrong"))
+    result = await client.send("a@x.test", ["b@y.test", "c@y.test"], b"Subject: x\n\nbody\n")
+    await client.when_closed()
+    assert {(r.outcome, r.deferral_class, r.reply.code) for r in result.recipients} == {
+        ("deferred", "blocked", 535)}
+    assert delivery.messages == []
+
+
+@pt.ensureDeferred
+async def test_without_credentials_a_real_smarthost_refuses_the_sender(auth_server):
+    """Why relay mode needs AUTH: the smarthost refuses unauthenticated senders."""
+    start, cert_pem, delivery, _ = auth_server
+    client = await connect_loopback(start(), tls_options=trusting(cert_pem))
+    result = await client.send("a@x.test", ["b@y.test"], b"x")
+    await client.quit()
+    assert result.recipients[0].reply.code == 550 and delivery.messages == []
+
+
+@pt.ensureDeferred
+async def test_auth_at_the_sink_after_verified_starttls(smtp_sink):  # noqa: F811 (the fixture)
+    smtp_sink.require_auth = True
+    client = await connect_loopback(smtp_sink.port, tls_options=trusting(smtp_sink.cert_pem, "localhost"),
+                                    auth=(USER, PASSWORD))
+    result = await client.send("a@x.test", ["b@y.test"], b"Subject: x\n\nbody\n")
+    await client.quit()
+    assert result.by_outcome("delivered") == ["b@y.test"]
+    [message] = smtp_sink.messages
+    assert (message.auth_user, message.tls) == (USER, True)
+
+
+@pt.ensureDeferred
+async def test_sink_without_tls_gets_no_credentials(smtp_sink):  # noqa: F811 (the fixture)
+    smtp_sink.require_auth, smtp_sink.starttls = True, False
+    client = await connect_loopback(smtp_sink.port, tls_options=trusting(smtp_sink.cert_pem, "localhost"),
+                                    auth=(USER, PASSWORD))
+    result = await client.send("a@x.test", ["b@y.test"], b"x")
+    await client.when_closed()
+    [recipient] = result.recipients
+    assert (recipient.outcome, recipient.deferral_class, recipient.reply.text) == (
+        "deferred", "blocked", "smarthost offers no TLS; credentials not sent")
+    assert smtp_sink.messages == []

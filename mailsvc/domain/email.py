@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html as html_escaping
 import mimetypes
 import re
 from datetime import datetime, timedelta
@@ -26,6 +27,10 @@ MAX_ATTACHMENT_BYTES = 40 * 1024 * 1024
 SCHEDULE_HORIZON = timedelta(days=30)
 STREAMS = ("transactional", "broadcast")
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+#: The per-recipient unsubscribe link in a body (SPEC broadcasts: ours and the vendor alias).
+UNSUBSCRIBE_PLACEHOLDER = re.compile(r"\{\{\{\s*(?:SVC|RESEND)_UNSUBSCRIBE_URL\s*\}\}\}")
+#: Set by the platform on the broadcast stream (RFC 8058): a client may not set them there.
+LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
 
 #: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
@@ -291,6 +296,25 @@ def parse_schedule(field: str, value: Any, now: datetime) -> datetime | None:
     return when
 
 
+def has_unsubscribe_placeholder(submission: Submission) -> bool:
+    return any(body and UNSUBSCRIBE_PLACEHOLDER.search(body) for body in (submission.html, submission.text))
+
+
+def with_unsubscribe_url(submission: Submission, url: str) -> Submission:
+    """
+    The submission with ``{{{SVC_UNSUBSCRIBE_URL}}}`` (or the vendor-named alias) in its html and
+    text replaced by one recipient's link: HTML-escaped in html, as is in text.
+    """
+    def fill(body: str | None, value: str) -> str | None:
+        return UNSUBSCRIBE_PLACEHOLDER.sub(lambda _: value, body) if body else body
+
+    return attrs.evolve(
+        submission,
+        html=fill(submission.html, html_escaping.escape(url, quote=True)),
+        text=fill(submission.text, url),
+    )
+
+
 def submission_from_json(body: dict, now: datetime, allow_attachments: bool = True) -> Submission:
     """Validate a send body (SPEC send body and rules 2, 3); errors name the field first."""
     if body.get("template") is not None:
@@ -321,13 +345,18 @@ def submission_from_json(body: dict, now: datetime, allow_attachments: bool = Tr
     stream = body.get("stream") or "transactional"
     if stream not in STREAMS:
         raise Invalid("stream", "stream must be `transactional` or `broadcast`")
+    headers = _headers(body.get("headers"))
+    if stream == "broadcast":
+        for name, _ in headers:
+            if name.lower() in LIST_UNSUBSCRIBE_HEADERS:
+                raise Invalid("headers", f"headers: `{name}` is set by the platform on the broadcast stream")
     attachments_value = body.get("attachments")
     if attachments_value not in (None, []) and not allow_attachments:
         raise Invalid("attachments", "attachments are not supported in batch sends")
     submission = Submission(
         sender=sender, to=to, cc=cc, bcc=bcc, reply_to=reply_to, subject=subject,
         html=html or None, text=text,
-        headers=_headers(body.get("headers")),
+        headers=headers,
         attachments=_attachments(attachments_value),
         tags=_tags(body.get("tags")),
         scheduled_at=parse_schedule("scheduled_at", body.get("scheduled_at"), now),

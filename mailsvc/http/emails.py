@@ -6,7 +6,7 @@ import json
 from collections.abc import Awaitable, Callable
 
 from mailsvc import idempotency
-from mailsvc.accept import AcceptedEmail, Acceptor, Prepared
+from mailsvc.accept import AcceptedEmail, Acceptor, Budget, Prepared
 from mailsvc.apikeys import Caller
 from mailsvc.domain.email import submission_from_json
 from mailsvc.domain.errors import DomainError, Invalid, NotFound
@@ -86,7 +86,7 @@ def install(router: Router, acceptor: Acceptor, emails: Emails, keys: Idempotenc
 
         async def work(claim: Claim | None) -> Reply:
             submission = submission_from_json(body, acceptor.now())
-            prepared = await acceptor.prepare(caller, submission)
+            prepared = await acceptor.prepare(caller, submission, links_base=base_url(request))
             accepted = await acceptor.store(caller, [prepared], "api", finisher(claim, respond))
             return respond(accepted)
 
@@ -106,12 +106,14 @@ def install(router: Router, acceptor: Acceptor, emails: Emails, keys: Idempotenc
             acceptor.check_account(caller)
             prepared: list[Prepared] = []
             failures: list[dict] = []
+            budget = Budget()  # broadcast-stream messages of the whole batch
             for index, item in enumerate(body):
                 try:
                     if not isinstance(item, dict):
                         raise Invalid("body", "each email must be an object")
                     submission = submission_from_json(item, acceptor.now(), allow_attachments=False)
-                    prepared.append(await acceptor.prepare(caller, submission))
+                    prepared.append(await acceptor.prepare(caller, submission, links_base=base_url(request),
+                                                           budget=budget))
                 except DomainError as e:
                     if not permissive:
                         error = errors.from_domain(e)

@@ -82,6 +82,21 @@ def build(
     return message.as_bytes()
 
 
+def unsubscribe_fields(url: str) -> list[bytes]:
+    """RFC 8058 one-click unsubscribe: the HTTPS link and the POST body a mailbox provider sends."""
+    if any(c in url for c in "\r\n<> ") or not url.isascii():
+        raise ValueError("an unsubscribe URL must be plain ASCII without spaces or angle brackets")
+    return [f"List-Unsubscribe: <{url}>".encode("ascii"), b"List-Unsubscribe-Post: List-Unsubscribe=One-Click"]
+
+
+def with_fields(message: bytes, fields: list[bytes]) -> bytes:
+    """``message`` (CRLF, as ``build`` makes it) with ``fields`` added at the end of its header."""
+    end = message.find(b"\r\n\r\n")
+    if end < 0:
+        return message + b"\r\n" + b"".join(f + b"\r\n" for f in fields) + b"\r\n"
+    return message[:end] + b"".join(b"\r\n" + f for f in fields) + message[end:]
+
+
 #: Headers of a submitted message that the platform replaces or drops (SMTP submission).
 RESUBMIT_DROPPED = frozenset(
     {b"bcc", b"message-id", b"date", b"dkim-signature", b"return-path", b"received",

@@ -8,16 +8,20 @@ CR CR LF, has no PIPELINING and sends RSET after every message (DESIGN.md, Known
 Here the whole message is CRLF-normalised and dot-stuffed before any byte is written;
 replies are matched to commands through a FIFO, so with PIPELINING the MAIL, RCPT and DATA
 commands of one transaction go out in one write. The connection is opened by the caller;
-command and data timeouts run on the injected clock.
+command and data timeouts run on the injected clock. With credentials (relay through a
+smarthost) the client authenticates after (STARTTLS and) EHLO, and only over an encrypted
+connection unless plain text is explicitly allowed.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections import deque
 
 import attrs
 from twisted.internet import defer
+from twisted.internet.interfaces import ISSLTransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 
@@ -55,7 +59,8 @@ class RecipientResult:
     recipient: str
     outcome: str
     reply: Reply
-    #: for a deferral: ``transient`` or ``blocked`` (TLS policy not met); None otherwise.
+    #: for a deferral: ``transient``, or ``blocked`` (TLS policy not met, or the smarthost
+    #: refused or cannot take our credentials: the operator must act); None otherwise.
     deferral_class: str | None = None
 
 
@@ -126,6 +131,17 @@ def parse_extensions(lines: list[str]) -> dict[str, str]:
     return extensions
 
 
+def _auth_mechanisms(extensions: dict[str, str]) -> set[str]:
+    """SASL mechanisms from ``AUTH a b`` and the pre-standard ``AUTH=a b``."""
+    found = set()
+    for keyword, params in extensions.items():
+        if keyword == "AUTH":
+            found.update(params.upper().split())
+        elif keyword.startswith("AUTH="):
+            found.update((keyword[5:] + " " + params).upper().split())
+    return found
+
+
 def _address(address: str) -> bytes:
     if _ADDRESS_FORBIDDEN.search(address):
         raise ValueError(f"address {address!r} contains a character not allowed in SMTP")
@@ -170,11 +186,23 @@ class OutboundSMTP(LineOnlyReceiver):
     MAX_LENGTH = 8192
 
     def __init__(self, clock, helo_name: str, tls_policy: str = OPPORTUNISTIC,
-                 tls_options=None, command_timeout: float = 300, data_timeout: float = 600):
+                 tls_options=None, command_timeout: float = 300, data_timeout: float = 600,
+                 auth: tuple[str, str] | None = None, allow_plaintext_auth: bool = False):
         if tls_policy not in TLS_POLICIES:
             raise ValueError(f"tls_policy must be one of {TLS_POLICIES}")
         if tls_policy == ENFORCED and tls_options is None:
             raise ValueError("an enforced TLS policy needs tls_options")
+        if auth is not None:
+            if (len(auth) != 2 or not all(isinstance(part, str) for part in auth)
+                    or any("\x00" in part or "\r" in part or "\n" in part for part in auth)):
+                raise ValueError("auth must be (username, password): strings without NUL, CR or LF")
+            if not auth[0]:
+                raise ValueError("auth needs a username")
+        #: (username, password); kept private and never logged or put into a reply or error.
+        self._auth = None if auth is None else (auth[0], auth[1])
+        self.allow_plaintext_auth = allow_plaintext_auth
+        #: the SASL mechanism used once authenticated (PLAIN or LOGIN), None before.
+        self.authenticated_with: str | None = None
         self.clock = clock
         self.helo_name = helo_name.encode("ascii")
         self.tls_policy = tls_policy
@@ -229,8 +257,14 @@ class OutboundSMTP(LineOnlyReceiver):
         """Replies are split on LF (tolerating bare-LF servers); commands always end in CRLF."""
         self.transport.write(line + b"\r\n")
 
+    def __repr__(self):
+        user = f" user={self._auth[0]!r}" if self._auth else ""
+        return f"<OutboundSMTP {self.helo_name.decode()}{user}>"
+
     def connectionMade(self):  # noqa: N802
         self._connected = True
+        if ISSLTransport.providedBy(self.transport):
+            self.encrypted = True  # implicit TLS (e.g. a smarthost on port 465): no STARTTLS
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             no_delay(True)
@@ -386,7 +420,8 @@ class OutboundSMTP(LineOnlyReceiver):
             self._quit_now()
             raise SessionDeferral(greeting)
         await self._hello()
-        if "STARTTLS" in self.extensions and self.tls_options is not None:
+        tls_refusal = None
+        if "STARTTLS" in self.extensions and self.tls_options is not None and not self.encrypted:
             self.sendLine(b"STARTTLS")
             reply = await self._reply(self._expect("STARTTLS"))
             if reply.code == 220:
@@ -396,9 +431,66 @@ class OutboundSMTP(LineOnlyReceiver):
             elif self.tls_policy == ENFORCED:
                 self._quit_now()
                 raise SessionDeferral(reply, "blocked")
+            else:
+                tls_refusal = reply
         if self.tls_policy == ENFORCED and not self.encrypted:
             self._quit_now()
             raise SessionDeferral(Reply(450, "4.7.4", "TLS is required, but was not offered"), "blocked")
+        if self._auth is not None:
+            await self._authenticate(tls_refusal)
+
+    async def _authenticate(self, tls_refusal: Reply | None):
+        """
+        AUTH PLAIN (with an initial response) when offered, else AUTH LOGIN. Credentials go
+        only over an encrypted connection unless ``allow_plaintext_auth``. Any failure ends
+        the session: 4xx defers every recipient as ``transient``, anything else as
+        ``blocked`` (the operator must fix the credentials or the smarthost's set-up).
+        """
+        if not self.encrypted and not self.allow_plaintext_auth:
+            if tls_refusal is not None:
+                why = f"smarthost refused STARTTLS ({tls_refusal.code} {tls_refusal.text})"
+            elif "STARTTLS" in self.extensions:
+                why = "no TLS options were given for the smarthost"
+            else:
+                why = "smarthost offers no TLS"
+            self._quit_now()
+            raise SessionDeferral(Reply(450, "4.7.0", f"{why}; credentials not sent"), "blocked")
+        mechanisms = _auth_mechanisms(self.extensions)
+        username, password = (part.encode("utf-8") for part in self._auth)
+        if "PLAIN" in mechanisms:
+            mechanism = "PLAIN"
+            first = b"AUTH PLAIN " + base64.b64encode(b"\x00" + username + b"\x00" + password)
+            responses = []
+        elif "LOGIN" in mechanisms:
+            mechanism = "LOGIN"
+            first = b"AUTH LOGIN"
+            responses = [base64.b64encode(username), base64.b64encode(password)]
+        else:
+            offered = " ".join(sorted(mechanisms)) or "none"
+            self._quit_now()
+            raise SessionDeferral(Reply(
+                450, "4.7.0", f"smarthost offers no AUTH mechanism we support (offered: {offered}); "
+                              "credentials not sent"), "blocked")
+        self.sendLine(first)
+        code, texts = await self._raw(self._expect("AUTH " + mechanism))
+        for response in responses:
+            if code != 334:
+                break
+            self.sendLine(response)
+            code, texts = await self._raw(self._expect("AUTH " + mechanism))
+        if code == 334:  # the server asks for more than the mechanism has: cancel
+            self.sendLine(b"*")
+            code, texts = await self._raw(self._expect("AUTH " + mechanism))
+            if code < 400:
+                code, texts = 535, ["5.7.0 unexpected challenge; authentication cancelled"]
+        reply = to_reply(code, texts)
+        if code == 235:
+            self.authenticated_with = mechanism
+            return
+        log.warn("smarthost refused AUTH {mechanism} for {user}: {code} {text}",
+                 mechanism=mechanism, user=self._auth[0], code=reply.code, text=reply.text)
+        self._quit_now()
+        raise SessionDeferral(reply, "transient" if 400 <= code < 500 else "blocked")
 
     async def _hello(self):
         self.sendLine(b"EHLO " + self.helo_name)

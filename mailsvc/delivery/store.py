@@ -1,0 +1,313 @@
+"""
+The delivery queue in PostgreSQL: claiming due deliveries under a lease, and writing their
+outcomes with the events, suppressions and reputation counters they cause, in one
+transaction.
+
+A claim pushes ``due_at`` to the end of the lease and sets ``claim``: a node that dies leaves
+its rows to come due again when the lease ends, and an outcome is written only under the
+claim that produced it. Claiming is where tenants are paced (``send_rate_per_sec``, a GCRA
+row per tenant shared by all nodes), where a paused tenant's mail is left waiting and where a
+suspended tenant's mail fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import timedelta
+
+import attrs
+
+from mailsvc import events, timefmt
+from mailsvc import suppressions as suppression_list
+from mailsvc.domain.delivery import (
+    EVENT_OF_STATUS,
+    GUARD_DAYS,
+    LAST_EVENT_ORDER,
+    RETRY_WINDOW_SECONDS,
+    Pace,
+    Reputation,
+    most_advanced,
+)
+from mailsvc.store.database import Database, Transaction
+
+#: A paused tenant's due mail is looked at again this often.
+PAUSED_RECHECK_SECONDS = 60
+
+_EVENT_OF_OUTCOME = {
+    "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
+    "failed": "email.failed", "complained": "email.complained",
+}
+_SUPPRESSION_OF_OUTCOME = {"bounced": "hard_bounce", "complained": "complaint"}
+
+
+@attrs.frozen
+class Work:
+    """One claimed delivery."""
+
+    id: uuid.UUID
+    email_id: uuid.UUID
+    tenant_id: uuid.UUID
+    recipient: str
+    attempts: int
+    retry_until: float
+    delivery_mode: str
+    own_message: bool
+
+
+@attrs.frozen
+class Outcome:
+    """
+    What became of one delivery. ``claim`` fences an attempt's outcome; reports that arrive
+    later (bounces, complaints) carry None. ``status`` is the row's new status; ``due_at`` is
+    set for a deferral; ``event`` holds the event fields beyond the common ones.
+    """
+
+    delivery_id: uuid.UUID
+    tenant_id: uuid.UUID
+    email_id: uuid.UUID
+    recipient: str
+    status: str
+    event: dict
+    response: str | None = None
+    claim: uuid.UUID | None = None
+    due_at: float | None = None
+    attempted: bool = True
+
+
+@attrs.frozen
+class Claimed:
+    work: list[Work]
+    #: When postponed work (paced or paused) comes due next, if any.
+    next_due: float | None
+    #: Outcomes decided while claiming (a suspended tenant's mail), already written.
+    decided: int
+
+
+async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
+    return await db.run("claim_deliveries", _claim, clock, node, token, limit, lease)
+
+
+async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
+    now = clock.seconds()
+    at = timefmt.from_seconds(now)
+    rows = await txn.fetchall(
+        "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
+        " extract(epoch FROM coalesce(d.retry_until, d.updated_at + %s * interval '1 second')) AS retry_until,"
+        " d.message IS NOT NULL AS own_message, t.status AS tenant_status, t.send_rate_per_sec, t.delivery_mode"
+        " FROM deliveries d JOIN tenants t ON t.id = d.tenant_id"
+        " WHERE d.due_at <= %s AND d.status IN ('queued', 'deferred')"
+        " ORDER BY d.due_at LIMIT %s FOR UPDATE OF d SKIP LOCKED",
+        (RETRY_WINDOW_SECONDS, at, limit),
+    )
+    by_tenant: dict[uuid.UUID, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_tenant[row["tenant_id"]].append(row)
+    admitted: list[dict] = []
+    postponed: dict[float, list[uuid.UUID]] = defaultdict(list)
+    decided: list[Outcome] = []
+    paces = await _paces(txn, [t for t, rs in by_tenant.items() if rs[0]["tenant_status"] == "active"])
+    for tenant_id, tenant_rows in by_tenant.items():
+        status = tenant_rows[0]["tenant_status"]
+        if status == "paused":
+            postponed[now + PAUSED_RECHECK_SECONDS].extend(r["id"] for r in tenant_rows)
+        elif status == "suspended":
+            decided.extend(
+                Outcome(r["id"], tenant_id, r["email_id"], r["recipient"], "failed",
+                        {"reason": "account_suspended"}, "account suspended", attempted=False)
+                for r in tenant_rows
+            )
+        else:
+            pace = Pace(tenant_rows[0]["send_rate_per_sec"], paces.get(tenant_id, now))
+            count, tat, next_start = pace.admit(now, len(tenant_rows))
+            paces[tenant_id] = tat
+            admitted.extend(tenant_rows[:count])
+            if count < len(tenant_rows):
+                postponed[next_start].extend(r["id"] for r in tenant_rows[count:])
+    if paces:
+        await txn.execute(
+            "INSERT INTO delivery_pace AS p (tenant_id, tat) SELECT * FROM unnest(%s::uuid[], %s::float8[])"
+            " ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat",
+            (list(paces), list(paces.values())),
+        )
+    for due, ids in postponed.items():
+        await txn.execute("UPDATE deliveries SET due_at = %s WHERE id = ANY(%s::uuid[])",
+                          (timefmt.from_seconds(due), ids))
+    if admitted:
+        await txn.execute(
+            "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s,"
+            " retry_until = coalesce(retry_until, updated_at + %s * interval '1 second')"
+            " WHERE id = ANY(%s::uuid[])",
+            (timefmt.from_seconds(now + lease), token, node, timefmt.from_seconds(now + lease),
+             RETRY_WINDOW_SECONDS, [r["id"] for r in admitted]),
+        )
+    if decided:
+        await _write(txn, clock, decided)
+    work = [
+        Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], r["attempts"], float(r["retry_until"]),
+             r["delivery_mode"], r["own_message"])
+        for r in admitted
+    ]
+    return Claimed(work, min(postponed) if postponed else None, len(decided))
+
+
+async def _paces(txn: Transaction, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, float]:
+    if not tenant_ids:
+        return {}
+    rows = await txn.fetchall(
+        "SELECT tenant_id, tat FROM delivery_pace WHERE tenant_id = ANY(%s::uuid[]) ORDER BY tenant_id FOR UPDATE",
+        (tenant_ids,),
+    )
+    return {r["tenant_id"]: r["tat"] for r in rows}
+
+
+async def contents(db: Database, work: list[Work]) -> tuple[dict[uuid.UUID, dict], dict[uuid.UUID, bytes]]:
+    """The emails of ``work`` (message and sending domain), and the recipients' own messages."""
+    emails = await db.fetchall(
+        "SELECT e.id, e.message, e.domain_id, dom.name AS domain, dom.return_path, dom.tls"
+        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id WHERE e.id = ANY(%s::uuid[])",
+        (list({w.email_id for w in work}),), desc="delivery contents",
+    )
+    own_ids = [w.id for w in work if w.own_message]
+    own = await db.fetchall(
+        "SELECT id, message FROM deliveries WHERE id = ANY(%s::uuid[])", (own_ids,), desc="delivery contents",
+    ) if own_ids else []
+    return {e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}
+
+
+async def record(db: Database, clock, outcomes: list[Outcome]) -> int:
+    """Write outcomes (and what they cause) in one transaction; returns how many applied."""
+    return await db.run("record_delivery_outcomes", _write, clock, outcomes)
+
+
+async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
+    if not outcomes:
+        return 0
+    now = clock.seconds()
+    at = timefmt.from_seconds(now)
+    values = ", ".join(
+        txn.mogrify(
+            "(%s::uuid, %s::uuid, %s::text, %s::timestamptz, %s::int, %s::text)",
+            (o.delivery_id, o.claim, o.status, timefmt.from_seconds(o.due_at) if o.due_at is not None else None,
+             1 if o.attempted else 0, o.response),
+        )
+        for o in outcomes
+    )
+    # A fenced outcome needs its claim to hold; a report applies to a delivery that already
+    # left (or is leaving) and never moves a final status backwards.
+    applied = await txn.fetchall(
+        "UPDATE deliveries d SET status = v.status, due_at = v.due_at, claim = NULL, claimed_by = NULL,"
+        " claimed_until = NULL, attempts = d.attempts + v.inc, last_response = coalesce(v.response, d.last_response),"
+        " last_attempt_at = CASE WHEN v.inc > 0 THEN %(at)s ELSE d.last_attempt_at END, updated_at = %(at)s"
+        f" FROM (VALUES {values}) AS v(id, claim, status, due_at, inc, response)"
+        " WHERE d.id = v.id AND ("
+        "   (v.claim IS NOT NULL AND d.claim = v.claim)"
+        "   OR (v.claim IS NULL AND v.status = 'failed' AND d.status IN ('queued', 'deferred'))"
+        "   OR (v.claim IS NULL AND v.status = 'bounced' AND d.status IN ('queued', 'deferred', 'delivered'))"
+        "   OR (v.claim IS NULL AND v.status = 'complained' AND d.status IN ('delivered', 'bounced'))"
+        " ) RETURNING d.id, d.attempts",
+        {"at": at},
+    )
+    attempts = {r["id"]: r["attempts"] for r in applied}
+    done = [o for o in outcomes if o.delivery_id in attempts]
+    if not done:
+        return 0
+
+    entries = []
+    for o in done:
+        data = {"email_id": str(o.email_id), "delivery_id": str(o.delivery_id), "created_at": timefmt.iso(at),
+                "to": [o.recipient], "recipient": o.recipient, **o.event}
+        if o.status == "deferred":
+            data["attempt"] = attempts[o.delivery_id]
+        entries.append((o.tenant_id, _EVENT_OF_OUTCOME[o.status], data))
+    await events.record_many(txn, clock, entries)
+
+    latest: dict[uuid.UUID, str] = {}
+    for o in done:
+        event = EVENT_OF_STATUS[o.status]
+        latest[o.email_id] = most_advanced([latest.get(o.email_id, event), event])
+    await txn.execute(
+        "UPDATE emails e SET last_event = v.last_event FROM (VALUES "
+        + ", ".join(txn.mogrify("(%s::uuid, %s::text)", pair) for pair in latest.items())
+        + ") AS v(id, last_event) WHERE e.id = v.id"
+        " AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], v.last_event)",
+        {"order": list(LAST_EVENT_ORDER)},
+    )
+
+    counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0])
+    suppress: dict[tuple, list[str]] = defaultdict(list)
+    for o in done:
+        column = {"delivered": 0, "bounced": 1, "complained": 2}.get(o.status)
+        if column is not None:
+            counts[o.tenant_id][column] += 1
+        origin = _SUPPRESSION_OF_OUTCOME.get(o.status)
+        if origin is not None:
+            suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
+    if counts:
+        day = at.date()
+        await txn.execute(
+            "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained) VALUES "
+            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s)", (t, day, *c)) for t, c in counts.items())
+            + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
+            " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained",
+        )
+    for (tenant_id, email_id, origin), addresses in suppress.items():
+        await suppression_list.add_many(txn, clock, tenant_id, _valid(addresses), origin, source_id=email_id)
+    for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:
+        await _guard(txn, tenant_id, at)
+    return len(done)
+
+
+def _valid(addresses: list[str]) -> list[str]:
+    valid = []
+    for address in addresses:
+        try:
+            suppression_list.normal_form(address)
+        except Exception:
+            continue
+        valid.append(address)
+    return valid
+
+
+async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
+    """The reputation guard: pause an active tenant whose 7-day rates are over the limits."""
+    row = await txn.fetchone(
+        "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
+        " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
+        (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),
+    )
+    why = Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])).breach()
+    if why is not None:
+        await txn.execute(
+            "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"
+            " WHERE id = %s AND status = 'active'",
+            (f"reputation guard: {why}", at, tenant_id),
+        )
+
+
+async def release(db: Database, clock, abandoned: list[tuple[Work, uuid.UUID]]) -> None:
+    """Give claimed deliveries back at once (a stopping node), for any node to take."""
+    await db.execute(
+        "UPDATE deliveries d SET due_at = %s, claim = NULL, claimed_by = NULL, claimed_until = NULL"
+        " FROM unnest(%s::uuid[], %s::uuid[]) AS v(id, claim) WHERE d.id = v.id AND d.claim = v.claim",
+        (timefmt.from_seconds(clock.seconds()), [w.id for w, _ in abandoned], [t for _, t in abandoned]),
+        desc="release deliveries",
+    )
+
+
+async def find_for_report(db: Database, delivery_id: uuid.UUID) -> dict | None:
+    """The delivery a return-path address named, with its siblings' recipients."""
+    return await db.fetchone(
+        "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.status FROM deliveries d WHERE d.id = %s",
+        (delivery_id,), desc="find reported delivery",
+    )
+
+
+async def sibling(db: Database, email_id: uuid.UUID, recipient: str) -> dict | None:
+    """The delivery of ``email_id`` to ``recipient`` (case-insensitively), if any."""
+    return await db.fetchone(
+        "SELECT id, email_id, tenant_id, recipient, status FROM deliveries WHERE email_id = %s"
+        " AND lower(recipient) = lower(%s)",
+        (email_id, recipient), desc="find reported delivery",
+    )
+

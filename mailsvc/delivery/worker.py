@@ -1,0 +1,298 @@
+"""
+The delivery worker of a node: claims due deliveries, sends them through the outbound SMTP
+client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what
+became of each.
+
+Every step (woken by NOTIFY on "deliveries", by a finished transaction, by the time paced
+or paused mail comes due, or by a slow safety timer) writes the outcomes gathered since the
+previous step and claims as much due work as the node has room for. Recipients of one email
+at one domain go in one SMTP transaction; the envelope sender is the VERP address of the
+first of them (a DSN names its recipient, which finds the others).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+
+import attrs
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from mailsvc import timefmt
+from mailsvc.delivery import store
+from mailsvc.delivery.connections import ConnectFailed, Connections, Destination
+from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
+from mailsvc.delivery.store import Outcome, Work
+from mailsvc.domain.delivery import next_attempt
+from mailsvc.loop import Loop
+from mailsvc.mail import verp
+from mailsvc.smtp.outbound import ConnectionFault, RecipientResult
+from mailsvc.store.database import Database
+
+log = Logger()
+
+#: The safety net: a step at least this often even if no wake-up arrived.
+SAFETY_INTERVAL = 5
+#: Seconds a stop waits for transactions in flight before giving their rows back.
+DRAIN_SECONDS = 30
+
+
+@attrs.frozen
+class Settings:
+    node: str
+    port: int
+    verp_key: bytes
+    lease_seconds: float = 600
+    batch: int = 200
+    max_in_flight: int = 500
+    #: The smarthost of tenants in relay mode (None: relay mode defers their mail).
+    relay: Destination | None = None
+
+
+def _response(result: RecipientResult) -> str:
+    reply = result.reply
+    return " ".join(str(p) for p in (reply.code, reply.enhanced_code, reply.text) if p)
+
+
+class DeliveryWorker:
+    desc = "delivery worker"
+
+    def __init__(
+        self,
+        clock,
+        db: Database,
+        routes: Routes,
+        connections: Connections,
+        settings: Settings,
+        on_failure: Callable[[str], None] | None = None,
+    ):
+        self._clock = clock
+        self._db = db
+        self._routes = routes
+        self._connections = connections
+        self._settings = settings
+        self._loop = Loop(clock, "deliver mail", SAFETY_INTERVAL, self.step, on_failure)
+        self._in_flight: dict[int, tuple[defer.Deferred, list[Work], uuid.UUID]] = {}
+        self._claimed = 0
+        self._outcomes: list[Outcome] = []
+        self._next_due = None
+        self._stopping = False
+        self._ids = iter(range(1 << 62))
+
+    @property
+    def in_flight(self) -> int:
+        return self._claimed
+
+    def start(self) -> None:
+        self._stopping = False
+        self._loop.start()
+        self._loop.wake()
+
+    def wake(self, *_) -> None:
+        self._loop.wake()
+
+    async def step(self) -> None:
+        outcomes, self._outcomes = self._outcomes, []
+        if outcomes:
+            try:
+                await store.record(self._db, self._clock, outcomes)
+            except Exception:
+                self._outcomes[:0] = outcomes
+                raise
+        room = 0 if self._stopping else min(self._settings.batch, self._settings.max_in_flight - self._claimed)
+        if room <= 0:
+            return
+        token = uuid.uuid4()
+        claimed = await store.claim(
+            self._db, self._clock, self._settings.node, token, room, self._settings.lease_seconds
+        )
+        self._plan(claimed.next_due)
+        if not claimed.work:
+            return
+        self._claimed += len(claimed.work)
+        try:
+            emails, own = await store.contents(self._db, claimed.work)
+        except Exception:
+            self._claimed -= len(claimed.work)  # their leases end and someone takes them again
+            raise
+        for group, message, email in self._transactions(claimed.work, emails, own, token):
+            key = next(self._ids)
+            d = defer.ensureDeferred(self._deliver(group, message, email, token))
+            self._in_flight[key] = (d, group, token)
+            d.addBoth(self._landed, key, len(group))
+        if len(claimed.work) == room:
+            self.wake()
+
+    def _plan(self, due: float | None) -> None:
+        if self._next_due is not None and self._next_due.active():
+            if due is None or self._next_due.getTime() <= due:
+                return
+            self._next_due.cancel()
+        self._next_due = None
+        if due is not None and not self._stopping:
+            self._next_due = self._clock.callLater(max(0, due - self._clock.seconds()), self.wake)
+
+    def _landed(self, _, key: int, count: int) -> None:
+        del self._in_flight[key]
+        self._claimed -= count
+        self.wake()
+
+    def _transactions(self, work: list[Work], emails: dict, own: dict, token: uuid.UUID):
+        """(recipients, message, email) per SMTP transaction; decides what needs no sending."""
+        groups: dict[tuple, list[Work]] = defaultdict(list)
+        for w in work:
+            email = emails.get(w.email_id)
+            if email is None or email["domain_id"] is None:
+                self._decide(w, token, "failed", {"reason": "domain_deleted"}, "the sending domain was deleted")
+                continue
+            if w.delivery_mode == "capture":
+                self._decide(w, token, "delivered", {"transport": "capture", "remote_host": None,
+                                                     "response": "stored by capture mode"}, "stored by capture mode")
+                continue
+            domain = w.recipient.rpartition("@")[2].lower()
+            key = (w.id,) if w.own_message else (w.email_id, domain, w.delivery_mode)
+            groups[key].append(w)
+        for group in groups.values():
+            for start in range(0, len(group), 50):
+                chunk = group[start:start + 50]
+                email = emails[chunk[0].email_id]
+                message = own[chunk[0].id] if chunk[0].own_message else bytes(email["message"])
+                yield chunk, message, email
+
+    def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
+        self._claimed -= 1
+        self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
+                                      claim=token, attempted=status != "failed"))
+        self.wake()
+
+    async def _deliver(self, group: list[Work], message: bytes, email: dict, token: uuid.UUID) -> None:
+        relay = group[0].delivery_mode == "relay"
+        try:
+            destinations = await self._destinations(group, email, relay)
+        except NoRoute as e:
+            for w in group:
+                self._bounce(w, token, e.code, e.enhanced, e.message, "smtp")
+            return
+        except RouteUnknown as e:
+            for w in group:
+                self._defer(w, token, "unreachable", None, None, str(e))
+            return
+        sender = verp.envelope_sender(
+            self._settings.verp_key, group[0].id, f"{email['return_path']}.{email['domain']}"
+        )
+        recipients = [w.recipient for w in group]
+        failures = []
+        for destination in destinations:
+            try:
+                result = await self._connections.send(destination, sender, recipients, message)
+            except ConnectFailed as e:
+                self._routes.mark_bad(destination.host)
+                failures.append(f"{destination.host}: {e}")
+                continue
+            except ConnectionFault as e:
+                for w in group:
+                    self._defer(w, token, "transient", None, None, f"{destination.host}: {e}")
+                return
+            except Exception:
+                log.failure("delivery to {host} failed unexpectedly", host=destination.host)
+                for w in group:
+                    self._defer(w, token, "transient", None, None, "internal error")
+                return
+            by_recipient = {r.recipient: r for r in result.recipients}
+            for w in group:
+                self._settle(w, token, by_recipient[w.recipient], destination)
+            return
+        message_text = "; ".join(failures) or "no host to deliver to"
+        for w in group:
+            self._defer(w, token, "unreachable", None, None, message_text)
+
+    async def _destinations(self, group: list[Work], email: dict, relay: bool) -> list[Destination]:
+        if relay:
+            if self._settings.relay is None:
+                raise RouteUnknown("relay mode, but no smarthost is configured (delivery.relay_host)")
+            return [self._settings.relay]
+        route = await self._routes.route(group[0].recipient.rpartition("@")[2])
+        return [Destination(host, self._settings.port, email["tls"] or "opportunistic") for host in route.hosts]
+
+    def _settle(self, w: Work, token, result: RecipientResult, destination: Destination) -> None:
+        reply = result.reply
+        source = "relay" if destination.relay else "smtp"
+        if result.outcome == "delivered":
+            self._outcomes.append(Outcome(
+                w.id, w.tenant_id, w.email_id, w.recipient, "delivered",
+                {"transport": source, "remote_host": destination.host, "response": _response(result)},
+                _response(result), claim=token))
+            self.wake()
+        elif result.outcome == "bounced":
+            self._bounce(w, token, reply.code, reply.enhanced_code, reply.text, source)
+        else:
+            self._defer(w, token, result.deferral_class or "transient", reply.code, reply.enhanced_code,
+                        reply.text)
+
+    def _bounce(self, w: Work, token, code, enhanced: str, message: str, source: str) -> None:
+        self._outcomes.append(Outcome(
+            w.id, w.tenant_id, w.email_id, w.recipient, "bounced",
+            {"type": "hard", "source": source, "code": code, "enhanced_code": enhanced or None, "message": message},
+            " ".join(str(p) for p in (code, enhanced, message) if p), claim=token))
+        self.wake()
+
+    def _defer(self, w: Work, token, kind: str, code, enhanced, message: str) -> None:
+        now = self._clock.seconds()
+        response = " ".join(str(p) for p in (code, enhanced, message) if p)
+        due = next_attempt(now, w.attempts + 1, w.retry_until)
+        if due is None:
+            self._outcomes.append(Outcome(
+                w.id, w.tenant_id, w.email_id, w.recipient, "failed", {"reason": "retry_window_exhausted"},
+                response, claim=token))
+        else:
+            self._outcomes.append(Outcome(
+                w.id, w.tenant_id, w.email_id, w.recipient, "deferred",
+                {"class": kind, "code": code, "enhanced_code": enhanced or None, "message": message,
+                 "next_attempt_at": timefmt.iso(timefmt.from_seconds(due))},
+                response, claim=token, due_at=due))
+        self.wake()
+
+    async def settled(self) -> None:
+        """Wait for every transaction started so far, then write every outcome."""
+        while self._in_flight:
+            await defer.DeferredList([_when_done(d) for d, _, _ in self._in_flight.values()])
+        await self._flush()
+
+    async def _flush(self) -> None:
+        outcomes, self._outcomes = self._outcomes, []
+        if outcomes:
+            try:
+                await store.record(self._db, self._clock, outcomes)
+            except Exception:
+                log.failure("recording {n} delivery outcomes failed", n=len(outcomes))
+                self._outcomes[:0] = outcomes
+
+    async def stop(self) -> None:
+        """Stop claiming, let transactions finish (up to DRAIN_SECONDS; the rest are given
+        back at once for any node to take), write every outcome, close connections."""
+        self._stopping = True
+        await self._loop.stop()
+        if self._next_due is not None and self._next_due.active():
+            self._next_due.cancel()
+        if self._in_flight:
+            waiting = defer.DeferredList([_when_done(d) for d, _, _ in self._in_flight.values()])
+            timer = self._clock.callLater(DRAIN_SECONDS, waiting.cancel)
+            try:
+                await waiting
+            except defer.CancelledError:
+                pass
+            if timer.active():
+                timer.cancel()
+        abandoned = [(w, token) for _, group, token in self._in_flight.values() for w in group]
+        await self._flush()
+        if abandoned:
+            await store.release(self._db, self._clock, abandoned)
+        await self._connections.close()
+
+
+def _when_done(d: defer.Deferred) -> defer.Deferred:
+    waiter: defer.Deferred = defer.Deferred()
+    d.addBoth(lambda result: (waiter.callback(None), result)[1])
+    return waiter

@@ -1,0 +1,113 @@
+"""
+Rules of delivery that need no I/O: when a temporary failure is tried again, when the
+account's reputation pauses its sending, and how recipients' outcomes sum up to the email's
+``last_event``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+#: Temporary failures are retried for this long after the mail was queued (SPEC: 72 hours).
+RETRY_WINDOW_SECONDS = 72 * 3600
+#: The first retry waits this long; each one after waits twice as long, up to RETRY_CAP.
+RETRY_FIRST_SECONDS = 60
+RETRY_CAP_SECONDS = 2 * 3600
+#: Each wait is spread by up to this fraction either way, so that mail deferred together by
+#: one busy server does not come back to it all at once.
+RETRY_JITTER = 0.2
+
+#: ``last_event`` values in the order they advance; an email shows the most advanced status
+#: among its recipients. A bounce or a complaint outranks a delivery to someone else:
+#: it is the status a sender must act on.
+LAST_EVENT_ORDER = (
+    "queued", "scheduled", "canceled", "suppressed", "sent", "delivery_delayed", "delivered",
+    "failed", "bounced", "complained",
+)
+
+#: Delivery row status → the email status it stands for.
+EVENT_OF_STATUS = {
+    "queued": "sent", "deferred": "delivery_delayed", "delivered": "delivered", "bounced": "bounced",
+    "failed": "failed", "complained": "complained", "suppressed": "suppressed", "canceled": "canceled",
+    "scheduled": "scheduled",
+}
+
+#: Reputation guard (SPEC §Limits): over the last 7 days.
+GUARD_DAYS = 7
+BOUNCE_RATE_LIMIT = 0.04
+BOUNCE_RATE_MINIMUM = 200
+COMPLAINT_RATE_LIMIT = 0.001
+COMPLAINT_RATE_MINIMUM = 1000
+
+
+def rank(last_event: str) -> int:
+    return LAST_EVENT_ORDER.index(last_event)
+
+
+def most_advanced(events) -> str:
+    return max(events, key=rank)
+
+
+def retry_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds before attempt ``attempt + 1`` after attempt ``attempt`` (1-based) was deferred."""
+    base = min(RETRY_FIRST_SECONDS * 2 ** min(attempt - 1, 20), RETRY_CAP_SECONDS)
+    spread = (rng or random).uniform(-RETRY_JITTER, RETRY_JITTER)
+    return base * (1 + spread)
+
+
+def next_attempt(now: float, attempt: int, retry_until: float, rng: random.Random | None = None) -> float | None:
+    """
+    When to try again after a deferral at ``now``, or None when the window is over. The last
+    attempt falls on the window's end rather than beyond it.
+    """
+    if now >= retry_until:
+        return None
+    return min(now + retry_delay(attempt, rng), retry_until)
+
+
+@attrs.frozen
+class Reputation:
+    """A tenant's outcomes over the guard's window."""
+
+    delivered: int
+    bounced: int
+    complained: int
+
+    def breach(self) -> str | None:
+        """Why sending must pause, or None."""
+        judged = self.delivered + self.bounced
+        if judged >= BOUNCE_RATE_MINIMUM and self.bounced / judged > BOUNCE_RATE_LIMIT:
+            return (f"bounce rate {100 * self.bounced / judged:.1f}% over the last {GUARD_DAYS} days"
+                    f" ({self.bounced} of {judged} messages) exceeds {100 * BOUNCE_RATE_LIMIT:g}%")
+        if self.delivered >= COMPLAINT_RATE_MINIMUM and self.complained / self.delivered > COMPLAINT_RATE_LIMIT:
+            return (f"complaint rate {100 * self.complained / self.delivered:.2f}% over the last {GUARD_DAYS} days"
+                    f" ({self.complained} of {self.delivered} delivered) exceeds {100 * COMPLAINT_RATE_LIMIT:g}%")
+        return None
+
+
+@attrs.frozen
+class Pace:
+    """
+    GCRA pacing of one tenant's deliveries at ``rate`` per second: ``tat`` is when the next
+    message may start. Up to one second's worth may start at once; the rest wait their turn.
+    """
+
+    rate: float
+    tat: float
+
+    def admit(self, now: float, wanted: int) -> tuple[int, float, float]:
+        """
+        How many of ``wanted`` messages may start now, the new ``tat``, and when the next one
+        may start (the time to come back for the rest).
+        """
+        interval = 1.0 / max(self.rate, 0.001)
+        tat = max(self.tat, now)
+        burst_ends = now + max(1.0, interval)
+        admitted = 0
+        while admitted < wanted and tat < burst_ends:
+            tat += interval
+            admitted += 1
+        next_start = max(now, tat - max(1.0, interval) + interval) if admitted < wanted else tat
+        return admitted, tat, next_start

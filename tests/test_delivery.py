@@ -1,0 +1,182 @@
+"""The MTA end to end: accepted mail leaves through our SMTP client to a real sink on loopback,
+routed by MX records on a real DNS server, and every outcome comes back as rows and events."""
+
+import email
+import email.policy
+
+import pytest_twisted as pt
+from twisted.names import dns
+
+from mailsvc.mail import verp
+
+
+@pt.ensureDeferred
+async def test_mail_is_delivered_signed_with_a_verp_return_path(mta):
+    mta.route("example.net")
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net", "Bob <bob@example.net>"], cc="carl@example.net")
+    await mta.sink.wait_for(1)
+    await mta.settled()
+
+    (received,) = mta.sink.messages  # one transaction for the three recipients at one domain
+    assert sorted(received.rcpt_to) == ["ann@example.net", "bob@example.net", "carl@example.net"]
+    assert received.helo == "mta.mailsvc.test" and received.tls
+    local, _, host = received.mail_from.partition("@")
+    assert host == "bounces.acme.example.com" and local.startswith("b-")
+    message = email.message_from_bytes(received.data, policy=email.policy.strict)
+    assert len(message.get_all("DKIM-Signature")) == 2 and message["Subject"] == "Hello"
+
+    rows = await mta.deliveries(email_id)
+    assert [r["status"] for r in rows] == ["delivered"] * 3 and all(r["attempts"] == 1 for r in rows)
+    assert verp.delivery_of(mta.verp_key, received.mail_from) in {r["id"] for r in rows}
+    delivered = await mta.events("email.delivered")
+    assert sorted(e["recipient"] for e in delivered) == ["ann@example.net", "bob@example.net", "carl@example.net"]
+    assert {(e["transport"], e["remote_host"]) for e in delivered} == {("smtp", "mx.example.net")}
+    assert all(e["response"].startswith("250") and e["email_id"] == email_id for e in delivered)
+    got = await mta.json("GET", f"/emails/{email_id}", key)
+    assert got[1]["last_event"] == "delivered"
+
+
+@pt.ensureDeferred
+async def test_a_refused_recipient_bounces_and_is_suppressed(mta):
+    mta.route("example.net")
+    mta.sink.rcpt_replies["gone@example.net"] = b"550 5.1.1 <gone@example.net>: no such user"
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["gone@example.net", "ann@example.net"])
+    await mta.sink.wait_for(1)
+    await mta.settled()
+
+    assert mta.sink.messages[0].rcpt_to == ["ann@example.net"]
+    statuses = {r["recipient"]: r["status"] for r in await mta.deliveries(email_id)}
+    assert statuses == {"gone@example.net": "bounced", "ann@example.net": "delivered"}
+    (bounce,) = await mta.events("email.bounced")
+    assert bounce["recipient"] == "gone@example.net" and bounce["type"] == "hard" and bounce["source"] == "smtp"
+    assert (bounce["code"], bounce["enhanced_code"]) == (550, "5.1.1") and "no such user" in bounce["message"]
+    code, suppression, _ = await mta.json("GET", "/suppressions/gone@example.net", key)
+    assert code == 200 and suppression["origin"] == "hard_bounce" and suppression["source_id"] == email_id
+    assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "bounced"
+    # The next email to that address is skipped at once.
+    again = await mta.send(key, ["gone@example.net"])
+    assert [r["status"] for r in await mta.deliveries(again)] == ["suppressed"]
+
+
+@pt.ensureDeferred
+async def test_a_temporary_refusal_is_retried_until_delivered(mta):
+    mta.route("example.net")
+    mta.sink.rcpt_replies["ann@example.net"] = b"451 4.7.1 greylisted, try again later"
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    for _ in range(100):
+        await mta.settled()
+        (row,) = await mta.deliveries(email_id)
+        if row["status"] != "queued":
+            break
+    assert row["status"] == "deferred" and row["attempts"] == 1 and "greylisted" in row["last_response"]
+    (delayed,) = await mta.events("email.delivery_delayed")
+    assert delayed["attempt"] == 1 and delayed["class"] == "transient"
+    assert (delayed["code"], delayed["enhanced_code"]) == (451, "4.7.1")
+    assert delayed["next_attempt_at"].endswith("Z")
+    assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "delivery_delayed"
+
+    del mta.sink.rcpt_replies["ann@example.net"]
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE id = %s", (row["id"],))
+    mta.parts.delivery.wake()
+    await mta.sink.wait_for(1)
+    await mta.settled()
+    (row,) = await mta.deliveries(email_id)
+    assert row["status"] == "delivered" and row["attempts"] == 2
+
+
+@pt.ensureDeferred
+async def test_the_retry_window_ends_in_failure(mta):
+    mta.route("example.net")
+    mta.sink.rcpt_replies["ann@example.net"] = b"452 4.2.2 mailbox full"
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await _until_decided(mta, email_id)
+    assert row["status"] == "deferred"
+    await mta.parts.db.execute(
+        "UPDATE deliveries SET retry_until = now() - interval '1 hour', due_at = now() WHERE id = %s", (row["id"],))
+    mta.parts.delivery.wake()
+    for _ in range(100):
+        await mta.settled()
+        (row,) = await mta.deliveries(email_id)
+        if row["status"] != "deferred":
+            break
+    assert row["status"] == "failed" and row["due_at"] is None and row["attempts"] == 2
+    (failed,) = await mta.events("email.failed")
+    assert failed["reason"] == "retry_window_exhausted" and failed["recipient"] == "ann@example.net"
+    assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "failed"
+
+
+async def _until_decided(mta, email_id):
+    for _ in range(200):
+        await mta.settled()
+        rows = await mta.deliveries(email_id)
+        if all(r["status"] not in ("queued",) for r in rows):
+            return rows
+    raise AssertionError(rows)
+
+
+@pt.ensureDeferred
+async def test_null_mx_and_missing_domains_bounce(mta):
+    mta.dns.add("example.org", dns.Record_MX(0, b"", ttl=60))  # RFC 7505: "0 ."
+    mta.route("example.net")
+    _, key = await mta.sender()
+    null_mx = await mta.send(key, ["ann@example.org"])
+    missing = await mta.send(key, ["ann@nowhere.example.net"])
+    (row,) = await _until_decided(mta, null_mx)
+    assert row["status"] == "bounced" and "null MX" in row["last_response"]
+    (row,) = await _until_decided(mta, missing)
+    assert row["status"] in ("bounced", "delivered")  # nowhere.example.net has no MX: its A record is tried
+
+
+@pt.ensureDeferred
+async def test_no_mx_falls_back_to_the_address_and_dead_hosts_are_skipped(mta):
+    mta.dns.a("example.org", "127.0.0.1")  # no MX: the domain's own address
+    mta.dns.mx("example.net", "dead.example.net", 5)  # preferred, but nothing listens there
+    mta.dns.a("dead.example.net", "127.0.0.2")
+    mta.dns.mx("example.net", "mx.example.net", 10)
+    mta.dns.a("mx.example.net", "127.0.0.1")
+    _, key = await mta.sender()
+    first = await mta.send(key, ["ann@example.org"])
+    second = await mta.send(key, ["bob@example.net"])
+    assert [r["status"] for r in await _until_decided(mta, first)] == ["delivered"]
+    assert [r["status"] for r in await _until_decided(mta, second)] == ["delivered"]
+    assert mta.parts.delivery._routes.is_bad("dead.example.net")
+
+
+@pt.ensureDeferred
+async def test_an_unreachable_domain_is_deferred(mta):
+    mta.dns.mx("example.net", "dead.example.net", 5)
+    mta.dns.a("dead.example.net", "127.0.0.2")
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await _until_decided(mta, email_id)
+    assert row["status"] == "deferred"
+    (delayed,) = await mta.events("email.delivery_delayed")
+    assert delayed["class"] == "unreachable" and "dead.example.net" in delayed["message"]
+
+
+@pt.ensureDeferred
+async def test_enforced_tls_is_not_given_up(mta):
+    mta.route("example.net")
+    mta.sink.starttls = False
+    _, key = await mta.sender()
+    await mta.parts.db.execute("UPDATE domains SET tls = 'enforced'")
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await _until_decided(mta, email_id)
+    assert row["status"] == "deferred" and mta.sink.messages == []
+    (delayed,) = await mta.events("email.delivery_delayed")
+    assert delayed["class"] == "blocked"
+
+
+@pt.ensureDeferred
+async def test_connections_are_reused(mta):
+    mta.route("example.net")
+    _, key = await mta.sender()
+    for i in range(5):
+        await mta.send(key, [f"user{i}@example.net"])
+        await mta.sink.wait_for(i + 1)
+        await mta.settled()
+    assert mta.sink.connections == 1 and len(mta.sink.messages) == 5

@@ -1,0 +1,142 @@
+"""The delivery queue in PostgreSQL: leases and their fencing, pacing, paused and suspended
+tenants, the reputation guard. Mail is accepted through the API (whose worker is not running);
+the queue is then driven by hand on a Clock."""
+
+import time
+import uuid
+
+import pytest_twisted as pt
+from twisted.internet.task import Clock
+
+from mailsvc.delivery import store
+from mailsvc.delivery.store import Outcome
+from tests.test_sending import BODY, sending_tenant
+
+
+def clock_at(seconds: float) -> Clock:
+    clock = Clock()
+    clock.advance(seconds)
+    return clock
+
+
+async def queued(api, count: int, **tenant_fields):
+    tenant, key, _ = await sending_tenant(api, **tenant_fields)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token,
+                   json={"send_rate_per_sec": tenant_fields.get("rate", 1000), "daily_quota": 100000})
+    code, _, _ = await api.json("POST", "/emails", key, json={
+        **BODY, "to": [f"r{i}@example.net" for i in range(count)]})
+    assert code == 200
+    return tenant, key
+
+
+async def claim(api, clock, limit=100, lease=60, token=None):
+    return await store.claim(api.parts.db, clock, "node-a", token or uuid.uuid4(), limit, lease)
+
+
+@pt.ensureDeferred
+async def test_a_claim_is_exclusive_until_its_lease_ends(api):
+    await queued(api, 3)
+    clock = clock_at(time.time() + 1)
+    first = await claim(api, clock)
+    assert len(first.work) == 3
+    assert (await claim(api, clock)).work == []
+    clock.advance(61)  # the node that claimed them is presumed dead
+    again = await claim(api, clock)
+    assert sorted(w.id for w in again.work) == sorted(w.id for w in first.work)
+    # The first claim's late outcome is refused; the current one is written.
+    late = [Outcome(w.id, w.tenant_id, w.email_id, w.recipient, "delivered", {}, "250 ok", claim=uuid.uuid4())
+            for w in first.work]
+    assert await store.record(api.parts.db, clock, late) == 0
+
+
+@pt.ensureDeferred
+async def test_concurrent_claims_never_share_a_delivery(api):
+    await queued(api, 40)
+    clock = clock_at(time.time() + 1)
+    from twisted.internet import defer
+    results = await defer.gatherResults([
+        defer.ensureDeferred(claim(api, clock, limit=7)) for _ in range(8)])
+    ids = [w.id for r in results for w in r.work]
+    assert len(ids) == len(set(ids)) == 40
+
+
+@pt.ensureDeferred
+async def test_a_tenant_is_paced_at_its_send_rate(api):
+    tenant, _ = await queued(api, 10)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"send_rate_per_sec": 2})
+    start = time.time() + 1
+    clock = clock_at(start)
+    first = await claim(api, clock)
+    assert len(first.work) == 2 and first.next_due is not None and start < first.next_due <= start + 1.5
+    assert (await claim(api, clock)).work == []  # the rest waits for its turn, nothing fails
+    taken = len(first.work)
+    for _ in range(20):
+        clock.advance(0.5)
+        taken += len((await claim(api, clock)).work)
+    assert taken == 10  # 2 a second (with one second's burst): 10 within about 5 seconds
+    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
+    assert {r["status"] for r in rows} == {"queued"}
+
+
+@pt.ensureDeferred
+async def test_paused_mail_waits_and_suspended_mail_fails(api):
+    tenant, key = await queued(api, 2)
+    clock = clock_at(time.time() + 1)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "paused"})
+    paused = await claim(api, clock)
+    assert paused.work == [] and paused.next_due == clock.seconds() + store.PAUSED_RECHECK_SECONDS
+    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
+    assert [r["status"] for r in rows] == ["queued", "queued"]
+
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "suspended"})
+    clock.advance(store.PAUSED_RECHECK_SECONDS)
+    suspended = await claim(api, clock)
+    assert suspended.work == [] and suspended.decided == 2
+    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
+    assert [r["status"] for r in rows] == ["failed", "failed"]
+    failed = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.failed'")
+    assert [e["data"]["reason"] for e in failed] == ["account_suspended"] * 2
+
+
+def _report(work, status, event):
+    return Outcome(work.id, work.tenant_id, work.email_id, work.recipient, status, event, None, claim=None)
+
+
+BOUNCE = {"type": "hard", "source": "dsn", "code": 550, "enhanced_code": "5.1.1", "message": "no such user"}
+
+
+@pt.ensureDeferred
+async def test_the_reputation_guard_pauses_a_bouncing_tenant(api):
+    tenant, key = await queued(api, 2)
+    clock = clock_at(time.time() + 1)
+    first, second = (await claim(api, clock)).work
+    await api.parts.db.execute(
+        "INSERT INTO delivery_stats (tenant_id, day, delivered, bounced) VALUES (%s, current_date - 1, 192, 7)",
+        (tenant["id"],))
+    # A bounce report (no claim) applies even while a node holds the delivery.
+    assert await store.record(api.parts.db, clock, [_report(first, "bounced", BOUNCE)]) == 1
+    code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
+    assert got["status"] == "active"  # 8 bounced of 200: 4.0%, not over the limit
+    assert await store.record(api.parts.db, clock, [_report(second, "bounced", BOUNCE)]) == 1
+    code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
+    assert got["status"] == "paused" and "bounce rate 4.5%" in got["status_reason"]  # 9 of 201
+    clock.advance(1)
+    assert (await claim(api, clock)).work == []
+
+
+@pt.ensureDeferred
+async def test_the_reputation_guard_counts_complaints_against_deliveries(api):
+    tenant, key = await queued(api, 1)
+    clock = clock_at(time.time() + 1)
+    token = uuid.uuid4()
+    (work,) = (await claim(api, clock, token=token)).work
+    delivered = Outcome(work.id, work.tenant_id, work.email_id, work.recipient, "delivered", {}, "250 ok", claim=token)
+    assert await store.record(api.parts.db, clock, [delivered]) == 1
+    await api.parts.db.execute(
+        "UPDATE delivery_stats SET delivered = delivered + 999, complained = 1 WHERE tenant_id = %s", (tenant["id"],))
+    assert await store.record(api.parts.db, clock, [_report(work, "complained", {"source": "fbl"})]) == 1
+    code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
+    assert got["status"] == "paused" and "complaint rate 0.20%" in got["status_reason"]
+    suppressed = await api.parts.db.fetchall("SELECT email, origin, source_id FROM suppressions")
+    assert suppressed == [{"email": work.recipient, "origin": "complaint", "source_id": work.email_id}]
+

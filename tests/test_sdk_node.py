@@ -1,0 +1,168 @@
+"""
+Sending with the official Node SDK (the `resend` npm package pinned in tests/node/package.json),
+run by node against the assembled application on loopback (``RESEND_BASE_URL``, which the SDK
+reads itself). What the SDK sent is recorded as the site received it; what was accepted is read
+back from the stored rows and messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import email.policy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import pytest_twisted as pt
+from twisted.internet import reactor
+from twisted.internet.utils import getProcessOutputAndValue
+
+from tests.test_sending import BODY, sending_tenant
+
+NODE_DIR = Path(__file__).parent / "node"
+SCRIPT = NODE_DIR / "sdk.mjs"
+PINNED = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]["resend"]
+
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489")
+LEGACY = bytes(range(256))
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+def seen(api):
+    """Every request the site receives: method, path, lower-case headers and body."""
+    received = []
+    started = api.parts.site.started
+
+    def record(request):
+        body = request.content.read()
+        request.content.seek(0)
+        headers = {k.decode().lower(): b", ".join(v).decode() for k, v in request.requestHeaders.getAllRawHeaders()}
+        received.append({"method": request.method.decode(), "path": request.path.decode(),
+                         "headers": headers, "body": body})
+        started(request)
+
+    api.parts.site.started = record
+    yield received
+    del api.parts.site.started
+
+
+async def run_node(api, key: str, steps: list[dict]) -> list[dict]:
+    """Runs tests/node/sdk.mjs with ``steps``; the SDK's {data, error} for each."""
+    node = shutil.which("node")
+    assert node, "node is not installed: scripts/test installs it (MAILSVC_TEST_DEPS=1)"
+    assert (NODE_DIR / "node_modules" / "resend").is_dir(), "run scripts/test once: it installs tests/node"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+           "RESEND_API_KEY": key, "RESEND_BASE_URL": api.url}
+    out, err, code = await getProcessOutputAndValue(
+        node, [str(SCRIPT), json.dumps(steps)], env=env, path=str(NODE_DIR), reactor=reactor)
+    assert code == 0, err.decode(errors="replace")
+    return json.loads(out)
+
+
+def node_body(**extra) -> dict:
+    """BODY with the SDK's own (camelCase) option names."""
+    return {"from": BODY["from"], "to": BODY["to"], "subject": BODY["subject"], "html": BODY["html"], **extra}
+
+
+@pt.ensureDeferred
+async def test_send_with_buffer_attachments(api, seen):
+    _, key, _ = await sending_tenant(api)
+    payload = node_body(
+        cc="Bob <bob@example.com>", bcc=["hidden@example.com"], replyTo="help@acme.example.com",
+        text="Hi Ann", tags=[{"name": "kind", "value": "welcome"}], headers={"X-Entity-Ref-ID": "node-7"},
+        attachments=[
+            {"filename": "report.pdf", "content": {"$buffer": b64(PDF)}},
+            # What SDKs before the base64 change sent for a Buffer: its JSON form.
+            {"filename": "legacy.bin", "content": {"type": "Buffer", "data": list(LEGACY)}},
+            {"filename": "logo.png", "content": {"$buffer": b64(PNG)}, "contentId": "logo"},
+        ],
+    )
+    results = await run_node(api, key, [
+        {"op": "send", "payload": payload, "options": {"idempotencyKey": "node-1"}},
+        {"op": "send", "payload": payload, "options": {"idempotencyKey": "node-1"}},
+        {"op": "send", "payload": node_body(**{"from": "x@unverified.example.com"})},
+    ])
+    first, replayed, refused = results
+    assert first["error"] is None and replayed == first  # the replay names the same email
+    assert refused["data"] is None
+    assert refused["error"]["statusCode"] == 403 and refused["error"]["name"] == "validation_error"
+    assert "unverified.example.com" in refused["error"]["message"]
+
+    # What the SDK sent: a Buffer as base64, the legacy shape untouched, its own User-Agent.
+    posts = [r for r in seen if r["path"] == "/emails"]
+    assert len(posts) == 3
+    assert posts[0]["headers"]["user-agent"] == f"resend-node:{PINNED}"
+    assert posts[0]["headers"]["idempotency-key"] == "node-1"
+    sent = json.loads(posts[0]["body"])
+    assert sent["attachments"][0]["content"] == b64(PDF)
+    assert sent["attachments"][1]["content"] == {"type": "Buffer", "data": list(LEGACY)}
+    assert sent["attachments"][2]["content_id"] == "logo" and sent["reply_to"] == "help@acme.example.com"
+
+    email_id = first["data"]["id"]
+    rows = await api.parts.db.fetchall("SELECT id, sender, recipients, subject, html, text, tags, source, message"
+                                       " FROM emails")
+    assert [str(r["id"]) for r in rows] == [email_id]
+    row = rows[0]
+    assert row["sender"] == BODY["from"] and row["subject"] == "Hello" and row["source"] == "api"
+    assert row["recipients"] == {"to": ["ann@example.com"], "cc": ["Bob <bob@example.com>"],
+                                 "bcc": ["hidden@example.com"], "reply_to": ["help@acme.example.com"]}
+    assert (row["html"], row["text"]) == ("<p>Hi Ann</p>", "Hi Ann")
+    assert row["tags"] == [{"name": "kind", "value": "welcome"}]
+    stored = await api.parts.db.fetchall(
+        "SELECT filename, content_type, content_disposition, content_id, size, content FROM attachments"
+        " WHERE email_id = %s ORDER BY filename", (rows[0]["id"],))
+    assert [(a["filename"], a["content_type"], a["content_disposition"], a["content_id"], a["size"],
+             bytes(a["content"])) for a in stored] == [
+        ("legacy.bin", "application/octet-stream", "attachment", None, 256, LEGACY),
+        ("logo.png", "image/png", "inline", "logo", len(PNG), PNG),
+        ("report.pdf", "application/pdf", "attachment", None, len(PDF), PDF),
+    ]
+    message = email.message_from_bytes(bytes(row["message"]), policy=email.policy.default)
+    assert message["X-Entity-Ref-ID"] == "node-7" and message["Bcc"] is None
+    parts = {p.get_filename(): p for p in message.walk() if p.get_filename()}
+    assert parts["report.pdf"].get_content() == PDF and parts["legacy.bin"].get_content() == LEGACY
+    assert parts["logo.png"].get_content() == PNG and parts["logo.png"]["Content-ID"] == "<logo>"
+    deliveries = await api.parts.db.fetchall("SELECT recipient FROM deliveries ORDER BY recipient")
+    assert [d["recipient"] for d in deliveries] == ["ann@example.com", "bob@example.com", "hidden@example.com"]
+
+
+@pt.ensureDeferred
+async def test_batch_always_sends_x_batch_validation(api, seen):
+    _, key, _ = await sending_tenant(api)
+    good = [node_body(to=f"r{i}@example.com", subject=f"Item {i}") for i in range(3)]
+    bad = [good[0], node_body(to="broken"), good[2]]
+    default, strict_refusal, permissive = await run_node(api, key, [
+        {"op": "batch", "payload": good},
+        {"op": "batch", "payload": bad},
+        {"op": "batch", "payload": bad, "options": {"batchValidation": "permissive"}},
+    ])
+    batches = [r for r in seen if r["path"] == "/emails/batch"]
+    assert [r["headers"].get("x-batch-validation") for r in batches] == ["strict", "strict", "permissive"]
+
+    assert default["error"] is None and "errors" not in default["data"]
+    ids = [item["id"] for item in default["data"]["data"]]
+    assert len(ids) == 3
+    for i, email_id in enumerate(ids):  # data[i] is request item i
+        row = await api.parts.db.fetchone("SELECT recipients, subject FROM emails WHERE id = %s", (email_id,))
+        assert row["recipients"]["to"] == [f"r{i}@example.com"] and row["subject"] == f"Item {i}"
+
+    assert strict_refusal["data"] is None
+    assert strict_refusal["error"]["statusCode"] == 422 and strict_refusal["error"]["name"] == "validation_error"
+    assert strict_refusal["error"]["message"].startswith("[1] to")
+
+    assert permissive["error"] is None and len(permissive["data"]["data"]) == 2
+    assert [e["index"] for e in permissive["data"]["errors"]] == [1]
+    kept = [item["id"] for item in permissive["data"]["data"]]
+    rows = await api.parts.db.fetchall(
+        "SELECT recipients->'to'->>0 AS rcpt FROM emails WHERE id = ANY(%s::uuid[]) ORDER BY id", (kept,))
+    assert [r["rcpt"] for r in rows] == ["r0@example.com", "r2@example.com"]
+    total = await api.parts.db.fetchone("SELECT count(*) AS n FROM emails")
+    assert total["n"] == 5  # nothing of the refused strict batch was stored

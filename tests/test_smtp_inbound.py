@@ -1,0 +1,335 @@
+"""
+The return-path listener: bytes in and bytes out through StringTransport and a Clock, then
+smtplib against a real listener on 127.0.0.1 (in clear and over STARTTLS).
+"""
+
+import smtplib
+import ssl
+from pathlib import Path
+
+import pytest
+import pytest_twisted as pt
+from twisted.internet import defer, reactor, task, threads
+from twisted.internet.testing import StringTransport
+
+from mailsvc import tls
+from mailsvc.mail import reports, verp
+from mailsvc.smtp.inbound import InboundFactory, listen
+
+SAMPLES = Path(__file__).parent / "samples"
+VERP = "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example"
+
+
+class Recorder:
+    """The injected ``accepts`` and ``deliver``: our return-path addresses only; records messages."""
+
+    def __init__(self, asynchronous=True):
+        self.asynchronous = asynchronous
+        self.delivered: list[tuple[str, list[str], bytes]] = []
+        self.asked: list[str] = []
+        self.accept_pending: defer.Deferred | None = None
+        self.deliver_pending: defer.Deferred | None = None
+        self.fail = False
+
+    def _ours(self, address: str) -> bool:
+        local, _, host = address.rpartition("@")
+        return host.lower() == "bounces.acme.example" and (
+            local.lower() in ("postmaster", "abuse", "fbl") or local.lower().startswith("b-"))
+
+    def accepts(self, address):
+        self.asked.append(address)
+        if not self.asynchronous:
+            return self._ours(address)
+
+        async def check():
+            if self.accept_pending is not None:
+                await self.accept_pending
+            return self._ours(address)
+
+        return check()
+
+    async def deliver(self, mail_from, recipients, message):
+        if self.deliver_pending is not None:
+            await self.deliver_pending
+        if self.fail:
+            raise RuntimeError("store unavailable")
+        self.delivered.append((mail_from, recipients, message))
+
+
+class TLSStringTransport(StringTransport):
+    """Records STARTTLS instead of negotiating (the real TLS path is tested with smtplib)."""
+
+    tls = None
+
+    def startTLS(self, options):  # noqa: N802
+        self.tls = options
+
+
+def connect(tls_options=None, asynchronous=True, **kwargs):
+    recorder = Recorder(asynchronous)
+    clock = task.Clock()
+    factory = InboundFactory(clock, "mx.acme.example", recorder.accepts, recorder.deliver,
+                             tls_options=tls_options, idle_timeout=30, **kwargs)
+    proto = factory.buildProtocol(None)
+    transport = TLSStringTransport()
+    proto.makeConnection(transport)
+    return proto, transport, recorder, clock
+
+
+def send(proto, transport, data: bytes) -> list[bytes]:
+    transport.clear()
+    proto.dataReceived(data)
+    return transport.value().split(b"\r\n")[:-1]
+
+
+# Bytes in, bytes out
+
+
+def test_greeting_and_extensions():
+    proto, transport, _, _ = connect()
+    assert transport.value() == b"220 mx.acme.example ESMTP mailsvc\r\n"
+    lines = send(proto, transport, b"EHLO mx.example.org\r\n")
+    assert lines == [b"250-mx.acme.example", b"250-SIZE 10485760", b"250-8BITMIME", b"250-PIPELINING",
+                     b"250 ENHANCEDSTATUSCODES"]
+    proto, transport, _, _ = connect(tls_options=object())
+    lines = send(proto, transport, b"EHLO mx.example.org\r\n")
+    assert lines[-1] == b"250 STARTTLS" and not any(b"AUTH" in line for line in lines)
+    assert send(proto, transport, b"AUTH PLAIN AGEAYg==\r\n") == [b"500 5.5.2 Command not recognized"]
+
+
+def test_pipelined_dsn_is_answered_in_order_and_delivered_byte_for_byte():
+    proto, transport, recorder, _ = connect()
+    recorder.accept_pending = defer.Deferred()
+    recorder.deliver_pending = defer.Deferred()
+    lines = send(proto, transport, (
+        b"EHLO mx.example.org\r\nMAIL FROM:<> SIZE=2000\r\n"
+        b"RCPT TO:<" + VERP.encode() + b">\r\nRCPT TO:<someone@elsewhere.example>\r\nDATA\r\n"
+        b"Subject: bounce\r\n\r\n..leading dot\r\nbare LF line\n.\r\n"
+        b"MAIL FROM:<>\r\nQUIT\r\n"))
+    # Nothing after the first RCPT is answered while accepts() is pending.
+    assert lines[0] == b"250-mx.acme.example" and lines[5:] == [b"250 2.1.0 Sender OK"]
+    transport.clear()
+    pending, recorder.accept_pending = recorder.accept_pending, None
+    pending.callback(None)
+    assert transport.value().split(b"\r\n")[:-1] == [
+        b"250 2.1.5 Recipient OK", b"550 5.7.1 Relay not permitted", b"354 End data with <CR><LF>.<CR><LF>"]
+    transport.clear()
+    recorder.deliver_pending.callback(None)
+    assert transport.value().split(b"\r\n")[:-1] == [
+        b"250 2.0.0 OK: message accepted", b"250 2.1.0 Sender OK", b"221 2.0.0 Bye"]
+    assert recorder.delivered == [("", [VERP], b"Subject: bounce\r\n\r\n.leading dot\r\nbare LF line\r\n")]
+    assert recorder.asked == [VERP, "someone@elsewhere.example"]
+
+
+def test_relay_is_refused_and_synchronous_accepts_work():
+    proto, transport, recorder, _ = connect(asynchronous=False)
+    send(proto, transport, b"EHLO c\r\nMAIL FROM:<spammer@example.net>\r\n")
+    assert send(proto, transport, b"RCPT TO:<victim@gmail.example>\r\n") == [b"550 5.7.1 Relay not permitted"]
+    assert send(proto, transport, b"RCPT TO:<postmaster@acme.example>\r\n") == [b"550 5.7.1 Relay not permitted"]
+    assert send(proto, transport, b"DATA\r\n") == [b"503 5.5.1 Need MAIL and RCPT before DATA"]
+    assert send(proto, transport, b"RCPT TO:<@relay.example:Abuse@bounces.acme.example>\r\n") == [
+        b"250 2.1.5 Recipient OK"]
+    assert send(proto, transport, b"DATA\r\nx\r\n.\r\n") == [
+        b"354 End data with <CR><LF>.<CR><LF>", b"250 2.0.0 OK: message accepted"]
+    assert recorder.delivered == [("spammer@example.net", ["Abuse@bounces.acme.example"], b"x\r\n")]
+
+
+def test_a_failing_deliver_is_451_and_the_session_goes_on():
+    proto, transport, recorder, _ = connect()
+    recorder.fail = True
+    lines = send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\nRCPT TO:<fbl@bounces.acme.example>\r\n"
+                                   b"DATA\r\nreport\r\n.\r\nNOOP\r\n")
+    assert lines[-2:] == [b"451 4.3.0 Local error in processing; try again later", b"250 2.0.0 OK"]
+    recorder.fail = False
+    lines = send(proto, transport, b"MAIL FROM:<>\r\nRCPT TO:<fbl@bounces.acme.example>\r\nDATA\r\nagain\r\n.\r\n")
+    assert lines[-1] == b"250 2.0.0 OK: message accepted" and recorder.delivered[0][2] == b"again\r\n"
+
+
+def test_a_failing_accepts_is_451():
+    proto, transport, recorder, _ = connect(asynchronous=False)
+
+    def broken(address):
+        raise RuntimeError("database down")
+
+    proto._factory.accepts = broken
+    send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\n")
+    assert send(proto, transport, b"RCPT TO:<" + VERP.encode() + b">\r\n") == [
+        b"451 4.3.0 Local error in processing; try again later"]
+
+
+def test_sequence_and_syntax_errors():
+    proto, transport, _, _ = connect()
+    assert send(proto, transport, b"MAIL FROM:<>\r\n") == [b"503 5.5.1 Send EHLO first"]
+    assert send(proto, transport, b"EHLO\r\n") == [b"501 5.5.4 EHLO needs a domain"]
+    assert send(proto, transport, b"HELO mx.example.org\r\n") == [b"250 mx.acme.example"]
+    assert send(proto, transport, b"RCPT TO:<" + VERP.encode() + b">\r\n") == [b"503 5.5.1 Need MAIL before RCPT"]
+    assert send(proto, transport, b"MAIL TO:<x@y>\r\n") == [b"501 5.5.4 Syntax: MAIL FROM:<address>"]
+    assert send(proto, transport, b"mail from: <Sender@Example.org> BODY=8BITMIME\r\n") == [b"250 2.1.0 Sender OK"]
+    assert send(proto, transport, b"MAIL FROM:<>\r\n") == [b"503 5.5.1 Sender already given"]
+    assert send(proto, transport, b"RCPT TO:<>\r\n") == [b"553 5.1.3 Bad recipient address syntax"]
+    assert send(proto, transport, b"RSET\r\nVRFY x\r\nSTARTTLS\r\n") == [
+        b"250 2.0.0 OK", b"252 2.5.0 Cannot VRFY user", b"502 5.5.1 TLS not available"]
+    assert send(proto, transport, b"MAIL FROM:<" + b"a" * 3000 + b"@x>\r\n") == [b"500 5.5.2 Line too long"]
+    assert send(proto, transport, b"BOGUS\r\n") == [b"500 5.5.2 Command not recognized"]
+
+
+def test_too_many_errors_closes():
+    proto, transport, _, _ = connect()
+    lines = send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\n" + b"RCPT TO:<x@gmail.example>\r\n" * 10
+                 + b"BOGUS\r\n" * 15)
+    assert lines.count(b"550 5.7.1 Relay not permitted") == 10
+    assert lines[-1] == b"421 4.7.0 Too many errors, closing connection" and transport.disconnecting
+
+
+def test_size_limits():
+    proto, transport, recorder, _ = connect(max_message_bytes=1000)
+    send(proto, transport, b"EHLO c\r\n")
+    assert send(proto, transport, b"MAIL FROM:<> SIZE=1001\r\n") == [
+        b"552 5.3.4 Message size exceeds fixed maximum message size"]
+    lines = send(proto, transport, b"MAIL FROM:<>\r\nRCPT TO:<" + VERP.encode() + b">\r\nDATA\r\n"
+                 + (b"y" * 98 + b"\r\n") * 20 + b".\r\n")
+    assert lines[-1] == b"552 5.3.4 Message size exceeds fixed maximum message size"
+    assert recorder.delivered == []
+    # The transaction is over; long (but not endless) lines in a returned original are fine.
+    lines = send(proto, transport, b"MAIL FROM:<>\r\nRCPT TO:<" + VERP.encode() + b">\r\nDATA\r\n"
+                 + b"z" * 900 + b"\r\n.\r\n")
+    assert lines[-1] == b"250 2.0.0 OK: message accepted"
+    # A line beyond any reason ends the connection.
+    send(proto, transport, b"NOOP " + b"x" * 70000)
+    assert transport.disconnecting
+
+
+def test_starttls_drops_what_was_pipelined_in_clear():
+    proto, transport, recorder, _ = connect(tls_options=object())
+    send(proto, transport, b"EHLO c\r\n")
+    lines = send(proto, transport, b"STARTTLS\r\nMAIL FROM:<injected@evil.example>\r\n")
+    assert lines == [b"220 2.0.0 Ready to start TLS"] and transport.tls is not None
+    assert send(proto, transport, b"MAIL FROM:<>\r\n") == [b"503 5.5.1 Send EHLO first"]
+    lines = send(proto, transport, b"EHLO c\r\n")
+    assert lines[-1] == b"250 ENHANCEDSTATUSCODES" and not any(b"STARTTLS" in line for line in lines)
+    assert send(proto, transport, b"STARTTLS\r\n") == [b"503 5.5.1 TLS already active"]
+
+
+def test_idle_timeout():
+    proto, transport, _, clock = connect()
+    send(proto, transport, b"EHLO c\r\n")
+    clock.advance(29)
+    send(proto, transport, b"NOOP\r\n")
+    transport.clear()
+    clock.advance(29)
+    assert transport.value() == b""
+    clock.advance(2)
+    assert transport.value() == b"421 4.4.2 mx.acme.example Idle timeout, closing connection\r\n"
+    assert transport.disconnecting
+
+
+# smtplib against a real listener
+
+
+@pytest.fixture
+def pem():
+    return tls.self_signed("mx.acme.example")
+
+
+@pytest.fixture
+def server(pem):
+    recorder = Recorder()
+    factory = InboundFactory(reactor, "mx.acme.example", recorder.accepts, recorder.deliver,
+                             tls_options=tls.server_options(*pem))
+    port = pt.blockon(defer.ensureDeferred(listen(reactor, "tcp:0:interface=127.0.0.1", factory)))
+    yield port.getHost().port, recorder
+    pt.blockon(port.stopListening())
+
+
+def tls_context(pem):
+    context = ssl.create_default_context(cadata=pem[0].decode())
+    context.check_hostname = False
+    return context
+
+
+def smtp_session(port, body, *, starttls_pem=None, recipients=(VERP,)):
+    """One session as an MTA returning a report would hold it: MAIL FROM:<>, RCPT, DATA."""
+    client = smtplib.SMTP("127.0.0.1", port, local_hostname="mx.example.org", timeout=10)
+    try:
+        client.ehlo()
+        features = dict(client.esmtp_features)
+        if starttls_pem is not None:
+            client.starttls(context=tls_context(starttls_pem))
+            client.ehlo()
+        try:
+            refused = client.sendmail("", list(recipients), body)
+            result = ("ok", refused)
+        except smtplib.SMTPRecipientsRefused as e:
+            result = ("refused", e.recipients)
+        except smtplib.SMTPDataError as e:
+            result = ("data", (e.smtp_code, e.smtp_error))
+        return features, result, client.noop()
+    finally:
+        client.quit()
+
+
+@pt.ensureDeferred
+async def test_smtplib_delivers_a_dsn(server):
+    port, recorder = server
+    # Its returned original has a lone "." line, dot-stuffed by smtplib and unstuffed by the server.
+    body = (SAMPLES / "exim_failed.eml").read_bytes().replace(b"\n", b"\r\n")
+    assert b"\r\n.\r\n" in body
+    features, result, noop = await threads.deferToThread(smtp_session, port, body)
+    assert result == ("ok", {}) and noop[0] == 250
+    assert {"pipelining", "size", "8bitmime", "enhancedstatuscodes", "starttls"} <= set(features)
+    assert "auth" not in features and features["size"] == "10485760"
+    ((mail_from, recipients, message),) = recorder.delivered
+    assert (mail_from, recipients) == ("", [VERP])
+    assert message == body
+    report = reports.parse(message)
+    assert report.recipients[0].final_recipient == "gone@example.net" and report.recipients[0].is_permanent
+
+
+@pt.ensureDeferred
+async def test_smtplib_relay_refused(server):
+    port, recorder = server
+    _, result, _ = await threads.deferToThread(smtp_session, port, b"Subject: hi\r\n\r\nhi\r\n",
+                                               recipients=("friend@gmail.example",))
+    assert result == ("refused", {"friend@gmail.example": (550, b"5.7.1 Relay not permitted")})
+    # One good and one foreign recipient: only ours receives it.
+    _, result, _ = await threads.deferToThread(smtp_session, port, b"Subject: hi\r\n\r\nhi\r\n",
+                                               recipients=(VERP, "friend@gmail.example"))
+    assert result == ("ok", {"friend@gmail.example": (550, b"5.7.1 Relay not permitted")})
+    assert [r for _, r, _ in recorder.delivered] == [[VERP]]
+
+
+@pt.ensureDeferred
+async def test_smtplib_feedback_report_over_starttls(server, pem):
+    port, recorder = server
+    body = (SAMPLES / "yahoo_arf.eml").read_bytes()
+    _, result, _ = await threads.deferToThread(smtp_session, port, body, starttls_pem=pem,
+                                               recipients=("fbl@bounces.acme.example",))
+    assert result == ("ok", {})
+    ((_, recipients, message),) = recorder.delivered
+    assert recipients == ["fbl@bounces.acme.example"]
+    report = reports.parse(message)
+    assert report.feedback_type == "abuse" and report.original_return_path == VERP
+
+
+@pt.ensureDeferred
+async def test_smtplib_deliver_failure_is_451(server):
+    port, recorder = server
+    recorder.fail = True
+    _, result, noop = await threads.deferToThread(smtp_session, port, b"Subject: x\r\n\r\nx\r\n")
+    assert result == ("data", (451, b"4.3.0 Local error in processing; try again later"))
+    assert noop[0] == 250
+
+
+def test_a_verp_address_made_by_verp_module_is_an_ordinary_recipient():
+    # The listener does not interpret addresses: it asks accepts(), which the wiring builds on verp.
+    import uuid
+
+    key, delivery = b"k" * 32, uuid.uuid4()
+    address = verp.envelope_sender(key, delivery, "bounces.acme.example")
+    proto, transport, recorder, _ = connect(asynchronous=False)
+    proto._factory.accepts = lambda a: verp.delivery_of(key, a) == delivery
+    send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\n")
+    assert send(proto, transport, f"RCPT TO:<{address.upper()}>\r\n".encode()) == [b"250 2.1.5 Recipient OK"]
+    local = address.split("@")[0]
+    forged = local[:-1] + ("a" if local[-1] != "a" else "b") + "@bounces.acme.example"  # a wrong MAC
+    assert send(proto, transport, f"RCPT TO:<{forged}>\r\n".encode()) == [b"550 5.7.1 Relay not permitted"]

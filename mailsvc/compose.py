@@ -28,6 +28,7 @@ from mailsvc.apikeys import KeyRing
 from mailsvc.config import Config
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
+from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.dns.public import PublicAddresses
 from mailsvc.dns.resolver import build_resolver
@@ -47,6 +48,7 @@ from mailsvc.mail import dkim
 from mailsvc.metrics import Metrics
 from mailsvc.ratelimit import RateLimiter
 from mailsvc.service import Node
+from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
@@ -140,6 +142,7 @@ class Parts:
     webhooks: WebhookRegistry
     dispatcher: Dispatcher
     delivery: delivery.DeliveryWorker
+    return_path: ReturnPath
     role_parts: list[RolePart]
     domains: Domains | None = None
     emails: Emails | None = None
@@ -183,6 +186,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         dispatcher.start()
 
     worker = _delivery_worker(clock, config, db, master, resolver, addresses, count_failure)
+    return_path = ReturnPath(clock, db, credentials.derive(master, "verp"))
 
     async def start_delivery() -> None:
         await notifications.listen(DELIVERIES, worker.wake)
@@ -229,8 +233,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     return Parts(
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
-        dispatcher=dispatcher, delivery=worker, role_parts=role_parts, domains=domains, emails=emails,
-        submission=submission,
+        dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
+        emails=emails, submission=submission,
     )
 
 
@@ -329,6 +333,20 @@ async def start(reactor, config: Config, node: Node) -> None:
             await part.start()
             node.on_stop(part.desc, part.stop)
 
+    tls_options = None
+    if config.smtp.submission or config.smtp.inbound:
+        cert, key = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
+        tls_options = tls.server_options(cert, key)
+
+    if "delivery" in config.node.roles and config.smtp.inbound:
+        factory = inbound.InboundFactory(
+            reactor, config.hostname, parts.return_path.accepts, parts.return_path.deliver, tls_options=tls_options,
+        )
+        inbound_port = await inbound.listen(reactor, config.smtp.inbound, factory)
+        node.on_stop("SMTP return path", inbound_port.stopListening)
+        node.parts["inbound_port"] = inbound_port.getHost().port
+        log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
+
     if "api" in config.node.roles:
         site = parts.site
         port = await endpoints.serverFromString(reactor, config.http.listen).listen(site)
@@ -350,11 +368,9 @@ async def start(reactor, config: Config, node: Node) -> None:
         log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
 
         if config.smtp.submission:
-            cert, key = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
-            options = tls.server_options(cert, key)
             node.parts["smtp_ports"] = []
             for description in config.smtp.submission:
-                smtp_port = await listen_submission(reactor, description, parts.submission, options)
+                smtp_port = await listen_submission(reactor, description, parts.submission, tls_options)
                 node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
                 node.parts["smtp_ports"].append(smtp_port.getHost().port)
                 log.info("SMTP submission listening on {endpoint}", endpoint=description)

@@ -72,6 +72,10 @@ class Loop:
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
+        await self.idle()
+
+    async def idle(self) -> None:
+        """Wait for the run under way, if any."""
         if self._running is not None:
             done = defer.Deferred()
             self._running.addBoth(lambda r: (done.callback(None), r)[1])

@@ -171,3 +171,20 @@ async def mta(db, dns_server, smtp_sink):  # noqa: F811 (fixtures imported above
     running = await start_mta(Api, db, dns_server, smtp_sink)
     yield running
     await stop_mta(running)
+
+
+@pytest_twisted.async_yield_fixture
+async def start_mta_with(db, dns_server, smtp_sink):  # noqa: F811 (fixtures imported above)
+    """Starts the application with its delivery worker with configuration overrides (environment
+    names); each call is another node on the same database; all are stopped after the test."""
+    started = []
+    master = secrets.token_bytes(32)
+
+    async def start(**environ):
+        node = await start_mta(Api, db, dns_server, smtp_sink, master, **environ)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        await stop_mta(node)

@@ -63,7 +63,8 @@ class Mta:
         return [r["data"] for r in rows]
 
 
-async def start_mta(api_type, db, dns_server, smtp_sink, **environ) -> Mta:
+async def start_mta(api_type, db, dns_server, smtp_sink, master: bytes | None = None, **environ) -> Mta:
+    """One node; nodes sharing a database must share the master key, as in production."""
     config = dns_server.configure(load(None, environ={
         "MAILSVC_DELIVERY_PORT": str(smtp_sink.port),
         "MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true",
@@ -71,7 +72,7 @@ async def start_mta(api_type, db, dns_server, smtp_sink, **environ) -> Mta:
         **environ,
     }))
     operator_token = "op_" + secrets.token_urlsafe(16)
-    master = secrets.token_bytes(32)
+    master = master or secrets.token_bytes(32)
     parts = compose.assemble(reactor, config, db, master, operator_token)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
     await parts.notifications.listen(DELIVERIES, parts.delivery.wake)

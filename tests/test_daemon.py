@@ -30,6 +30,7 @@ def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
         MAILSVC_STATE_DIR=str(state),
         MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1",
         MAILSVC_SMTP_SUBMISSION="",
+        MAILSVC_SMTP_INBOUND="tcp:0:interface=127.0.0.1",
         **env,
     )
     return subprocess.Popen(

@@ -8,6 +8,7 @@ import pytest_twisted as pt
 from twisted.names import dns
 
 from mailsvc.mail import verp
+from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
 @pt.ensureDeferred
@@ -180,3 +181,81 @@ async def test_connections_are_reused(mta):
         await mta.sink.wait_for(i + 1)
         await mta.settled()
     assert mta.sink.connections == 1 and len(mta.sink.messages) == 5
+
+
+@pt.ensureDeferred
+async def test_relay_mode_goes_through_the_smarthost(start_mta_with, smtp_sink, tmp_path):  # noqa: F811
+    ca_file = tmp_path / "sink.pem"
+    ca_file.write_bytes(smtp_sink.cert_pem)  # the smarthost's certificate is verified
+    mta = await start_mta_with(
+        MAILSVC_DELIVERY_RELAY_HOST="localhost", MAILSVC_DELIVERY_RELAY_PORT=str(smtp_sink.port),
+        MAILSVC_DELIVERY_RELAY_USERNAME="relay-user", MAILSVC_DELIVERY_RELAY_PASSWORD="relay-secret",
+        MAILSVC_SECURITY_CA_FILE=str(ca_file),
+    )
+    mta.sink.require_auth = True
+    mta.sink.rcpt_replies["bob@example.org"] = b"550 5.7.1 relaying denied for this sender"
+    tenant, key = await mta.sender()
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token, json={"delivery_mode": "relay"})
+    # No MX anywhere: the recipients' domains are never looked up.
+    email_id = await mta.send(key, ["ann@example.net", "bob@example.org"])
+    rows = await _until_decided(mta, email_id)
+    assert {r["recipient"]: r["status"] for r in rows} == {"ann@example.net": "delivered", "bob@example.org": "bounced"}
+    (received,) = mta.sink.messages
+    assert received.auth_user == "relay-user" and received.tls and received.rcpt_to == ["ann@example.net"]
+    (delivered,) = await mta.events("email.delivered")
+    assert (delivered["transport"], delivered["remote_host"]) == ("relay", "localhost")
+    (bounced,) = await mta.events("email.bounced")
+    assert bounced["source"] == "relay" and bounced["code"] == 550
+    assert not [q for q in mta.dns.queries if q[0].endswith("example.net") or q[0].endswith("example.org")]
+
+
+@pt.ensureDeferred
+async def test_two_nodes_never_deliver_one_message_twice(start_mta_with):
+    first = await start_mta_with()
+    second = await start_mta_with()
+    first.route("example.net")
+    _, key = await first.sender()
+    ids = []
+    for batch in range(4):
+        code, sent, _ = await first.json("POST", "/emails/batch", key, json=[
+            {"from": "Acme <news@acme.example.com>", "to": [f"u{batch}-{i}@example.net"], "subject": f"m{batch}-{i}",
+             "text": "hi"} for i in range(50)])
+        assert code == 200, sent
+        ids += [e["id"] for e in sent["data"]]
+    await first.sink.wait_for(200, timeout=30)
+    await first.settled()
+    await second.settled()
+    received = sorted(r for m in first.sink.messages for r in m.rcpt_to)
+    assert len(received) == len(set(received)) == 200
+    rows = await first.parts.db.fetchall("SELECT status, attempts, claimed_by FROM deliveries")
+    assert {r["status"] for r in rows} == {"delivered"} and {r["attempts"] for r in rows} == {1}
+
+
+@pt.ensureDeferred
+async def test_capture_mode_and_deleted_domains_are_decided_without_sending(mta):
+    mta.route("example.net")
+    tenant, key = await mta.sender()
+    await mta.send(key, ["warm@example.net"])  # the key check (with the tenant) is cached from here
+    await mta.sink.wait_for(1)
+    await mta.parts.db.execute("UPDATE tenants SET status = 'paused'")  # queued mail waits
+    captured = await mta.send(key, ["ann@example.net"])
+    await mta.settled()
+    assert [r["status"] for r in await mta.deliveries(captured)] == ["queued"]
+    await mta.parts.db.execute("UPDATE tenants SET status = 'active', delivery_mode = 'capture'")
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE status = 'queued'")
+    mta.parts.delivery.wake()
+    (row,) = await _until_decided(mta, captured)
+    assert row["status"] == "delivered" and len(mta.sink.messages) == 1  # only the first one was sent
+    (event,) = [e for e in await mta.events("email.delivered") if e["recipient"] == "ann@example.net"]
+    assert event["transport"] == "capture"
+
+    await mta.parts.db.execute("UPDATE tenants SET status = 'paused', delivery_mode = 'direct'")
+    orphan = await mta.send(key, ["bob@example.net"])
+    await mta.parts.db.execute("DELETE FROM domains")
+    await mta.parts.db.execute("UPDATE tenants SET status = 'active'")
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE status = 'queued'")
+    mta.parts.delivery.wake()
+    (row,) = await _until_decided(mta, orphan)
+    assert row["status"] == "failed"
+    (failed,) = await mta.events("email.failed")
+    assert failed["reason"] == "domain_deleted"

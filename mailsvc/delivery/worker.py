@@ -255,9 +255,11 @@ class DeliveryWorker:
         self.wake()
 
     async def settled(self) -> None:
-        """Wait for every transaction started so far, then write every outcome."""
+        """Wait for every transaction started so far and for a step under way, then write
+        every outcome."""
         while self._in_flight:
             await defer.DeferredList([_when_done(d) for d, _, _ in self._in_flight.values()])
+        await self._loop.idle()
         await self._flush()
 
     async def _flush(self) -> None:

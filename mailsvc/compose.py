@@ -185,7 +185,9 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         await notifications.listen(events.CHANNEL, dispatcher.wake)
         dispatcher.start()
 
-    worker = _delivery_worker(clock, config, db, master, resolver, addresses, count_failure)
+    worker = _delivery_worker(clock, config, db, master, resolver, addresses, count_failure,
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+    metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     return_path = ReturnPath(clock, db, credentials.derive(master, "verp"))
 
     async def start_delivery() -> None:
@@ -239,7 +241,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
 
 def _delivery_worker(clock, config: Config, db: Database, master: bytes, resolver, addresses: PublicAddresses,
-                     on_failure) -> delivery.DeliveryWorker:
+                     on_failure, on_outcome) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -275,7 +277,7 @@ def _delivery_worker(clock, config: Config, db: Database, master: bytes, resolve
             node_name, settings.port, credentials.derive(master, "verp"), settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
-        on_failure=on_failure,
+        on_failure=on_failure, on_outcome=on_outcome,
     )
 
 

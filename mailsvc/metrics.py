@@ -30,6 +30,17 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
+        self.delivery_outcomes = Counter(
+            "mailsvc_delivery_outcomes",
+            "What became of delivery attempts and reports on this node: delivered, deferred, bounced,"
+            " failed, complained.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.deliveries_in_flight = Gauge(
+            "mailsvc_deliveries_in_flight", "Deliveries this node has claimed and not yet finished.",
+            registry=self.registry,
+        )
         self.in_flight = Gauge(
             "mailsvc_http_requests_in_flight", "HTTP requests being handled.", registry=self.registry
         )

@@ -3,8 +3,16 @@ routed by MX records on a real DNS server, and every outcome comes back as rows 
 
 import email
 import email.policy
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest_twisted as pt
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
 from twisted.names import dns
 
 from mailsvc.mail import verp
@@ -36,6 +44,8 @@ async def test_mail_is_delivered_signed_with_a_verp_return_path(mta):
     assert all(e["response"].startswith("250") and e["email_id"] == email_id for e in delivered)
     got = await mta.json("GET", f"/emails/{email_id}", key)
     assert got[1]["last_event"] == "delivered"
+    _, metrics = await mta.request("GET", "/metrics", mta.operator_token)
+    assert b'mailsvc_delivery_outcomes_total{outcome="delivered"} 3.0' in metrics
 
 
 @pt.ensureDeferred
@@ -259,3 +269,65 @@ async def test_capture_mode_and_deleted_domains_are_decided_without_sending(mta)
     assert row["status"] == "failed"
     (failed,) = await mta.events("email.failed")
     assert failed["reason"] == "domain_deleted"
+
+
+@pt.ensureDeferred
+async def test_a_load_to_postfix_smtp_sink(start_mta_with):
+    """Postfix's smtp-sink as the receiving MTA: every message of a load arrives once."""
+    dump = Path(tempfile.mkdtemp(prefix="mailsvc-smtp-sink-"))  # in /tmp: reachable by nobody
+    os.chown(dump, *_nobody())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = subprocess.Popen(["/usr/sbin/smtp-sink", "-u", "nobody", "-d", f"{dump}/m", f"127.0.0.1:{port}", "64"])
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                await deferLater(reactor, 0.05, lambda: None)
+        mta = await start_mta_with(MAILSVC_DELIVERY_PORT=str(port), MAILSVC_DELIVERY_PER_DESTINATION="4")
+        mta.route("example.net")
+        _, key = await mta.sender()
+        for batch in range(3):
+            code, sent, _ = await mta.json("POST", "/emails/batch", key, json=[
+                {"from": "Acme <news@acme.example.com>", "to": [f"u{batch}-{i}@example.net"],
+                 "subject": f"load {batch}-{i}", "text": "." + "line\n" * 50} for i in range(100)])
+            assert code == 200, sent
+        for _ in range(600):
+            row = await mta.parts.db.fetchone("SELECT count(*) AS n FROM deliveries WHERE status = 'delivered'")
+            if row["n"] == 300:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        assert row["n"] == 300, await mta.parts.db.fetchall(
+            "SELECT status, last_response, count(*) FROM deliveries GROUP BY 1, 2")
+        files = list(dump.iterdir())
+        assert len(files) == 300
+        assert all(b"DKIM-Signature:" in f.read_bytes() for f in files[:5])
+    finally:
+        sink.terminate()
+        sink.wait(10)
+        shutil.rmtree(dump)
+
+
+def _nobody() -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam("nobody")
+    return entry.pw_uid, entry.pw_gid
+
+
+@pt.ensureDeferred
+async def test_connections_per_destination_are_capped(start_mta_with):
+    mta = await start_mta_with(MAILSVC_DELIVERY_PER_DESTINATION="2")
+    mta.route("example.net")
+    mta.sink.delay = 0.01  # a slow server: transactions overlap
+    _, key = await mta.sender()
+    code, sent, _ = await mta.json("POST", "/emails/batch", key, json=[
+        {"from": "Acme <news@acme.example.com>", "to": [f"u{i}@example.net"], "subject": "s", "text": "t"}
+        for i in range(20)])
+    assert code == 200
+    await mta.sink.wait_for(20, timeout=30)
+    await mta.settled()
+    assert mta.sink.max_concurrent == 2 and mta.sink.connections == 2

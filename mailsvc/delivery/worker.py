@@ -67,6 +67,7 @@ class DeliveryWorker:
         connections: Connections,
         settings: Settings,
         on_failure: Callable[[str], None] | None = None,
+        on_outcome: Callable[[str], None] | None = None,
     ):
         self._clock = clock
         self._db = db
@@ -74,6 +75,7 @@ class DeliveryWorker:
         self._connections = connections
         self._settings = settings
         self._loop = Loop(clock, "deliver mail", SAFETY_INTERVAL, self.step, on_failure)
+        self._on_outcome = on_outcome
         self._in_flight: dict[int, tuple[defer.Deferred, list[Work], uuid.UUID]] = {}
         self._claimed = 0
         self._outcomes: list[Outcome] = []
@@ -101,6 +103,7 @@ class DeliveryWorker:
             except Exception:
                 self._outcomes[:0] = outcomes
                 raise
+            self._count(outcomes)
         room = 0 if self._stopping else min(self._settings.batch, self._settings.max_in_flight - self._claimed)
         if room <= 0:
             return
@@ -270,6 +273,13 @@ class DeliveryWorker:
             except Exception:
                 log.failure("recording {n} delivery outcomes failed", n=len(outcomes))
                 self._outcomes[:0] = outcomes
+            else:
+                self._count(outcomes)
+
+    def _count(self, outcomes: list[Outcome]) -> None:
+        if self._on_outcome is not None:
+            for outcome in outcomes:
+                self._on_outcome(outcome.status)
 
     async def stop(self) -> None:
         """Stop claiming, let transactions finish (up to DRAIN_SECONDS; the rest are given

@@ -32,6 +32,7 @@ class ConnectFailed(Exception):
 
 @attrs.define
 class _Slot:
+    destination: Destination
     limit: defer.DeferredSemaphore
     idle: list = attrs.Factory(list)  # [(protocol, idle timer)]
 
@@ -63,7 +64,7 @@ class Connections:
         """
         slot = self._slots.get(destination)
         if slot is None:
-            slot = self._slots[destination] = _Slot(defer.DeferredSemaphore(self._per_destination))
+            slot = self._slots[destination] = _Slot(destination, defer.DeferredSemaphore(self._per_destination))
         await slot.limit.acquire()
         try:
             protocol = self._take_idle(slot)
@@ -81,6 +82,7 @@ class Connections:
             return result
         finally:
             slot.limit.release()
+            self._forget_if_unused(slot)
 
     def _take_idle(self, slot: _Slot) -> OutboundSMTP | None:
         while slot.idle:
@@ -94,6 +96,13 @@ class Connections:
     def _expire(self, slot: _Slot, protocol: OutboundSMTP) -> None:
         slot.idle[:] = [(p, t) for p, t in slot.idle if p is not protocol]
         protocol.quit()
+        self._forget_if_unused(slot)
+
+    def _forget_if_unused(self, slot: _Slot) -> None:
+        """Nothing idle, in use or waiting: the destination is forgotten (destinations are many)."""
+        if not slot.idle and slot.limit.tokens == self._per_destination and not slot.limit.waiting:
+            if self._slots.get(slot.destination) is slot:
+                del self._slots[slot.destination]
 
     async def close(self) -> None:
         """QUIT every idle connection and wait until every connection is closed."""

@@ -49,7 +49,10 @@ class Routes:
         self._resolving: dict[str, list[defer.Deferred]] = {}
 
     def mark_bad(self, host: str) -> None:
-        self._bad[host] = self._clock.seconds() + BAD_HOST_SECONDS
+        now = self._clock.seconds()
+        if len(self._bad) > 10_000:
+            self._bad = {h: until for h, until in self._bad.items() if until > now}
+        self._bad[host] = now + BAD_HOST_SECONDS
 
     def is_bad(self, host: str) -> bool:
         until = self._bad.get(host)

@@ -193,6 +193,8 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
         )
         for o in outcomes
     )
+    # Rows are locked in id order, as every writer of outcomes does, to keep deadlocks rare.
+    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
     # A fenced outcome needs its claim to hold; a report applies to a delivery that already
     # left (or is leaving) and never moves a final status backwards.
     applied = await txn.fetchall(
@@ -228,7 +230,7 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
         latest[o.email_id] = most_advanced([latest.get(o.email_id, event), event])
     await txn.execute(
         "UPDATE emails e SET last_event = v.last_event FROM (VALUES "
-        + ", ".join(txn.mogrify("(%s::uuid, %s::text)", pair) for pair in latest.items())
+        + ", ".join(txn.mogrify("(%s::uuid, %s::text)", pair) for pair in sorted(latest.items()))
         + ") AS v(id, last_event) WHERE e.id = v.id"
         " AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], v.last_event)",
         {"order": list(LAST_EVENT_ORDER)},
@@ -247,7 +249,7 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
         day = at.date()
         await txn.execute(
             "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained) VALUES "
-            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s)", (t, day, *c)) for t, c in counts.items())
+            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s)", (t, day, *c)) for t, c in sorted(counts.items()))
             + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
             " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained",
         )

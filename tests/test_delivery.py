@@ -331,3 +331,22 @@ async def test_connections_per_destination_are_capped(start_mta_with):
     await mta.sink.wait_for(20, timeout=30)
     await mta.settled()
     assert mta.sink.max_concurrent == 2 and mta.sink.connections == 2
+
+
+@pt.ensureDeferred
+async def test_a_server_closing_with_421_defers(mta):
+    mta.route("example.net")
+    mta.sink.close_after_mail = True
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await _until_decided(mta, email_id)
+    assert row["status"] == "deferred" and row["last_response"].startswith("421")
+    (delayed,) = await mta.events("email.delivery_delayed")
+    assert (delayed["class"], delayed["code"]) == ("transient", 421)
+    # The next attempt, once the server is well again, goes through on a new connection.
+    mta.sink.close_after_mail = False
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now()")
+    mta.parts.delivery.wake()
+    await mta.sink.wait_for(1)
+    await mta.settled()
+    assert [r["status"] for r in await mta.deliveries(email_id)] == ["delivered"]

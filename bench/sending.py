@@ -1,0 +1,694 @@
+"""
+Sending throughput (issue 4): ``POST /emails``, ``POST /emails/batch`` and SMTP submission.
+
+Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
+durable settings in a throw-away state directory, migrations, loops, the HTTP listener and a
+STARTTLS submission listener on 127.0.0.1) in a process of its own; with ``--processes 1,2``
+the measurements are repeated with a second API-only process on the same database (same master
+key and operator token, its own ports). Set-up goes through the APIs: a tenant (operator API),
+quotas and API rate raised (``PATCH /admin/v1/tenants/{id}``), a sending domain
+(``POST /domains``); only the domain's status is set to ``verified`` directly in the database,
+since verification needs public DNS. Every lookup the node makes goes to a closed loopback port.
+
+- http: ``wrk -t1 -c64`` posting one realistic e-mail (2 KB html, 1 recipient) to ``/emails``.
+- batch: ``wrk -t1 -c8`` posting 100 such e-mails (distinct recipients) to ``/emails/batch``.
+- relay: Postfix's ``smtp-source`` into a throw-away Postfix instance (own config and queue
+  directories) that relays over STARTTLS with SASL AUTH PLAIN to our submission port, as an
+  application's local MTA does. Timed from the first message injected to the last one stored
+  by mailsvc (counted in the database).
+- smtp: a Python asyncio client, 32 connections, each STARTTLS + AUTH once, then messages
+  (MAIL/RCPT/DATA pipelined) on the reused connection: the server without Postfix's CPU.
+
+    bench/sending.sh                             # installs wrk and postfix if missing, then runs this
+    .venv/bin/python -m bench.sending [--only http,batch,relay,smtp] [--processes 1,2] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+from pathlib import Path
+
+import psycopg2
+
+from bench.common import cpu_seconds, free_port, postgres_pids
+from bench.http_auth import call as _call
+from bench.http_auth import parse_wrk, stop, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+DOMAIN = "bench.example.com"
+SENDER = f"news@{DOMAIN}"
+#: A closed port on loopback: every DNS lookup of the node fails fast and stays local.
+DNS = "127.0.0.1:9"
+
+
+def call(url: str, method: str = "GET", token: str | None = None, body: dict | None = None):
+    try:
+        return _call(url, method, token, body)
+    except urllib.error.HTTPError as e:
+        raise SystemExit(f"{method} {url}: HTTP {e.code} {e.read().decode(errors='replace')}") from None
+
+
+def html_body(n: int = 0) -> str:
+    """About 2 KB of newsletter-like HTML."""
+    rows = "".join(
+        f'<tr><td style="padding:8px;font-family:Arial,sans-serif;font-size:14px;color:#333">'
+        f"Item {i}: your order #{40000 + n * 7 + i} has shipped and will arrive soon.</td></tr>"
+        for i in range(8)
+    )
+    return (
+        '<!doctype html><html><body style="margin:0;background:#f4f4f4">'
+        '<table width="100%" cellpadding="0" cellspacing="0"><tr><td align="center">'
+        '<table width="600" style="background:#ffffff"><tr><td><h1 style="font-family:Arial">Hello Ann</h1>'
+        f"<p>Thanks for shopping with Acme. Here is what happened to your orders this week.</p>{rows}"
+        '<p><a href="https://acme.example.com/account?utm_source=mail">Your account</a></p>'
+        "</td></tr></table></td></tr></table></body></html>"
+    )
+
+
+def email_json(n: int = 0) -> dict:
+    return {
+        "from": f"Acme <{SENDER}>",
+        "to": [f"customer{n}@example.net"],
+        "subject": f"Your orders this week ({n})",
+        "html": html_body(n),
+        "reply_to": f"help@{DOMAIN}",
+        "tags": [{"name": "category", "value": "orders"}],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process
+
+
+def serve(state_dir: str, http_port: int, smtp_port: int) -> None:
+    """A node as ``twistd mailsvc`` builds it; extra MAILSVC_* settings come from the environment."""
+    from twisted.internet import reactor
+    from twisted.logger import globalLogBeginner, jsonFileLogObserver
+
+    from mailsvc import compose
+    from mailsvc.config import load
+
+    config = load(None, environ={
+        **{k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")},
+        "MAILSVC_STATE_DIR": state_dir,
+        "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
+        "MAILSVC_SMTP_SUBMISSION": f"tcp:{smtp_port}:interface=127.0.0.1",
+        "MAILSVC_DNS_SERVERS": DNS,
+        "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
+    })
+    log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
+    globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
+    if os.environ.get("MAILSVC_BENCH_VARIANT") == "charge-last":
+        charge_last()
+    node = compose.build(config)
+    reactor.callWhenRunning(node.startService)
+    reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
+    reactor.run()
+
+
+def charge_last() -> None:
+    """
+    EXPERIMENT (``--variant charge-last``; the service's code is not changed): the accept
+    transaction with the quota charge moved to its end, both periods in one statement, so
+    the tenant's ``usage`` row is locked for one round trip and the commit instead of for
+    the whole transaction. Replaces ``Acceptor._store`` in the benchmark's server process.
+    """
+    from mailsvc.accept import DELIVERIES, Acceptor, QuotaExceeded
+
+    async def _store(self, txn, caller, prepared, source, finish):
+        tenant = caller.tenant
+        now = self.now()
+        everyone = sorted({r for p in prepared for r in p.submission.recipients})
+        suppressed = await self._suppressed_among(txn, tenant.id, everyone) if everyone else {}
+        suppressed_lower = {address.lower(): origin for address, origin in suppressed.items()}
+        charged = sum(1 for p in prepared for r in p.submission.recipients if r.lower() not in suppressed_lower)
+        accepted = [await self._insert(txn, caller, p, source, suppressed_lower, now) for p in prepared]
+        if finish is not None:
+            await finish(txn, accepted)
+        if charged:
+            day, month = f"day:{now:%Y-%m-%d}", f"month:{now:%Y-%m}"
+            rows = await txn.fetchall(
+                "INSERT INTO usage AS u (tenant_id, period, count)"
+                " SELECT %(t)s, p, %(n)s FROM (VALUES (%(d)s, %(dmax)s), (%(m)s, %(mmax)s)) AS v(p, max)"
+                " WHERE %(n)s <= v.max"
+                " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %(n)s"
+                " WHERE u.count + %(n)s <= CASE WHEN u.period = %(d)s THEN %(dmax)s ELSE %(mmax)s END"
+                " RETURNING period",
+                {"t": tenant.id, "n": charged, "d": day, "m": month,
+                 "dmax": tenant.daily_quota, "mmax": tenant.monthly_quota},
+            )
+            got = {r["period"] for r in rows}
+            if day not in got:
+                raise QuotaExceeded("daily")
+            if month not in got:
+                raise QuotaExceeded("monthly")
+        txn.notify(DELIVERIES)
+        return accepted
+
+    Acceptor._store = _store
+
+
+class Node:
+    """One server process: its ports, its pid, and how to stop it."""
+
+    def __init__(self, root: Path, name: str, env: dict):
+        self.state = root / name / "state"
+        self.state.parent.mkdir(parents=True)
+        self.state.parent.chmod(0o755)
+        self.http, self.smtp = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.http}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.sending", "--serve", str(self.state), str(self.http), str(self.smtp)],
+            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        )
+        wait_for(self.url + "/healthz", self.process)
+
+    def stop(self, data_dir: Path | None) -> None:
+        """The first process owns the cluster (and stops it); the others only stop themselves."""
+        if data_dir is not None:
+            return stop(self.process, data_dir)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+class Meter:
+    """CPU of the server processes and of PostgreSQL between start() and done()."""
+
+    def __init__(self, nodes: list[Node], data_dir: Path, others=lambda: []):
+        self.servers = [n.process.pid for n in nodes]
+        self.data_dir = data_dir
+        self.others = others  # pids of other processes (found again at the end: some start later)
+
+    def start(self) -> None:
+        self.pg = postgres_pids(self.data_dir)  # backends of every process's pool
+        self.others_before = {pid: cpu_seconds([pid]) for pid in self.others()}
+        self.before = (cpu_seconds(self.servers), cpu_seconds(self.pg), time.monotonic())
+
+    def done(self) -> dict:
+        elapsed = time.monotonic() - self.before[2]
+        others = sum(cpu_seconds([pid]) - self.others_before.get(pid, 0.0) for pid in self.others())
+        return {
+            "elapsed": elapsed,
+            "server_cpu_s": cpu_seconds(self.servers) - self.before[0],
+            "pg_cpu": (cpu_seconds(self.pg) - self.before[1]) / elapsed,
+            "other_cpu": others / elapsed,
+        }
+
+
+def write_lua(root: Path, name: str, body: object, token: str, batch_validation: bool = False) -> Path:
+    body_file = root / f"{name}.json"
+    body_file.write_text(json.dumps(body))
+    script = root / f"{name}.lua"
+    script.write_text(
+        f'local f = io.open("{body_file}", "rb")\n'
+        "wrk.body = f:read(\"*a\")\nf:close()\n"
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.headers["Authorization"] = "Bearer {token}"\n'
+    )
+    return script
+
+
+def wrk_all(urls: list[str], script: Path, connections: int, duration: int) -> list[dict]:
+    """One wrk per server process, at the same time, the connections split between them."""
+    share = connections // len(urls)
+    procs = [
+        subprocess.Popen(["wrk", "-t1", f"-c{share}", f"-d{duration}s", "--timeout", "60s", "--latency",
+                          "-s", str(script), url],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for url in urls
+    ]
+    outputs = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"wrk failed: {err}")
+        try:  # wrk pads some latency lines with a trailing space
+            outputs.append(parse_wrk("\n".join(line.rstrip() for line in out.splitlines())))
+        except (KeyError, AttributeError):
+            raise SystemExit(f"cannot read wrk's output:\n{out}") from None
+    return outputs
+
+
+def http_round(nodes: list[Node], data_dir: Path, script: Path, path: str, connections: int,
+               duration: int, per_request: int) -> dict:
+    meter = Meter(nodes, data_dir)
+    meter.start()
+    parts = wrk_all([n.url + path for n in nodes], script, connections, duration)
+    m = meter.done()
+    rps = sum(p["rps"] for p in parts)
+    requests = sum(p["requests"] for p in parts)
+    return {
+        "rps": rps, "emails_s": rps * per_request,
+        "p50": max(p["p50"] for p in parts), "p99": max(p["p99"] for p in parts),
+        "non_2xx": sum(p["non_2xx"] for p in parts),
+        "errors": "; ".join(p["socket_errors"] for p in parts if p["socket_errors"]),
+        "server_cpu": m["server_cpu_s"] / m["elapsed"],
+        "cpu_us": m["server_cpu_s"] / (requests * per_request) * 1e6,
+        "pg_cpu": m["pg_cpu"],
+    }
+
+
+def count_smtp(db) -> int:
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM emails WHERE source = 'smtp'")
+        return cur.fetchone()[0]
+
+
+def wait_count(db, target: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if count_smtp(db) >= target:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# SMTP: the throw-away Postfix relay
+
+
+class Relay:
+    """
+    A Postfix instance of our own (``postfix -c DIR``): smtpd on a loopback port for
+    smtp-source, and an smtp client that relays every message to mailsvc's submission port(s)
+    with STARTTLS required and SASL AUTH PLAIN (the tenant's API key), connections cached.
+    """
+
+    def __init__(self, root: Path, smtp_ports: list[int], token: str):
+        self.dir = root / "postfix"
+        self.conf, self.spool, self.data = self.dir / "etc", self.dir / "spool", self.dir / "data"
+        for d in (self.conf, self.spool, self.data):
+            d.mkdir(parents=True)
+        shutil.chown(self.data, "postfix", "postfix")  # Postfix's own writable state
+        self.port = free_port()
+        self.log = self.dir / "maillog"
+        if len(smtp_ports) == 1:
+            routing = f"relayhost = [127.0.0.1]:{smtp_ports[0]}"
+        else:  # one recipient domain per mailsvc process
+            pairs = ", ".join(f"r{i}.example.net=smtp:[127.0.0.1]:{p}" for i, p in enumerate(smtp_ports))
+            routing = f"transport_maps = inline:{{{pairs}}}"
+        concurrency = 64 // len(smtp_ports)
+        main_cf = f"""
+compatibility_level = 3.6
+queue_directory = {self.spool}
+data_directory = {self.data}
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = relay.bench.test
+mydestination =
+local_transport = error:local delivery is off
+alias_maps =
+alias_database =
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mynetworks = 127.0.0.0/8
+smtpd_relay_restrictions = permit_mynetworks, reject
+{routing}
+smtp_sasl_auth_enable = yes
+smtp_sasl_password_maps = static:mailsvc:{token}
+smtp_sasl_security_options = noanonymous
+smtp_sasl_tls_security_options = noanonymous
+smtp_sasl_mechanism_filter = plain
+smtp_tls_security_level = encrypt
+smtp_tls_session_cache_database = btree:{self.data}/smtp_scache
+smtp_host_lookup = native
+default_process_limit = 200
+default_destination_concurrency_limit = {concurrency}
+initial_destination_concurrency = {concurrency}
+default_destination_recipient_limit = 50
+in_flow_delay = 0
+smtp_connection_cache_on_demand = yes
+maillog_file = {self.log}
+maillog_file_prefixes = {self.dir}
+biff = no
+"""
+        (self.conf / "main.cf").write_text(main_cf)
+        master = Path("/etc/postfix/master.cf").read_text()
+        lines = []
+        for line in master.splitlines():
+            fields = line.split()
+            if fields and not line[0].isspace() and not line.startswith("#") and len(fields) >= 8:
+                if fields[0] == "smtp" and fields[1] == "inet":
+                    fields[0] = f"127.0.0.1:{self.port}"
+                fields[4] = "n"  # no chroot: the instance lives in a throw-away directory
+                line = "  ".join(fields)
+            lines.append(line)
+        (self.conf / "master.cf").write_text("\n".join(lines) + "\n")
+
+    def postfix(self, *args: str) -> None:
+        subprocess.run(["postfix", "-c", str(self.conf), *args], check=True, capture_output=True, text=True)
+
+    def start(self) -> None:
+        try:
+            self.postfix("start")
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"postfix did not start: {e.stdout}{e.stderr}") from None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                import socket
+
+                with socket.create_connection(("127.0.0.1", self.port), 1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("postfix did not listen")
+
+    def master_pid(self) -> int | None:
+        try:
+            return int((self.spool / "pid" / "master.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def pids(self) -> list[int]:
+        master = self.master_pid()
+        if master is None:
+            return []
+        found = [master]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
+                    found.append(int(stat.parent.name))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def statuses(self) -> dict[str, int]:
+        text = self.log.read_text() if self.log.exists() else ""
+        counts: dict[str, int] = {}
+        for status in re.findall(r"relay=\S+, .*? status=(\w+)", text):
+            counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def stop(self) -> None:
+        master = self.master_pid()
+        if master is None:
+            return
+        os.kill(master, signal.SIGTERM)  # the master stops its children
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and Path(f"/proc/{master}").exists():
+            time.sleep(0.1)
+
+
+def smtp_source(port: int, count: int, sessions: int, size: int, recipient: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        ["smtp-source", "-s", str(sessions), "-m", str(count), "-l", str(size), "-f", SENDER,
+         "-t", recipient, "-S", "Your orders this week", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def relay_round(nodes, data_dir, relay: Relay, db, count: int, sessions: int, size: int) -> dict:
+    recipients = ["customer@example.net"] if len(nodes) == 1 else [f"customer@r{i}.example.net"
+                                                                    for i in range(len(nodes))]
+    start_count = count_smtp(db)
+    meter = Meter(nodes, data_dir, others=relay.pids)
+    meter.start()
+    share = count // len(recipients)
+    procs = [smtp_source(relay.port, share, sessions // len(recipients), size, r) for r in recipients]
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"smtp-source failed: {err}")
+    injected = time.monotonic() - meter.before[2]
+    total = share * len(recipients)
+    complete = wait_count(db, start_count + total, 120)
+    m = meter.done()
+    stored = count_smtp(db) - start_count
+    return {
+        "messages": stored, "complete": complete, "injected_s": injected, "seconds": m["elapsed"],
+        "rate": stored / m["elapsed"], "server_cpu": m["server_cpu_s"] / m["elapsed"],
+        "cpu_us": m["server_cpu_s"] / max(stored, 1) * 1e6, "pg_cpu": m["pg_cpu"], "postfix_cpu": m["other_cpu"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# SMTP: a direct client (STARTTLS + AUTH once per connection, pipelined MAIL/RCPT/DATA)
+
+
+def rfc5322(n: int) -> bytes:
+    html = html_body(n)
+    head = (f"From: Acme <{SENDER}>\r\nTo: <customer{n}@example.net>\r\nSubject: Your orders this week\r\n"
+            "MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n")
+    lines = [html[i:i + 76] for i in range(0, len(html), 76)]
+    body = "\r\n".join("." + line if line.startswith(".") else line for line in lines)
+    return (head + body + "\r\n.\r\n").encode()
+
+
+async def _reply(reader) -> tuple[int, str]:
+    lines = []
+    while True:
+        line = await reader.readline()
+        if not line:
+            raise ConnectionError("connection closed")
+        lines.append(line.decode())
+        if line[3:4] != b"-":
+            return int(line[:3]), "".join(lines)
+
+
+async def _expect(reader, code: int) -> None:
+    got, text = await _reply(reader)
+    if got != code:
+        raise RuntimeError(f"expected {code}, got {text.strip()}")
+
+
+async def _session(port: int, token: str, jobs: asyncio.Queue, done: list[int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    await _expect(reader, 220)
+    writer.write(b"EHLO client.bench.test\r\n")
+    await _expect(reader, 250)
+    writer.write(b"STARTTLS\r\n")
+    await _expect(reader, 220)
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    await writer.start_tls(context)
+    writer.write(b"EHLO client.bench.test\r\n")
+    await _expect(reader, 250)
+    writer.write(b"AUTH PLAIN " + base64.b64encode(b"\0mailsvc\0" + token.encode()) + b"\r\n")
+    await _expect(reader, 235)
+    while True:
+        try:
+            n = jobs.get_nowait()
+        except asyncio.QueueEmpty:
+            break
+        writer.write(f"MAIL FROM:<{SENDER}>\r\nRCPT TO:<customer{n}@example.net>\r\nDATA\r\n".encode())
+        await _expect(reader, 250)
+        await _expect(reader, 250)
+        await _expect(reader, 354)
+        writer.write(rfc5322(n))
+        await _expect(reader, 250)
+        done[0] += 1
+    writer.write(b"QUIT\r\n")
+    await _reply(reader)
+    writer.close()
+
+
+async def direct_smtp(ports: list[int], token: str, count: int, connections: int) -> None:
+    jobs: asyncio.Queue = asyncio.Queue()
+    for n in range(count):
+        jobs.put_nowait(n)
+    done = [0]
+    await asyncio.gather(*(_session(ports[i % len(ports)], token, jobs, done) for i in range(connections)))
+
+
+def smtp_round(nodes, data_dir, token: str, count: int, connections: int, db) -> dict:
+    start_count = count_smtp(db)
+    meter = Meter(nodes, data_dir)
+    meter.start()
+    client_before = cpu_seconds([os.getpid()])
+    asyncio.run(direct_smtp([n.smtp for n in nodes], token, count, connections))
+    m = meter.done()
+    stored = count_smtp(db) - start_count
+    return {
+        "messages": stored, "complete": stored == count, "seconds": m["elapsed"], "rate": stored / m["elapsed"],
+        "server_cpu": m["server_cpu_s"] / m["elapsed"], "cpu_us": m["server_cpu_s"] / max(stored, 1) * 1e6,
+        "pg_cpu": m["pg_cpu"], "client_cpu": (cpu_seconds([os.getpid()]) - client_before) / m["elapsed"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def summary(name: str, unit: str, key: str, runs: list[dict], extra=lambda r: "") -> str:
+    best = max(runs, key=lambda r: r[key])
+    values = [r[key] for r in runs]
+    return (f"{name}: best {best[key]:,.0f} {unit}{extra(best)}; spread {min(values):,.0f}-{max(values):,.0f} "
+            f"over {len(runs)} runs")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--only", default="http,batch,relay,smtp")
+    parser.add_argument("--processes", default="1,2", help="server process counts to measure, e.g. 1 or 1,2")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk round")
+    parser.add_argument("--connections", type=int, default=64, help="wrk connections for POST /emails")
+    parser.add_argument("--batch-connections", type=int, default=8)
+    parser.add_argument("--batch-duration", type=int, default=30, help="seconds per batch round")
+    parser.add_argument("--messages", type=int, default=3000, help="messages per SMTP round")
+    parser.add_argument("--sessions", type=int, default=64, help="smtp-source sessions")
+    parser.add_argument("--smtp-connections", type=int, default=32, help="direct client connections")
+    parser.add_argument("--variant", choices=("charge-last",),
+                        help="EXPERIMENT: run the servers with a proposed change (see charge_last)")
+    parser.add_argument("--keep", action="store_true", help="leave the servers up (for profiling); Enter stops")
+    parser.add_argument("--serve", nargs=3, metavar=("STATE_DIR", "HTTP", "SMTP"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve[0], int(args.serve[1]), int(args.serve[2]))
+        return
+    only = set(args.only.split(","))
+    counts = [int(c) for c in args.processes.split(",")]
+    for tool, needed in (("wrk", {"http", "batch"}), ("smtp-source", {"relay"}), ("postfix", {"relay"})):
+        if only & needed and shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed: run bench/sending.sh, which installs it")
+
+    root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-sending-"))
+    root.chmod(0o755)  # the embedded cluster's unprivileged owner must reach its directory
+    nodes: list[Node] = []
+    relay: Relay | None = None
+    db = None
+    data_dir = root / "n1" / "state" / "postgresql" / "data"
+    try:
+        # No delivery role: what is measured is accepting; nothing leaves the machine.
+        variant = {"MAILSVC_BENCH_VARIANT": args.variant} if args.variant else {}
+        nodes.append(Node(root, "n1", {"MAILSVC_NODE_ROLES": "api,webhooks,scheduler", **variant}))
+        state = nodes[0].state
+        operator = (state / "operator-token").read_text().strip()
+        _, tenant = call(nodes[0].url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
+        call(nodes[0].url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator,
+             {"api_rate_per_sec": 1_000_000, "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
+        key = tenant["api_key"]["token"]
+        _, domain = call(nodes[0].url + "/domains", "POST", key, {"name": DOMAIN})
+        dsn = f"host={state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc"
+        db = psycopg2.connect(dsn)
+        db.autocommit = True
+        with db.cursor() as cur:  # stands in for DNS verification (needs public DNS)
+            cur.execute("UPDATE domains SET status = 'verified', next_check_at = now() + interval '1 day'"
+                        " WHERE id = %s", (domain["id"],))
+        second_env = {
+            "MAILSVC_DATABASE_DSN": dsn, "MAILSVC_NODE_ROLES": "api", "MAILSVC_OPERATOR_TOKEN": operator,
+            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(), **variant,
+        }
+        one = write_lua(root, "one", email_json(), key)
+        batch = write_lua(root, "batch", [email_json(n) for n in range(100)], key)
+        if args.variant:
+            print(f"EXPERIMENT: servers run with --variant {args.variant} (not the service's code)")
+        print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and load generators share them; "
+              f"load {Path('/proc/loadavg').read_text().split()[0]}", flush=True)
+        results: dict[str, list[dict]] = {}
+
+        for procs in counts:
+            while len(nodes) < procs:
+                nodes.append(Node(root, f"n{len(nodes) + 1}", second_env))
+            active = nodes[:procs]
+            label = f"{procs} process{'es' if procs > 1 else ''}"
+            if "http" in only:
+                wrk_all([n.url + "/emails" for n in active], one, args.connections, 3)  # warm-up
+                print(f"\nPOST /emails, wrk -t1 -c{args.connections} -d{args.duration}s, {label}")
+                print(f"{'run':>3} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>8} {'srv CPU':>8} "
+                      f"{'CPU µs/req':>10} {'pg CPU':>7}")
+                runs = results.setdefault(f"POST /emails ({label})", [])
+                for run in range(1, args.runs + 1):
+                    r = http_round(active, data_dir, one, "/emails", args.connections, args.duration, 1)
+                    runs.append(r)
+                    print(f"{run:>3} {r['rps']:>8.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['non_2xx']:>8} "
+                          f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} {r['errors']}",
+                          flush=True)
+            if "batch" in only:
+                wrk_all([n.url + "/emails/batch" for n in active], batch, args.batch_connections, 5)
+                print(f"\nPOST /emails/batch (100 emails), wrk -t1 -c{args.batch_connections} "
+                      f"-d{args.batch_duration}s, {label}")
+                print(f"{'run':>3} {'req/s':>8} {'emails/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>8} "
+                      f"{'srv CPU':>8} {'CPU µs/email':>12} {'pg CPU':>7}")
+                runs = results.setdefault(f"POST /emails/batch ({label})", [])
+                for run in range(1, args.runs + 1):
+                    r = http_round(active, data_dir, batch, "/emails/batch", args.batch_connections,
+                                   args.batch_duration, 100)
+                    runs.append(r)
+                    print(f"{run:>3} {r['rps']:>8.1f} {r['emails_s']:>9.0f} {r['p50']:>7.1f} {r['p99']:>7.1f} "
+                          f"{r['non_2xx']:>8} {r['server_cpu']:>8.0%} {r['cpu_us']:>12.0f} {r['pg_cpu']:>7.0%} "
+                          f"{r['errors']}", flush=True)
+            if "relay" in only:
+                if relay is not None:
+                    relay.stop()
+                    shutil.rmtree(relay.dir, ignore_errors=True)
+                relay = Relay(root, [n.smtp for n in active], key)
+                relay.start()
+                relay_round(active, data_dir, relay, db, 500, args.sessions, 2000)  # warm-up
+                print(f"\nsmtp-source -s {args.sessions} -m {args.messages} -l 2000 -> Postfix relay "
+                      f"(STARTTLS + AUTH) -> submission, {label}")
+                print(f"{'run':>3} {'stored':>7} {'inject s':>8} {'total s':>8} {'msg/s':>7} {'srv CPU':>8} "
+                      f"{'CPU µs/msg':>10} {'pg CPU':>7} {'postfix CPU':>11}")
+                runs = results.setdefault(f"smtp-source via Postfix relay ({label})", [])
+                for run in range(1, args.runs + 1):
+                    r = relay_round(active, data_dir, relay, db, args.messages, args.sessions, 2000)
+                    runs.append(r)
+                    print(f"{run:>3} {r['messages']:>7} {r['injected_s']:>8.2f} {r['seconds']:>8.2f} "
+                          f"{r['rate']:>7.0f} {r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
+                          f"{r['postfix_cpu']:>11.0%}{'' if r['complete'] else '  INCOMPLETE'}", flush=True)
+                print(f"    relay outcomes so far: {relay.statuses()}")
+            if "smtp" in only:
+                smtp_round(active, data_dir, key, 500, args.smtp_connections, db)  # warm-up
+                print(f"\ndirect SMTP client, {args.smtp_connections} connections (STARTTLS + AUTH once each), "
+                      f"{args.messages} messages, {label}")
+                print(f"{'run':>3} {'stored':>7} {'seconds':>8} {'msg/s':>7} {'srv CPU':>8} {'CPU µs/msg':>10} "
+                      f"{'pg CPU':>7} {'client CPU':>10}")
+                runs = results.setdefault(f"direct SMTP client ({label})", [])
+                for run in range(1, args.runs + 1):
+                    r = smtp_round(active, data_dir, key, args.messages, args.smtp_connections, db)
+                    runs.append(r)
+                    print(f"{run:>3} {r['messages']:>7} {r['seconds']:>8.2f} {r['rate']:>7.0f} "
+                          f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
+                          f"{r['client_cpu']:>10.0%}{'' if r['complete'] else '  INCOMPLETE'}", flush=True)
+
+        print()
+        failed = False
+        for name, runs in results.items():
+            if name.startswith("POST /emails/batch"):
+                print(summary(name, "emails/s", "emails_s", runs, lambda r: f" (p99 {r['p99']:.0f} ms)"))
+            elif name.startswith("POST /emails"):
+                print(summary(name, "req/s", "rps", runs,
+                              lambda r: f" (p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms)"))
+            else:
+                print(summary(name, "msg/s", "rate", runs))
+            failed |= any(r.get("non_2xx") or r.get("errors") or r.get("complete") is False for r in runs)
+        if args.keep:
+            print("servers:", {n.process.pid: (n.url, n.smtp) for n in nodes}, "- press Enter to stop")
+            sys.stdin.readline()
+        if failed:
+            raise SystemExit("some requests failed or messages were not stored; the figures are not valid")
+    finally:
+        if db is not None:
+            db.close()
+        if relay is not None:
+            relay.stop()
+        for node in reversed(nodes):
+            node.stop(data_dir if node is nodes[0] else None)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,564 @@
+"""
+Delivery throughput (issue 5): accepted e-mail (``POST /emails/batch``, DKIM-signed at
+acceptance) to delivered at a Postfix ``smtp-sink`` on loopback, with every outcome and its
+``email.delivered`` event written; beside it, Postfix relaying the same number of messages to
+the same sink; and the daemon's RSS with a million deliveries queued.
+
+Processes (each stopped at the end): an API node (roles api,scheduler) that owns an embedded
+PostgreSQL cluster with its default durable settings in a throw-away directory; 1 or 2
+delivery nodes (role delivery, same database and master key); a loopback DNS server
+(tests/dnsserver.py: MX of example.net → mx.example.net → 127.0.0.1); ``smtp-sink -c``.
+
+- phase: N messages accepted while no delivery node runs, then the delivery nodes start; timed
+  from the first message at the sink to the last outcome written (all N ``delivered``).
+- overlap: delivery nodes already running; timed from the first POST to all N delivered.
+- postfix: a throw-away Postfix instance (own config and queue directories; smtpd on loopback,
+  ``relayhost`` the sink). Its "phase" variant injects N with ``defer_transports = smtp`` (all
+  queued), then lifts it and flushes: timed until the sink counted N. Its "overlap" variant:
+  ``smtp-source`` → smtpd → smtp → sink, timed from the first message injected.
+- rss (``--rss 1000000``): deliveries inserted with generate_series for a tenant (1,000 per
+  e-mail), one delivery node running against a sink that answers every RCPT with 450: RSS of
+  the node sampled while it claims, tries and defers.
+
+    bench/delivery.sh                       # installs postfix if missing, then runs this
+    .venv/bin/python -m bench.delivery [--messages 20000] [--runs 3] [--nodes 1,2] [--rss 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psycopg2
+
+from bench.common import cpu_seconds, free_port, postgres_pids
+from bench.http_auth import call, stop
+
+ROOT = Path(__file__).resolve().parent.parent
+DOMAIN = "bench.example.com"
+RCPT_DOMAIN = "example.net"
+BATCH = 100
+
+
+# ---------------------------------------------------------------------------------------------
+# Child processes
+
+
+def serve(state_dir: str) -> None:
+    """A node as ``twistd mailsvc`` builds it; MAILSVC_* settings come from the environment."""
+    from twisted.internet import reactor
+    from twisted.logger import globalLogBeginner, jsonFileLogObserver
+
+    from mailsvc import compose
+    from mailsvc.config import load
+
+    config = load(None, environ={**{k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")},
+                                 "MAILSVC_STATE_DIR": state_dir})
+    log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
+    globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
+    node = compose.build(config)
+    node.ready.addCallback(lambda _: (Path(state_dir).parent / "ready").write_text("ok"))
+    reactor.callWhenRunning(node.startService)
+    reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
+    reactor.run()
+
+
+def serve_dns() -> None:
+    """The tests' loopback DNS server with the recipients' MX; prints its port."""
+    from twisted.internet import reactor
+
+    from tests.dnsserver import DNSServer
+
+    server = DNSServer()
+    server.start()
+    server.mx(RCPT_DOMAIN, f"mx.{RCPT_DOMAIN}", 10)
+    server.a(f"mx.{RCPT_DOMAIN}", "127.0.0.1")
+    print(server.port, flush=True)
+    reactor.run()
+
+
+class Node:
+    def __init__(self, root: Path, name: str, env: dict):
+        self.dir = root / name
+        self.state = self.dir / "state"
+        self.dir.mkdir(parents=True)
+        self.dir.chmod(0o755)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.delivery", "--serve", str(self.state)],
+            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        )
+
+    def wait_ready(self, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not (self.dir / "ready").exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{self.dir.name} did not start; see {self.dir}/server.log")
+            time.sleep(0.05)
+
+    def stop(self, data_dir: Path | None = None) -> None:
+        if data_dir is not None:
+            return stop(self.process, data_dir)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+
+class Sink:
+    """``smtp-sink -c`` on a loopback port; its running counter is read from its output."""
+
+    def __init__(self, root: Path, *options: str):
+        self.port = free_port()
+        self.out = root / f"sink-{self.port}.out"
+        with open(self.out, "wb") as out:
+            self.process = subprocess.Popen(
+                ["smtp-sink", "-c", "-u", "nobody", *options, f"127.0.0.1:{self.port}", "1024"],
+                stdout=out, stderr=subprocess.STDOUT)
+        time.sleep(0.3)
+
+    def count(self) -> int:
+        with open(self.out, "rb") as f:
+            f.seek(max(0, self.out.stat().st_size - 200))
+            found = re.findall(rb"mesg=(\d+)", f.read())
+        return int(found[-1]) if found else 0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+
+
+class Postfix:
+    """A throw-away Postfix instance relaying everything to the sink (``postfix -c DIR``)."""
+
+    def __init__(self, root: Path, sink_port: int, concurrency: int):
+        self.dir = root / "postfix"
+        self.conf, self.spool, self.data = self.dir / "etc", self.dir / "spool", self.dir / "data"
+        for d in (self.conf, self.spool, self.data):
+            d.mkdir(parents=True)
+        shutil.chown(self.data, "postfix", "postfix")
+        self.port = free_port()
+        (self.conf / "main.cf").write_text(f"""
+compatibility_level = 3.6
+queue_directory = {self.spool}
+data_directory = {self.data}
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = relay.bench.test
+mydestination =
+local_transport = error:local delivery is off
+alias_maps =
+alias_database =
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mynetworks = 127.0.0.0/8
+smtpd_relay_restrictions = permit_mynetworks, reject
+relayhost = [127.0.0.1]:{sink_port}
+smtp_host_lookup = native
+default_process_limit = 200
+default_destination_concurrency_limit = {concurrency}
+initial_destination_concurrency = {concurrency}
+in_flow_delay = 0
+smtp_connection_cache_on_demand = yes
+maillog_file = {self.dir}/maillog
+maillog_file_prefixes = {self.dir}
+biff = no
+""")
+        lines = []
+        for line in Path("/etc/postfix/master.cf").read_text().splitlines():
+            fields = line.split()
+            if fields and not line[0].isspace() and not line.startswith("#") and len(fields) >= 8:
+                if fields[0] == "smtp" and fields[1] == "inet":
+                    fields[0] = f"127.0.0.1:{self.port}"
+                fields[4] = "n"  # no chroot: the instance lives in a throw-away directory
+                line = "  ".join(fields)
+            lines.append(line)
+        (self.conf / "master.cf").write_text("\n".join(lines) + "\n")
+
+    def run(self, *args: str) -> str:
+        return subprocess.run([*args[:1], "-c", str(self.conf), *args[1:]], check=True, capture_output=True,
+                              text=True).stdout
+
+    def start(self) -> None:
+        self.run("postfix", "start")
+        time.sleep(1)
+
+    def set(self, setting: str) -> None:
+        self.run("postconf", "-e", setting)
+        self.run("postfix", "reload")
+        time.sleep(0.5)
+
+    def queued(self) -> int:
+        return sum(1 for d in ("incoming", "active", "deferred", "maildrop") for p in (self.spool / d).rglob("*")
+                   if p.is_file())
+
+    def pids(self) -> list[int]:
+        try:
+            master = int((self.spool / "pid" / "master.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        found = [master]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
+                    found.append(int(stat.parent.name))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def stop(self) -> None:
+        if self.pids():
+            subprocess.run(["postfix", "-c", str(self.conf), "stop"], capture_output=True)
+            deadline = time.monotonic() + 30
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark
+
+
+def email_json(n: int) -> dict:
+    rows = "".join(f"<tr><td style=\"padding:8px;font-family:Arial\">Item {i}: order #{40000 + n * 7 + i}"
+                   " has shipped and will arrive soon.</td></tr>" for i in range(8))
+    return {"from": f"Acme <news@{DOMAIN}>", "to": [f"customer{n}@{RCPT_DOMAIN}"],
+            "subject": f"Your orders this week ({n})", "reply_to": f"help@{DOMAIN}",
+            "html": f"<html><body><h1>Hello</h1><p>Thanks for shopping with Acme.</p><table>{rows}</table>"
+                    "<p><a href=\"https://acme.example.com/account\">Your account</a></p></body></html>"}
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-delivery-"))
+        self.root.chmod(0o755)
+        self.nodes: list[Node] = []
+        self.api: Node | None = None
+        self.sinks: list[Sink] = []
+        self.dns: subprocess.Popen | None = None
+        self.postfix: Postfix | None = None
+        self.db = None
+        self.runs = 0
+
+    @property
+    def data_dir(self) -> Path:
+        return self.api.state / "postgresql" / "data"
+
+    def setup(self) -> None:
+        self.dns = subprocess.Popen([sys.executable, "-m", "bench.delivery", "--serve-dns"], cwd=ROOT,
+                                    env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+        dns_port = int(self.dns.stdout.readline())
+        self.sink = Sink(self.root)
+        self.sinks.append(self.sink)
+        self.common = {
+            "MAILSVC_DNS_SERVERS": f"127.0.0.1:{dns_port}",
+            "MAILSVC_DELIVERY_PORT": str(self.sink.port),
+            "MAILSVC_DELIVERY_PER_DESTINATION": str(self.args.per_destination),
+            "MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true",
+            "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
+            "MAILSVC_SMTP_SUBMISSION": "",
+            "MAILSVC_SMTP_INBOUND": "tcp:0:interface=127.0.0.1",
+        }
+        http = free_port()
+        self.url = f"http://127.0.0.1:{http}"
+        self.api = Node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
+                                           "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
+        self.api.wait_ready()
+        state = self.api.state
+        operator = (state / "operator-token").read_text().strip()
+        _, tenant = call(self.url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
+        self.tenant_id = tenant["id"]
+        call(self.url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator,
+             {"api_rate_per_sec": 1_000_000, "send_rate_per_sec": 1_000_000,
+              "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
+        self.key = tenant["api_key"]["token"]
+        _, domain = call(self.url + "/domains", "POST", self.key, {"name": DOMAIN})
+        self.dsn = f"host={state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc"
+        self.db = psycopg2.connect(self.dsn)
+        self.db.autocommit = True
+        # Stands in for DNS verification (needs public DNS).
+        self.sql("UPDATE domains SET status = 'verified', next_check_at = now() + interval '1 day' WHERE id = %s",
+                 (domain["id"],))
+        self.delivery_env = {
+            **self.common, "MAILSVC_DATABASE_DSN": self.dsn, "MAILSVC_NODE_ROLES": "delivery",
+            "MAILSVC_OPERATOR_TOKEN": operator,
+            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(),
+        }
+
+    def sql(self, statement: str, args=()) -> list[tuple]:
+        with self.db.cursor() as cur:
+            cur.execute(statement, args)
+            return cur.fetchall() if cur.description else []
+
+    def delivered(self) -> int:
+        return self.sql("SELECT count(*) FROM deliveries WHERE status = 'delivered' AND tenant_id = %s",
+                        (self.tenant_id,))[0][0]
+
+    def start_delivery(self, count: int, env: dict | None = None) -> list[Node]:
+        nodes = []
+        for _ in range(count):
+            self.runs += 1
+            nodes.append(Node(self.root, f"d{self.runs}", {**self.delivery_env, **(env or {})}))
+        self.nodes += nodes
+        for node in nodes:
+            node.wait_ready()
+        return nodes
+
+    def accept(self, count: int, first: int, threads: int = 4) -> None:
+        starts = list(range(first, first + count, BATCH))
+        lock = threading.Lock()
+        failed: list[Exception] = []
+
+        def worker():
+            while True:
+                with lock:
+                    if not starts:
+                        return
+                    start = starts.pop()
+                body = [email_json(n) for n in range(start, min(start + BATCH, first + count))]
+                request = urllib.request.Request(  # a loaded machine may take long: a generous timeout
+                    self.url + "/emails/batch", method="POST", data=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"})
+                try:
+                    with urllib.request.urlopen(request, timeout=600) as response:
+                        accepted = json.loads(response.read())["data"]
+                    assert len(accepted) == len(body)
+                except Exception as e:
+                    failed.append(e)
+                    return
+
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        if failed:
+            raise SystemExit(f"a batch was not accepted: {failed[0]!r}")
+
+    def wait_delivered(self, target: int, seconds: float = 1800) -> float:
+        deadline = time.monotonic() + seconds
+        while self.delivered() < target:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {self.delivered()} of {target} delivered in {seconds} s")
+            for node in self.nodes:
+                if node.process.poll() is not None:
+                    raise SystemExit(f"{node.dir.name} exited; see {node.dir}/server.log")
+            time.sleep(0.05)
+        return time.monotonic()
+
+    def measure(self, kind: str, nodes: int, first: int) -> dict:
+        n = self.args.messages
+        base_sink, base_done = self.sink.count(), self.delivered()
+        if kind == "phase":
+            self.accept(n, first)
+            fleet = self.start_delivery(nodes)
+            pg = postgres_pids(self.data_dir)
+            pids = [x.process.pid for x in fleet]
+            cpu0 = cpu_seconds(pids), cpu_seconds(pg)
+            while self.sink.count() == base_sink:
+                time.sleep(0.01)
+            t0 = time.monotonic()
+        else:
+            fleet = self.start_delivery(nodes)
+            pg = postgres_pids(self.data_dir)
+            pids = [x.process.pid for x in fleet] + [self.api.process.pid]
+            cpu0 = cpu_seconds(pids), cpu_seconds(pg)
+            t0 = time.monotonic()
+            self.accept(n, first)
+        t1 = self.wait_delivered(base_done + n)
+        elapsed = t1 - t0
+        result = {"kind": kind, "nodes": nodes, "elapsed": elapsed, "rate": n / elapsed,
+                  "cpu": (cpu_seconds(pids) - cpu0[0]) / elapsed, "pg_cpu": (cpu_seconds(pg) - cpu0[1]) / elapsed}
+        for node in fleet:
+            node.stop()
+        self.nodes = [x for x in self.nodes if x not in fleet]
+        time.sleep(0.5)
+        result["sink"] = self.sink.count() - base_sink
+        return result
+
+    def postfix_run(self, kind: str) -> dict:
+        n = self.args.messages
+        if self.postfix is None:
+            self.pf_sink = Sink(self.root)
+            self.sinks.append(self.pf_sink)
+            self.postfix = Postfix(self.root, self.pf_sink.port, self.args.postfix_concurrency)
+            self.postfix.start()
+        size = self.message_size
+        source = ["smtp-source", "-s", "20", "-m", str(n), "-l", str(size), "-N", "-f", f"news@{DOMAIN}",
+                  "-t", f"customer@{RCPT_DOMAIN}", f"127.0.0.1:{self.postfix.port}"]
+        base = self.pf_sink.count()
+        pids = self.postfix.pids()
+        if kind == "phase":
+            self.postfix.set("defer_transports = smtp")
+            subprocess.run(source, check=True)
+            while self.postfix.queued() < n:
+                time.sleep(0.1)
+            time.sleep(1)
+            self.postfix.set("defer_transports =")
+            pids = self.postfix.pids()
+            cpu0 = cpu_seconds(pids)
+            t0 = time.monotonic()
+            subprocess.run(["postqueue", "-c", str(self.postfix.conf), "-f"], check=True)
+        else:
+            cpu0 = cpu_seconds(pids)
+            t0 = time.monotonic()
+            injecting = subprocess.Popen(source)
+        deadline = time.monotonic() + 1800
+        while self.pf_sink.count() < base + n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        elapsed = time.monotonic() - t0
+        if kind != "phase":
+            injecting.wait()
+        pids = self.postfix.pids()
+        return {"kind": kind, "elapsed": elapsed, "rate": (self.pf_sink.count() - base) / elapsed,
+                "cpu": (cpu_seconds(pids) - cpu0) / elapsed, "sink": self.pf_sink.count() - base}
+
+    def rss(self, count: int) -> None:
+        print(f"\nRSS with {count:,} deliveries queued (1,000 per e-mail; sink answers 450 to every RCPT)")
+        refusing = Sink(self.root, "-r", "RCPT")
+        self.sinks.append(refusing)
+        per_email = 1000
+        template = self.sql("SELECT id FROM emails WHERE tenant_id = %s LIMIT 1", (self.tenant_id,))[0][0]
+        t = time.monotonic()
+        self.sql(
+            "INSERT INTO emails (id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags,"
+            " stream, source, status, last_event, message, created_at)"
+            " SELECT gen_random_uuid(), tenant_id, domain_id, '<rss' || g || '@bench>', sender, recipients, subject,"
+            " html, text, tags, stream, source, status, last_event, message, now()"
+            " FROM emails e, generate_series(1, %s) g WHERE e.id = %s",
+            (count // per_email, template))
+        self.sql(
+            "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at)"
+            " SELECT gen_random_uuid(), e.id, e.tenant_id, 'rss' || g || '@' || %s, 'queued', now(), now()"
+            " FROM emails e, generate_series(1, %s) g WHERE e.message_id LIKE '<rss%%'",
+            (RCPT_DOMAIN, per_email))
+        self.sql("ANALYZE deliveries")
+        queued = self.sql("SELECT count(*) FROM deliveries WHERE status = 'queued'")[0][0]
+        print(f"inserted in {time.monotonic() - t:.0f} s; {queued:,} queued")
+        (node,) = self.start_delivery(1, {"MAILSVC_DELIVERY_PORT": str(refusing.port)})
+        start = time.monotonic()
+        samples = []
+        while time.monotonic() - start < self.args.rss_seconds:
+            time.sleep(5)
+            tried = self.sql("SELECT count(*) FROM deliveries WHERE status = 'deferred'")[0][0]
+            samples.append((time.monotonic() - start, node.rss_kib(), tried))
+            print(f"{samples[-1][0]:5.0f} s  RSS {samples[-1][1] / 1024:6.1f} MiB  deferred so far {tried:,}",
+                  flush=True)
+        rss = [s[1] / 1024 for s in samples]
+        print(f"RSS {min(rss):.1f}–{max(rss):.1f} MiB over {samples[-1][0]:.0f} s; "
+              f"{samples[-1][2] / samples[-1][0]:.0f} deliveries tried and deferred per second")
+        node.stop()
+        self.nodes.remove(node)
+
+    def run(self) -> None:
+        self.setup()
+        counts = [int(c) for c in self.args.nodes.split(",")]
+        print(f"{os.cpu_count()} cores; load {Path('/proc/loadavg').read_text().split()[0]}; "
+              f"{self.args.messages:,} messages per run", flush=True)
+        # Warm-up: a small batch through the whole path (and the message size for smtp-source).
+        self.accept(1000, 10_000_000)
+        warm = self.start_delivery(1)
+        self.wait_delivered(1000)
+        for node in warm:
+            node.stop()
+        self.nodes = []
+        self.message_size = self.sql("SELECT avg(length(message))::int FROM emails")[0][0]
+        self.sql("ANALYZE")
+        print(f"message size {self.message_size} bytes (DKIM-signed twice)", flush=True)
+        first = 0
+        results = []
+        kinds = self.args.only.split(",")
+        for run in range(self.args.runs):
+            for nodes in counts:
+                for kind in ("phase", "overlap"):
+                    if kind not in kinds:
+                        continue
+                    r = self.measure(kind, nodes, first)
+                    first += self.args.messages
+                    results.append(r)
+                    print(f"run {run + 1} mailsvc {kind:7} {nodes} delivery node(s): {r['rate']:7.0f} msg/s "
+                          f"({r['elapsed']:.1f} s; nodes CPU {r['cpu']:.2f}, PostgreSQL CPU {r['pg_cpu']:.2f};"
+                          f" sink counted {r['sink']})", flush=True)
+            if "postfix" in kinds:
+                for kind in ("phase", "overlap"):
+                    r = self.postfix_run(kind)
+                    results.append({**r, "nodes": "postfix"})
+                    print(f"run {run + 1} Postfix {kind:7}: {r['rate']:7.0f} msg/s ({r['elapsed']:.1f} s; "
+                          f"Postfix CPU {r['cpu']:.2f}; sink counted {r['sink']})", flush=True)
+        print("\nsummary (best, spread)")
+        for nodes in [*counts, "postfix"]:
+            for kind in ("phase", "overlap"):
+                rates = [r["rate"] for r in results if r["nodes"] == nodes and r["kind"] == kind]
+                if rates:
+                    print(f"  {str(nodes) + ' node(s)' if nodes != 'postfix' else 'Postfix':12} {kind:7} "
+                          f"best {max(rates):6.0f}  spread {min(rates):.0f}–{max(rates):.0f}  "
+                          f"median {statistics.median(rates):.0f} msg/s")
+        if self.args.rss:
+            self.rss(self.args.rss)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self.postfix is not None:
+            self.postfix.stop()
+        if self.db is not None:
+            self.db.close()
+        if self.api is not None:
+            self.api.stop(self.data_dir)
+        for sink in self.sinks:
+            sink.stop()
+        if self.dns is not None:
+            self.dns.terminate()
+            self.dns.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--nodes", default="1,2", help="delivery node counts to try")
+    parser.add_argument("--only", default="phase,overlap,postfix")
+    parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
+    parser.add_argument("--postfix-concurrency", type=int, default=20, help="Postfix destination concurrency")
+    parser.add_argument("--rss", type=int, default=0, help="deliveries to queue for the RSS check (0: skip)")
+    parser.add_argument("--rss-seconds", type=int, default=60)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-dns", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve)
+    if args.serve_dns:
+        return serve_dns()
+    for tool in ("smtp-sink", "smtp-source", "postfix"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed: run bench/delivery.sh, which installs it")
+    bench = Bench(args)
+    try:
+        bench.run()
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()

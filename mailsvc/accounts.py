@@ -5,6 +5,7 @@ from __future__ import annotations
 from psycopg2 import errors as pgerrors
 
 from mailsvc import timefmt
+from mailsvc.accept import DELIVERIES
 from mailsvc.apikeys import KeyRing
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import NewKey, Token
@@ -58,9 +59,21 @@ class Accounts:
         if parsed is None:
             raise NotFound("Tenant")
         changes = tenant_changes(body)
-        tenant = await self._db.run(
-            "update_tenant", accounts.update_tenant, parsed, changes, self._now()
-        )
+
+        async def update(txn: Transaction) -> Tenant | None:
+            now = self._now()
+            tenant = await accounts.update_tenant(txn, parsed, changes, now)
+            if tenant is not None and changes.get("status") == "active":
+                # Mail held back while the tenant was paused goes out now (still paced).
+                await txn.execute(
+                    "UPDATE deliveries SET due_at = %s WHERE tenant_id = %s AND status = 'queued'"
+                    " AND claim IS NULL AND due_at > %s",
+                    (now, parsed, now),
+                )
+                txn.notify(DELIVERIES)
+            return tenant
+
+        tenant = await self._db.run("update_tenant", update)
         if tenant is None:
             raise NotFound("Tenant")
         self._keyring.forget_tenant(parsed)

@@ -87,6 +87,13 @@ async def test_paused_mail_waits_and_suspended_mail_fails(api):
     assert paused.work == [] and paused.next_due == clock.seconds() + store.PAUSED_RECHECK_SECONDS
     rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
     assert [r["status"] for r in rows] == ["queued", "queued"]
+    # Resumed: what waited is due at once (not after the paused recheck).
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "active"})
+    resumed = await api.parts.db.fetchall("SELECT due_at <= now() AS due FROM deliveries")
+    assert [r["due"] for r in resumed] == [True, True]
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "paused"})
+    clock.advance(1)
+    assert (await claim(api, clock)).work == []
 
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "suspended"})
     clock.advance(store.PAUSED_RECHECK_SECONDS)

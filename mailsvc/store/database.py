@@ -47,6 +47,7 @@ class Transaction:
     def __init__(self, cursor):
         self._cursor = cursor
         self._after_commit: list[tuple[Callable, tuple]] = []
+        self._notifications: dict[tuple[str, str], None] = {}
 
     async def execute(self, sql: str, args: Any = None) -> int:
         """Run a statement; returns the row count."""
@@ -69,8 +70,16 @@ class Transaction:
         self._after_commit.append((fn, args))
 
     def notify(self, channel: str, payload: str = "") -> None:
-        """NOTIFY ``channel`` after commit, so that listeners never see uncommitted rows."""
-        self._after_commit.append((None, (channel, payload)))
+        """NOTIFY ``channel``; PostgreSQL delivers it at COMMIT (never if the transaction rolls
+        back), so listeners never see uncommitted rows. Repeats are sent once."""
+        self._notifications.setdefault((channel, payload), None)
+
+    async def _send_notifications(self) -> None:
+        """One statement for every NOTIFY of the transaction, issued just before COMMIT."""
+        if self._notifications:
+            pairs = list(self._notifications)
+            calls = ", ".join("pg_notify(%s, %s)" for _ in pairs)
+            await self._cursor.execute(f"SELECT {calls}", [value for pair in pairs for value in pair])
 
 
 def _rows(cursor) -> list[dict]:
@@ -122,10 +131,15 @@ class Database:
     async def run(self, desc: str, fn: Callable[..., Awaitable[Any]], *args, **kwargs) -> Any:
         holder: list[Transaction] = []
 
+        async def body(txn: Transaction):
+            result = await fn(txn, *args, **kwargs)
+            await txn._send_notifications()
+            return result
+
         def interaction(cursor):
             txn = Transaction(cursor)
             holder.append(txn)
-            return defer.ensureDeferred(fn(txn, *args, **kwargs))
+            return defer.ensureDeferred(body(txn))
 
         result = await self._retrying(desc, lambda: self._pool.runInteraction(interaction))
         await self._after(desc, holder[-1])
@@ -150,10 +164,7 @@ class Database:
     async def _after(self, desc: str, txn: Transaction) -> None:
         for fn, args in txn._after_commit:
             try:
-                if fn is None:
-                    await self._pool.runOperation("SELECT pg_notify(%s, %s)", args)
-                else:
-                    await defer.maybeDeferred(fn, *args)
+                await defer.maybeDeferred(fn, *args)
             except Exception:
                 log.failure("after-commit hook of {desc} failed", desc=desc)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task, threads
-from twisted.internet.testing import StringTransport
 
 from mailsvc import tls
 from mailsvc.mail import reports, verp
 from mailsvc.smtp.inbound import InboundFactory, listen
+from tests.smtpwire import connected, send
 
 SAMPLES = Path(__file__).parent / "samples"
 VERP = "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example"
@@ -56,30 +56,13 @@ class Recorder:
         self.delivered.append((mail_from, recipients, message))
 
 
-class TLSStringTransport(StringTransport):
-    """Records STARTTLS instead of negotiating (the real TLS path is tested with smtplib)."""
-
-    tls = None
-
-    def startTLS(self, options):  # noqa: N802
-        self.tls = options
-
-
 def connect(tls_options=None, asynchronous=True, **kwargs):
     recorder = Recorder(asynchronous)
     clock = task.Clock()
     factory = InboundFactory(clock, "mx.acme.example", recorder.accepts, recorder.deliver,
                              tls_options=tls_options, idle_timeout=30, **kwargs)
-    proto = factory.buildProtocol(None)
-    transport = TLSStringTransport()
-    proto.makeConnection(transport)
+    proto, transport = connected(factory)
     return proto, transport, recorder, clock
-
-
-def send(proto, transport, data: bytes) -> list[bytes]:
-    transport.clear()
-    proto.dataReceived(data)
-    return transport.value().split(b"\r\n")[:-1]
 
 
 # Bytes in, bytes out

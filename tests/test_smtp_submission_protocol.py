@@ -3,9 +3,9 @@
 import base64
 
 from twisted.internet import defer, task
-from twisted.internet.testing import StringTransport
 
 from mailsvc.smtp.submission import Refusal, Submission, SubmissionFactory
+from tests.smtpwire import connected, send
 
 KEY = "re_goodkey1_secret"
 
@@ -28,30 +28,13 @@ class Recorder:
         return "0190-id"
 
 
-class TLSStringTransport(StringTransport):
-    """Records STARTTLS instead of negotiating (the real TLS path is tested with smtplib)."""
-
-    tls = None
-
-    def startTLS(self, options):  # noqa: N802
-        self.tls = options
-
-
 def connect(encrypted=True, tls=object()):
     recorder = Recorder()
     clock = task.Clock()
     factory = SubmissionFactory(clock, Submission(recorder.authenticate, recorder.accept, "mx.test", 30),
                                 tls, implicit_tls=encrypted)
-    proto = factory.buildProtocol(None)
-    transport = TLSStringTransport()
-    proto.makeConnection(transport)
+    proto, transport = connected(factory)
     return proto, transport, recorder, clock
-
-
-def send(proto, transport, data: bytes) -> list[bytes]:
-    transport.clear()
-    proto.dataReceived(data)
-    return transport.value().split(b"\r\n")[:-1]
 
 
 def plain(user=b"mailsvc", password=KEY.encode()):

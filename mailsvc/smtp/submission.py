@@ -1,11 +1,9 @@
 """
-SMTP submission (RFC 6409): a small ESMTP server of our own on Twisted's LineReceiver.
-
-Why not ``twisted.mail.smtp.ESMTP``: it offers AUTH before TLS, dies on a malformed AUTH PLAIN,
-answers pipelined commands out of order when validation is asynchronous, and hands one message
-object per recipient (DESIGN.md, Known traps). Here every command is answered strictly in
-order: while a reply waits on the database, reading pauses, so PIPELINING is safe to offer.
-A finished message enters the same ``accept()`` path as ``POST /emails``.
+SMTP submission (RFC 6409) on the project's ESMTP server (``mailsvc.smtp.server``): AUTH PLAIN
+and LOGIN, offered only inside TLS, with the service label as user and an API key as password.
+``twisted.mail.smtp.ESMTP`` is unfit here: it offers AUTH before TLS, dies on a malformed AUTH
+PLAIN, and hands one message object per recipient (DESIGN.md, Known traps). A finished message
+enters the same ``accept()`` path as ``POST /emails``.
 """
 
 from __future__ import annotations
@@ -15,12 +13,9 @@ import binascii
 import re
 from collections.abc import Awaitable, Callable
 
-from twisted.internet import defer, protocol
-from twisted.logger import Logger
-from twisted.protocols.basic import LineReceiver
-from twisted.protocols.policies import TimeoutMixin
+from twisted.internet import protocol
 
-log = Logger()
+from mailsvc.smtp.server import ESMTPServerProtocol, Refusal
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
@@ -29,15 +24,6 @@ SERVICE_USERS = (b"mailsvc", b"resend")
 
 _MAIL = re.compile(rb"^FROM:\s*<([^<>]*)>(.*)$", re.I)
 _RCPT = re.compile(rb"^TO:\s*<([^<>]+)>(.*)$", re.I)
-_SIZE = re.compile(rb"(?:^|\s)SIZE=(\d+)", re.I)
-
-
-class Refusal(Exception):
-    """An SMTP reply that ends a step: code, enhanced code and text."""
-
-    def __init__(self, code: int, enhanced: str, text: str):
-        super().__init__(text)
-        self.code, self.enhanced, self.text = code, enhanced, text
 
 
 class Submission:
@@ -56,121 +42,39 @@ class Submission:
         self.idle_timeout = idle_timeout
 
 
-class SubmissionProtocol(LineReceiver, TimeoutMixin):
-    delimiter = b"\r\n"
-    MAX_LENGTH = 64 * 1024  # longer lines are refused at the end of DATA, not here
+class SubmissionProtocol(ESMTPServerProtocol):
+    max_recipients = MAX_RECIPIENTS
 
     def __init__(self, service: Submission, tls_options, implicit_tls: bool):
+        super().__init__(service.hostname.decode(), tls_options, implicit_tls, service.idle_timeout,
+                         MAX_MESSAGE_BYTES)
         self._service = service
-        self._tls_options = tls_options
-        self._encrypted = implicit_tls
         self._caller = None
-        self._helo: bytes | None = None
-        self._data: list[bytes] | None = None
-        self._data_size = 0
-        self._reset()
+        self._auth_state = None
 
-    # Connection
-
-    def connectionMade(self):  # noqa: N802
-        self.setTimeout(self._service.idle_timeout)
-        self._reply(220, None, self._service.hostname.decode() + " ESMTP mailsvc")
+    # Replies its clients have always seen, kept as they were.
 
     def timeoutConnection(self):  # noqa: N802
-        self._reply(421, "4.4.2", "Idle timeout, closing connection")
-        self.transport.loseConnection()
-
-    def connectionLost(self, reason=protocol.connectionDone):  # noqa: N802
-        self.setTimeout(None)
-
-    def _reply(self, code: int, enhanced: str | None, text: str | list[str]) -> None:
-        lines = text if isinstance(text, list) else [text]
-        for i, line in enumerate(lines):
-            sep = "-" if i < len(lines) - 1 else " "
-            body = f"{enhanced} {line}" if enhanced else line
-            self.transport.write(f"{code}{sep}{body}\r\n".encode("utf-8", "replace"))
-
-    def _reset(self) -> None:
-        self._sender: bytes | None = None
-        self._recipients: list[str] = []
-        self._data = None
-        self._data_size = 0
-
-    def _pending(self, work: Awaitable) -> None:
-        """Run an asynchronous step; no further line is read until it has answered."""
-        self.pauseProducing()
-        d = defer.ensureDeferred(work)
-
-        def failed(failure):
-            if failure.check(Refusal):
-                e = failure.value
-                self._reply(e.code, e.enhanced, e.text)
-            else:
-                log.failure("SMTP submission step failed", failure)
-                self._reply(451, "4.3.0", "Local error in processing; try again later")
-
-        d.addErrback(failed)
-        d.addBoth(lambda _: self._resume())
-
-    def _resume(self) -> None:
-        if self.transport is not None and not self.transport.disconnecting:
-            self.resumeProducing()
-
-    # Lines
-
-    def lineReceived(self, line: bytes):  # noqa: N802
-        self.resetTimeout()
-        if self._data is not None:
-            return self._data_line(line)
-        if self._auth_state is not None:
-            return self._auth_line(line)
-        verb, _, rest = line.strip().partition(b" ")
-        handler = getattr(self, "smtp_" + verb.decode("ascii", "replace").upper(), None)
-        if handler is None:
-            return self._reply(500, "5.5.2", "Command not recognized")
-        handler(rest.strip())
-
-    def lineLengthExceeded(self, line):  # noqa: N802
-        self._reply(500, "5.5.2", "Line too long")
-        self.transport.loseConnection()
-
-    _auth_state = None
-
-    # Commands
-
-    def _extensions(self) -> list[str]:
-        ext = [f"SIZE {MAX_MESSAGE_BYTES}", "8BITMIME", "PIPELINING", "ENHANCEDSTATUSCODES"]
-        if not self._encrypted and self._tls_options is not None:
-            ext.append("STARTTLS")
-        if self._encrypted:
-            ext.append("AUTH PLAIN LOGIN")
-        return ext
-
-    def smtp_EHLO(self, rest: bytes):  # noqa: N802
-        if not rest:
-            return self._reply(501, "5.5.4", "EHLO needs a domain")
-        self._helo = rest
-        self._reset()
-        self._reply(250, None, [self._service.hostname.decode(), *self._extensions()])
-
-    def smtp_HELO(self, rest: bytes):  # noqa: N802
-        if not rest:
-            return self._reply(501, "5.5.4", "HELO needs a domain")
-        self._helo = rest
-        self._reset()
-        self._reply(250, None, self._service.hostname.decode())
+        self._close(421, "4.4.2", "Idle timeout, closing connection")
 
     def smtp_STARTTLS(self, rest: bytes):  # noqa: N802
         if self._encrypted or self._tls_options is None:
             return self._reply(454 if self._tls_options is None else 503, "5.5.1", "TLS not available")
-        # Anything the client pipelined after STARTTLS was sent in clear: drop it (RFC 3207 §6).
-        self.clearLineBuffer()
-        self._reply(220, "2.0.0", "Ready to start TLS")
-        self.transport.startTLS(self._tls_options)
-        self._encrypted = True
-        self._helo = None
-        self._caller = None
-        self._reset()
+        self._start_tls()
+
+    # AUTH
+
+    def _command(self, line: bytes) -> None:
+        # While AUTH waits on the client, a line is its response, not a command.
+        if self._auth_state is not None:
+            return self._auth_line(line)
+        super()._command(line)
+
+    def _extensions(self) -> list[str]:
+        ext = super()._extensions()
+        if self._encrypted:
+            ext.append("AUTH PLAIN LOGIN")
+        return ext
 
     def smtp_AUTH(self, rest: bytes):  # noqa: N802
         if not self._encrypted:
@@ -230,85 +134,40 @@ class SubmissionProtocol(LineReceiver, TimeoutMixin):
             self._caller = caller
             self._reply(235, "2.7.0", "Authentication successful")
 
-        self._pending(check())
+        self._pending(check(), "authentication")
+
+    # The transaction: only after AUTH; the message goes to accept().
 
     def smtp_MAIL(self, rest: bytes):  # noqa: N802
         if self._caller is None:
             return self._reply(530, "5.7.0", "Authentication required")
-        if self._sender is not None:
-            return self._reply(503, "5.5.1", "Sender already given")
-        match = _MAIL.match(rest)
-        if not match:
-            return self._reply(501, "5.5.4", "Syntax: MAIL FROM:<address>")
-        size = _SIZE.search(match.group(2))
-        if size and int(size.group(1)) > MAX_MESSAGE_BYTES:
-            return self._reply(552, "5.3.4", "Message size exceeds fixed maximum message size")
-        self._sender = match.group(1)
-        self._reply(250, "2.1.0", "Sender OK")
+        super().smtp_MAIL(rest)
 
-    def smtp_RCPT(self, rest: bytes):  # noqa: N802
-        if self._sender is None:
-            return self._reply(503, "5.5.1", "Need MAIL before RCPT")
+    def _mail_from(self, rest: bytes) -> tuple[str, bytes] | None:
+        match = _MAIL.match(rest)
+        return None if match is None else (match.group(1).decode("utf-8", "replace"), match.group(2))
+
+    def _rcpt_to(self, rest: bytes) -> bytes | None:
         match = _RCPT.match(rest)
-        if not match:
-            return self._reply(501, "5.5.4", "Syntax: RCPT TO:<address>")
+        return None if match is None else match.group(1)
+
+    def _recipient_address(self, path: bytes) -> str | None:
         from mailsvc.domain.email import parse_mailbox
         from mailsvc.domain.errors import Invalid
 
         try:
-            address = parse_mailbox("to", match.group(1).decode("utf-8")).address
+            return parse_mailbox("to", path.decode("utf-8")).address
         except (Invalid, UnicodeDecodeError):
-            return self._reply(553, "5.1.3", "Bad recipient address syntax")
-        known = {r.lower() for r in self._recipients}
-        if address.lower() not in known and len(known) >= MAX_RECIPIENTS:
-            return self._reply(452, "4.5.3", f"Too many recipients (at most {MAX_RECIPIENTS})")
-        if address.lower() not in known:
-            self._recipients.append(address)
-        self._reply(250, "2.1.5", "Recipient OK")
+            return None
 
-    def smtp_DATA(self, rest: bytes):  # noqa: N802
-        if self._sender is None or not self._recipients:
-            return self._reply(503, "5.5.1", "Need MAIL and RCPT before DATA")
-        self._data = []
-        self._data_size = 0
-        self._reply(354, None, "End data with <CR><LF>.<CR><LF>")
-
-    def _data_line(self, line: bytes) -> None:
-        if line == b".":
-            lines, self._data = self._data, None
-            too_big = self._data_size > MAX_MESSAGE_BYTES
-            recipients, self._recipients = self._recipients, []
-            self._sender = None
-            if too_big:
-                return self._reply(552, "5.3.4", "Message size exceeds fixed maximum message size")
-            if any(len(piece) > 998 for piece in lines):
-                return self._reply(550, "5.6.0", "Message has lines longer than 998 characters")
-            message = b"\r\n".join(lines) + b"\r\n"
-            self._pending(self._accept(message, recipients))
-            return
-        if line.startswith(b"."):
-            line = line[1:]
-        self._data_size += len(line) + 2
-        if self._data_size <= MAX_MESSAGE_BYTES:
-            self._data.append(line)
+    def _message_received(self, sender: str, recipients: list[str], message: bytes) -> None:
+        if any(len(line) > 998 for line in message.split(b"\r\n")):
+            return self._reply(550, "5.6.0", "Message has lines longer than 998 characters")
+        self._pending(self._accept(message, recipients), "accept")
 
     async def _accept(self, message: bytes, recipients: list[str]) -> None:
         email_id = await self._service.accept_message(self._caller, message, recipients, [])
         self._reply(250, "2.0.0", f"OK: queued as {email_id}")
-
-    def smtp_RSET(self, rest: bytes):  # noqa: N802
-        self._reset()
-        self._reply(250, "2.0.0", "OK")
-
-    def smtp_NOOP(self, rest: bytes):  # noqa: N802
-        self._reply(250, "2.0.0", "OK")
-
-    def smtp_VRFY(self, rest: bytes):  # noqa: N802
-        self._reply(252, "2.5.0", "Cannot VRFY user")
-
-    def smtp_QUIT(self, rest: bytes):  # noqa: N802
-        self._reply(221, "2.0.0", "Bye")
-        self.transport.loseConnection()
 
 
 class SubmissionFactory(protocol.Factory):

@@ -21,6 +21,7 @@ since verification needs public DNS. Every lookup the node makes goes to a close
 
     bench/sending.sh                             # installs wrk and postfix if missing, then runs this
     .venv/bin/python -m bench.sending [--only http,batch,relay,smtp] [--processes 1,2] [--runs 3]
+    .venv/bin/python -m bench.sending --micro   # the accept path's functions alone (timeit)
 """
 
 from __future__ import annotations
@@ -111,54 +112,10 @@ def serve(state_dir: str, http_port: int, smtp_port: int) -> None:
     })
     log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
     globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
-    if os.environ.get("MAILSVC_BENCH_VARIANT") == "charge-last":
-        charge_last()
     node = compose.build(config)
     reactor.callWhenRunning(node.startService)
     reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
     reactor.run()
-
-
-def charge_last() -> None:
-    """
-    EXPERIMENT (``--variant charge-last``; the service's code is not changed): the accept
-    transaction with the quota charge moved to its end, both periods in one statement, so
-    the tenant's ``usage`` row is locked for one round trip and the commit instead of for
-    the whole transaction. Replaces ``Acceptor._store`` in the benchmark's server process.
-    """
-    from mailsvc.accept import DELIVERIES, Acceptor, QuotaExceeded
-
-    async def _store(self, txn, caller, prepared, source, finish):
-        tenant = caller.tenant
-        now = self.now()
-        everyone = sorted({r for p in prepared for r in p.submission.recipients})
-        suppressed = await self._suppressed_among(txn, tenant.id, everyone) if everyone else {}
-        suppressed_lower = {address.lower(): origin for address, origin in suppressed.items()}
-        charged = sum(1 for p in prepared for r in p.submission.recipients if r.lower() not in suppressed_lower)
-        accepted = [await self._insert(txn, caller, p, source, suppressed_lower, now) for p in prepared]
-        if finish is not None:
-            await finish(txn, accepted)
-        if charged:
-            day, month = f"day:{now:%Y-%m-%d}", f"month:{now:%Y-%m}"
-            rows = await txn.fetchall(
-                "INSERT INTO usage AS u (tenant_id, period, count)"
-                " SELECT %(t)s, p, %(n)s FROM (VALUES (%(d)s, %(dmax)s), (%(m)s, %(mmax)s)) AS v(p, max)"
-                " WHERE %(n)s <= v.max"
-                " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %(n)s"
-                " WHERE u.count + %(n)s <= CASE WHEN u.period = %(d)s THEN %(dmax)s ELSE %(mmax)s END"
-                " RETURNING period",
-                {"t": tenant.id, "n": charged, "d": day, "m": month,
-                 "dmax": tenant.daily_quota, "mmax": tenant.monthly_quota},
-            )
-            got = {r["period"] for r in rows}
-            if day not in got:
-                raise QuotaExceeded("daily")
-            if month not in got:
-                raise QuotaExceeded("monthly")
-        txn.notify(DELIVERIES)
-        return accepted
-
-    Acceptor._store = _store
 
 
 class Node:
@@ -530,6 +487,43 @@ def smtp_round(nodes, data_dir, token: str, count: int, connections: int, db) ->
 
 
 # ---------------------------------------------------------------------------------------------
+# Micro-benchmarks: the accept path's functions alone, on the message of the HTTP benchmark
+
+
+def micro() -> None:
+    """Each function of the accept path alone, one core, best of 5 repeats (``--micro``)."""
+    import timeit
+    from datetime import UTC, datetime
+
+    from mailsvc.domain.email import submission_from_json
+    from mailsvc.mail import dkim, mime
+    from mailsvc.smtp import intake
+
+    now = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    body = email_json(3)
+    submission = submission_from_json(body, now)
+    pairs = [dkim.generate("rsa1", dkim.RSA), dkim.generate("ed1", dkim.ED25519)]
+    signers = [dkim.Signer(p.selector, p.algorithm, dkim.load_private_key(p.private_der)) for p in pairs]
+    message = mime.build(submission, message_id=f"<m1@{DOMAIN}>", date=now)
+    raw = rfc5322(3)[:-3]  # without the SMTP end of data
+    cases = {
+        "domain.email.submission_from_json": lambda: submission_from_json(body, now),
+        "mail.mime.text_from_html": lambda: mime.text_from_html(submission.html),
+        "mail.mime.build": lambda: mime.build(submission, message_id=f"<m1@{DOMAIN}>", date=now),
+        "mail.mime.build_with_email_package (the former build)":
+            lambda: mime.build_with_email_package(submission, message_id=f"<m1@{DOMAIN}>", date=now),
+        "mail.dkim.sign (rsa-sha256 + ed25519-sha256)": lambda: dkim.sign(message, DOMAIN, signers),
+        "mail.dkim.sign, rsa-sha256 only": lambda: dkim.sign(message, DOMAIN, signers[:1]),
+        "smtp.intake.submission_from_message": lambda: intake.submission_from_message(raw, ["customer3@example.net"]),
+    }
+    print(f"load {Path('/proc/loadavg').read_text().split()[0]}; best of 5 repeats, one core")
+    for name, function in cases.items():
+        timer = timeit.Timer(function)
+        number, _ = timer.autorange()
+        print(f"{name:55s} {min(timer.repeat(5, number)) / number * 1e6:9.1f} µs", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def summary(name: str, unit: str, key: str, runs: list[dict], extra=lambda r: "") -> str:
@@ -551,13 +545,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=3000, help="messages per SMTP round")
     parser.add_argument("--sessions", type=int, default=64, help="smtp-source sessions")
     parser.add_argument("--smtp-connections", type=int, default=32, help="direct client connections")
-    parser.add_argument("--variant", choices=("charge-last",),
-                        help="EXPERIMENT: run the servers with a proposed change (see charge_last)")
     parser.add_argument("--keep", action="store_true", help="leave the servers up (for profiling); Enter stops")
+    parser.add_argument("--micro", action="store_true", help="time the accept path's functions alone, then stop")
     parser.add_argument("--serve", nargs=3, metavar=("STATE_DIR", "HTTP", "SMTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), int(args.serve[2]))
+        return
+    if args.micro:
+        micro()
         return
     only = set(args.only.split(","))
     counts = [int(c) for c in args.processes.split(",")]
@@ -573,8 +569,7 @@ def main(argv: list[str] | None = None) -> None:
     data_dir = root / "n1" / "state" / "postgresql" / "data"
     try:
         # No delivery role: what is measured is accepting; nothing leaves the machine.
-        variant = {"MAILSVC_BENCH_VARIANT": args.variant} if args.variant else {}
-        nodes.append(Node(root, "n1", {"MAILSVC_NODE_ROLES": "api,webhooks,scheduler", **variant}))
+        nodes.append(Node(root, "n1", {"MAILSVC_NODE_ROLES": "api,webhooks,scheduler"}))
         state = nodes[0].state
         operator = (state / "operator-token").read_text().strip()
         _, tenant = call(nodes[0].url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
@@ -590,12 +585,10 @@ def main(argv: list[str] | None = None) -> None:
                         " WHERE id = %s", (domain["id"],))
         second_env = {
             "MAILSVC_DATABASE_DSN": dsn, "MAILSVC_NODE_ROLES": "api", "MAILSVC_OPERATOR_TOKEN": operator,
-            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(), **variant,
+            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(),
         }
         one = write_lua(root, "one", email_json(), key)
         batch = write_lua(root, "batch", [email_json(n) for n in range(100)], key)
-        if args.variant:
-            print(f"EXPERIMENT: servers run with --variant {args.variant} (not the service's code)")
         print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and load generators share them; "
               f"load {Path('/proc/loadavg').read_text().split()[0]}", flush=True)
         results: dict[str, list[dict]] = {}

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import attrs
+from psycopg2 import errors as pgerrors
 from psycopg2.extras import Json
 from twisted.internet import defer
 
@@ -138,16 +139,24 @@ class Acceptor:
         raw: bytes | None = None,
         links_base: str | None = None,
         budget: Budget | None = None,
+        domains: dict | None = None,
     ) -> Prepared:
         """
         Everything that needs no transaction: domain checks, fetching, building, signing.
         ``raw`` is a message submitted over SMTP, kept as written but for managed headers.
         ``links_base`` is where unsubscribe links point (``scheme://host``; default: the
-        configured public URL); ``budget`` is shared by the items of one batch.
+        configured public URL); ``budget`` and ``domains`` (the sending domains looked up,
+        each once) are shared by the items of one batch.
         """
         self.check_account(caller)
         domain_name = submission.sender.domain
-        domain = await self._sending_domain(self._db, caller.tenant.id, domain_name)
+        if domains is None:
+            domain = await self._sending_domain(self._db, caller.tenant.id, domain_name)
+        else:
+            key = domain_name.rstrip(".").lower()
+            if key not in domains:
+                domains[key] = await self._sending_domain(self._db, caller.tenant.id, domain_name)
+            domain = domains[key]
         if domain is None or domain.status != "verified":
             raise NotAllowed(
                 f"The {domain_name} domain is not verified. Please, add and verify your domain.",
@@ -251,46 +260,93 @@ class Acceptor:
         source: str,
         finish: Callable[[Transaction, list[AcceptedEmail]], Awaitable[None]] | None = None,
     ) -> list[AcceptedEmail]:
-        """ONE transaction for all of ``prepared`` (a batch is accepted or refused whole)."""
-        return await self._db.run("accept_email", self._store, caller, prepared, source, finish)
+        """
+        All of ``prepared`` (a batch is accepted or refused whole) in ONE statement, which is
+        its own transaction: every email, attachment, delivery and event inserted, the
+        statements of ``finish`` (the idempotency outcome), the quotas charged, the NOTIFYs.
 
-    async def _store(self, txn: Transaction, caller: Caller, prepared: list[Prepared], source: str, finish):
+        The charge is the statement's last part and both periods are one INSERT: the tenant's
+        ``usage`` rows, which every send of the tenant on every node locks, stay locked from
+        there to the end of the COMMIT only, with no round trip to this (busy) process in
+        between. Atomic across nodes: the row locks order concurrent charges, the WHERE
+        refuses, and a refusal fails the statement, so nothing of it remains.
+
+        The suppression list is read just before (a read in the transaction would see no
+        more: nothing is locked by it).
+        """
         tenant = caller.tenant
         now = self.now()
         everyone = sorted({r for p in prepared for r in p.submission.recipients})
-        suppressed = await self._suppressed_among(txn, tenant.id, everyone) if everyone else {}
+        suppressed = await self._suppressed_among(self._db, tenant.id, everyone) if everyone else {}
         suppressed_lower = {address.lower(): origin for address, origin in suppressed.items()}
         charged = sum(
             1 for p in prepared for r in p.submission.recipients if r.lower() not in suppressed_lower
         )
-        if charged:
-            await self._charge(txn, tenant, charged, now)
-        accepted = []
-        for p in prepared:
-            accepted.append(await self._insert(txn, caller, p, source, suppressed_lower, now))
+        rows = _Rows()
+        accepted = [self._rows_of(caller, p, source, suppressed_lower, now, rows) for p in prepared]
+        parts = [("new_emails", "emails", _EMAIL_COLUMNS, rows.emails, 17),
+                 ("new_deliveries", "deliveries", _DELIVERY_COLUMNS, rows.deliveries, 8),
+                 ("new_attachments", "attachments", _ATTACHMENT_COLUMNS, rows.attachments, 9)]
+        ctes, parameters, inserted = [], [], []
+        for name, table, columns, values, width in parts:
+            if values:
+                row = "(" + ", ".join(["%s"] * width) + ")"
+                ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(values))}"
+                            " RETURNING 1)")
+                parameters += [value for one in values for value in one]
+                inserted.append(name)
+        channels = [DELIVERIES]
+        if rows.events:
+            values, event_parameters = events.rows(self._clock, rows.events)
+            ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) VALUES {values} RETURNING 1)")
+            parameters += event_parameters
+            inserted.append("new_events")
+            channels.append(events.CHANNEL)
         if finish is not None:
-            await finish(txn, accepted)
-        txn.notify(DELIVERIES)
+            recorder = _Recorder()
+            await finish(recorder, accepted)
+            for n, (sql, args) in enumerate(recorder.statements):
+                ctes.append(f"finish_{n} AS ({sql})")
+                parameters += args
+        notify = ", ".join(["pg_notify(%s, '')"] * len(channels))
+        if not charged:
+            await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {notify}", [*parameters, *channels],
+                                    desc="accept_email")
+            return accepted
+        day, month = f"day:{now:%Y-%m-%d}", f"month:{now:%Y-%m}"
+        written = " + ".join(f"(SELECT count(*) FROM {name})" for name in inserted)
+        ctes.append(
+            # After every insert (it counts what they wrote), so the rows are locked last.
+            "charged AS (INSERT INTO usage AS u (tenant_id, period, count)"
+            " SELECT %s, v.period, %s FROM (VALUES (%s, %s), (%s, %s)) AS v(period, quota),"
+            f" (SELECT {written} AS n) AS written"
+            " WHERE %s <= v.quota AND written.n > 0"
+            " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %s"
+            " WHERE u.count + %s <= CASE WHEN u.period = %s THEN %s ELSE %s END"
+            " RETURNING u.period)"
+        )
+        parameters += [tenant.id, charged, day, tenant.daily_quota, month, tenant.monthly_quota,
+                       charged, charged, charged, day, tenant.daily_quota, tenant.monthly_quota]
+        # A refused charge fails the statement: a text that is no integer, naming the period.
+        verdict = ("(CASE WHEN NOT EXISTS (SELECT 1 FROM charged WHERE period = %s) THEN %s"
+                   " WHEN NOT EXISTS (SELECT 1 FROM charged WHERE period = %s) THEN %s ELSE '0' END)::int")
+        parameters += [day, _REFUSED + "daily", month, _REFUSED + "monthly"]
+        try:
+            await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {verdict}, {notify}", [*parameters, *channels],
+                                    desc="accept_email")
+        except pgerrors.InvalidTextRepresentation as e:
+            refused = str(e).partition(_REFUSED)[2]
+            for period in ("daily", "monthly"):
+                if refused.startswith(period):
+                    raise QuotaExceeded(period) from None
+            raise
         return accepted
 
-    async def _charge(self, txn: Transaction, tenant, count: int, now: datetime) -> None:
-        """Atomic across nodes: the row lock orders concurrent charges, the WHERE refuses."""
-        for period, key, limit in (
-            ("daily", f"day:{now:%Y-%m-%d}", tenant.daily_quota),
-            ("monthly", f"month:{now:%Y-%m}", tenant.monthly_quota),
-        ):
-            row = await txn.fetchone(
-                "INSERT INTO usage AS u (tenant_id, period, count) SELECT %(t)s, %(p)s, %(n)s WHERE %(n)s <= %(max)s"
-                " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %(n)s"
-                " WHERE u.count + %(n)s <= %(max)s RETURNING count",
-                {"t": tenant.id, "p": key, "n": count, "max": limit},
-            )
-            if row is None:
-                raise QuotaExceeded(period)
-
-    async def _insert(self, txn: Transaction, caller: Caller, p: Prepared, source: str,
-                      suppressed: dict[str, str], now: datetime) -> AcceptedEmail:
+    def _rows_of(self, caller: Caller, p: Prepared, source: str,
+                 suppressed: dict[str, str], now: datetime, rows: _Rows) -> AcceptedEmail:
+        """The rows of one email (added to ``rows``) and what its caller is answered."""
         s = p.submission
+        tenant_id = caller.tenant.id
         email_id = p.email_id or uuid7(self._clock.seconds())
         scheduled = s.scheduled_at is not None and s.scheduled_at > now
         capture = caller.tenant.delivery_mode == "capture"
@@ -304,28 +360,20 @@ class Acceptor:
             last_event = "delivered"
         else:
             last_event = "sent"
-        await txn.execute(
-            "INSERT INTO emails (id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text,"
-            " tags, stream, source, scheduled_at, status, last_event, message, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                email_id, caller.tenant.id, p.domain_id, p.message_id, str(s.sender),
+        rows.emails.append((
+                email_id, tenant_id, p.domain_id, p.message_id, str(s.sender),
                 Json({"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc],
                       "bcc": [str(m) for m in s.bcc], "reply_to": [str(m) for m in s.reply_to]}),
                 s.subject, s.html, s.text,
                 Json([{"name": n, "value": v} for n, v in s.tags]), s.stream, source,
                 s.scheduled_at, "scheduled" if scheduled else "queued", last_event, p.message, now,
-            ),
-        )
+        ))
         for a in p.attachments:
-            await txn.execute(
-                "INSERT INTO attachments (id, email_id, tenant_id, filename, content_type, content_disposition,"
-                " content_id, size, content) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (uuid7(self._clock.seconds()), email_id, caller.tenant.id, a.filename, a.content_type,
-                 "inline" if a.inline else "attachment", a.content_id, len(a.content), a.content),
-            )
+            rows.attachments.append(
+                (uuid7(self._clock.seconds()), email_id, tenant_id, a.filename, a.content_type,
+                 "inline" if a.inline else "attachment", a.content_id, len(a.content), a.content))
         if live and not scheduled:
-            await events.record(txn, self._clock, caller.tenant.id, "email.sent", sent_event(email_id, s, live, now))
+            rows.events.append((tenant_id, "email.sent", sent_event(email_id, s, live, now)))
         base = {"email_id": str(email_id), "created_at": timefmt.iso(now), "to": live}
         for recipient in recipients:
             delivery_id = uuid7(self._clock.seconds())
@@ -340,21 +388,52 @@ class Acceptor:
                 status, due = "queued", now
             # A suppressed recipient is never sent to: no message of its own.
             own = p.messages.get(recipient) if origin is None else None
-            await txn.execute(
-                "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, message)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (delivery_id, email_id, caller.tenant.id, recipient, status, due, now, own),
-            )
+            rows.deliveries.append((delivery_id, email_id, tenant_id, recipient, status, due, now, own))
             if origin is not None:
-                await events.record(txn, self._clock, caller.tenant.id, "email.suppressed",
+                rows.events.append((tenant_id, "email.suppressed",
                                     {**base, "delivery_id": str(delivery_id), "recipient": recipient,
-                                     "reason": origin})
+                                     "reason": origin}))
             elif capture and not scheduled:
-                await events.record(txn, self._clock, caller.tenant.id, "email.delivered",
+                rows.events.append((tenant_id, "email.delivered",
                                     {**base, "delivery_id": str(delivery_id), "recipient": recipient,
                                      "transport": "capture", "remote_host": None,
-                                     "response": "stored by capture mode"})
+                                     "response": "stored by capture mode"}))
         return AcceptedEmail(email_id, last_event)
+
+
+_EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
+                  " source, scheduled_at, status, last_event, message, created_at")
+_ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
+_DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message"
+
+
+#: Starts the text that fails the accept statement when a quota refuses it.
+_REFUSED = "mailsvc quota refused: "
+
+
+@attrs.define
+class _Rows:
+    """The rows one accept statement writes, table by table, and its events."""
+
+    emails: list[tuple] = attrs.Factory(list)
+    attachments: list[tuple] = attrs.Factory(list)
+    deliveries: list[tuple] = attrs.Factory(list)
+    events: list[tuple[uuid.UUID, str, dict]] = attrs.Factory(list)
+
+
+class _Recorder:
+    """
+    What ``finish`` gets for a transaction: its statements (each one INSERT, UPDATE or DELETE)
+    become part of the accept statement, so they commit, or fail, with the emails.
+    """
+
+    def __init__(self):
+        self.statements: list[tuple[str, list]] = []
+
+    async def execute(self, sql: str, args=()) -> None:
+        if sql.lstrip().split(None, 1)[0].upper() not in ("INSERT", "UPDATE", "DELETE"):
+            raise ValueError("a finish of the accept statement may only insert, update or delete")
+        self.statements.append((sql, list(args)))
 
 
 def sent_event(email_id: uuid.UUID, s: Submission, live: list[str], now: datetime) -> dict:

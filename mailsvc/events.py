@@ -42,15 +42,29 @@ async def record(txn: Transaction, clock, tenant_id: uuid.UUID, type: str, data:
     return event_id
 
 
+#: The columns ``rows`` gives values for, for an ``INSERT INTO events`` of one's own.
+COLUMNS = "id, tenant_id, type, data, created_at"
+
+
+def rows(clock, entries: list[tuple[uuid.UUID, str, dict]]) -> tuple[str, list]:
+    """
+    ``("(%s, …), (%s, …)", parameters)``: the rows of ``entries`` (``(tenant_id, type, data)``),
+    ids in order, for an ``INSERT INTO events (COLUMNS) VALUES`` that the caller runs, and whose
+    transaction must then NOTIFY ``CHANNEL`` (as ``record_many`` does).
+    """
+    now = timefmt.from_seconds(clock.seconds())
+    parameters: list = []
+    for tenant_id, type, data in entries:
+        if type not in SENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}")
+        parameters += (uuid7(clock.seconds()), tenant_id, type, Json(data), now)
+    return ", ".join(["(%s, %s, %s, %s, %s)"] * len(entries)), parameters
+
+
 async def record_many(txn: Transaction, clock, entries: list[tuple[uuid.UUID, str, dict]]) -> None:
     """``record`` for many ``(tenant_id, type, data)`` entries in one statement."""
     if not entries:
         return
-    now = timefmt.from_seconds(clock.seconds())
-    values = []
-    for tenant_id, type, data in entries:
-        if type not in SENT_TYPES:
-            raise ValueError(f"unknown event type {type!r}")
-        values.append(txn.mogrify("(%s, %s, %s, %s, %s)", (uuid7(clock.seconds()), tenant_id, type, Json(data), now)))
-    await txn.execute("INSERT INTO events (id, tenant_id, type, data, created_at) VALUES " + ", ".join(values))
+    values, parameters = rows(clock, entries)
+    await txn.execute(f"INSERT INTO events ({COLUMNS}) VALUES {values}", parameters)
     txn.notify(CHANNEL)

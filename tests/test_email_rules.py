@@ -180,3 +180,48 @@ def test_resubmitted_message_keeps_its_headers_but_managed_ones():
     assert message["DKIM-Signature"] is None and message["Resend-Idempotency-Key"] is None
     assert b"X-Custom: keep\r\n folded\r\n" in out
     assert out.endswith(b"\r\n\r\nbody\r\n.line\r\n")
+
+
+def test_common_addresses_are_read_as_the_email_packages_parser_reads_them(monkeypatch):
+    """``parse_mailbox`` reads ``a@b`` and ``Name <a@b>`` itself: the same outcome as the parser's."""
+    import random
+
+    from mailsvc.domain import email as rules
+
+    def outcome(text):
+        try:
+            return rules.parse_mailbox("to", text)
+        except Invalid as e:
+            return e.message
+
+    rng = random.Random(7)
+    pieces = ["a", "Z", "0", ".", "-", "--", "_", "+", "'", "!", "=?", "?", " ", "  ", "@", "<", ">", "\"", ",",
+              "é", "日", "\u00a0", "\u200b", "\x7f", "\t", "xn--", "example", ".com", ".c0m", ".123", "(", ")"]
+    texts = ["ann@example.com", "Ann <ann@Example.COM>", "José Ñ <jose@example.com>", "a@b", "x@exa--mple.com",
+             "A  B <a@b.co>", "<a@b.co>", "J. Doe <j@x.com>", "x@" + "a" * 64 + ".com", "l" * 65 + "@x.com",
+             "a@" + ".".join(["b" * 60] * 5) + ".com", "=?utf-8?q?x?= <a@b.com>", "a@xn--bcher-kva.example"]
+    for _ in range(3000):
+        local = "".join(rng.choice(pieces[:12]) for _ in range(rng.randint(1, 4)))
+        domain = "".join(rng.choice(pieces[:5] + pieces[25:31]) for _ in range(rng.randint(1, 4)))
+        if rng.random() < 0.6:
+            local, domain = local.strip(".@ ") or "x", domain.strip(".-") + ".example.com"
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        texts.append(f"{name} <{local}@{domain}>" if name else f"{local}@{domain}")
+    fast = [outcome(t) for t in texts]
+    monkeypatch.setattr(rules, "simple_mailbox", lambda text: None)
+    assert fast == [outcome(t) for t in texts]
+    assert sum(isinstance(m, rules.Mailbox) for m in fast) > 300
+
+
+def test_mailboxes_are_written_as_the_email_packages_address_writes_them():
+    import random
+    from email.headerregistry import Address
+
+    from mailsvc.domain.email import Mailbox
+
+    rng = random.Random(3)
+    for _ in range(5000):
+        name = "".join(rng.choice('ab ()<>@,:;.\\"[]\téü') for _ in range(rng.randint(1, 6)))
+        local = rng.choice(["a", "a.b", '"q uoted"', "x+y"])
+        mailbox = Mailbox(name, f"{local}@example.com")
+        assert str(mailbox) == str(Address(display_name=name, username=local, domain="example.com"))

@@ -107,13 +107,14 @@ def install(router: Router, acceptor: Acceptor, emails: Emails, keys: Idempotenc
             prepared: list[Prepared] = []
             failures: list[dict] = []
             budget = Budget()  # broadcast-stream messages of the whole batch
+            domains: dict = {}  # each sending domain looked up once per batch
             for index, item in enumerate(body):
                 try:
                     if not isinstance(item, dict):
                         raise Invalid("body", "each email must be an object")
                     submission = submission_from_json(item, acceptor.now(), allow_attachments=False)
                     prepared.append(await acceptor.prepare(caller, submission, links_base=base_url(request),
-                                                           budget=budget))
+                                                           budget=budget, domains=domains))
                 except DomainError as e:
                     if not permissive:
                         error = errors.from_domain(e)

@@ -94,11 +94,18 @@ _UNFOLD = re.compile(rb"\r?\n(?=[ \t])")
 
 def _relaxed_header(field: bytes) -> bytes:
     name, _, value = field.partition(b":")
-    value = _WSP_RUN.sub(b" ", _UNFOLD.sub(b"", value)).strip(b" \r\n")
-    return name.strip(b" \t").lower() + b":" + value
+    if b"\n" in value or b"\t" in value or b"  " in value:
+        value = _WSP_RUN.sub(b" ", _UNFOLD.sub(b"", value))
+    return name.strip(b" \t").lower() + b":" + value.strip(b" \r\n")
 
 
 def _relaxed_body(body: bytes) -> bytes:
+    if (b"\t" not in body and b"  " not in body and b" \r\n" not in body and not body.endswith(b" ")
+            and body.count(b"\n") == body.count(b"\r\n") == body.count(b"\r")):
+        # Already canonical but for empty lines at the end (the messages built here): the
+        # same result without the regular expressions.
+        body = body.rstrip(b"\r\n")
+        return body + b"\r\n" if body else b""
     body = _WSP_AT_EOL.sub(b"", _WSP_RUN.sub(b" ", body.replace(b"\r\n", b"\n"))).rstrip(b"\n")
     return body.replace(b"\n", b"\r\n") + b"\r\n" if body else b""
 

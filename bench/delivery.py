@@ -30,23 +30,17 @@ import argparse
 import json
 import os
 import re
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-import psycopg2
+from bench import common
+from bench.common import ROOT, Meter, free_port, load_average, wait_until
 
-from bench.common import cpu_seconds, free_port, postgres_pids
-from bench.http_auth import call, stop
-
-ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = "bench.example.com"
 RCPT_DOMAIN = "example.net"
 BATCH = 100
@@ -58,21 +52,7 @@ BATCH = 100
 
 def serve(state_dir: str) -> None:
     """A node as ``twistd mailsvc`` builds it; MAILSVC_* settings come from the environment."""
-    from twisted.internet import reactor
-    from twisted.logger import globalLogBeginner, jsonFileLogObserver
-
-    from mailsvc import compose
-    from mailsvc.config import load
-
-    config = load(None, environ={**{k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")},
-                                 "MAILSVC_STATE_DIR": state_dir})
-    log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
-    globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
-    node = compose.build(config)
-    node.ready.addCallback(lambda _: (Path(state_dir).parent / "ready").write_text("ok"))
-    reactor.callWhenRunning(node.startService)
-    reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
-    reactor.run()
+    common.serve(state_dir, {})
 
 
 def serve_dns() -> None:
@@ -89,40 +69,8 @@ def serve_dns() -> None:
     reactor.run()
 
 
-class Node:
-    def __init__(self, root: Path, name: str, env: dict):
-        self.dir = root / name
-        self.state = self.dir / "state"
-        self.dir.mkdir(parents=True)
-        self.dir.chmod(0o755)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.delivery", "--serve", str(self.state)],
-            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
-        )
-
-    def wait_ready(self, seconds: float = 120) -> None:
-        deadline = time.monotonic() + seconds
-        while not (self.dir / "ready").exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{self.dir.name} did not start; see {self.dir}/server.log")
-            time.sleep(0.05)
-
-    def stop(self, data_dir: Path | None = None) -> None:
-        if data_dir is not None:
-            return stop(self.process, data_dir)
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+def start_node(root: Path, name: str, env: dict) -> common.Node:
+    return common.Node(root, name, "bench.delivery", env=env)
 
 
 class Sink:
@@ -149,60 +97,11 @@ class Sink:
             self.process.wait()
 
 
-class Postfix:
-    """A throw-away Postfix instance relaying everything to the sink (``postfix -c DIR``)."""
+class Postfix(common.Postfix):
+    """The throw-away Postfix instance, relaying everything to the sink."""
 
     def __init__(self, root: Path, sink_port: int, concurrency: int):
-        self.dir = root / "postfix"
-        self.conf, self.spool, self.data = self.dir / "etc", self.dir / "spool", self.dir / "data"
-        for d in (self.conf, self.spool, self.data):
-            d.mkdir(parents=True)
-        shutil.chown(self.data, "postfix", "postfix")
-        self.port = free_port()
-        (self.conf / "main.cf").write_text(f"""
-compatibility_level = 3.6
-queue_directory = {self.spool}
-data_directory = {self.data}
-mail_owner = postfix
-setgid_group = postdrop
-myhostname = relay.bench.test
-mydestination =
-local_transport = error:local delivery is off
-alias_maps =
-alias_database =
-inet_interfaces = 127.0.0.1
-inet_protocols = ipv4
-mynetworks = 127.0.0.0/8
-smtpd_relay_restrictions = permit_mynetworks, reject
-relayhost = [127.0.0.1]:{sink_port}
-smtp_host_lookup = native
-default_process_limit = 200
-default_destination_concurrency_limit = {concurrency}
-initial_destination_concurrency = {concurrency}
-in_flow_delay = 0
-smtp_connection_cache_on_demand = yes
-maillog_file = {self.dir}/maillog
-maillog_file_prefixes = {self.dir}
-biff = no
-""")
-        lines = []
-        for line in Path("/etc/postfix/master.cf").read_text().splitlines():
-            fields = line.split()
-            if fields and not line[0].isspace() and not line.startswith("#") and len(fields) >= 8:
-                if fields[0] == "smtp" and fields[1] == "inet":
-                    fields[0] = f"127.0.0.1:{self.port}"
-                fields[4] = "n"  # no chroot: the instance lives in a throw-away directory
-                line = "  ".join(fields)
-            lines.append(line)
-        (self.conf / "master.cf").write_text("\n".join(lines) + "\n")
-
-    def run(self, *args: str) -> str:
-        return subprocess.run([*args[:1], "-c", str(self.conf), *args[1:]], check=True, capture_output=True,
-                              text=True).stdout
-
-    def start(self) -> None:
-        self.run("postfix", "start")
-        time.sleep(1)
+        super().__init__(root, f"relayhost = [127.0.0.1]:{sink_port}", concurrency)
 
     def set(self, setting: str) -> None:
         self.run("postconf", "-e", setting)
@@ -212,27 +111,6 @@ biff = no
     def queued(self) -> int:
         return sum(1 for d in ("incoming", "active", "deferred", "maildrop") for p in (self.spool / d).rglob("*")
                    if p.is_file())
-
-    def pids(self) -> list[int]:
-        try:
-            master = int((self.spool / "pid" / "master.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return []
-        found = [master]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
-                    found.append(int(stat.parent.name))
-            except (OSError, ValueError):
-                continue
-        return found
-
-    def stop(self) -> None:
-        if self.pids():
-            subprocess.run(["postfix", "-c", str(self.conf), "stop"], capture_output=True)
-            deadline = time.monotonic() + 30
-            while self.pids() and time.monotonic() < deadline:
-                time.sleep(0.1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,19 +129,14 @@ def email_json(n: int) -> dict:
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-delivery-"))
-        self.root.chmod(0o755)
-        self.nodes: list[Node] = []
-        self.api: Node | None = None
+        self.root = common.scratch_dir("mailsvc-bench-delivery-")
+        self.nodes: list[common.Node] = []
+        self.api: common.Node | None = None
         self.sinks: list[Sink] = []
         self.dns: subprocess.Popen | None = None
         self.postfix: Postfix | None = None
-        self.db = None
+        self.tenant: common.Tenant | None = None
         self.runs = 0
-
-    @property
-    def data_dir(self) -> Path:
-        return self.api.state / "postgresql" / "data"
 
     def setup(self) -> None:
         self.dns = subprocess.Popen([sys.executable, "-m", "bench.delivery", "--serve-dns"], cwd=ROOT,
@@ -282,44 +155,27 @@ class Bench:
         }
         http = free_port()
         self.url = f"http://127.0.0.1:{http}"
-        self.api = Node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
-                                           "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
+        self.api = start_node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
+                                                 "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
         self.api.wait_ready()
-        state = self.api.state
-        operator = (state / "operator-token").read_text().strip()
-        _, tenant = call(self.url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
-        self.tenant_id = tenant["id"]
-        call(self.url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator,
-             {"api_rate_per_sec": 1_000_000, "send_rate_per_sec": 1_000_000,
-              "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
-        self.key = tenant["api_key"]["token"]
-        _, domain = call(self.url + "/domains", "POST", self.key, {"name": DOMAIN})
-        self.dsn = f"host={state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc"
-        self.db = psycopg2.connect(self.dsn)
-        self.db.autocommit = True
-        # Stands in for DNS verification (needs public DNS).
-        self.sql("UPDATE domains SET status = 'verified', next_check_at = now() + interval '1 day' WHERE id = %s",
-                 (domain["id"],))
-        self.delivery_env = {
-            **self.common, "MAILSVC_DATABASE_DSN": self.dsn, "MAILSVC_NODE_ROLES": "delivery",
-            "MAILSVC_OPERATOR_TOKEN": operator,
-            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(),
-        }
+        self.tenant = common.tenant_with_domain(self.url, self.api.state, DOMAIN, {
+            "api_rate_per_sec": 1_000_000, "send_rate_per_sec": 1_000_000,
+            "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
+        self.tenant_id, self.key = self.tenant.id, self.tenant.key
+        self.delivery_env = {**self.common, **self.tenant.shared_env, "MAILSVC_NODE_ROLES": "delivery"}
 
     def sql(self, statement: str, args=()) -> list[tuple]:
-        with self.db.cursor() as cur:
-            cur.execute(statement, args)
-            return cur.fetchall() if cur.description else []
+        return self.tenant.sql(statement, args)
 
     def delivered(self) -> int:
         return self.sql("SELECT count(*) FROM deliveries WHERE status = 'delivered' AND tenant_id = %s",
                         (self.tenant_id,))[0][0]
 
-    def start_delivery(self, count: int, env: dict | None = None) -> list[Node]:
+    def start_delivery(self, count: int, env: dict | None = None) -> list[common.Node]:
         nodes = []
         for _ in range(count):
             self.runs += 1
-            nodes.append(Node(self.root, f"d{self.runs}", {**self.delivery_env, **(env or {})}))
+            nodes.append(start_node(self.root, f"d{self.runs}", {**self.delivery_env, **(env or {})}))
         self.nodes += nodes
         for node in nodes:
             node.wait_ready()
@@ -362,7 +218,7 @@ class Bench:
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {self.delivered()} of {target} delivered in {seconds} s")
             for node in self.nodes:
-                if node.process.poll() is not None:
+                if node.exited():
                     raise SystemExit(f"{node.dir.name} exited; see {node.dir}/server.log")
             time.sleep(0.05)
         return time.monotonic()
@@ -373,23 +229,21 @@ class Bench:
         if kind == "phase":
             self.accept(n, first)
             fleet = self.start_delivery(nodes)
-            pg = postgres_pids(self.data_dir)
-            pids = [x.process.pid for x in fleet]
-            cpu0 = cpu_seconds(pids), cpu_seconds(pg)
-            while self.sink.count() == base_sink:
-                time.sleep(0.01)
+            meter = Meter([x.pid for x in fleet], self.api.data_dir)
+            meter.start()
+            wait_until(lambda: self.sink.count() != base_sink, float("inf"), 0.01)
             t0 = time.monotonic()
         else:
             fleet = self.start_delivery(nodes)
-            pg = postgres_pids(self.data_dir)
-            pids = [x.process.pid for x in fleet] + [self.api.process.pid]
-            cpu0 = cpu_seconds(pids), cpu_seconds(pg)
+            meter = Meter([x.pid for x in fleet] + [self.api.pid], self.api.data_dir)
+            meter.start()
             t0 = time.monotonic()
             self.accept(n, first)
-        t1 = self.wait_delivered(base_done + n)
-        elapsed = t1 - t0
+        self.wait_delivered(base_done + n)
+        m = meter.done(since=t0)
+        elapsed = m["elapsed"]
         result = {"kind": kind, "nodes": nodes, "elapsed": elapsed, "rate": n / elapsed,
-                  "cpu": (cpu_seconds(pids) - cpu0[0]) / elapsed, "pg_cpu": (cpu_seconds(pg) - cpu0[1]) / elapsed}
+                  "cpu": m["cpu_s"] / elapsed, "pg_cpu": m["pg_cpu"]}
         for node in fleet:
             node.stop()
         self.nodes = [x for x in self.nodes if x not in fleet]
@@ -408,31 +262,24 @@ class Bench:
         source = ["smtp-source", "-s", "20", "-m", str(n), "-l", str(size), "-N", "-f", f"news@{DOMAIN}",
                   "-t", f"customer@{RCPT_DOMAIN}", f"127.0.0.1:{self.postfix.port}"]
         base = self.pf_sink.count()
-        pids = self.postfix.pids()
+        meter = Meter([], others=self.postfix.pids)
         if kind == "phase":
             self.postfix.set("defer_transports = smtp")
             subprocess.run(source, check=True)
-            while self.postfix.queued() < n:
-                time.sleep(0.1)
+            wait_until(lambda: self.postfix.queued() >= n, float("inf"), 0.1)
             time.sleep(1)
             self.postfix.set("defer_transports =")
-            pids = self.postfix.pids()
-            cpu0 = cpu_seconds(pids)
-            t0 = time.monotonic()
-            subprocess.run(["postqueue", "-c", str(self.postfix.conf), "-f"], check=True)
+            meter.start()
+            self.postfix.run("postqueue", "-f")
         else:
-            cpu0 = cpu_seconds(pids)
-            t0 = time.monotonic()
+            meter.start()
             injecting = subprocess.Popen(source)
-        deadline = time.monotonic() + 1800
-        while self.pf_sink.count() < base + n and time.monotonic() < deadline:
-            time.sleep(0.02)
-        elapsed = time.monotonic() - t0
+        wait_until(lambda: self.pf_sink.count() >= base + n, 1800, 0.02)
+        m = meter.done()
         if kind != "phase":
             injecting.wait()
-        pids = self.postfix.pids()
-        return {"kind": kind, "elapsed": elapsed, "rate": (self.pf_sink.count() - base) / elapsed,
-                "cpu": (cpu_seconds(pids) - cpu0) / elapsed, "sink": self.pf_sink.count() - base}
+        return {"kind": kind, "elapsed": m["elapsed"], "rate": (self.pf_sink.count() - base) / m["elapsed"],
+                "cpu": m["other_cpu"], "sink": self.pf_sink.count() - base}
 
     def rss(self, count: int) -> None:
         print(f"\nRSS with {count:,} deliveries queued (1,000 per e-mail; sink answers 450 to every RCPT)")
@@ -474,7 +321,7 @@ class Bench:
     def run(self) -> None:
         self.setup()
         counts = [int(c) for c in self.args.nodes.split(",")]
-        print(f"{os.cpu_count()} cores; load {Path('/proc/loadavg').read_text().split()[0]}; "
+        print(f"{os.cpu_count()} cores; load {load_average()}; "
               f"{self.args.messages:,} messages per run", flush=True)
         # Warm-up: a small batch through the whole path (and the message size for smtp-source).
         self.accept(1000, 10_000_000)
@@ -522,10 +369,10 @@ class Bench:
             node.stop()
         if self.postfix is not None:
             self.postfix.stop()
-        if self.db is not None:
-            self.db.close()
+        if self.tenant is not None:
+            self.tenant.db.close()
         if self.api is not None:
-            self.api.stop(self.data_dir)
+            self.api.stop(owner=True)
         for sink in self.sinks:
             sink.stop()
         if self.dns is not None:
@@ -550,9 +397,7 @@ def main(argv: list[str] | None = None) -> None:
         return serve(args.serve)
     if args.serve_dns:
         return serve_dns()
-    for tool in ("smtp-sink", "smtp-source", "postfix"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"{tool} is not installed: run bench/delivery.sh, which installs it")
+    common.require(("smtp-sink", "smtp-source", "postfix"), "bench/delivery.sh")
     bench = Bench(args)
     try:
         bench.run()

@@ -14,74 +14,29 @@ server) with wrk at a fixed concurrency, several rounds. Prints requests/s, p50 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
-from bench.common import cpu_seconds, free_port, postgres_pids
+from bench import common
+from bench.common import Meter, free_port, wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
 NOOP = "/bench/noop"
 ROUTES = ("/api-keys", NOOP)
 
 
 def serve(state_dir: str, port: int) -> None:
     """The server process: a node as ``twistd mailsvc`` builds it, plus the no-op route."""
-    from twisted.internet import reactor
-    from twisted.logger import globalLogBeginner, jsonFileLogObserver
-
-    from mailsvc import compose
-    from mailsvc.config import load
-    from mailsvc.http.router import SENDING
-
-    config = load(None, environ={
-        "MAILSVC_STATE_DIR": state_dir,
-        "MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1",
-    })
-    log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
-    globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
-    node = compose.build(config)
-
     def add_noop_route(node):
+        from mailsvc.http.router import SENDING
+
         @node.parts["assembled"].router.route(NOOP, "GET", access=SENDING)
         async def noop(request, caller):
             return {}
 
-    node.ready.addCallback(add_noop_route)
-    reactor.callWhenRunning(node.startService)
-    reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
-    reactor.run()  # SIGTERM stops the reactor, which stops the node (and its cluster)
-
-
-def call(url: str, method: str = "GET", token: str | None = None, body: dict | None = None):
-    request = urllib.request.Request(
-        url, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.status, json.loads(response.read() or b"null")
-
-
-def wait_for(url: str, server: subprocess.Popen, token: str | None = None, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}; see its log")
-        try:
-            call(url, token=token)
-            return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not answer within {seconds} s")
+    common.serve(state_dir, {"MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, inherit=False,
+                 on_ready=add_noop_route)
 
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}
@@ -119,23 +74,6 @@ def row(run: int, route: str, f: dict, load: float) -> str:
             f"{f['cpu_us']:>10.0f} {f['pg_cpu']:>7.0%} {load:>5.2f}{failed}")
 
 
-def stop(server: subprocess.Popen, data_dir: Path) -> None:
-    """SIGTERM the server (it stops its cluster); if that fails, stop the cluster ourselves."""
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    leftover = postgres_pids(data_dir)
-    if leftover:
-        os.kill(leftover[0], signal.SIGQUIT)  # immediate shutdown of the cluster we started
-        deadline = time.monotonic() + 30
-        while (data_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -147,25 +85,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         serve(args.serve[0], int(args.serve[1]))
         return
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: run bench/run.sh, which installs it")
+    common.require(("wrk",), "bench/run.sh")
 
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-"))
-    root.chmod(0o755)  # the embedded cluster's unprivileged owner must reach its directory
-    state, port = root / "state", free_port()
-    data_dir = state / "postgresql" / "data"
+    root = common.scratch_dir("mailsvc-bench-")
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.http_auth", "--serve", str(state), str(port)],
-        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    server = common.Node(root, "node", "bench.http_auth", (str(port),))
     try:
-        wait_for(url + "/healthz", server)
-        operator = (state / "operator-token").read_text().strip()
-        _, tenant = call(url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
-        call(url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator, {"api_rate_per_sec": 1_000_000})
+        wait_for(url + "/healthz", server.process)
+        operator = (server.state / "operator-token").read_text().strip()
+        _, tenant = common.call(url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
+        common.call(url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator, {"api_rate_per_sec": 1_000_000})
         key = tenant["api_key"]["token"]
-        wait_for(url + NOOP, server, key)
+        wait_for(url + NOOP, server.process, key)
         for route in ROUTES:
             wrk(url + route, key, args.connections, args.warmup)
 
@@ -176,13 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         results: dict[str, list[dict]] = {route: [] for route in ROUTES}
         for run in range(1, args.runs + 1):
             for route in ROUTES:
-                load = float(Path("/proc/loadavg").read_text().split()[0])
-                pg = postgres_pids(data_dir)
-                before = (cpu_seconds([server.pid]), cpu_seconds(pg), time.monotonic())
+                load = float(common.load_average())
+                meter = Meter([server.pid], server.data_dir)
+                meter.start()
                 figures = parse_wrk(wrk(url + route, key, args.connections, args.duration))
-                elapsed = time.monotonic() - before[2]
-                figures["server_cpu"] = (cpu_seconds([server.pid]) - before[0]) / elapsed
-                figures["pg_cpu"] = (cpu_seconds(pg) - before[1]) / elapsed
+                m = meter.done()
+                figures["server_cpu"] = m["cpu_s"] / m["elapsed"]
+                figures["pg_cpu"] = m["pg_cpu"]
                 figures["cpu_us"] = figures["server_cpu"] / figures["rps"] * 1e6
                 results[route].append(figures)
                 print(row(run, route, figures, load), flush=True)
@@ -195,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         if any(r["non_2xx"] or r["socket_errors"] for runs in results.values() for r in runs):
             raise SystemExit("some requests failed; the figures are not valid")
     finally:
-        stop(server, data_dir)
+        server.stop(owner=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

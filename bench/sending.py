@@ -33,33 +33,20 @@ import json
 import os
 import re
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
 from pathlib import Path
 
-import psycopg2
+from bench import common
+from bench.common import Meter, Postfix, cpu_seconds, free_port, load_average, wait_for, wait_until
+from bench.http_auth import parse_wrk
 
-from bench.common import cpu_seconds, free_port, postgres_pids
-from bench.http_auth import call as _call
-from bench.http_auth import parse_wrk, stop, wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = "bench.example.com"
 SENDER = f"news@{DOMAIN}"
 #: A closed port on loopback: every DNS lookup of the node fails fast and stays local.
 DNS = "127.0.0.1:9"
-
-
-def call(url: str, method: str = "GET", token: str | None = None, body: dict | None = None):
-    try:
-        return _call(url, method, token, body)
-    except urllib.error.HTTPError as e:
-        raise SystemExit(f"{method} {url}: HTTP {e.code} {e.read().decode(errors='replace')}") from None
 
 
 def html_body(n: int = 0) -> str:
@@ -96,82 +83,26 @@ def email_json(n: int = 0) -> dict:
 
 def serve(state_dir: str, http_port: int, smtp_port: int) -> None:
     """A node as ``twistd mailsvc`` builds it; extra MAILSVC_* settings come from the environment."""
-    from twisted.internet import reactor
-    from twisted.logger import globalLogBeginner, jsonFileLogObserver
-
-    from mailsvc import compose
-    from mailsvc.config import load
-
-    config = load(None, environ={
-        **{k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")},
-        "MAILSVC_STATE_DIR": state_dir,
+    common.serve(state_dir, {
         "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
         "MAILSVC_SMTP_SUBMISSION": f"tcp:{smtp_port}:interface=127.0.0.1",
         "MAILSVC_DNS_SERVERS": DNS,
         "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
     })
-    log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
-    globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
-    node = compose.build(config)
-    reactor.callWhenRunning(node.startService)
-    reactor.addSystemEventTrigger("before", "shutdown", node.stopService)
-    reactor.run()
 
 
-class Node:
-    """One server process: its ports, its pid, and how to stop it."""
+class Node(common.Node):
+    """One server process, with an HTTP and a submission port; started when it answers."""
 
     def __init__(self, root: Path, name: str, env: dict):
-        self.state = root / name / "state"
-        self.state.parent.mkdir(parents=True)
-        self.state.parent.chmod(0o755)
         self.http, self.smtp = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.http}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.sending", "--serve", str(self.state), str(self.http), str(self.smtp)],
-            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
-        )
+        super().__init__(root, name, "bench.sending", (str(self.http), str(self.smtp)), env)
         wait_for(self.url + "/healthz", self.process)
-
-    def stop(self, data_dir: Path | None) -> None:
-        """The first process owns the cluster (and stops it); the others only stop themselves."""
-        if data_dir is not None:
-            return stop(self.process, data_dir)
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 # ---------------------------------------------------------------------------------------------
 # Measuring
-
-
-class Meter:
-    """CPU of the server processes and of PostgreSQL between start() and done()."""
-
-    def __init__(self, nodes: list[Node], data_dir: Path, others=lambda: []):
-        self.servers = [n.process.pid for n in nodes]
-        self.data_dir = data_dir
-        self.others = others  # pids of other processes (found again at the end: some start later)
-
-    def start(self) -> None:
-        self.pg = postgres_pids(self.data_dir)  # backends of every process's pool
-        self.others_before = {pid: cpu_seconds([pid]) for pid in self.others()}
-        self.before = (cpu_seconds(self.servers), cpu_seconds(self.pg), time.monotonic())
-
-    def done(self) -> dict:
-        elapsed = time.monotonic() - self.before[2]
-        others = sum(cpu_seconds([pid]) - self.others_before.get(pid, 0.0) for pid in self.others())
-        return {
-            "elapsed": elapsed,
-            "server_cpu_s": cpu_seconds(self.servers) - self.before[0],
-            "pg_cpu": (cpu_seconds(self.pg) - self.before[1]) / elapsed,
-            "other_cpu": others / elapsed,
-        }
 
 
 def write_lua(root: Path, name: str, body: object, token: str, batch_validation: bool = False) -> Path:
@@ -211,7 +142,7 @@ def wrk_all(urls: list[str], script: Path, connections: int, duration: int) -> l
 
 def http_round(nodes: list[Node], data_dir: Path, script: Path, path: str, connections: int,
                duration: int, per_request: int) -> dict:
-    meter = Meter(nodes, data_dir)
+    meter = Meter([n.pid for n in nodes], data_dir)
     meter.start()
     parts = wrk_all([n.url + path for n in nodes], script, connections, duration)
     m = meter.done()
@@ -222,8 +153,8 @@ def http_round(nodes: list[Node], data_dir: Path, script: Path, path: str, conne
         "p50": max(p["p50"] for p in parts), "p99": max(p["p99"] for p in parts),
         "non_2xx": sum(p["non_2xx"] for p in parts),
         "errors": "; ".join(p["socket_errors"] for p in parts if p["socket_errors"]),
-        "server_cpu": m["server_cpu_s"] / m["elapsed"],
-        "cpu_us": m["server_cpu_s"] / (requests * per_request) * 1e6,
+        "server_cpu": m["cpu_s"] / m["elapsed"],
+        "cpu_us": m["cpu_s"] / (requests * per_request) * 1e6,
         "pg_cpu": m["pg_cpu"],
     }
 
@@ -234,55 +165,25 @@ def count_smtp(db) -> int:
         return cur.fetchone()[0]
 
 
-def wait_count(db, target: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if count_smtp(db) >= target:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 # ---------------------------------------------------------------------------------------------
 # SMTP: the throw-away Postfix relay
 
 
-class Relay:
+class Relay(Postfix):
     """
-    A Postfix instance of our own (``postfix -c DIR``): smtpd on a loopback port for
-    smtp-source, and an smtp client that relays every message to mailsvc's submission port(s)
-    with STARTTLS required and SASL AUTH PLAIN (the tenant's API key), connections cached.
+    The throw-away Postfix instance: smtpd on a loopback port for smtp-source, and an smtp
+    client that relays every message to mailsvc's submission port(s) with STARTTLS required and
+    SASL AUTH PLAIN (the tenant's API key), connections cached.
     """
 
     def __init__(self, root: Path, smtp_ports: list[int], token: str):
-        self.dir = root / "postfix"
-        self.conf, self.spool, self.data = self.dir / "etc", self.dir / "spool", self.dir / "data"
-        for d in (self.conf, self.spool, self.data):
-            d.mkdir(parents=True)
-        shutil.chown(self.data, "postfix", "postfix")  # Postfix's own writable state
-        self.port = free_port()
-        self.log = self.dir / "maillog"
         if len(smtp_ports) == 1:
             routing = f"relayhost = [127.0.0.1]:{smtp_ports[0]}"
         else:  # one recipient domain per mailsvc process
             pairs = ", ".join(f"r{i}.example.net=smtp:[127.0.0.1]:{p}" for i, p in enumerate(smtp_ports))
             routing = f"transport_maps = inline:{{{pairs}}}"
-        concurrency = 64 // len(smtp_ports)
-        main_cf = f"""
-compatibility_level = 3.6
-queue_directory = {self.spool}
-data_directory = {self.data}
-mail_owner = postfix
-setgid_group = postdrop
-myhostname = relay.bench.test
-mydestination =
-local_transport = error:local delivery is off
-alias_maps =
-alias_database =
-inet_interfaces = 127.0.0.1
-inet_protocols = ipv4
-mynetworks = 127.0.0.0/8
-smtpd_relay_restrictions = permit_mynetworks, reject
+        data = root / "postfix" / "data"
+        super().__init__(root, f"""
 {routing}
 smtp_sasl_auth_enable = yes
 smtp_sasl_password_maps = static:mailsvc:{token}
@@ -290,68 +191,9 @@ smtp_sasl_security_options = noanonymous
 smtp_sasl_tls_security_options = noanonymous
 smtp_sasl_mechanism_filter = plain
 smtp_tls_security_level = encrypt
-smtp_tls_session_cache_database = btree:{self.data}/smtp_scache
-smtp_host_lookup = native
-default_process_limit = 200
-default_destination_concurrency_limit = {concurrency}
-initial_destination_concurrency = {concurrency}
+smtp_tls_session_cache_database = btree:{data}/smtp_scache
 default_destination_recipient_limit = 50
-in_flow_delay = 0
-smtp_connection_cache_on_demand = yes
-maillog_file = {self.log}
-maillog_file_prefixes = {self.dir}
-biff = no
-"""
-        (self.conf / "main.cf").write_text(main_cf)
-        master = Path("/etc/postfix/master.cf").read_text()
-        lines = []
-        for line in master.splitlines():
-            fields = line.split()
-            if fields and not line[0].isspace() and not line.startswith("#") and len(fields) >= 8:
-                if fields[0] == "smtp" and fields[1] == "inet":
-                    fields[0] = f"127.0.0.1:{self.port}"
-                fields[4] = "n"  # no chroot: the instance lives in a throw-away directory
-                line = "  ".join(fields)
-            lines.append(line)
-        (self.conf / "master.cf").write_text("\n".join(lines) + "\n")
-
-    def postfix(self, *args: str) -> None:
-        subprocess.run(["postfix", "-c", str(self.conf), *args], check=True, capture_output=True, text=True)
-
-    def start(self) -> None:
-        try:
-            self.postfix("start")
-        except subprocess.CalledProcessError as e:
-            raise SystemExit(f"postfix did not start: {e.stdout}{e.stderr}") from None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                import socket
-
-                with socket.create_connection(("127.0.0.1", self.port), 1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise SystemExit("postfix did not listen")
-
-    def master_pid(self) -> int | None:
-        try:
-            return int((self.spool / "pid" / "master.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def pids(self) -> list[int]:
-        master = self.master_pid()
-        if master is None:
-            return []
-        found = [master]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
-                    found.append(int(stat.parent.name))
-            except (OSError, ValueError):
-                continue
-        return found
+""", 64 // len(smtp_ports))
 
     def statuses(self) -> dict[str, int]:
         text = self.log.read_text() if self.log.exists() else ""
@@ -359,15 +201,6 @@ biff = no
         for status in re.findall(r"relay=\S+, .*? status=(\w+)", text):
             counts[status] = counts.get(status, 0) + 1
         return counts
-
-    def stop(self) -> None:
-        master = self.master_pid()
-        if master is None:
-            return
-        os.kill(master, signal.SIGTERM)  # the master stops its children
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and Path(f"/proc/{master}").exists():
-            time.sleep(0.1)
 
 
 def smtp_source(port: int, count: int, sessions: int, size: int, recipient: str) -> subprocess.Popen:
@@ -382,7 +215,7 @@ def relay_round(nodes, data_dir, relay: Relay, db, count: int, sessions: int, si
     recipients = ["customer@example.net"] if len(nodes) == 1 else [f"customer@r{i}.example.net"
                                                                     for i in range(len(nodes))]
     start_count = count_smtp(db)
-    meter = Meter(nodes, data_dir, others=relay.pids)
+    meter = Meter([n.pid for n in nodes], data_dir, others=relay.pids)
     meter.start()
     share = count // len(recipients)
     procs = [smtp_source(relay.port, share, sessions // len(recipients), size, r) for r in recipients]
@@ -390,15 +223,15 @@ def relay_round(nodes, data_dir, relay: Relay, db, count: int, sessions: int, si
         _, err = p.communicate()
         if p.returncode:
             raise SystemExit(f"smtp-source failed: {err}")
-    injected = time.monotonic() - meter.before[2]
+    injected = time.monotonic() - meter.started
     total = share * len(recipients)
-    complete = wait_count(db, start_count + total, 120)
+    complete = wait_until(lambda: count_smtp(db) >= start_count + total, 120)
     m = meter.done()
     stored = count_smtp(db) - start_count
     return {
         "messages": stored, "complete": complete, "injected_s": injected, "seconds": m["elapsed"],
-        "rate": stored / m["elapsed"], "server_cpu": m["server_cpu_s"] / m["elapsed"],
-        "cpu_us": m["server_cpu_s"] / max(stored, 1) * 1e6, "pg_cpu": m["pg_cpu"], "postfix_cpu": m["other_cpu"],
+        "rate": stored / m["elapsed"], "server_cpu": m["cpu_s"] / m["elapsed"],
+        "cpu_us": m["cpu_s"] / max(stored, 1) * 1e6, "pg_cpu": m["pg_cpu"], "postfix_cpu": m["other_cpu"],
     }
 
 
@@ -473,7 +306,7 @@ async def direct_smtp(ports: list[int], token: str, count: int, connections: int
 
 def smtp_round(nodes, data_dir, token: str, count: int, connections: int, db) -> dict:
     start_count = count_smtp(db)
-    meter = Meter(nodes, data_dir)
+    meter = Meter([n.pid for n in nodes], data_dir)
     meter.start()
     client_before = cpu_seconds([os.getpid()])
     asyncio.run(direct_smtp([n.smtp for n in nodes], token, count, connections))
@@ -481,7 +314,7 @@ def smtp_round(nodes, data_dir, token: str, count: int, connections: int, db) ->
     stored = count_smtp(db) - start_count
     return {
         "messages": stored, "complete": stored == count, "seconds": m["elapsed"], "rate": stored / m["elapsed"],
-        "server_cpu": m["server_cpu_s"] / m["elapsed"], "cpu_us": m["server_cpu_s"] / max(stored, 1) * 1e6,
+        "server_cpu": m["cpu_s"] / m["elapsed"], "cpu_us": m["cpu_s"] / max(stored, 1) * 1e6,
         "pg_cpu": m["pg_cpu"], "client_cpu": (cpu_seconds([os.getpid()]) - client_before) / m["elapsed"],
     }
 
@@ -516,7 +349,7 @@ def micro() -> None:
         "mail.dkim.sign, rsa-sha256 only": lambda: dkim.sign(message, DOMAIN, signers[:1]),
         "smtp.intake.submission_from_message": lambda: intake.submission_from_message(raw, ["customer3@example.net"]),
     }
-    print(f"load {Path('/proc/loadavg').read_text().split()[0]}; best of 5 repeats, one core")
+    print(f"load {load_average()}; best of 5 repeats, one core")
     for name, function in cases.items():
         timer = timeit.Timer(function)
         number, _ = timer.autorange()
@@ -524,6 +357,18 @@ def micro() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def rounds(runs: list[dict], count: int, row, measure, *args) -> None:
+    """``count`` measurements (``measure(*args)``), each kept in ``runs`` and printed as a numbered ``row``."""
+    for run in range(1, count + 1):
+        r = measure(*args)
+        runs.append(r)
+        print(f"{run:>3} {row(r)}", flush=True)
+
+
+def incomplete(r: dict) -> str:
+    return "" if r["complete"] else "  INCOMPLETE"
 
 
 def summary(name: str, unit: str, key: str, runs: list[dict], extra=lambda r: "") -> str:
@@ -557,12 +402,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     only = set(args.only.split(","))
     counts = [int(c) for c in args.processes.split(",")]
-    for tool, needed in (("wrk", {"http", "batch"}), ("smtp-source", {"relay"}), ("postfix", {"relay"})):
-        if only & needed and shutil.which(tool) is None:
-            raise SystemExit(f"{tool} is not installed: run bench/sending.sh, which installs it")
+    common.require(tuple(tool for tool, needed in (("wrk", {"http", "batch"}), ("smtp-source", {"relay"}),
+                                                   ("postfix", {"relay"})) if only & needed), "bench/sending.sh")
 
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-sending-"))
-    root.chmod(0o755)  # the embedded cluster's unprivileged owner must reach its directory
+    root = common.scratch_dir("mailsvc-bench-sending-")
     nodes: list[Node] = []
     relay: Relay | None = None
     db = None
@@ -570,27 +413,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # No delivery role: what is measured is accepting; nothing leaves the machine.
         nodes.append(Node(root, "n1", {"MAILSVC_NODE_ROLES": "api,webhooks,scheduler"}))
-        state = nodes[0].state
-        operator = (state / "operator-token").read_text().strip()
-        _, tenant = call(nodes[0].url + "/admin/v1/tenants", "POST", operator, {"name": "bench"})
-        call(nodes[0].url + f"/admin/v1/tenants/{tenant['id']}", "PATCH", operator,
-             {"api_rate_per_sec": 1_000_000, "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
-        key = tenant["api_key"]["token"]
-        _, domain = call(nodes[0].url + "/domains", "POST", key, {"name": DOMAIN})
-        dsn = f"host={state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc"
-        db = psycopg2.connect(dsn)
-        db.autocommit = True
-        with db.cursor() as cur:  # stands in for DNS verification (needs public DNS)
-            cur.execute("UPDATE domains SET status = 'verified', next_check_at = now() + interval '1 day'"
-                        " WHERE id = %s", (domain["id"],))
-        second_env = {
-            "MAILSVC_DATABASE_DSN": dsn, "MAILSVC_NODE_ROLES": "api", "MAILSVC_OPERATOR_TOKEN": operator,
-            "MAILSVC_SECURITY_MASTER_KEY": (state / "master-key").read_text().strip(),
-        }
+        tenant = common.tenant_with_domain(nodes[0].url, nodes[0].state, DOMAIN, {
+            "api_rate_per_sec": 1_000_000, "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
+        key, db = tenant.key, tenant.db
+        second_env = {**tenant.shared_env, "MAILSVC_NODE_ROLES": "api"}
         one = write_lua(root, "one", email_json(), key)
         batch = write_lua(root, "batch", [email_json(n) for n in range(100)], key)
         print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and load generators share them; "
-              f"load {Path('/proc/loadavg').read_text().split()[0]}", flush=True)
+              f"load {load_average()}", flush=True)
         results: dict[str, list[dict]] = {}
 
         for procs in counts:
@@ -603,27 +433,22 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\nPOST /emails, wrk -t1 -c{args.connections} -d{args.duration}s, {label}")
                 print(f"{'run':>3} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>8} {'srv CPU':>8} "
                       f"{'CPU µs/req':>10} {'pg CPU':>7}")
-                runs = results.setdefault(f"POST /emails ({label})", [])
-                for run in range(1, args.runs + 1):
-                    r = http_round(active, data_dir, one, "/emails", args.connections, args.duration, 1)
-                    runs.append(r)
-                    print(f"{run:>3} {r['rps']:>8.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['non_2xx']:>8} "
-                          f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} {r['errors']}",
-                          flush=True)
+                rounds(results.setdefault(f"POST /emails ({label})", []), args.runs,
+                       lambda r: f"{r['rps']:>8.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['non_2xx']:>8} "
+                                 f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} {r['errors']}",
+                       http_round, active, data_dir, one, "/emails", args.connections, args.duration, 1)
             if "batch" in only:
                 wrk_all([n.url + "/emails/batch" for n in active], batch, args.batch_connections, 5)
                 print(f"\nPOST /emails/batch (100 emails), wrk -t1 -c{args.batch_connections} "
                       f"-d{args.batch_duration}s, {label}")
                 print(f"{'run':>3} {'req/s':>8} {'emails/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>8} "
                       f"{'srv CPU':>8} {'CPU µs/email':>12} {'pg CPU':>7}")
-                runs = results.setdefault(f"POST /emails/batch ({label})", [])
-                for run in range(1, args.runs + 1):
-                    r = http_round(active, data_dir, batch, "/emails/batch", args.batch_connections,
-                                   args.batch_duration, 100)
-                    runs.append(r)
-                    print(f"{run:>3} {r['rps']:>8.1f} {r['emails_s']:>9.0f} {r['p50']:>7.1f} {r['p99']:>7.1f} "
-                          f"{r['non_2xx']:>8} {r['server_cpu']:>8.0%} {r['cpu_us']:>12.0f} {r['pg_cpu']:>7.0%} "
-                          f"{r['errors']}", flush=True)
+                rounds(results.setdefault(f"POST /emails/batch ({label})", []), args.runs,
+                       lambda r: f"{r['rps']:>8.1f} {r['emails_s']:>9.0f} {r['p50']:>7.1f} {r['p99']:>7.1f} "
+                                 f"{r['non_2xx']:>8} {r['server_cpu']:>8.0%} {r['cpu_us']:>12.0f} "
+                                 f"{r['pg_cpu']:>7.0%} {r['errors']}",
+                       http_round, active, data_dir, batch, "/emails/batch", args.batch_connections,
+                       args.batch_duration, 100)
             if "relay" in only:
                 if relay is not None:
                     relay.stop()
@@ -635,13 +460,11 @@ def main(argv: list[str] | None = None) -> None:
                       f"(STARTTLS + AUTH) -> submission, {label}")
                 print(f"{'run':>3} {'stored':>7} {'inject s':>8} {'total s':>8} {'msg/s':>7} {'srv CPU':>8} "
                       f"{'CPU µs/msg':>10} {'pg CPU':>7} {'postfix CPU':>11}")
-                runs = results.setdefault(f"smtp-source via Postfix relay ({label})", [])
-                for run in range(1, args.runs + 1):
-                    r = relay_round(active, data_dir, relay, db, args.messages, args.sessions, 2000)
-                    runs.append(r)
-                    print(f"{run:>3} {r['messages']:>7} {r['injected_s']:>8.2f} {r['seconds']:>8.2f} "
-                          f"{r['rate']:>7.0f} {r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
-                          f"{r['postfix_cpu']:>11.0%}{'' if r['complete'] else '  INCOMPLETE'}", flush=True)
+                rounds(results.setdefault(f"smtp-source via Postfix relay ({label})", []), args.runs,
+                       lambda r: f"{r['messages']:>7} {r['injected_s']:>8.2f} {r['seconds']:>8.2f} "
+                                 f"{r['rate']:>7.0f} {r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} "
+                                 f"{r['pg_cpu']:>7.0%} {r['postfix_cpu']:>11.0%}{incomplete(r)}",
+                       relay_round, active, data_dir, relay, db, args.messages, args.sessions, 2000)
                 print(f"    relay outcomes so far: {relay.statuses()}")
             if "smtp" in only:
                 smtp_round(active, data_dir, key, 500, args.smtp_connections, db)  # warm-up
@@ -649,13 +472,11 @@ def main(argv: list[str] | None = None) -> None:
                       f"{args.messages} messages, {label}")
                 print(f"{'run':>3} {'stored':>7} {'seconds':>8} {'msg/s':>7} {'srv CPU':>8} {'CPU µs/msg':>10} "
                       f"{'pg CPU':>7} {'client CPU':>10}")
-                runs = results.setdefault(f"direct SMTP client ({label})", [])
-                for run in range(1, args.runs + 1):
-                    r = smtp_round(active, data_dir, key, args.messages, args.smtp_connections, db)
-                    runs.append(r)
-                    print(f"{run:>3} {r['messages']:>7} {r['seconds']:>8.2f} {r['rate']:>7.0f} "
-                          f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
-                          f"{r['client_cpu']:>10.0%}{'' if r['complete'] else '  INCOMPLETE'}", flush=True)
+                rounds(results.setdefault(f"direct SMTP client ({label})", []), args.runs,
+                       lambda r: f"{r['messages']:>7} {r['seconds']:>8.2f} {r['rate']:>7.0f} "
+                                 f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
+                                 f"{r['client_cpu']:>10.0%}{incomplete(r)}",
+                       smtp_round, active, data_dir, key, args.messages, args.smtp_connections, db)
 
         print()
         failed = False
@@ -679,7 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         if relay is not None:
             relay.stop()
         for node in reversed(nodes):
-            node.stop(data_dir if node is nodes[0] else None)
+            node.stop(owner=node is nodes[0])
         shutil.rmtree(root, ignore_errors=True)
 
 

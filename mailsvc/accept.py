@@ -310,8 +310,12 @@ class Acceptor:
                 parameters += args
         notify = ", ".join(["pg_notify(%s, '')"] * len(channels))
         if not charged:
-            await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {notify}", [*parameters, *channels],
-                                    desc="accept_email")
+            try:
+                await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {notify}", [*parameters, *channels],
+                                        desc="accept_email")
+            except pgerrors.ForeignKeyViolation as e:
+                _refuse_deleted_domain(e, prepared)
+                raise
             return accepted
         day, month = f"day:{now:%Y-%m-%d}", f"month:{now:%Y-%m}"
         written = " + ".join(f"(SELECT count(*) FROM {name})" for name in inserted)
@@ -339,6 +343,9 @@ class Acceptor:
             for period in ("daily", "monthly"):
                 if refused.startswith(period):
                     raise QuotaExceeded(period) from None
+            raise
+        except pgerrors.ForeignKeyViolation as e:
+            _refuse_deleted_domain(e, prepared)
             raise
         return accepted
 
@@ -405,6 +412,19 @@ _EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, sub
                   " source, scheduled_at, status, last_event, message, created_at")
 _ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
 _DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message"
+
+
+def _refuse_deleted_domain(error: pgerrors.ForeignKeyViolation, prepared: list[Prepared]) -> None:
+    """
+    A sending domain deleted (on another node) since this node looked it up and cached it:
+    refused as a domain that is not verified, never stored.
+    """
+    if getattr(error.diag, "constraint_name", None) == "emails_domain_id_fkey":
+        name = prepared[0].submission.sender.domain if prepared else "sending"
+        raise NotAllowed(
+            f"The {name} domain is not verified. Please, add and verify your domain.",
+            reason="domain_not_verified",
+        ) from None
 
 
 #: Starts the text that fails the accept statement when a quota refuses it.

@@ -205,8 +205,11 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     public.install(router, unsubscribes)
+    # Verified sending domains kept per node for a few seconds (docs/decisions.md, Domains).
+    sending_domains = domain_store.SendingDomainCache(clock)
+    domains.changed = sending_domains.forget
     acceptor = Acceptor(
-        clock, db, domain_store.sending_domain,
+        clock, db, sending_domains,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
         suppression_list.suppressed_among,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),

@@ -133,6 +133,50 @@ async def sending_domain(db: Database, tenant_id: uuid.UUID, name: str) -> Sendi
     )
 
 
+#: How long a node keeps a verified sending domain (with its signers) it looked up.
+SENDING_DOMAIN_CACHE_SECONDS = 5.0
+
+
+class SendingDomainCache:
+    """
+    A node's verified sending domains, each kept ``seconds`` after it was looked up, so that a
+    send needs no lookup statement. Only verified domains are kept: a domain that becomes
+    verified sends at once everywhere; one deleted, unverified (failed) or changed on another
+    node may still send from this node for at most ``seconds``; on the node that changed it,
+    ``forget`` (called by ``Domains``) applies the change at once.
+    """
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, clock, seconds: float = SENDING_DOMAIN_CACHE_SECONDS,
+                 lookup: Callable[[Database, uuid.UUID, str], Awaitable[SendingDomain | None]] | None = None):
+        self._clock = clock
+        self._seconds = seconds
+        self._lookup = lookup
+        self._entries: dict[tuple[uuid.UUID, str], tuple[float, SendingDomain]] = {}
+
+    async def __call__(self, db: Database, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
+        """``sending_domain``, from this node's cache when a verified domain was looked up lately."""
+        key = (tenant_id, name.rstrip(".").lower())
+        now = self._clock.seconds()
+        entry = self._entries.get(key)
+        if entry is not None and now - entry[0] < self._seconds:
+            return entry[1]
+        domain = await (self._lookup or sending_domain)(db, tenant_id, name)
+        if domain is not None and domain.status == "verified":
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[key] = (now, domain)
+        else:
+            self._entries.pop(key, None)
+        return domain
+
+    def forget(self, tenant_id: uuid.UUID) -> None:
+        """Drop the tenant's domains (one of them was deleted or changed on this node)."""
+        for key in [key for key in self._entries if key[0] == tenant_id]:
+            del self._entries[key]
+
+
 @attrs.frozen
 class Settings:
     """The configuration a domain's records and checks depend on."""
@@ -181,6 +225,9 @@ class Domains:
         self._run_blocking = run_blocking
         #: Called when a check is due now; compose sets it to the check loop's ``wake``.
         self.wake: Callable[[], None] = lambda: None
+        #: Called with the tenant's id when one of its domains was deleted or may have changed
+        #: on this node; compose sets it to the sending-domain cache's ``forget``.
+        self.changed: Callable[[uuid.UUID], None] = lambda tenant_id: None
 
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
@@ -245,6 +292,7 @@ class Domains:
 
     async def update(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, body: dict) -> dict:
         row = await store.update_domain(self._db, tenant_id, domain_id, domain_changes(body), self._now())
+        self.changed(tenant_id)
         if row is None:
             raise NotFound("Domain")
         return row
@@ -256,6 +304,7 @@ class Domains:
         side knows not to deliver what is still queued (docs/decisions.md, Domains).
         """
         row = await self._db.run("delete_domain", store.delete_domain, tenant_id, domain_id)
+        self.changed(tenant_id)
         if row is None:
             raise NotFound("Domain")
 
@@ -275,6 +324,7 @@ class Domains:
             return updated
 
         row = await self._db.run("verify_domain", plan)
+        self.changed(tenant_id)
         self.wake()
         return row
 
@@ -350,6 +400,7 @@ class Domains:
             await self._status_changed(txn, current, verdict.status)
 
         await self._db.run("record_domain_check", record)
+        self.changed(row["tenant_id"])
         log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
 
     # DNS provider set-up

@@ -1,8 +1,20 @@
 """
 The API request rate of an account, shared by all its keys and by every node on the database.
 
-A generic cell rate algorithm (GCRA) kept in one unlogged row per tenant: one statement per
-request decides and records, so nodes need no coordination beyond PostgreSQL.
+A generic cell rate algorithm (GCRA) kept in one unlogged row per tenant: a statement decides
+and records, so nodes need no coordination beyond PostgreSQL.
+
+A tenant whose rate is high (at least ``2 / LEASE_SECONDS`` per second) would make that row a
+hot spot, updated by every request on every node. For such a tenant a node *leases* tokens:
+one statement takes a batch of them from the row (the row's GCRA counts them at once) and the
+node spends them locally for at most ``LEASE_SECONDS``; what is left then is dropped. So that
+the spending, which may come up to ``LEASE_SECONDS`` after the row counted it, never makes a
+burst larger than the documented one (rate × burst factor in any instant, rate × (burst
+factor + t) in any t seconds, all nodes together), every take of such a tenant is checked
+against a window ``LEASE_SECONDS`` shorter. A batch is taken only while the row would stay at
+most half full after it, and is sized from what the node spent of its previous batch (it
+doubles while batches run out early, up to ``rate × LEASE_SECONDS``); otherwise, and always
+for slower tenants (the default 10/s), one statement per request takes one token, as before.
 """
 
 from __future__ import annotations
@@ -10,8 +22,17 @@ from __future__ import annotations
 import math
 import uuid
 
+import attrs
+from twisted.internet import defer
+
 from mailsvc.store.database import Database
 
+#: How long a node may spend leased tokens after the row counted them.
+LEASE_SECONDS = 0.05
+#: Nodes forget idle tenants' leases when they hold more than this many.
+_MAX_LEASES = 10_000
+
+# One token; admitted when the tenant's row stays within ``window`` seconds of now.
 _TAKE = """
 INSERT INTO api_rate (tenant_id, tat) VALUES (%(tenant)s, %(now)s + %(interval)s)
 ON CONFLICT (tenant_id) DO UPDATE
@@ -20,21 +41,109 @@ ON CONFLICT (tenant_id) DO UPDATE
 RETURNING tat
 """
 
+# ``count`` tokens at once, only while the row stays at most ``half`` seconds ahead of now.
+_LEASE = """
+INSERT INTO api_rate (tenant_id, tat) VALUES (%(tenant)s, %(now)s + %(count)s * %(interval)s)
+ON CONFLICT (tenant_id) DO UPDATE
+   SET tat = GREATEST(api_rate.tat, %(now)s) + %(count)s * %(interval)s
+ WHERE GREATEST(api_rate.tat, %(now)s) + %(count)s * %(interval)s - %(now)s <= %(half)s
+RETURNING tat
+"""
+
+
+@attrs.define
+class _Lease:
+    """A node's tokens of one tenant, leased from the shared row."""
+
+    rate: int
+    tokens: int = 0
+    expires: float = 0.0
+    size: int = 1  # tokens the next lease asks for
+    used: int = 0  # tokens spent of the current lease
+    single_until: float = 0.0  # no lease before this time (the row was too full)
+    pending: list[defer.Deferred] | None = None  # requests waiting for a lease under way
+
 
 class RateLimiter:
-    def __init__(self, clock, db: Database, burst_factor: int):
+    def __init__(self, clock, db: Database, burst_factor: int, lease_seconds: float = LEASE_SECONDS):
         self._clock = clock
         self._db = db
         self._burst_factor = burst_factor
+        self._lease_seconds = lease_seconds
+        self._leases: dict[uuid.UUID, _Lease] = {}
+
+    def _leasing(self, rate_per_sec: int) -> bool:
+        return (math.floor(rate_per_sec * self._lease_seconds) >= 2
+                and self._burst_factor - self._lease_seconds >= 4 * self._lease_seconds)
 
     async def take(self, tenant_id: uuid.UUID, rate_per_sec: int) -> int | None:
         """None if this request may go ahead; else the seconds to wait (Retry-After)."""
-        now = self._clock.seconds()
+        if not self._leasing(rate_per_sec):
+            return await self._take_one(tenant_id, rate_per_sec, float(self._burst_factor))
+        lease = self._leases.get(tenant_id)
+        if lease is None or lease.rate != rate_per_sec:
+            if len(self._leases) >= _MAX_LEASES:
+                self._forget_idle()
+            lease = self._leases[tenant_id] = _Lease(rate_per_sec)
+        while True:
+            now = self._clock.seconds()
+            if lease.tokens > 0 and now < lease.expires:
+                lease.tokens -= 1
+                lease.used += 1
+                return None
+            if lease.pending is None:
+                break
+            waiting: defer.Deferred = defer.Deferred()
+            lease.pending.append(waiting)
+            await waiting
+        lease.pending = []
+        try:
+            return await self._renew(tenant_id, lease, now)
+        finally:
+            waiters, lease.pending = lease.pending, None
+            for waiting in waiters:
+                waiting.callback(None)
+
+    async def _renew(self, tenant_id: uuid.UUID, lease: _Lease, now: float) -> int | None:
+        """Take a new lease (spending one of its tokens), or one token; or say how long to wait."""
+        rate = lease.rate
+        window = self._burst_factor - self._lease_seconds
+        most = math.floor(rate * self._lease_seconds)
+        if lease.tokens > 0 or lease.expires <= now:
+            # Expired with tokens left (or idle): ask for what was spent of it.
+            size = max(1, lease.used)
+        else:
+            size = lease.size * 2  # ran out early
+        size = min(size, most)
+        lease.tokens, lease.used, lease.size = 0, 0, size
+        if size >= 2 and now >= lease.single_until:
+            interval = 1.0 / rate
+            params = {"tenant": tenant_id, "now": now, "count": size, "interval": interval, "half": window / 2}
+            if await self._db.fetchone(_LEASE, params, desc="api_rate_lease"):
+                lease.tokens, lease.used, lease.expires = size - 1, 1, now + self._lease_seconds
+                return None
+            # The row is busy: one token per request for a while, checked exactly.
+            lease.single_until = now + self._lease_seconds
+            lease.size = 1
+        wait = await self._take_one(tenant_id, rate, window, now)
+        if wait is None:
+            lease.used, lease.expires = 1, now + self._lease_seconds
+        return wait
+
+    async def _take_one(self, tenant_id: uuid.UUID, rate_per_sec: int, window: float,
+                        now: float | None = None) -> int | None:
+        if now is None:
+            now = self._clock.seconds()
         interval = 1.0 / rate_per_sec
-        window = rate_per_sec * self._burst_factor * interval
         params = {"tenant": tenant_id, "now": now, "interval": interval, "window": window}
         if await self._db.fetchone(_TAKE, params, desc="api_rate"):
             return None
         row = await self._db.fetchone("SELECT tat FROM api_rate WHERE tenant_id = %s", (tenant_id,))
         wait = (row["tat"] + interval - window - now) if row else interval
         return max(1, math.ceil(wait))
+
+    def _forget_idle(self) -> None:
+        now = self._clock.seconds()
+        for tenant_id, lease in list(self._leases.items()):
+            if lease.pending is None and lease.expires <= now:
+                del self._leases[tenant_id]

@@ -1,5 +1,6 @@
 """The account's API rate: 10/s with bursts to 20, shared by keys and nodes."""
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, task
 
@@ -71,3 +72,103 @@ async def test_http_429_with_retry_after_shared_by_all_keys(api):
                    json={"api_rate_per_sec": 100000})
     code, _, _ = await api.json("GET", "/api-keys", key)
     assert code == 200
+
+
+class _Counting:
+    """A database that counts the statements run through it."""
+
+    def __init__(self, db):
+        self._db = db
+        self.statements = 0
+
+    async def fetchone(self, *args, **kwargs):
+        self.statements += 1
+        return await self._db.fetchone(*args, **kwargs)
+
+
+@pt.ensureDeferred
+async def test_leases_never_let_two_nodes_exceed_the_burst(db):
+    """A high rate: nodes lease tokens, yet together stay within rate × (burst factor + t)."""
+    from mailsvc.ratelimit import LEASE_SECONDS
+
+    clock = task.Clock()
+    clock.advance(1_800_000_000)
+    tenant = await _tenant(db, clock)
+    rate, burst_factor = 400, 2
+    nodes = [RateLimiter(clock, db, burst_factor), RateLimiter(clock, db, burst_factor)]
+    admitted: list[float] = []
+    # All at once: the first node takes all it can, then the second.
+    for node in nodes:
+        while await node.take(tenant.id, rate) is None:
+            admitted.append(clock.seconds())
+    assert rate * (burst_factor - LEASE_SECONDS) - 1 <= len(admitted) <= rate * burst_factor
+    # Then both, taking until refused, every 10 ms for 1.5 s, each round a node first.
+    start = clock.seconds()
+    for step in range(150):
+        clock.advance(0.01)
+        for node in (nodes if step % 2 else nodes[::-1]):
+            for _ in range(30):
+                if await node.take(tenant.id, rate) is not None:
+                    break
+                admitted.append(clock.seconds())
+    assert len(admitted) > rate * burst_factor + rate * 1.4
+    for i, a in enumerate(admitted):  # any window [a, b]: at most rate × (burst factor + b - a)
+        for b_index in range(i, len(admitted), 97):
+            b = admitted[b_index]
+            assert b_index - i + 1 <= rate * (burst_factor + b - a) + 1
+    assert start + 1.5 == pytest.approx(clock.seconds())
+
+
+@pt.ensureDeferred
+async def test_a_lease_is_one_statement_for_many_requests_and_expires(db):
+    from mailsvc.ratelimit import LEASE_SECONDS
+
+    clock = task.Clock()
+    clock.advance(1_800_000_000)
+    tenant = await _tenant(db, clock)
+    counting = _Counting(db)
+    node = RateLimiter(clock, counting, 2)
+    taken = 0
+    for _ in range(40):  # leases double while they run out early
+        assert await node.take(tenant.id, 10_000) is None
+        taken += 1
+    assert counting.statements <= 7
+    before = counting.statements
+    for _ in range(10):  # within the lease: no statement
+        clock.advance(LEASE_SECONDS / 20)
+        assert await node.take(tenant.id, 10_000) is None
+    assert counting.statements <= before + 1
+    before = counting.statements
+    clock.advance(LEASE_SECONDS)  # expired: what was left is dropped, a new lease is taken
+    assert await node.take(tenant.id, 10_000) is None
+    assert counting.statements == before + 1
+
+
+@pt.ensureDeferred
+async def test_concurrent_requests_share_one_lease_statement(db):
+    clock = task.Clock()
+    clock.advance(1_800_000_000)
+    tenant = await _tenant(db, clock)
+    counting = _Counting(db)
+    node = RateLimiter(clock, counting, 2)
+    for _ in range(8):  # grow the lease size
+        await node.take(tenant.id, 100_000)
+    clock.advance(0.001)
+    before = counting.statements
+    results = await defer.gatherResults(
+        [defer.ensureDeferred(node.take(tenant.id, 100_000)) for _ in range(8)])
+    assert results == [None] * 8
+    assert counting.statements == before + 1
+
+
+@pt.ensureDeferred
+async def test_the_default_rate_takes_one_token_per_request(db):
+    """10/s (and anything below 2 tokens a lease) is checked exactly, one statement each."""
+    clock = task.Clock()
+    clock.advance(1_800_000_000)
+    tenant = await _tenant(db, clock)
+    counting = _Counting(db)
+    node = RateLimiter(clock, counting, 2)
+    assert [await node.take(tenant.id, 10) for _ in range(20)] == [None] * 20
+    assert counting.statements == 20
+    assert await node.take(tenant.id, 10) == 1

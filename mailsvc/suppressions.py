@@ -4,8 +4,8 @@ uses it. Nothing here is cached: each call reads or writes PostgreSQL, so an add
 on one node is deliverable on every node at once, and one added is refused at once.
 
 For the sending paths (``POST /emails``, batch, SMTP, scheduled mail at release time,
-broadcasts): in the accepting transaction, call ``suppressed_among(txn, tenant_id, recipients)``
-once for all recipients; each address it returns is skipped (an ``email.suppressed`` event with
+broadcasts): just before the accepting statement (or in the releasing transaction), call
+``suppressed_among(db_or_txn, tenant_id, recipients)`` once for all recipients; each address it returns is skipped (an ``email.suppressed`` event with
 ``recipient`` and ``reason`` = its origin, not counted against quotas).
 
 For the MTA: in the transaction that records a hard bounce or a complaint, call

@@ -5,8 +5,9 @@ on one node is deliverable on every node at once, and one added is refused at on
 
 For the sending paths (``POST /emails``, batch, SMTP, scheduled mail at release time,
 broadcasts): just before the accepting statement (or in the releasing transaction), call
-``suppressed_among(db_or_txn, tenant_id, recipients)`` once for all recipients; each address it returns is skipped (an ``email.suppressed`` event with
-``recipient`` and ``reason`` = its origin, not counted against quotas).
+``suppressed_among(db_or_txn, tenant_id, recipients)`` once for all recipients; each address
+it returns is skipped (an ``email.suppressed`` event with ``recipient`` and ``reason`` = its
+origin, not counted against quotas).
 
 For the MTA: in the transaction that records a hard bounce or a complaint, call
 ``add(txn, clock, tenant_id, recipient, "hard_bounce" | "complaint", source_id=email_id)``.

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -378,6 +379,7 @@ class Bench:
         if self.dns is not None:
             self.dns.terminate()
             self.dns.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +44,8 @@ def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
 def state():
     path = Path(tempfile.mkdtemp(prefix="mailsvc-daemon-"))
     path.chmod(0o755)
-    return path / "state"
+    yield path / "state"
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 60) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def pg_dsn():
         yield cluster.dsn
     finally:
         cluster.stop_now()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

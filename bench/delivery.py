@@ -297,8 +297,9 @@ class Bench:
             " FROM emails e, generate_series(1, %s) g WHERE e.id = %s",
             (count // per_email, template))
         self.sql(
-            "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at)"
-            " SELECT gen_random_uuid(), e.id, e.tenant_id, 'rss' || g || '@' || %s, 'queued', now(), now()"
+            "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until)"
+            " SELECT gen_random_uuid(), e.id, e.tenant_id, 'rss' || g || '@' || %s, 'queued', now(), now(),"
+            " now() + interval '72 hours'"
             " FROM emails e, generate_series(1, %s) g WHERE e.message_id LIKE '<rss%%'",
             (RCPT_DOMAIN, per_email))
         self.sql("ANALYZE deliveries")

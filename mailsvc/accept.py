@@ -25,6 +25,7 @@ from twisted.internet import defer
 
 from mailsvc import events, timefmt
 from mailsvc.apikeys import Caller
+from mailsvc.domain.delivery import RETRY_WINDOW
 from mailsvc.domain.email import (
     MAX_ATTACHMENT_BYTES,
     Attachment,
@@ -285,7 +286,7 @@ class Acceptor:
         rows = _Rows()
         accepted = [self._rows_of(caller, p, source, suppressed_lower, now, rows) for p in prepared]
         parts = [("new_emails", "emails", _EMAIL_COLUMNS, rows.emails, 17),
-                 ("new_deliveries", "deliveries", _DELIVERY_COLUMNS, rows.deliveries, 8),
+                 ("new_deliveries", "deliveries", _DELIVERY_COLUMNS, rows.deliveries, 9),
                  ("new_attachments", "attachments", _ATTACHMENT_COLUMNS, rows.attachments, 9)]
         ctes, parameters, inserted = [], [], []
         for name, table, columns, values, width in parts:
@@ -385,6 +386,7 @@ class Acceptor:
         for recipient in recipients:
             delivery_id = uuid7(self._clock.seconds())
             origin = suppressed.get(recipient.lower())
+            retry_until = None
             if origin is not None:
                 status, due = "suppressed", None
             elif scheduled:
@@ -392,10 +394,10 @@ class Acceptor:
             elif capture:
                 status, due = "delivered", None
             else:
-                status, due = "queued", now
+                status, due, retry_until = "queued", now, now + RETRY_WINDOW
             # A suppressed recipient is never sent to: no message of its own.
             own = p.messages.get(recipient) if origin is None else None
-            rows.deliveries.append((delivery_id, email_id, tenant_id, recipient, status, due, now, own))
+            rows.deliveries.append((delivery_id, email_id, tenant_id, recipient, status, due, now, own, retry_until))
             if origin is not None:
                 rows.events.append((tenant_id, "email.suppressed",
                                     {**base, "delivery_id": str(delivery_id), "recipient": recipient,
@@ -411,7 +413,7 @@ class Acceptor:
 _EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
                   " source, scheduled_at, status, last_event, message, created_at")
 _ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
-_DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message"
+_DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message, retry_until"
 
 
 def _refuse_deleted_domain(error: pgerrors.ForeignKeyViolation, prepared: list[Prepared]) -> None:

@@ -185,10 +185,12 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         await notifications.listen(events.CHANNEL, dispatcher.wake)
         dispatcher.start()
 
-    worker = _delivery_worker(clock, config, db, master, resolver, addresses, count_failure,
+    # One key makes the VERP return paths of outgoing mail and checks those coming back.
+    verp_key = credentials.derive(master, "verp")
+    worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, count_failure,
                               lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, credentials.derive(master, "verp"))
+    return_path = ReturnPath(clock, db, verp_key)
 
     async def start_delivery() -> None:
         await notifications.listen(DELIVERIES, worker.wake)
@@ -243,7 +245,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
 
 
-def _delivery_worker(clock, config: Config, db: Database, master: bytes, resolver, addresses: PublicAddresses,
+def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
                      on_failure, on_outcome) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
@@ -277,7 +279,7 @@ def _delivery_worker(clock, config: Config, db: Database, master: bytes, resolve
     return delivery.DeliveryWorker(
         clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination),
         delivery.Settings(
-            node_name, settings.port, credentials.derive(master, "verp"), settings.lease_seconds,
+            node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
         on_failure=on_failure, on_outcome=on_outcome,

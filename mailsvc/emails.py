@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from mailsvc import events, timefmt
 from mailsvc.accept import DELIVERIES
+from mailsvc.domain.delivery import RETRY_WINDOW
 from mailsvc.domain.email import parse_schedule
 from mailsvc.domain.errors import DomainError, NotFound
 from mailsvc.store.database import Database, Transaction
@@ -33,7 +34,30 @@ class NotCancelable(DomainError):
 
 
 class LinkRefused(DomainError):
-    """An attachment link that is expired or was altered (403)."""
+    """A signed link (attachment, unsubscribe) that is expired or was altered (403)."""
+
+
+#: Bytes of HMAC-SHA256 a signed link keeps.
+LINK_MAC_BYTES = 16
+
+
+def signed_link(key: bytes, payload: bytes) -> str:
+    """A link's token: base64url (no padding) of ``payload`` and its HMAC-SHA256 under ``key``, cut short."""
+    mac = hmac.new(key, payload, hashlib.sha256).digest()[:LINK_MAC_BYTES]
+    return base64.urlsafe_b64encode(payload + mac).decode("ascii").rstrip("=")
+
+
+def link_payload(key: bytes, token: str) -> bytes | None:
+    """The payload of a ``signed_link`` token made with ``key``; None when it is malformed or altered."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        return None
+    payload, mac = raw[:-LINK_MAC_BYTES], raw[-LINK_MAC_BYTES:]
+    expected = hmac.new(key, payload, hashlib.sha256).digest()[:LINK_MAC_BYTES]
+    if len(raw) < LINK_MAC_BYTES or not hmac.compare_digest(mac, expected):
+        return None
+    return payload
 
 
 _EMAIL_COLUMNS = (
@@ -195,8 +219,8 @@ class Emails:
                 else:
                     status, due_at = "queued", now
                 await txn.execute(
-                    "UPDATE deliveries SET status = %s, due_at = %s, updated_at = %s WHERE id = %s",
-                    (status, due_at, now, d["id"]),
+                    "UPDATE deliveries SET status = %s, due_at = %s, updated_at = %s, retry_until = %s WHERE id = %s",
+                    (status, due_at, now, now + RETRY_WINDOW if status == "queued" else None, d["id"]),
                 )
             last_event = "suppressed" if not live else ("delivered" if capture else "sent")
             await txn.execute(
@@ -242,20 +266,11 @@ class Emails:
         }
 
     def _link(self, attachment_id: uuid.UUID, expires: int) -> str:
-        payload = attachment_id.bytes + struct.pack(">Q", expires)
-        mac = hmac.new(self._link_key, payload, hashlib.sha256).digest()[:16]
-        return base64.urlsafe_b64encode(payload + mac).decode().rstrip("=")
+        return signed_link(self._link_key, attachment_id.bytes + struct.pack(">Q", expires))
 
     async def download(self, token: str) -> dict:
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        except ValueError:
-            raise LinkRefused("This download link is invalid.") from None
-        if len(raw) != 40:
-            raise LinkRefused("This download link is invalid.")
-        payload, mac = raw[:24], raw[24:]
-        expected = hmac.new(self._link_key, payload, hashlib.sha256).digest()[:16]
-        if not hmac.compare_digest(mac, expected):
+        payload = link_payload(self._link_key, token)
+        if payload is None or len(payload) != 24:
             raise LinkRefused("This download link is invalid.")
         attachment_id = uuid.UUID(bytes=payload[:16])
         (expires,) = struct.unpack(">Q", payload[16:])

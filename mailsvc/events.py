@@ -31,14 +31,7 @@ SILENT_TYPES = (
 
 async def record(txn: Transaction, clock, tenant_id: uuid.UUID, type: str, data: dict) -> uuid.UUID:
     """Add one event to the outbox within ``txn``; listeners are woken after commit."""
-    if type not in SENT_TYPES:
-        raise ValueError(f"unknown event type {type!r}")
-    event_id = uuid7(clock.seconds())
-    await txn.execute(
-        "INSERT INTO events (id, tenant_id, type, data, created_at) VALUES (%s, %s, %s, %s, %s)",
-        (event_id, tenant_id, type, Json(data), timefmt.from_seconds(clock.seconds())),
-    )
-    txn.notify(CHANNEL)
+    (event_id,) = await record_many(txn, clock, [(tenant_id, type, data)])
     return event_id
 
 
@@ -61,10 +54,11 @@ def rows(clock, entries: list[tuple[uuid.UUID, str, dict]]) -> tuple[str, list]:
     return ", ".join(["(%s, %s, %s, %s, %s)"] * len(entries)), parameters
 
 
-async def record_many(txn: Transaction, clock, entries: list[tuple[uuid.UUID, str, dict]]) -> None:
-    """``record`` for many ``(tenant_id, type, data)`` entries in one statement."""
+async def record_many(txn: Transaction, clock, entries: list[tuple[uuid.UUID, str, dict]]) -> list[uuid.UUID]:
+    """``record`` for many ``(tenant_id, type, data)`` entries in one statement; their ids."""
     if not entries:
-        return
+        return []
     values, parameters = rows(clock, entries)
     await txn.execute(f"INSERT INTO events ({COLUMNS}) VALUES {values}", parameters)
     txn.notify(CHANNEL)
+    return parameters[::5]

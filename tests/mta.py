@@ -58,6 +58,15 @@ class Mta:
             "SELECT id, recipient, status, attempts, due_at, last_response FROM deliveries"
             " WHERE email_id = %s ORDER BY recipient", (email_id,))
 
+    async def settled_past(self, email_id: str, status: str = "queued") -> list[dict]:
+        """The email's deliveries once none of them is in ``status`` any more."""
+        for _ in range(200):
+            await self.settled()
+            rows = await self.deliveries(email_id)
+            if all(r["status"] != status for r in rows):
+                return rows
+        raise AssertionError(f"deliveries still {status}: {rows}")
+
     async def events(self, type: str) -> list[dict]:
         rows = await self.parts.db.fetchall("SELECT data FROM events WHERE type = %s ORDER BY id", (type,))
         return [r["data"] for r in rows]

@@ -147,3 +147,11 @@ async def test_the_reputation_guard_counts_complaints_against_deliveries(api):
     suppressed = await api.parts.db.fetchall("SELECT email, origin, source_id FROM suppressions")
     assert suppressed == [{"email": work.recipient, "origin": "complaint", "source_id": work.email_id}]
 
+
+
+@pt.ensureDeferred
+async def test_the_retry_window_opens_when_mail_is_queued(api):
+    await queued(api, 2)
+    rows = await api.parts.db.fetchall(
+        "SELECT retry_until - updated_at AS window, status FROM deliveries")
+    assert [(r["window"].total_seconds(), r["status"]) for r in rows] == [(72 * 3600, "queued")] * 2

@@ -14,10 +14,14 @@ SAMPLES = Path(__file__).parent / "samples"
 RETURN_HOST = "bounces.acme.example.com"
 
 
-async def listening(mta):
+@pt.async_yield_fixture
+async def port(mta):
+    """The return-path listener of ``mta``, on loopback."""
     factory = inbound.InboundFactory(reactor, "mta.mailsvc.test", mta.parts.return_path.accepts,
                                      mta.parts.return_path.deliver)
-    return await inbound.listen(reactor, "tcp:0:interface=127.0.0.1", factory)
+    listening = await inbound.listen(reactor, "tcp:0:interface=127.0.0.1", factory)
+    yield listening
+    await listening.stopListening()
 
 
 async def submit(port, sender: str, recipients: list[str], message: bytes):
@@ -44,74 +48,62 @@ def sample(name: str, **replacements: str) -> bytes:
 
 
 @pt.ensureDeferred
-async def test_a_dsn_bounces_the_recipient_it_names(mta):
-    port = await listening(mta)
-    try:
-        _, key = await mta.sender()
-        email_id, return_path = await delivered(mta, key, ["ann@example.net", "nobody@example.net"])
-        assert return_path.endswith("@" + RETURN_HOST)
-        dsn = sample("postfix_hard_511.eml", **{
-            "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example": return_path,
-            "nobody@example.org": "nobody@example.net"})
-        refused = await submit(port, "", [return_path], dsn)
-        assert refused == {}
-        statuses = {r["recipient"]: r["status"] for r in await mta.deliveries(email_id)}
-        # The return path named the first recipient's delivery; the DSN picked its sibling.
-        assert statuses == {"ann@example.net": "delivered", "nobody@example.net": "bounced"}
-        (bounce,) = await mta.events("email.bounced")
-        assert bounce["source"] == "dsn" and bounce["recipient"] == "nobody@example.net"
-        assert (bounce["code"], bounce["enhanced_code"]) == (550, "5.1.1") and "User unknown" in bounce["message"]
-        code, record, _ = await mta.json("GET", "/suppressions/nobody@example.net", key)
-        assert code == 200 and record["origin"] == "hard_bounce" and record["source_id"] == email_id
-        assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "bounced"
-    finally:
-        await port.stopListening()
+async def test_a_dsn_bounces_the_recipient_it_names(mta, port):
+    _, key = await mta.sender()
+    email_id, return_path = await delivered(mta, key, ["ann@example.net", "nobody@example.net"])
+    assert return_path.endswith("@" + RETURN_HOST)
+    dsn = sample("postfix_hard_511.eml", **{
+        "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example": return_path,
+        "nobody@example.org": "nobody@example.net"})
+    refused = await submit(port, "", [return_path], dsn)
+    assert refused == {}
+    statuses = {r["recipient"]: r["status"] for r in await mta.deliveries(email_id)}
+    # The return path named the first recipient's delivery; the DSN picked its sibling.
+    assert statuses == {"ann@example.net": "delivered", "nobody@example.net": "bounced"}
+    (bounce,) = await mta.events("email.bounced")
+    assert bounce["source"] == "dsn" and bounce["recipient"] == "nobody@example.net"
+    assert (bounce["code"], bounce["enhanced_code"]) == (550, "5.1.1") and "User unknown" in bounce["message"]
+    code, record, _ = await mta.json("GET", "/suppressions/nobody@example.net", key)
+    assert code == 200 and record["origin"] == "hard_bounce" and record["source_id"] == email_id
+    assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "bounced"
 
 
 @pt.ensureDeferred
-async def test_a_feedback_report_to_fbl_is_a_complaint(mta):
-    port = await listening(mta)
-    try:
-        _, key = await mta.sender()
-        email_id, return_path = await delivered(mta, key, ["reader@example.net"])
-        (row,) = await mta.deliveries(email_id)
-        arf = sample("yahoo_arf.eml", **{
-            "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example": return_path,
-            "reader@yahoo.com": "reader@example.net", "fbl@bounces.acme.example": f"fbl@{RETURN_HOST}"})
-        await submit(port, "feedback@arf.mail.yahoo.com", [f"fbl@{RETURN_HOST}"], arf)
-        (row,) = await mta.deliveries(email_id)
-        assert row["status"] == "complained"
-        (complaint,) = await mta.events("email.complained")
-        assert complaint == {**complaint, "source": "fbl", "recipient": "reader@example.net", "email_id": email_id}
-        code, record, _ = await mta.json("GET", "/suppressions/reader@example.net", key)
-        assert record["origin"] == "complaint" and record["source_id"] == email_id
-        assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "complained"
-    finally:
-        await port.stopListening()
+async def test_a_feedback_report_to_fbl_is_a_complaint(mta, port):
+    _, key = await mta.sender()
+    email_id, return_path = await delivered(mta, key, ["reader@example.net"])
+    (row,) = await mta.deliveries(email_id)
+    arf = sample("yahoo_arf.eml", **{
+        "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example": return_path,
+        "reader@yahoo.com": "reader@example.net", "fbl@bounces.acme.example": f"fbl@{RETURN_HOST}"})
+    await submit(port, "feedback@arf.mail.yahoo.com", [f"fbl@{RETURN_HOST}"], arf)
+    (row,) = await mta.deliveries(email_id)
+    assert row["status"] == "complained"
+    (complaint,) = await mta.events("email.complained")
+    assert complaint == {**complaint, "source": "fbl", "recipient": "reader@example.net", "email_id": email_id}
+    code, record, _ = await mta.json("GET", "/suppressions/reader@example.net", key)
+    assert record["origin"] == "complaint" and record["source_id"] == email_id
+    assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "complained"
 
 
 @pt.ensureDeferred
-async def test_the_return_path_is_no_open_relay(mta):
-    port = await listening(mta)
-    try:
-        _, key = await mta.sender()
-        _, return_path = await delivered(mta, key, ["ann@example.net"])
-        forged = return_path.replace("b-", "b-a", 1)[:len(return_path)]
+async def test_the_return_path_is_no_open_relay(mta, port):
+    _, key = await mta.sender()
+    _, return_path = await delivered(mta, key, ["ann@example.net"])
+    forged = return_path.replace("b-", "b-a", 1)[:len(return_path)]
 
-        def refused(rcpt):
-            with smtplib.SMTP("127.0.0.1", port.getHost().port, timeout=10) as client:
-                client.ehlo("peer.example")
-                client.mail("")
-                return client.rcpt(rcpt)
+    def refused(rcpt):
+        with smtplib.SMTP("127.0.0.1", port.getHost().port, timeout=10) as client:
+            client.ehlo("peer.example")
+            client.mail("")
+            return client.rcpt(rcpt)
 
-        for rcpt in ("someone@example.net", f"news@{RETURN_HOST}", forged, "postmaster@example.net"):
-            code, text = await threads.deferToThread(refused, rcpt)
-            assert (code, text[:5]) == (550, b"5.7.1"), rcpt
-        for rcpt in (return_path, return_path.upper(), f"postmaster@{RETURN_HOST}"):
-            code, _ = await threads.deferToThread(refused, rcpt)
-            assert code == 250, rcpt
-        # An auto-reply to the return path is taken and dropped: nothing changes.
-        await submit(port, "ann@example.net", [return_path], sample("auto_reply.eml"))
-        assert await mta.events("email.bounced") == [] and await mta.events("email.complained") == []
-    finally:
-        await port.stopListening()
+    for rcpt in ("someone@example.net", f"news@{RETURN_HOST}", forged, "postmaster@example.net"):
+        code, text = await threads.deferToThread(refused, rcpt)
+        assert (code, text[:5]) == (550, b"5.7.1"), rcpt
+    for rcpt in (return_path, return_path.upper(), f"postmaster@{RETURN_HOST}"):
+        code, _ = await threads.deferToThread(refused, rcpt)
+        assert code == 250, rcpt
+    # An auto-reply to the return path is taken and dropped: nothing changes.
+    await submit(port, "ann@example.net", [return_path], sample("auto_reply.eml"))
+    assert await mta.events("email.bounced") == [] and await mta.events("email.complained") == []

@@ -228,8 +228,8 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
     assert got["last_event"] == "sent"
     rows = await api.parts.db.fetchall("SELECT type FROM events WHERE type = 'email.sent'")
     assert len(rows) == 1
-    deliveries = await api.parts.db.fetchall("SELECT status FROM deliveries")
-    assert [d["status"] for d in deliveries] == ["queued"]
+    deliveries = await api.parts.db.fetchall("SELECT status, retry_until - updated_at AS window FROM deliveries")
+    assert [(d["status"], d["window"].total_seconds()) for d in deliveries] == [("queued", 72 * 3600)]
 
 
 @pt.ensureDeferred

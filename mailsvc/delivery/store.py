@@ -24,11 +24,11 @@ from mailsvc.domain.delivery import (
     EVENT_OF_STATUS,
     GUARD_DAYS,
     LAST_EVENT_ORDER,
-    RETRY_WINDOW_SECONDS,
     Pace,
     Reputation,
     most_advanced,
 )
+from mailsvc.domain.errors import Invalid
 from mailsvc.store.database import Database, Transaction
 
 #: A paused tenant's due mail is looked at again this often.
@@ -93,12 +93,12 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
     at = timefmt.from_seconds(now)
     rows = await txn.fetchall(
         "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
-        " extract(epoch FROM coalesce(d.retry_until, d.updated_at + %s * interval '1 second')) AS retry_until,"
+        " extract(epoch FROM d.retry_until) AS retry_until,"
         " d.message IS NOT NULL AS own_message, t.status AS tenant_status, t.send_rate_per_sec, t.delivery_mode"
         " FROM deliveries d JOIN tenants t ON t.id = d.tenant_id"
         " WHERE d.due_at <= %s AND d.status IN ('queued', 'deferred')"
         " ORDER BY d.due_at LIMIT %s FOR UPDATE OF d SKIP LOCKED",
-        (RETRY_WINDOW_SECONDS, at, limit),
+        (at, limit),
     )
     by_tenant: dict[uuid.UUID, list[dict]] = defaultdict(list)
     for row in rows:
@@ -135,11 +135,10 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
                           (timefmt.from_seconds(due), ids))
     if admitted:
         await txn.execute(
-            "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s,"
-            " retry_until = coalesce(retry_until, updated_at + %s * interval '1 second')"
+            "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s"
             " WHERE id = ANY(%s::uuid[])",
             (timefmt.from_seconds(now + lease), token, node, timefmt.from_seconds(now + lease),
-             RETRY_WINDOW_SECONDS, [r["id"] for r in admitted]),
+             [r["id"] for r in admitted]),
         )
     if decided:
         await _write(txn, clock, decided)
@@ -183,8 +182,9 @@ async def record(db: Database, clock, outcomes: list[Outcome]) -> int:
 async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
     if not outcomes:
         return 0
-    now = clock.seconds()
-    at = timefmt.from_seconds(now)
+    at = timefmt.from_seconds(clock.seconds())
+    # Rows are locked in id order, as every writer of outcomes does, to keep deadlocks rare.
+    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
     values = ", ".join(
         txn.mogrify(
             "(%s::uuid, %s::uuid, %s::text, %s::timestamptz, %s::int, %s::text)",
@@ -193,8 +193,6 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
         )
         for o in outcomes
     )
-    # Rows are locked in id order, as every writer of outcomes does, to keep deadlocks rare.
-    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
     # A fenced outcome needs its claim to hold; a report applies to a delivery that already
     # left (or is leaving) and never moves a final status backwards.
     applied = await txn.fetchall(
@@ -261,11 +259,12 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
 
 
 def _valid(addresses: list[str]) -> list[str]:
+    """The addresses that can be on the list (a relay may have taken one our parser would not)."""
     valid = []
     for address in addresses:
         try:
             suppression_list.normal_form(address)
-        except Exception:
+        except Invalid:
             continue
         valid.append(address)
     return valid
@@ -298,7 +297,7 @@ async def release(db: Database, clock, abandoned: list[tuple[Work, uuid.UUID]]) 
 
 
 async def find_for_report(db: Database, delivery_id: uuid.UUID) -> dict | None:
-    """The delivery a return-path address named, with its siblings' recipients."""
+    """The delivery a return-path address named."""
     return await db.fetchone(
         "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.status FROM deliveries d WHERE d.id = %s",
         (delivery_id,), desc="find reported delivery",

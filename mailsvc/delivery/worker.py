@@ -12,6 +12,7 @@ first of them (a DSN names its recipient, which finds the others).
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -77,15 +78,16 @@ class DeliveryWorker:
         self._loop = Loop(clock, "deliver mail", SAFETY_INTERVAL, self.step, on_failure)
         self._on_outcome = on_outcome
         self._in_flight: dict[int, tuple[defer.Deferred, list[Work], uuid.UUID]] = {}
-        self._claimed = 0
         self._outcomes: list[Outcome] = []
         self._next_due = None
         self._stopping = False
-        self._ids = iter(range(1 << 62))
+        self._keys = itertools.count()
 
     @property
     def in_flight(self) -> int:
-        return self._claimed
+        """Deliveries in SMTP transactions under way (steps run one at a time, so these are all
+        the deliveries this node holds between steps)."""
+        return sum(len(group) for _, group, _ in self._in_flight.values())
 
     def start(self) -> None:
         self._stopping = False
@@ -96,15 +98,8 @@ class DeliveryWorker:
         self._loop.wake()
 
     async def step(self) -> None:
-        outcomes, self._outcomes = self._outcomes, []
-        if outcomes:
-            try:
-                await store.record(self._db, self._clock, outcomes)
-            except Exception:
-                self._outcomes[:0] = outcomes
-                raise
-            self._count(outcomes)
-        room = 0 if self._stopping else min(self._settings.batch, self._settings.max_in_flight - self._claimed)
+        await self._write_outcomes()
+        room = 0 if self._stopping else min(self._settings.batch, self._settings.max_in_flight - self.in_flight)
         if room <= 0:
             return
         token = uuid.uuid4()
@@ -114,17 +109,13 @@ class DeliveryWorker:
         self._plan(claimed.next_due)
         if not claimed.work:
             return
-        self._claimed += len(claimed.work)
-        try:
-            emails, own = await store.contents(self._db, claimed.work)
-        except Exception:
-            self._claimed -= len(claimed.work)  # their leases end and someone takes them again
-            raise
+        # Should this fail, the leases end and any node takes the work again.
+        emails, own = await store.contents(self._db, claimed.work)
         for group, message, email in self._transactions(claimed.work, emails, own, token):
-            key = next(self._ids)
+            key = next(self._keys)
             d = defer.ensureDeferred(self._deliver(group, message, email, token))
             self._in_flight[key] = (d, group, token)
-            d.addBoth(self._landed, key, len(group))
+            d.addBoth(self._landed, key)
         if len(claimed.work) == room:
             self.wake()
 
@@ -137,9 +128,8 @@ class DeliveryWorker:
         if due is not None and not self._stopping:
             self._next_due = self._clock.callLater(max(0, due - self._clock.seconds()), self.wake)
 
-    def _landed(self, _, key: int, count: int) -> None:
+    def _landed(self, _, key: int) -> None:
         del self._in_flight[key]
-        self._claimed -= count
         self.wake()
 
     def _transactions(self, work: list[Work], emails: dict, own: dict, token: uuid.UUID):
@@ -165,7 +155,6 @@ class DeliveryWorker:
                 yield chunk, message, email
 
     def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
-        self._claimed -= 1
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
                                       claim=token, attempted=status != "failed"))
         self.wake()
@@ -265,21 +254,26 @@ class DeliveryWorker:
         await self._loop.idle()
         await self._flush()
 
-    async def _flush(self) -> None:
+    async def _write_outcomes(self) -> None:
+        """Write the outcomes gathered so far; if that fails, they wait for the next try."""
         outcomes, self._outcomes = self._outcomes, []
-        if outcomes:
-            try:
-                await store.record(self._db, self._clock, outcomes)
-            except Exception:
-                log.failure("recording {n} delivery outcomes failed", n=len(outcomes))
-                self._outcomes[:0] = outcomes
-            else:
-                self._count(outcomes)
-
-    def _count(self, outcomes: list[Outcome]) -> None:
+        if not outcomes:
+            return
+        try:
+            await store.record(self._db, self._clock, outcomes)
+        except Exception:
+            self._outcomes[:0] = outcomes
+            raise
         if self._on_outcome is not None:
             for outcome in outcomes:
                 self._on_outcome(outcome.status)
+
+    async def _flush(self) -> None:
+        """``_write_outcomes`` outside the loop, whose runner would have logged the failure."""
+        try:
+            await self._write_outcomes()
+        except Exception:
+            log.failure("recording {n} delivery outcomes failed", n=len(self._outcomes))
 
     async def stop(self) -> None:
         """Stop claiming, let transactions finish (up to DRAIN_SECONDS; the rest are given

@@ -7,11 +7,13 @@ account's reputation pauses its sending, and how recipients' outcomes sum up to 
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 import attrs
 
 #: Temporary failures are retried for this long after the mail was queued (SPEC: 72 hours).
 RETRY_WINDOW_SECONDS = 72 * 3600
+RETRY_WINDOW = timedelta(seconds=RETRY_WINDOW_SECONDS)
 #: The first retry waits this long; each one after waits twice as long, up to RETRY_CAP.
 RETRY_FIRST_SECONDS = 60
 RETRY_CAP_SECONDS = 2 * 3600

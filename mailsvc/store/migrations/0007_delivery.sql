@@ -9,9 +9,12 @@ ALTER TABLE deliveries
     -- A message of this recipient's own (a broadcast-stream email with a per-recipient
     -- unsubscribe link); NULL: the email's message.
     ADD COLUMN message         bytea,
-    -- Temporary failures are retried until then (72 hours after the mail was queued).
+    -- Temporary failures are retried until then (72 hours after the mail was queued); set
+    -- wherever a delivery becomes queued.
     ADD COLUMN retry_until     timestamptz,
     ADD COLUMN last_attempt_at timestamptz;
+-- Mail queued before the MTA existed gets its window from when it was queued.
+UPDATE deliveries SET retry_until = updated_at + interval '72 hours' WHERE status = 'queued';
 
 -- Pacing (GCRA) of each tenant's deliveries at send_rate_per_sec, shared by all nodes.
 CREATE UNLOGGED TABLE delivery_pace (

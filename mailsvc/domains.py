@@ -152,7 +152,7 @@ class SendingDomainCache:
                  lookup: Callable[[Database, uuid.UUID, str], Awaitable[SendingDomain | None]] | None = None):
         self._clock = clock
         self._seconds = seconds
-        self._lookup = lookup
+        self._lookup = lookup or sending_domain
         self._entries: dict[tuple[uuid.UUID, str], tuple[float, SendingDomain]] = {}
 
     async def __call__(self, db: Database, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
@@ -162,7 +162,7 @@ class SendingDomainCache:
         entry = self._entries.get(key)
         if entry is not None and now - entry[0] < self._seconds:
             return entry[1]
-        domain = await (self._lookup or sending_domain)(db, tenant_id, name)
+        domain = await self._lookup(db, tenant_id, name)
         if domain is not None and domain.status == "verified":
             if len(self._entries) >= self.MAX_ENTRIES:
                 self._entries.clear()

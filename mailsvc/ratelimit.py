@@ -70,11 +70,13 @@ class RateLimiter:
         self._db = db
         self._burst_factor = burst_factor
         self._lease_seconds = lease_seconds
+        #: The window every take of a leasing tenant is checked against.
+        self._lease_window = burst_factor - lease_seconds
+        self._may_lease = self._lease_window >= 4 * lease_seconds
         self._leases: dict[uuid.UUID, _Lease] = {}
 
     def _leasing(self, rate_per_sec: int) -> bool:
-        return (math.floor(rate_per_sec * self._lease_seconds) >= 2
-                and self._burst_factor - self._lease_seconds >= 4 * self._lease_seconds)
+        return self._may_lease and math.floor(rate_per_sec * self._lease_seconds) >= 2
 
     async def take(self, tenant_id: uuid.UUID, rate_per_sec: int) -> int | None:
         """None if this request may go ahead; else the seconds to wait (Retry-After)."""
@@ -107,10 +109,10 @@ class RateLimiter:
     async def _renew(self, tenant_id: uuid.UUID, lease: _Lease, now: float) -> int | None:
         """Take a new lease (spending one of its tokens), or one token; or say how long to wait."""
         rate = lease.rate
-        window = self._burst_factor - self._lease_seconds
+        window = self._lease_window
         most = math.floor(rate * self._lease_seconds)
-        if lease.tokens > 0 or lease.expires <= now:
-            # Expired with tokens left (or idle): ask for what was spent of it.
+        if lease.expires <= now:
+            # Expired (with tokens left, or idle): ask for what was spent of it.
             size = max(1, lease.used)
         else:
             size = lease.size * 2  # ran out early

@@ -12,9 +12,6 @@ and its deliveries are gone.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import html
 import uuid
 
@@ -22,11 +19,10 @@ import attrs
 
 from mailsvc import suppressions
 from mailsvc.domain.errors import NotFound
-from mailsvc.emails import LinkRefused
+from mailsvc.emails import LINK_MAC_BYTES, LinkRefused, link_payload, signed_link
 from mailsvc.store.database import Database, Transaction
 
 VERSION = 1
-_MAC_BYTES = 16
 _FIXED = 1 + 16 + 16
 #: Longest address a token names (RFC 5321 path limit, with room for UTF-8 local parts).
 MAX_ADDRESS_BYTES = 512
@@ -58,8 +54,7 @@ class Unsubscribes:
         encoded = address.encode("utf-8")
         if len(encoded) > MAX_ADDRESS_BYTES:
             raise ValueError("address too long for an unsubscribe link")
-        payload = bytes([VERSION]) + tenant_id.bytes + email_id.bytes + encoded
-        return base64.urlsafe_b64encode(payload + self._mac(payload)).decode("ascii").rstrip("=")
+        return signed_link(self._key, bytes([VERSION]) + tenant_id.bytes + email_id.bytes + encoded)
 
     def url(self, base_url: str, tenant_id: uuid.UUID, email_id: uuid.UUID, address: str) -> str:
         return base_url.rstrip("/") + PATH + self.token(tenant_id, email_id, address)
@@ -67,25 +62,16 @@ class Unsubscribes:
     def read(self, token: str) -> Link:
         """What a token names; UnsubscribeLinkRefused when it is not one of ours, unaltered."""
         refused = UnsubscribeLinkRefused("This unsubscribe link is invalid.")
-        if not token or len(token) > 2 * (_FIXED + MAX_ADDRESS_BYTES + _MAC_BYTES):
+        if not token or len(token) > 2 * (_FIXED + MAX_ADDRESS_BYTES + LINK_MAC_BYTES):
             raise refused
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        except ValueError:
-            raise refused from None
-        if len(raw) <= _FIXED + _MAC_BYTES:
-            raise refused
-        payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
-        if not hmac.compare_digest(mac, self._mac(payload)) or payload[0] != VERSION:
+        payload = link_payload(self._key, token)
+        if payload is None or len(payload) <= _FIXED or payload[0] != VERSION:
             raise refused
         try:
             address = payload[_FIXED:].decode("utf-8")
         except UnicodeDecodeError:
             raise refused from None
         return Link(uuid.UUID(bytes=payload[1:17]), uuid.UUID(bytes=payload[17:33]), address)
-
-    def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
 
     # The endpoints' work
 

@@ -17,6 +17,15 @@ async def _verified(api, key, name="acme.example.com") -> str:
     return created["id"]
 
 
+async def _sending(api) -> tuple[str, str]:
+    """A tenant's key and verified domain, which this node now keeps: it has sent from it once."""
+    _, key = await api.tenant()
+    domain_id = await _verified(api, key)
+    code, _, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert code == 200
+    return key, domain_id
+
+
 @pt.ensureDeferred
 async def test_verified_domains_are_kept_a_few_seconds_others_never(api):
     tenant, key = await api.tenant()
@@ -52,10 +61,7 @@ async def test_verified_domains_are_kept_a_few_seconds_others_never(api):
 
 @pt.ensureDeferred
 async def test_a_domain_deleted_or_changed_on_this_node_stops_sending_at_once(api):
-    _, key = await api.tenant()
-    domain_id = await _verified(api, key)
-    code, _, _ = await api.json("POST", "/emails", key, json=BODY)
-    assert code == 200
+    key, domain_id = await _sending(api)
     # Unverified behind the API's back (as another node's check would): still cached here.
     await api.parts.db.execute("UPDATE domains SET status = 'failed' WHERE id = %s", (domain_id,))
     code, _, _ = await api.json("POST", "/emails", key, json=BODY)
@@ -78,10 +84,7 @@ async def test_a_domain_deleted_or_changed_on_this_node_stops_sending_at_once(ap
 @pt.ensureDeferred
 async def test_a_domain_deleted_on_another_node_is_refused_not_stored(api):
     """Still cached here, but its row is gone: the accept statement refuses it (403, not 500)."""
-    _, key = await api.tenant()
-    domain_id = await _verified(api, key)
-    code, _, _ = await api.json("POST", "/emails", key, json=BODY)
-    assert code == 200
+    key, domain_id = await _sending(api)
     await api.parts.db.execute("DELETE FROM domains WHERE id = %s", (domain_id,))
     for path, body in (("/emails", BODY), ("/emails/batch", [BODY, BODY])):
         code, reply, _ = await api.json("POST", path, key, json=body)

@@ -18,7 +18,8 @@ from twisted.internet import threads
 
 from mailsvc import accept
 from mailsvc.config import load
-from mailsvc.unsubscribe import Unsubscribes
+from mailsvc.emails import LinkRefused, signed_link
+from mailsvc.unsubscribe import Link, Unsubscribes
 from tests.domainsupport import publish
 from tests.sdk import call
 from tests.test_dkim import verify_all
@@ -194,6 +195,19 @@ async def test_an_altered_or_foreign_link_is_refused(api):
             assert json.loads(body) == {"statusCode": 403, "name": "validation_error",
                                         "message": "This unsubscribe link is invalid."}
     assert await api.parts.db.fetchall("SELECT * FROM suppressions") == []
+
+
+def test_a_token_reads_back_only_in_its_own_version():
+    key, tenant_id, email_id = b"k" * 32, uuid.uuid4(), uuid.uuid4()
+    links = Unsubscribes(None, None, key)
+    token = links.token(tenant_id, email_id, "ännä@example.com")
+    assert links.read(token) == Link(tenant_id, email_id, "ännä@example.com")
+    # Signed with the right key, but a version this server does not know.
+    unknown = signed_link(key, b"\x02" + tenant_id.bytes + email_id.bytes + b"ann@example.com")
+    with pytest.raises(LinkRefused):
+        links.read(unknown)
+    with pytest.raises(ValueError):
+        links.token(tenant_id, email_id, "a" * 513)
 
 
 @pt.ensureDeferred

@@ -296,7 +296,11 @@ def _message_id(headers: Message | None) -> str | None:
     value = headers.get("message-id")
     if value is None:
         return None
-    value = _text(value)
+    return _bracketed(_text(value))
+
+
+def _bracketed(value: str) -> str | None:
+    """The ``<...>`` Message-ID in a field's text, else the text as written."""
     match = re.search(r"<[^<>\s]+>", value)
     return match.group(0) if match else (value or None)
 
@@ -339,10 +343,7 @@ def _delivery(part: Message, original: Message | None) -> DeliveryReport | None:
     message_id = _message_id(original)
     if message_id is None:
         # Gmail names the original in a per-message field.
-        value = _first(envelope, "x-original-message-id")
-        if value:
-            match = re.search(r"<[^<>\s]+>", value)
-            message_id = match.group(0) if match else value
+        message_id = _bracketed(_first(envelope, "x-original-message-id") or "")
     return DeliveryReport(
         reporting_mta=reporting_mta,
         original_envelope_id=_first(envelope, "original-envelope-id"),

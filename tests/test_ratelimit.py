@@ -1,5 +1,7 @@
 """The account's API rate: 10/s with bursts to 20, shared by keys and nodes."""
 
+import time
+
 import pytest_twisted as pt
 from twisted.internet import defer, task
 
@@ -55,11 +57,13 @@ async def test_http_429_with_retry_after_shared_by_all_keys(api):
     created, key = await api.tenant(api_rate_per_sec=10)
     _, second, _ = await api.json("POST", "/api-keys", key, json={"name": "second"})
     keys = [key, second["token"]]
+    began = time.monotonic()
     responses = await defer.gatherResults(
-        [defer.ensureDeferred(api.request("GET", "/api-keys", keys[i % 2])) for i in range(40)]
+        [defer.ensureDeferred(api.request("GET", "/api-keys", keys[i % 2])) for i in range(60)]
     )
+    elapsed = time.monotonic() - began  # on the real clock: a loaded machine spreads them out
     codes = [r.code for r, _ in responses]
-    assert 429 in codes and codes.count(200) <= 20
+    assert 429 in codes and codes.count(200) <= 20 + 10 * elapsed + 1
     limited = next(r for r, _ in responses if r.code == 429)
     assert int(limited.headers.getRawHeaders("retry-after")[0]) >= 1
     header_names = {name.lower() for name, _ in limited.headers.getAllRawHeaders()}

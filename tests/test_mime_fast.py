@@ -313,5 +313,7 @@ def test_text_from_html():
     # As a browser reads them: a tag cut off by the end is dropped, a link inside a link ends it.
     assert text_from_html('text <a href="x" title="never closed>more') == "text\n"
     assert text_from_html('<a href="u1">one <a href="u2">two</a>') == "one (u1) two (u2)\n"
+    # A hidden element hides all it holds, elements of its own name too (the preheader's nesting).
+    assert text_from_html('<div style="display:none">pre<div>in</div>still hidden</div><p>shown</p>') == "shown\n"
     deep = "<ul><li>" * 50 + "deep" + "</li></ul>" * 50
     assert html_to_text("<p>x</p>" + deep) == "x\n\n" + " " * 16 + "* deep"  # indented 8 levels at most

@@ -1,7 +1,8 @@
 """
 SMTP intake reads the common shapes of a submitted message without the email package's full
 parser: the same submission (or the same refusal) as reading it all with ``policy.default``,
-which is how it was read before (``reference`` below, kept as it was).
+which is how it was read before (``reference`` below, kept as it was; the bodies by the
+fallback that still reads them that way).
 """
 
 import base64
@@ -13,7 +14,7 @@ import pytest
 
 from mailsvc.domain.email import Submission, parse_mailbox, parse_mailboxes
 from mailsvc.domain.errors import Invalid
-from mailsvc.smtp.intake import submission_from_message
+from mailsvc.smtp.intake import _bodies_by_email_package, submission_from_message
 
 
 def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
@@ -38,14 +39,7 @@ def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
     to, cc = mailboxes("to", to_header), mailboxes("cc", cc_header)
     named = {m.address.lower() for m in (*to, *cc)}
     bcc = parse_mailboxes("bcc", [r for r in envelope_recipients if r.lower() not in named])
-    html = text = None
-    try:
-        html_part = message.get_body(("html",))
-        text_part = message.get_body(("plain",))
-        html = html_part.get_content().replace("\r\n", "\n") if html_part is not None else None
-        text = text_part.get_content().replace("\r\n", "\n") if text_part is not None else None
-    except (LookupError, ValueError, AssertionError):
-        pass
+    html, text = _bodies_by_email_package(raw)  # the bodies as they were always read
     if text is None and html:
         text = ""
     return Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)

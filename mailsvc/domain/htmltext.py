@@ -22,8 +22,9 @@ _TOKEN = re.compile(
     r"|<(/?)([A-Za-z][A-Za-z0-9:-]*+)((?:[^>\"']++|\"[^\"]*+(?:\"|\Z)|'[^']*+(?:'|\Z))*+)(>|\Z)",
     re.S,
 )
-_HREF = re.compile(r"""(?:^|[\s"'/])href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I)
-_ALT = re.compile(r"""(?:^|[\s"'/])alt\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I)
+#: An attribute's value: double-quoted, single-quoted or bare.
+_HREF, _ALT = (re.compile(rf"""(?:^|[\s"'/]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.I)
+               for name in ("href", "alt"))
 _HIDDEN = re.compile(r"""(?:^|[\s"'/])style\s*=\s*["'][^"']*display\s*:\s*none""", re.I)
 #: Elements whose content is never shown, with the end tag that closes each.
 _SKIPPED = {name: re.compile(rf"</{name}\s*>", re.I) for name in ("script", "style", "title", "template")}

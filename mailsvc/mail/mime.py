@@ -25,7 +25,7 @@ import sys
 from datetime import datetime
 from email import policy
 from email.message import EmailMessage
-from email.utils import format_datetime
+from email.utils import encode_rfc2231, format_datetime
 from email.utils import quote as _quote_param
 
 from mailsvc.domain.addresses import is_dot_atom
@@ -62,7 +62,8 @@ _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-
 #: (RFC 2047 §5 (3)), so one encoding serves Subject and display names alike.
 _Q_LITERAL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!*+-/"
 _Q_TABLE = {b: ("_" if b == 0x20 else chr(b) if b in _Q_LITERAL else f"={b:02X}") for b in range(256)}
-_Q_UNSAFE = bytes(b for b in range(256) if b not in _Q_LITERAL and b != 0x20)
+#: Bytes a "Q" word writes as one character (a space as "_"); any other takes three ("=XX").
+_Q_ONE_CHAR = _Q_LITERAL + b" "
 #: Header names the email package parses by their own grammar (a client may set Orig-Date).
 _STRUCTURED = frozenset(_POLICY.header_factory.registry)
 
@@ -116,7 +117,7 @@ def _encoded_words(text: str, room: int) -> list[str]:
     reader drops the space between two encoded words, so the words decode to ``text`` exactly.
     """
     data = text.encode("utf-8")
-    q_size = len(data) + 2 * len(data.translate(None, _Q_LITERAL + b" "))
+    q_size = _q_size(data)
     b_size = (len(data) + 2) // 3 * 4
     kind = "b" if b_size < q_size else "q"
     payload_room = room - 12  # =?utf-8?q? ... ?=
@@ -128,7 +129,7 @@ def _encoded_words(text: str, room: int) -> list[str]:
     limit = payload_room // 4 * 3 if kind == "b" else payload_room
     for char in text:
         encoded = char.encode("utf-8")
-        cost = len(encoded) if kind == "b" else len(encoded) + 2 * len(encoded.translate(None, _Q_LITERAL + b" "))
+        cost = len(encoded) if kind == "b" else _q_size(encoded)
         if size + cost > limit and chunk:
             words.append(_encoded_word(kind, bytes(chunk)))
             chunk.clear()
@@ -138,6 +139,11 @@ def _encoded_words(text: str, room: int) -> list[str]:
     if chunk:
         words.append(_encoded_word(kind, bytes(chunk)))
     return words
+
+
+def _q_size(data: bytes) -> int:
+    """The length of ``data`` in a "Q" encoded word."""
+    return len(data) + 2 * len(data.translate(None, _Q_ONE_CHAR))
 
 
 def _encoded_word(kind: str, data: bytes) -> str:
@@ -195,8 +201,6 @@ def _param_field(name: str, value: str, param: str, text: str | None) -> str:
             if len(line) <= _MAX:
                 return line + "\r\n"
         return _by_email_package(name, f'{value}; {param}="{_quote_param(text)}"')
-    from email.utils import encode_rfc2231
-
     return _by_email_package(name, f"{value}; {param}*={encode_rfc2231(text, 'utf-8', '')}")
 
 
@@ -305,7 +309,6 @@ def _build(submission: Submission, message_id: str, date: datetime, attachments)
             alternatives = [content, html_part]
     else:
         html_part = content = _text_part(submission.html or "", "html")
-        alternatives = None
 
     inline = [_binary_part(*a) for a in attachments if a[3] is not None]
     regular = [_binary_part(*a) for a in attachments if a[3] is None]

@@ -52,6 +52,12 @@ MAX_PER_RECIPIENT_BYTES = 64 * 1024 * 1024
 #: (a message built again for its placeholder gives the reactor back after each).
 _SPLICES_PER_TURN = 16
 ATTACHMENT_FETCH_SECONDS = 30
+#: Accept statements a node runs at once; the requests that arrive meanwhile are written
+#: together in the next one (``Acceptor.store``), at most so many, with messages of at most
+#: so many bytes (a request larger than that alone).
+CONCURRENT_WRITES = 2
+GROUP_REQUESTS = 64
+GROUP_BYTES = 16 * 1024 * 1024
 
 
 class QuotaExceeded(DomainError):
@@ -108,7 +114,7 @@ class Acceptor:
         db: Database,
         sending_domain: Callable[[Database, uuid.UUID, str], Awaitable[object]],
         sign: Callable[[bytes, str, tuple], bytes],
-        suppressed_among: Callable[[Transaction, uuid.UUID, list[str]], Awaitable[dict[str, str]]],
+        suppressed_for: Callable[[Database, Mapping[uuid.UUID, set[str]]], Awaitable[dict[uuid.UUID, dict[str, str]]]],
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
         unsubscribes: Unsubscribes | None = None,
     ):
@@ -116,7 +122,9 @@ class Acceptor:
         self._db = db
         self._sending_domain = sending_domain
         self._sign = sign
-        self._suppressed_among = suppressed_among
+        self._suppressed_for = suppressed_for
+        self._queue: list[_Waiting] = []
+        self._writing = 0
         self._fetch = fetch_attachment
         self._unsubscribes = unsubscribes
 
@@ -266,25 +274,87 @@ class Acceptor:
         its own transaction: every email, attachment, delivery and event inserted, the
         statements of ``finish`` (the idempotency outcome), the quotas charged, the NOTIFYs.
 
-        The charge is the statement's last part and both periods are one INSERT: the tenant's
-        ``usage`` rows, which every send of the tenant on every node locks, stay locked from
-        there to the end of the COMMIT only, with no round trip to this (busy) process in
-        between. Atomic across nodes: the row locks order concurrent charges, the WHERE
+        Requests that arrive while ``CONCURRENT_WRITES`` such statements run wait, and the
+        waiting ones are then written together, in one statement (group commit): under load
+        the commits, the NOTIFYs and the parsing are shared by many requests. A group that
+        fails is written again one request at a time, so each gets its own outcome (a
+        refused quota or a deleted domain refuses only its request).
+        """
+        waiting = _Waiting(caller, prepared, source, finish, defer.Deferred(),
+                           sum(len(p.message) + sum(map(len, p.messages.values())) for p in prepared))
+        self._queue.append(waiting)
+        if self._writing < CONCURRENT_WRITES:
+            self._write_next()
+        return await waiting.done
+
+    def _write_next(self) -> None:
+        group: list[_Waiting] = []
+        size = 0
+        while self._queue and len(group) < GROUP_REQUESTS and (not group or size + self._queue[0].size <= GROUP_BYTES):
+            size += self._queue[0].size
+            group.append(self._queue.pop(0))
+        self._writing += 1
+        defer.ensureDeferred(self._write_group(group)).addBoth(self._written)
+
+    def _written(self, _) -> None:
+        self._writing -= 1
+        if self._queue:
+            self._write_next()
+
+    async def _write_group(self, group: list[_Waiting]) -> None:
+        try:
+            outcomes = await self._write(group)
+        except Exception:
+            if len(group) == 1:
+                group[0].done.errback()
+                return
+            for one in group:
+                try:
+                    (accepted,) = await self._write([one])
+                except Exception:
+                    one.done.errback()
+                else:
+                    one.done.callback(accepted)
+            return
+        for one, accepted in zip(group, outcomes, strict=True):
+            one.done.callback(accepted)
+
+    async def _write(self, group: list[_Waiting]) -> list[list[AcceptedEmail]]:
+        """
+        The statement of ``group``. The quota charge is its last part and all of the group's
+        charges are one INSERT, in the order of the tenants: the tenants' ``usage`` rows,
+        which every send of the tenant on every node locks, stay locked from there to the end
+        of the COMMIT only, with no round trip to this (busy) process in between, and always
+        in one order. Atomic across nodes: the row locks order concurrent charges, the WHERE
         refuses, and a refusal fails the statement, so nothing of it remains.
 
         The suppression list is read just before (a read in the transaction would see no
         more: nothing is locked by it).
         """
-        tenant = caller.tenant
         now = self.now()
-        everyone = sorted({r for p in prepared for r in p.submission.recipients})
-        suppressed = await self._suppressed_among(self._db, tenant.id, everyone) if everyone else {}
-        suppressed_lower = {address.lower(): origin for address, origin in suppressed.items()}
-        charged = sum(
-            1 for p in prepared for r in p.submission.recipients if r.lower() not in suppressed_lower
-        )
+        recipients: dict[uuid.UUID, set[str]] = {}
+        for one in group:
+            recipients.setdefault(one.caller.tenant.id, set()).update(
+                r for p in one.prepared for r in p.submission.recipients)
+        suppressed = await self._suppressed_for(self._db, recipients)
         rows = _Rows()
-        accepted = [self._rows_of(caller, p, source, suppressed_lower, now, rows) for p in prepared]
+        outcomes: list[list[AcceptedEmail]] = []
+        charges: dict[uuid.UUID, list] = {}  # tenant: [count, daily quota, monthly quota]
+        finishing: list[tuple[str, list]] = []
+        for one in group:
+            tenant = one.caller.tenant
+            lower = {address.lower(): origin for address, origin in suppressed.get(tenant.id, {}).items()}
+            accepted = [self._rows_of(one.caller, p, one.source, lower, now, rows) for p in one.prepared]
+            outcomes.append(accepted)
+            charged = sum(1 for p in one.prepared for r in p.submission.recipients if r.lower() not in lower)
+            if charged:
+                charge = charges.setdefault(tenant.id, [0, tenant.daily_quota, tenant.monthly_quota])
+                charge[0] += charged
+                charge[1], charge[2] = min(charge[1], tenant.daily_quota), min(charge[2], tenant.monthly_quota)
+            if one.finish is not None:
+                recorder = _Recorder()
+                await one.finish(recorder, accepted)
+                finishing += recorder.statements
         parts = [("new_emails", "emails", _EMAIL_COLUMNS, rows.emails, 17),
                  ("new_deliveries", "deliveries", _DELIVERY_COLUMNS, rows.deliveries, 9),
                  ("new_attachments", "attachments", _ATTACHMENT_COLUMNS, rows.attachments, 9)]
@@ -303,39 +373,36 @@ class Acceptor:
             parameters += event_parameters
             inserted.append("new_events")
             channels.append(events.CHANNEL)
-        if finish is not None:
-            recorder = _Recorder()
-            await finish(recorder, accepted)
-            for n, (sql, args) in enumerate(recorder.statements):
-                ctes.append(f"finish_{n} AS ({sql})")
-                parameters += args
+        for n, (sql, args) in enumerate(finishing):
+            ctes.append(f"finish_{n} AS ({sql})")
+            parameters += args
         notify = ", ".join(["pg_notify(%s, '')"] * len(channels))
-        if not charged:
-            try:
-                await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {notify}", [*parameters, *channels],
-                                        desc="accept_email")
-            except pgerrors.ForeignKeyViolation as e:
-                _refuse_deleted_domain(e, prepared)
-                raise
-            return accepted
-        day, month = f"day:{now:%Y-%m-%d}", f"month:{now:%Y-%m}"
-        written = " + ".join(f"(SELECT count(*) FROM {name})" for name in inserted)
-        ctes.append(
-            # After every insert (it counts what they wrote), so the rows are locked last.
-            "charged AS (INSERT INTO usage AS u (tenant_id, period, count)"
-            " SELECT %s, v.period, %s FROM (VALUES (%s, %s), (%s, %s)) AS v(period, quota),"
-            f" (SELECT {written} AS n) AS written"
-            " WHERE %s <= v.quota AND written.n > 0"
-            " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + %s"
-            " WHERE u.count + %s <= CASE WHEN u.period = %s THEN %s ELSE %s END"
-            " RETURNING u.period)"
-        )
-        parameters += [tenant.id, charged, day, tenant.daily_quota, month, tenant.monthly_quota,
-                       charged, charged, charged, day, tenant.daily_quota, tenant.monthly_quota]
-        # A refused charge fails the statement: a text that is no integer, naming the period.
-        verdict = ("(CASE WHEN NOT EXISTS (SELECT 1 FROM charged WHERE period = %s) THEN %s"
-                   " WHEN NOT EXISTS (SELECT 1 FROM charged WHERE period = %s) THEN %s ELSE '0' END)::int")
-        parameters += [day, _REFUSED + "daily", month, _REFUSED + "monthly"]
+        verdict = "0"
+        if charges:
+            quotas = []
+            for tenant_id, (count, daily, monthly) in sorted(charges.items()):
+                quotas += [tenant_id, f"day:{now:%Y-%m-%d}", count, daily, "daily",
+                           tenant_id, f"month:{now:%Y-%m}", count, monthly, "monthly"]
+            written = " + ".join(f"(SELECT count(*) FROM {name})" for name in inserted)
+            ctes += [
+                "quotas AS (SELECT * FROM (VALUES "
+                + ", ".join(["(%s::uuid, %s, %s::integer, %s::integer, %s)"] * (len(quotas) // 5))
+                + ") AS q (tenant_id, period, n, quota, kind))",
+                # After every insert (it counts what they wrote), so the rows are locked last.
+                "charged AS (INSERT INTO usage AS u (tenant_id, period, count)"
+                " SELECT q.tenant_id, q.period, q.n FROM quotas q, (SELECT " + written + " AS n) AS written"
+                " WHERE q.n <= q.quota AND written.n > 0 ORDER BY q.tenant_id, q.period"
+                " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + excluded.count"
+                " WHERE u.count + excluded.count <= (SELECT q.quota FROM quotas q"
+                "   WHERE q.tenant_id = u.tenant_id AND q.period = u.period)"
+                " RETURNING u.tenant_id, u.period)",
+            ]
+            parameters += quotas
+            # A refused charge fails the statement: a text that is no integer, naming the
+            # period (the daily one first).
+            verdict = ("(SELECT coalesce(min(%s || q.kind), '0') FROM quotas q WHERE NOT EXISTS"
+                       " (SELECT 1 FROM charged c WHERE c.tenant_id = q.tenant_id AND c.period = q.period))::int")
+            parameters.append(_REFUSED)
         try:
             await self._db.fetchall(f"WITH {', '.join(ctes)} SELECT {verdict}, {notify}", [*parameters, *channels],
                                     desc="accept_email")
@@ -346,9 +413,9 @@ class Acceptor:
                     raise QuotaExceeded(period) from None
             raise
         except pgerrors.ForeignKeyViolation as e:
-            _refuse_deleted_domain(e, prepared)
+            _refuse_deleted_domain(e, [p for one in group for p in one.prepared])
             raise
-        return accepted
+        return outcomes
 
     def _rows_of(self, caller: Caller, p: Prepared, source: str,
                  suppressed: dict[str, str], now: datetime, rows: _Rows) -> AcceptedEmail:
@@ -431,6 +498,18 @@ def _refuse_deleted_domain(error: pgerrors.ForeignKeyViolation, prepared: list[P
 
 #: Starts the text that fails the accept statement when a quota refuses it.
 _REFUSED = "mailsvc quota refused: "
+
+
+@attrs.frozen
+class _Waiting:
+    """A request's emails, waiting for their accept statement."""
+
+    caller: Caller
+    prepared: list[Prepared]
+    source: str
+    finish: Callable[[Transaction, list[AcceptedEmail]], Awaitable[None]] | None
+    done: defer.Deferred
+    size: int
 
 
 @attrs.define

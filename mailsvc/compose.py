@@ -213,7 +213,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     acceptor = Acceptor(
         clock, db, sending_domains,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
-        suppression_list.suppressed_among,
+        suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         unsubscribes=unsubscribes,
     )

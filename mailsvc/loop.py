@@ -34,14 +34,19 @@ class Loop:
         self._stopped = False
         self._schedule(self._interval)
 
-    def wake(self) -> None:
-        """Run the step soon (now, or right after the run under way)."""
+    def wake(self, gather: float = 0) -> None:
+        """
+        Run the step soon: right after the run under way, or within ``gather`` seconds, so
+        that the wake-ups of a busy moment (a NOTIFY per request) make one step.
+        """
         if self._stopped:
             return
         if self._running is not None:
             self._again = True
             return
-        self._schedule(0)
+        if self._timer is not None and self._timer.active() and self._timer.getTime() <= self._clock.seconds() + gather:
+            return
+        self._schedule(gather)
 
     def _schedule(self, delay: float) -> None:
         if self._timer is not None and self._timer.active():

@@ -19,7 +19,7 @@ the domain; they are compared in their normal form (``normal_form``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mailsvc import timefmt
 from mailsvc.domain.errors import Invalid
@@ -30,7 +30,7 @@ from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
 __all__ = [
-    "ORIGINS", "ORIGINS_BY_STRENGTH", "normal_form", "stronger", "suppressed_among", "add",
+    "ORIGINS", "ORIGINS_BY_STRENGTH", "normal_form", "stronger", "suppressed_among", "suppressed_for", "add",
     "add_many", "remove", "remove_many", "get", "list_page", "record",
 ]
 
@@ -50,16 +50,25 @@ async def suppressed_among(
     given, mapped to its record's origin. One query; none for an empty list. An address with
     no valid normal form cannot be on the list and is never returned.
     """
-    given = {address: _normal_or_none(address) for address in addresses}
-    wanted = sorted({normal for normal in given.values() if normal is not None})
+    return (await suppressed_for(db_or_txn, {tenant_id: addresses})).get(tenant_id, {})
+
+
+async def suppressed_for(
+    db_or_txn: Database | Transaction, addresses: Mapping[uuid.UUID, Iterable[str]]
+) -> dict[uuid.UUID, dict[str, str]]:
+    """``suppressed_among`` for several accounts at once (one query): by account, as it answers."""
+    given = {(tenant_id, address): _normal_or_none(address)
+             for tenant_id, some in addresses.items() for address in some}
+    wanted = sorted({(tenant_id, normal) for (tenant_id, _), normal in given.items() if normal is not None})
     if not wanted:
         return {}
-    origins = await rows.origins_of(db_or_txn, tenant_id, wanted)
-    return {
-        address: origins[normal]
-        for address, normal in given.items()
-        if normal is not None and normal in origins
-    }
+    origins = await rows.origins_of(db_or_txn, wanted)
+    found: dict[uuid.UUID, dict[str, str]] = {}
+    for (tenant_id, address), normal in given.items():
+        origin = origins.get((tenant_id, normal)) if normal is not None else None
+        if origin is not None:
+            found.setdefault(tenant_id, {})[address] = origin
+    return found
 
 
 async def add_many(

@@ -135,11 +135,19 @@ class Store:
         return self.rows(sql, args)[0][0]
 
     def quiet(self, seconds: float = 10) -> None:
-        """Until no other client backend is executing a statement (a stopped client sends none)."""
+        """
+        Until no other client backend is executing a statement (a stopped client sends none).
+        Two waits count as quiet, since neither ends while the client is stopped: sending rows
+        to it (``ClientWrite``: its socket is full; the statement commits only once they are
+        all sent), and waiting for a lock (the chain of waits ends at a running statement,
+        still counted, or at a transaction of the stopped client between two statements).
+        """
         deadline = time.monotonic() + seconds
-        while self.count("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-                         " AND pid <> pg_backend_pid() AND state = 'active'"):
-            assert time.monotonic() < deadline, "the daemon's backends stayed busy after SIGSTOP"
+        busy = ("SELECT wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity"
+                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state = 'active'"
+                " AND wait_event_type IS DISTINCT FROM 'Lock' AND wait_event IS DISTINCT FROM 'ClientWrite'")
+        while running := self.rows(busy):
+            assert time.monotonic() < deadline, f"the daemon's backends stayed busy after SIGSTOP: {running}"
             time.sleep(0.02)
 
     def claimed(self, pid: int) -> set:

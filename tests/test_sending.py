@@ -9,8 +9,10 @@ import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
-from twisted.internet import defer
+from twisted.internet import defer, reactor
+from twisted.internet.task import deferLater
 
+from mailsvc import accept
 from tests.sdk import call
 
 
@@ -168,6 +170,70 @@ async def test_quotas_count_accepted_recipients_and_refuse_a_batch_whole(api):
     assert (code, body["name"]) == (429, "monthly_quota_exceeded")
     with pytest.raises(resend.exceptions.RateLimitError):
         await call(api, key, resend.Emails.send, BODY)
+
+
+async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int) -> list[tuple[int, dict]]:
+    """
+    ``count`` concurrent sends while another transaction holds the tenant's usage rows: the
+    first statements wait on the lock, the requests after them queue in the node and are
+    written together once it is released.
+    """
+    locked, release = defer.Deferred(), defer.Deferred()
+
+    async def hold(txn):
+        await txn.execute("SELECT 1 FROM usage WHERE tenant_id = %s FOR UPDATE", (tenant_id,))
+        locked.callback(None)
+        await release
+
+    holding = defer.ensureDeferred(api.parts.db.run("hold usage rows", hold))
+    await locked
+    sends = [defer.ensureDeferred(api.json("POST", "/emails", key, json={**BODY, "to": f"r{i}@example.com"}))
+             for i in range(count)]
+    waiting = [{"n": 0}]
+    for _ in range(200):
+        waiting = await api.parts.db.fetchall(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        if waiting[0]["n"] == accept.CONCURRENT_WRITES and api.parts.site.in_flight == count:
+            break
+        await deferLater(reactor, 0.02)
+    assert waiting[0]["n"] == accept.CONCURRENT_WRITES
+    await deferLater(reactor, 0.2)  # the last requests reach the queue
+    release.callback(None)
+    await holding
+    return [(code, body) for code, body, _ in await defer.gatherResults(sends)]
+
+
+@pt.ensureDeferred
+async def test_concurrent_sends_are_written_together(api):
+    tenant, key, _ = await sending_tenant(api)
+    code, _, _ = await api.json("POST", "/emails", key, json=BODY)  # the usage rows exist
+    assert code == 200
+    outcomes = await sends_behind_a_held_usage_row(api, key, tenant["id"], 12)
+    assert [code for code, _ in outcomes] == [200] * 12
+    rows = await api.parts.db.fetchall(
+        "SELECT count(*) AS emails, count(DISTINCT xmin::text) AS transactions FROM emails WHERE id = ANY(%s::uuid[])",
+        ([body["id"] for _, body in outcomes],))
+    # The statements that waited on the lock, then one for all the others.
+    assert rows == [{"emails": 12, "transactions": accept.CONCURRENT_WRITES + 1}]
+    usage = await api.parts.db.fetchall("SELECT count FROM usage WHERE tenant_id = %s", (tenant["id"],))
+    assert [u["count"] for u in usage] == [13, 13]
+
+
+@pt.ensureDeferred
+async def test_a_refused_group_is_written_one_request_at_a_time(api):
+    tenant, key, _ = await sending_tenant(api)
+    code, _, _ = await api.json("POST", "/emails", key, json=BODY)
+    assert code == 200
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"daily_quota": 7})
+    outcomes = await sends_behind_a_held_usage_row(api, key, tenant["id"], 10)
+    # 1 sent before, 2 that waited on the lock, then 4 of the group of 8 one by one.
+    assert sorted(code for code, _ in outcomes) == [200] * 6 + [429] * 4
+    assert {body["name"] for code, body in outcomes if code == 429} == {"daily_quota_exceeded"}
+    accepted = [body["id"] for code, body in outcomes if code == 200]
+    rows = await api.parts.db.fetchall("SELECT id FROM emails WHERE tenant_id = %s", (tenant["id"],))
+    assert len(rows) == 7 and set(accepted) <= {str(r["id"]) for r in rows}
+    usage = await api.parts.db.fetchall("SELECT period, count FROM usage WHERE tenant_id = %s", (tenant["id"],))
+    assert [u["count"] for u in usage] == [7, 7]
 
 
 @pt.ensureDeferred

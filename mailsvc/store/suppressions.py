@@ -54,14 +54,16 @@ async def upsert(
 
 
 async def origins_of(
-    db: Database | Transaction, tenant_id: uuid.UUID, emails: list[str]
-) -> dict[str, str]:
-    """The origin of each of ``emails`` that is on the list."""
+    db: Database | Transaction, pairs: list[tuple[uuid.UUID, str]]
+) -> dict[tuple[uuid.UUID, str], str]:
+    """The origin of each ``(tenant_id, email)`` of ``pairs`` that is on its account's list."""
     rows = await db.fetchall(
-        "SELECT email, origin FROM suppressions WHERE tenant_id = %s AND email = ANY(%s::text[])",
-        (tenant_id, emails),
+        "SELECT s.tenant_id, s.email, s.origin FROM suppressions s"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS wanted (tenant_id, email)"
+        " ON s.tenant_id = wanted.tenant_id AND s.email = wanted.email",
+        ([tenant_id for tenant_id, _ in pairs], [email for _, email in pairs]),
     )
-    return {row["email"]: row["origin"] for row in rows}
+    return {(row["tenant_id"], row["email"]): row["origin"] for row in rows}
 
 
 def _where(key: uuid.UUID | str) -> str:

@@ -172,11 +172,12 @@ async def test_quotas_count_accepted_recipients_and_refuse_a_batch_whole(api):
         await call(api, key, resend.Emails.send, BODY)
 
 
-async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int) -> list[tuple[int, dict]]:
+async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
+                                        others: tuple[tuple[str, str], ...] = ()) -> list[tuple[int, dict]]:
     """
-    ``count`` concurrent sends while another transaction holds the tenant's usage rows: the
-    first statements wait on the lock, the requests after them queue in the node and are
-    written together once it is released.
+    ``count`` concurrent sends with ``key`` (then one for each ``(key, from)`` of ``others``) while
+    another transaction holds the tenant's usage rows: the first statements wait on the lock,
+    the requests after them queue in the node and are written together once it is released.
     """
     locked, release = defer.Deferred(), defer.Deferred()
 
@@ -185,18 +186,32 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int) ->
         locked.callback(None)
         await release
 
+    def send(key: str, n: int, sender: str = BODY["from"]):
+        body = {**BODY, "from": sender, "to": f"r{n}@example.com"}
+        return defer.ensureDeferred(api.json("POST", "/emails", key, json=body))
+
+    async def until(condition) -> None:
+        for _ in range(250):
+            if await condition():
+                return
+            await deferLater(reactor, 0.02)
+        raise AssertionError("the sends did not get there")
+
+    async def blocked() -> bool:
+        rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        return rows[0]["n"] == accept.CONCURRENT_WRITES
+
     holding = defer.ensureDeferred(api.parts.db.run("hold usage rows", hold))
     await locked
-    sends = [defer.ensureDeferred(api.json("POST", "/emails", key, json={**BODY, "to": f"r{i}@example.com"}))
-             for i in range(count)]
-    waiting = [{"n": 0}]
-    for _ in range(200):
-        waiting = await api.parts.db.fetchall(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-        if waiting[0]["n"] == accept.CONCURRENT_WRITES and api.parts.site.in_flight == count:
-            break
-        await deferLater(reactor, 0.02)
-    assert waiting[0]["n"] == accept.CONCURRENT_WRITES
+    sends = [send(key, n) for n in range(accept.CONCURRENT_WRITES)]
+    await until(blocked)
+    later = [(key, BODY["from"])] * (count - len(sends)) + list(others)
+    sends += [send(k, n, sender) for n, (k, sender) in enumerate(later, start=len(sends))]
+
+    async def queued() -> bool:
+        return api.parts.site.in_flight == len(sends)
+
+    await until(queued)
     await deferLater(reactor, 0.2)  # the last requests reach the queue
     release.callback(None)
     await holding
@@ -217,6 +232,29 @@ async def test_concurrent_sends_are_written_together(api):
     assert rows == [{"emails": 12, "transactions": accept.CONCURRENT_WRITES + 1}]
     usage = await api.parts.db.fetchall("SELECT count FROM usage WHERE tenant_id = %s", (tenant["id"],))
     assert [u["count"] for u in usage] == [13, 13]
+
+
+@pt.ensureDeferred
+async def test_one_group_charges_each_tenant(api):
+    first, key, _ = await sending_tenant(api)
+    second, other_key, _ = await sending_tenant(api, domain="beta.example.com")
+    other = (other_key, "news@beta.example.com")
+    for k, sender in ((key, BODY["from"]), other):
+        code, _, _ = await api.json("POST", "/emails", k, json={**BODY, "from": sender})
+        assert code == 200
+    outcomes = await sends_behind_a_held_usage_row(api, key, first["id"], 4, others=(other,) * 3)
+    assert [code for code, _ in outcomes] == [200] * 7
+    # The first tenant's 2 sends that waited on the lock, then one statement for its other 2
+    # and the second tenant's 3.
+    grouped = await api.parts.db.fetchall(
+        "SELECT count(DISTINCT xmin::text) AS transactions, count(DISTINCT tenant_id) AS tenants FROM emails"
+        " WHERE id = ANY(%s::uuid[])", ([body["id"] for _, body in outcomes[accept.CONCURRENT_WRITES:]],))
+    assert grouped == [{"transactions": 1, "tenants": 2}]
+    usage = {(str(u["tenant_id"]), u["period"][:3]): u["count"] for u in await api.parts.db.fetchall(
+        "SELECT tenant_id, period, count FROM usage WHERE tenant_id = ANY(%s::uuid[])",
+        ([first["id"], second["id"]],))}
+    assert usage == {(first["id"], "day"): 5, (first["id"], "mon"): 5,
+                     (second["id"], "day"): 4, (second["id"], "mon"): 4}
 
 
 @pt.ensureDeferred

@@ -350,6 +350,8 @@ biff = no
 """)
         lines = []
         for line in Path("/etc/postfix/master.cf").read_text().splitlines():
+            if line.startswith("#tlsproxy"):  # for smtp_tls_connection_reuse (off in Debian's file)
+                line = line[1:]
             fields = line.split()
             if fields and not line[0].isspace() and not line.startswith("#") and len(fields) >= 8:
                 if fields[0] == "smtp" and fields[1] == "inet":

@@ -173,10 +173,13 @@ class Relay(Postfix):
     """
     The throw-away Postfix instance: smtpd on a loopback port for smtp-source, and an smtp
     client that relays every message to mailsvc's submission port(s) with STARTTLS required and
-    SASL AUTH PLAIN (the tenant's API key), connections cached.
+    SASL AUTH PLAIN (the tenant's API key), ``connections`` of them in all. TLS connections
+    are reused (``smtp_tls_connection_reuse``, through Postfix's tlsproxy), as a relay to one
+    smarthost is configured: without it Postfix opens a new TLS session, EHLO and AUTH for
+    every message (189 msg/s here, against 391 with it).
     """
 
-    def __init__(self, root: Path, smtp_ports: list[int], token: str):
+    def __init__(self, root: Path, smtp_ports: list[int], token: str, connections: int):
         if len(smtp_ports) == 1:
             routing = f"relayhost = [127.0.0.1]:{smtp_ports[0]}"
         else:  # one recipient domain per mailsvc process
@@ -192,8 +195,9 @@ smtp_sasl_tls_security_options = noanonymous
 smtp_sasl_mechanism_filter = plain
 smtp_tls_security_level = encrypt
 smtp_tls_session_cache_database = btree:{data}/smtp_scache
+smtp_tls_connection_reuse = yes
 default_destination_recipient_limit = 50
-""", 64 // len(smtp_ports))
+""", connections // len(smtp_ports))
 
     def statuses(self) -> dict[str, int]:
         text = self.log.read_text() if self.log.exists() else ""
@@ -390,6 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=3000, help="messages per SMTP round")
     parser.add_argument("--sessions", type=int, default=64, help="smtp-source sessions")
     parser.add_argument("--smtp-connections", type=int, default=32, help="direct client connections")
+    parser.add_argument("--relay-connections", type=int, default=64, help="the Postfix relay's connections to mailsvc")
     parser.add_argument("--keep", action="store_true", help="leave the servers up (for profiling); Enter stops")
     parser.add_argument("--micro", action="store_true", help="time the accept path's functions alone, then stop")
     parser.add_argument("--serve", nargs=3, metavar=("STATE_DIR", "HTTP", "SMTP"), help=argparse.SUPPRESS)
@@ -453,7 +458,7 @@ def main(argv: list[str] | None = None) -> None:
                 if relay is not None:
                     relay.stop()
                     shutil.rmtree(relay.dir, ignore_errors=True)
-                relay = Relay(root, [n.smtp for n in active], key)
+                relay = Relay(root, [n.smtp for n in active], key, args.relay_connections)
                 relay.start()
                 relay_round(active, data_dir, relay, db, 500, args.sessions, 2000)  # warm-up
                 print(f"\nsmtp-source -s {args.sessions} -m {args.messages} -l 2000 -> Postfix relay "

@@ -19,9 +19,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import attrs
+import psycopg2
 from psycopg2 import errors as pgerrors
 from psycopg2.extras import Json
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from mailsvc import events, timefmt
 from mailsvc.apikeys import Caller
@@ -304,9 +306,13 @@ class Acceptor:
     async def _write_group(self, group: list[_Waiting]) -> None:
         try:
             outcomes = await self._write(group)
-        except Exception:
-            if len(group) == 1:
-                group[0].done.errback()
+        except Exception as e:
+            if len(group) == 1 or not _refused(e):
+                # Alone, or not known to be rolled back (the connection was lost while the
+                # statement ran: it may have committed, so writing again could store twice).
+                failure = Failure()
+                for one in group:
+                    one.done.errback(failure)
                 return
             for one in group:
                 try:
@@ -494,6 +500,18 @@ def _refuse_deleted_domain(error: pgerrors.ForeignKeyViolation, prepared: list[P
             f"The {name} domain is not verified. Please, add and verify your domain.",
             reason="domain_not_verified",
         ) from None
+
+
+def _refused(error: Exception) -> bool:
+    """
+    Whether the accept statement surely did not commit: PostgreSQL refused it (an error with
+    a SQLSTATE, but for connection and operator-intervention classes, where the server may
+    end the session around a commit), or a refusal read from one (a quota, a deleted domain).
+    """
+    if isinstance(error, DomainError):
+        return True
+    code = getattr(error, "pgcode", None) if isinstance(error, psycopg2.Error) else None
+    return code is not None and not code.startswith(("08", "57"))
 
 
 #: Starts the text that fails the accept statement when a quota refuses it.

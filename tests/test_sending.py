@@ -4,7 +4,9 @@ import base64
 import email
 import email.policy
 import json
+import uuid
 
+import psycopg2
 import pytest
 import pytest_twisted as pt
 import resend
@@ -452,3 +454,53 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
     reasons = await api.parts.db.fetchall(
         "SELECT data->>'recipient' AS r FROM events WHERE type = 'email.suppressed' ORDER BY id")
     assert [row["r"] for row in reasons] == ["gone@example.com", "later@example.com"]
+
+
+class TestGroupFailures:
+    """What a failed group statement means for its requests (``Acceptor.store``)."""
+
+    @staticmethod
+    async def stores_behind_two_writes(failure: Exception) -> tuple[list[int], list]:
+        """
+        Two writes in flight, then three requests that queue and form one group, whose
+        statement fails with ``failure``; returns the sizes of the groups written and what
+        each of the three got.
+        """
+        acceptor = accept.Acceptor(reactor, None, None, None, None, None)
+        sizes: list[int] = []
+        held = [defer.Deferred() for _ in range(accept.CONCURRENT_WRITES)]
+
+        async def write(group):
+            sizes.append(len(group))
+            if len(sizes) <= len(held):
+                await held[len(sizes) - 1]
+            elif len(group) > 1:
+                raise failure
+            return [[accept.AcceptedEmail(uuid.uuid4(), "sent")] for _ in group]
+
+        acceptor._write = write
+        first = [defer.ensureDeferred(acceptor.store(None, [], "api")) for _ in held]
+        queued = [defer.ensureDeferred(acceptor.store(None, [], "api")) for _ in range(3)]
+        for d in held:
+            d.callback(None)
+        await defer.gatherResults(first)
+        outcomes = await defer.DeferredList(queued, consumeErrors=True)
+        return sizes[len(held):], [value if ok else value.value for ok, value in outcomes]
+
+    @pt.ensureDeferred
+    async def test_a_refused_group_is_written_again_one_request_at_a_time(self, api):
+        try:
+            await api.parts.db.execute("SELECT 1 / 0")
+        except psycopg2.Error as e:
+            refused = e  # as PostgreSQL refuses a statement: with a SQLSTATE
+        sizes, outcomes = await self.stores_behind_two_writes(refused)
+        assert sizes == [3, 1, 1, 1]
+        assert all(isinstance(o, list) and len(o) == 1 for o in outcomes)
+
+    @pt.ensureDeferred
+    async def test_a_group_whose_connection_was_lost_is_not_written_again(self):
+        # No SQLSTATE: the statement may have committed before the connection went.
+        lost = psycopg2.OperationalError("server closed the connection unexpectedly")
+        sizes, outcomes = await self.stores_behind_two_writes(lost)
+        assert sizes == [3]
+        assert outcomes == [lost] * 3

@@ -182,7 +182,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
 
     async def start_dispatcher() -> None:
-        await notifications.listen(events.CHANNEL, dispatcher.wake)
+        await notifications.listen(events.CHANNEL, dispatcher.notified)
         dispatcher.start()
 
     # One key makes the VERP return paths of outgoing mail and checks those coming back.

@@ -40,8 +40,9 @@ RESPONSE_KEPT = 1000
 LEASE_SECONDS = 60
 #: The safety net: a step at least this often even if no wake-up arrived.
 SAFETY_INTERVAL = 10
-#: A wake-up (a NOTIFY per accepted request, under load hundreds a second) waits this long
-#: for others, so that they make one step (one round trip) between them.
+#: A NOTIFY (one per accepted request, under load hundreds a second) waits this long for
+#: others, so that they make one step (one round trip) between them. Wake-ups of the
+#: dispatcher's own (a finished request, a retry due) do not wait.
 WAKE_GATHER = 0.01
 FAN_OUT_BATCH = 500
 #: Seconds a stop waits for attempts in flight before abandoning (and releasing) them.
@@ -110,6 +111,10 @@ class Dispatcher:
         self._loop.wake()
 
     def wake(self, *_) -> None:
+        self._loop.wake()
+
+    def notified(self, *_) -> None:
+        """A NOTIFY on the events channel: a step soon, shared with the NOTIFYs close to it."""
         self._loop.wake(WAKE_GATHER)
 
     async def step(self) -> None:

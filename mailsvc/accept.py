@@ -14,6 +14,7 @@ placeholders unfilled), which is never delivered for it. Transactional mail does
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -125,7 +126,7 @@ class Acceptor:
         self._sending_domain = sending_domain
         self._sign = sign
         self._suppressed_for = suppressed_for
-        self._queue: list[_Waiting] = []
+        self._queue: deque[_Waiting] = deque()
         self._writing = 0
         self._fetch = fetch_attachment
         self._unsubscribes = unsubscribes
@@ -278,9 +279,9 @@ class Acceptor:
 
         Requests that arrive while ``CONCURRENT_WRITES`` such statements run wait, and the
         waiting ones are then written together, in one statement (group commit): under load
-        the commits, the NOTIFYs and the parsing are shared by many requests. A group that
-        fails is written again one request at a time, so each gets its own outcome (a
-        refused quota or a deleted domain refuses only its request).
+        the commits, the NOTIFYs and the parsing are shared by many requests. A group whose
+        statement PostgreSQL refuses is written again one request at a time, so each gets its
+        own outcome (a refused quota or a deleted domain refuses only its request).
         """
         waiting = _Waiting(caller, prepared, source, finish, defer.Deferred(),
                            sum(len(p.message) + sum(map(len, p.messages.values())) for p in prepared))
@@ -294,7 +295,7 @@ class Acceptor:
         size = 0
         while self._queue and len(group) < GROUP_REQUESTS and (not group or size + self._queue[0].size <= GROUP_BYTES):
             size += self._queue[0].size
-            group.append(self._queue.pop(0))
+            group.append(self._queue.popleft())
         self._writing += 1
         defer.ensureDeferred(self._write_group(group)).addBoth(self._written)
 

@@ -217,7 +217,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         unsubscribes=unsubscribes,
     )
-    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_among)
+    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for)
     idempotency_keys = IdempotencyKeys(clock, db)
     email_routes.install(router, acceptor, emails, idempotency_keys, config.http.public_url)
     intake = SmtpIntake(acceptor, limiter, idempotency_keys)

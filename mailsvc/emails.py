@@ -10,7 +10,7 @@ import hashlib
 import hmac
 import struct
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import quote
 
 from mailsvc import events, timefmt
@@ -71,12 +71,13 @@ class Emails:
         clock,
         db: Database,
         link_key: bytes,
-        suppressed_among: Callable[[Transaction, uuid.UUID, list[str]], Awaitable[dict[str, str]]],
+        suppressed_for: Callable[[Transaction, Mapping[uuid.UUID, set[str]]],
+                                 Awaitable[dict[uuid.UUID, dict[str, str]]]],
     ):
         self._clock = clock
         self.db = db
         self._link_key = link_key
-        self._suppressed_among = suppressed_among
+        self._suppressed_for = suppressed_for
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
@@ -181,6 +182,11 @@ class Emails:
         return await self.db.run("release_scheduled", self._release)
 
     async def _release(self, txn: Transaction) -> int:
+        """
+        A batch of due emails in one transaction and a fixed number of statements: their
+        deliveries, one suppression lookup, their events, the deliveries' and the emails' new
+        states.
+        """
         now = self._now()
         due = await txn.fetchall(
             "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at, t.delivery_mode"
@@ -189,45 +195,63 @@ class Emails:
             " ORDER BY e.scheduled_at LIMIT %s FOR UPDATE OF e SKIP LOCKED",
             (now, RELEASE_BATCH),
         )
+        if not due:
+            return 0
+        deliveries: dict[uuid.UUID, list[dict]] = {email["id"]: [] for email in due}
+        for d in await txn.fetchall(
+            "SELECT id, email_id, recipient FROM deliveries WHERE email_id = ANY(%s::uuid[]) AND status = 'scheduled'"
+            " ORDER BY id",
+            ([email["id"] for email in due],),
+        ):
+            deliveries[d["email_id"]].append(d)
+        recipients: dict[uuid.UUID, set[str]] = {}
         for email in due:
-            deliveries = await txn.fetchall(
-                "SELECT id, recipient FROM deliveries WHERE email_id = %s AND status = 'scheduled' ORDER BY id",
-                (email["id"],),
-            )
-            recipients = [d["recipient"] for d in deliveries]
-            suppressed = await self._suppressed_among(txn, email["tenant_id"], recipients) if recipients else {}
-            suppressed = {a.lower(): origin for a, origin in suppressed.items()}
-            live = [r for r in recipients if r.lower() not in suppressed]
+            recipients.setdefault(email["tenant_id"], set()).update(d["recipient"] for d in deliveries[email["id"]])
+        suppressed_by_tenant = await self._suppressed_for(txn, recipients)
+        entries: list[tuple[uuid.UUID, str, dict]] = []
+        delivery_states: list[tuple] = []
+        email_states: list[tuple] = []
+        for email in due:
+            tenant_id = email["tenant_id"]
+            suppressed = {a.lower(): origin for a, origin in suppressed_by_tenant.get(tenant_id, {}).items()}
+            live = [d["recipient"] for d in deliveries[email["id"]] if d["recipient"].lower() not in suppressed]
             capture = email["delivery_mode"] == "capture"
             base = {"email_id": str(email["id"]), "created_at": timefmt.iso(now), "to": live}
             if live:
-                await events.record(txn, self._clock, email["tenant_id"], "email.sent", {
+                entries.append((tenant_id, "email.sent", {
                     **base, "delivery_id": None, "from": email["sender"], "subject": email["subject"],
                     "tags": email["tags"], "scheduled_at": timefmt.iso(email["scheduled_at"]),
-                })
-            for d in deliveries:
+                }))
+            for d in deliveries[email["id"]]:
                 origin = suppressed.get(d["recipient"].lower())
                 if origin is not None:
-                    status, due_at = "suppressed", None
-                    await events.record(txn, self._clock, email["tenant_id"], "email.suppressed", {
-                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": origin})
+                    delivery_states.append((d["id"], "suppressed", None, None))
+                    entries.append((tenant_id, "email.suppressed", {
+                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": origin}))
                 elif capture:
-                    status, due_at = "delivered", None
-                    await events.record(txn, self._clock, email["tenant_id"], "email.delivered", {
+                    delivery_states.append((d["id"], "delivered", None, None))
+                    entries.append((tenant_id, "email.delivered", {
                         **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "transport": "capture",
-                        "remote_host": None, "response": "stored by capture mode"})
+                        "remote_host": None, "response": "stored by capture mode"}))
                 else:
-                    status, due_at = "queued", now
-                await txn.execute(
-                    "UPDATE deliveries SET status = %s, due_at = %s, updated_at = %s, retry_until = %s WHERE id = %s",
-                    (status, due_at, now, now + RETRY_WINDOW if status == "queued" else None, d["id"]),
-                )
-            last_event = "suppressed" if not live else ("delivered" if capture else "sent")
+                    delivery_states.append((d["id"], "queued", now, now + RETRY_WINDOW))
+            email_states.append((email["id"], "suppressed" if not live else ("delivered" if capture else "sent")))
+        await events.record_many(txn, self._clock, entries)
+        if delivery_states:
             await txn.execute(
-                "UPDATE emails SET status = 'queued', last_event = %s WHERE id = %s", (last_event, email["id"])
+                "UPDATE deliveries d SET status = v.status, due_at = v.due_at, updated_at = %s,"
+                " retry_until = v.retry_until FROM (VALUES "
+                + ", ".join(["(%s::uuid, %s, %s::timestamptz, %s::timestamptz)"] * len(delivery_states))
+                + ") AS v (id, status, due_at, retry_until) WHERE d.id = v.id",
+                [now, *(value for state in delivery_states for value in state)],
             )
-        if due:
-            txn.notify(DELIVERIES)
+        await txn.execute(
+            "UPDATE emails e SET status = 'queued', last_event = v.last_event FROM (VALUES "
+            + ", ".join(["(%s::uuid, %s)"] * len(email_states))
+            + ") AS v (id, last_event) WHERE e.id = v.id",
+            [value for state in email_states for value in state],
+        )
+        txn.notify(DELIVERIES)
         return len(due)
 
     # Attachments

@@ -5,9 +5,9 @@ on one node is deliverable on every node at once, and one added is refused at on
 
 For the sending paths (``POST /emails``, batch, SMTP, scheduled mail at release time,
 broadcasts): just before the accepting statement (or in the releasing transaction), call
-``suppressed_among(db_or_txn, tenant_id, recipients)`` once for all recipients; each address
-it returns is skipped (an ``email.suppressed`` event with ``recipient`` and ``reason`` = its
-origin, not counted against quotas).
+``suppressed_for(db_or_txn, {tenant_id: recipients})`` once for all recipients (of all the
+accounts at hand); each address it returns is skipped (an ``email.suppressed`` event with
+``recipient`` and ``reason`` = its origin, not counted against quotas).
 
 For the MTA: in the transaction that records a hard bounce or a complaint, call
 ``add(txn, clock, tenant_id, recipient, "hard_bounce" | "complaint", source_id=email_id)``.
@@ -30,7 +30,7 @@ from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
 __all__ = [
-    "ORIGINS", "ORIGINS_BY_STRENGTH", "normal_form", "stronger", "suppressed_among", "suppressed_for", "add",
+    "ORIGINS", "ORIGINS_BY_STRENGTH", "normal_form", "stronger", "suppressed_for", "add",
     "add_many", "remove", "remove_many", "get", "list_page", "record",
 ]
 
@@ -42,21 +42,15 @@ def _normal_or_none(address: str) -> str | None:
         return None
 
 
-async def suppressed_among(
-    db_or_txn: Database | Transaction, tenant_id: uuid.UUID, addresses: Iterable[str]
-) -> dict[str, str]:
-    """
-    Which of ``addresses`` are suppressed for this account: each such address, exactly as
-    given, mapped to its record's origin. One query; none for an empty list. An address with
-    no valid normal form cannot be on the list and is never returned.
-    """
-    return (await suppressed_for(db_or_txn, {tenant_id: addresses})).get(tenant_id, {})
-
-
 async def suppressed_for(
     db_or_txn: Database | Transaction, addresses: Mapping[uuid.UUID, Iterable[str]]
 ) -> dict[uuid.UUID, dict[str, str]]:
-    """``suppressed_among`` for several accounts at once (one query): by account, as it answers."""
+    """
+    Which of each account's ``addresses`` are suppressed: by account, each such address,
+    exactly as given, mapped to its record's origin (accounts with none are left out). One
+    query for all; none when no address is given. An address with no valid normal form
+    cannot be on the list and is never returned.
+    """
     given = {(tenant_id, address): _normal_or_none(address)
              for tenant_id, some in addresses.items() for address in some}
     wanted = sorted({(tenant_id, normal) for (tenant_id, _), normal in given.items() if normal is not None})

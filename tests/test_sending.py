@@ -327,7 +327,7 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
     clock = task.Clock()
     clock.advance(api.parts.emails._clock.seconds() + 120)
-    nodes = [Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_among) for _ in range(2)]
+    nodes = [Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for) for _ in range(2)]
     released = await defer.gatherResults([defer.ensureDeferred(n.release_due()) for n in nodes])
     assert sorted(released) == [0, 1]
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
@@ -336,6 +336,47 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
     assert len(rows) == 1
     deliveries = await api.parts.db.fetchall("SELECT status, retry_until - updated_at AS window FROM deliveries")
     assert [(d["status"], d["window"].total_seconds()) for d in deliveries] == [("queued", 72 * 3600)]
+
+
+@pt.ensureDeferred
+async def test_one_release_takes_every_due_email_of_several_accounts(api):
+    from twisted.internet import task
+
+    from mailsvc.emails import Emails
+
+    _, key, _ = await sending_tenant(api)
+    capturing, capture_key, _ = await sending_tenant(api, domain="beta.example.com")
+    await api.json("PATCH", f"/admin/v1/tenants/{capturing['id']}", api.operator_token,
+                   json={"delivery_mode": "capture"})
+    later = {**BODY, "scheduled_at": "in 1 min"}
+    _, mixed, _ = await api.json("POST", "/emails", key, json={**later, "to": ["ann@example.com", "gone@example.com"]})
+    _, gone, _ = await api.json("POST", "/emails", key, json={**later, "to": "gone@example.com"})
+    _, captured, _ = await api.json("POST", "/emails", capture_key,
+                                    json={**later, "from": "news@beta.example.com", "to": "gone@example.com"})
+    await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})  # the first account's only
+
+    clock = task.Clock()
+    clock.advance(api.parts.emails._clock.seconds() + 120)
+    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for).release_due() == 3
+    last_events = {}
+    for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
+        _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
+        last_events[sent["id"]] = got["last_event"]
+    assert last_events == {mixed["id"]: "sent", gone["id"]: "suppressed", captured["id"]: "delivered"}
+    statuses = await api.parts.db.fetchall(
+        "SELECT email_id::text, recipient, status, due_at IS NOT NULL AS due FROM deliveries ORDER BY id")
+    assert {(d["email_id"], d["recipient"]): (d["status"], d["due"]) for d in statuses} == {
+        (mixed["id"], "ann@example.com"): ("queued", True), (mixed["id"], "gone@example.com"): ("suppressed", False),
+        (gone["id"], "gone@example.com"): ("suppressed", False),
+        (captured["id"], "gone@example.com"): ("delivered", False)}
+    released = await api.parts.db.fetchall(
+        "SELECT type, data->>'email_id' AS email, data->'to' AS live FROM events ORDER BY id")
+    assert [(e["type"], e["email"], e["live"]) for e in released] == [
+        ("email.sent", mixed["id"], ["ann@example.com"]),
+        ("email.suppressed", mixed["id"], ["ann@example.com"]),
+        ("email.suppressed", gone["id"], []),
+        ("email.sent", captured["id"], ["gone@example.com"]),
+        ("email.delivered", captured["id"], ["gone@example.com"])]
 
 
 @pt.ensureDeferred
@@ -448,7 +489,7 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
     await api.json("POST", "/suppressions", key, json={"email": "later@example.com"})
     clock = task.Clock()
     clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_among).release_due() == 1
+    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for).release_due() == 1
     _, got, _ = await api.json("GET", f"/emails/{scheduled['id']}", key)
     assert got["last_event"] == "suppressed"
     reasons = await api.parts.db.fetchall(

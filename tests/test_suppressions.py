@@ -255,13 +255,13 @@ async def test_another_accounts_list_never_affects_this_one(api):
     _, removed, _ = await api.json("POST", "/suppressions/batch/remove", key_b, json={"emails": ["shared@example.com"]})
     assert removed["data"] == []
     recipients = ["shared@example.com", "bounced@example.com"]
-    assert await suppressions.suppressed_among(api.parts.db, tenant_b, recipients) == {}
+    assert await suppressed_among(api.parts.db, tenant_b, recipients) == {}
 
     # B suppressing the same address makes a record of its own; removing it leaves A's.
     _, theirs, _ = await api.json("POST", "/suppressions", key_b, json={"email": "shared@example.com"})
     assert theirs["id"] != mine["id"]
     await api.json("DELETE", "/suppressions/shared@example.com", key_b)
-    assert await suppressions.suppressed_among(api.parts.db, tenant_a, recipients) == {
+    assert await suppressed_among(api.parts.db, tenant_a, recipients) == {
         "shared@example.com": "manual", "bounced@example.com": "hard_bounce",
     }
 
@@ -278,10 +278,18 @@ class CountingStatements:
         return await self._db.fetchall(sql, args)
 
 
+async def suppressed_among(db_or_txn, tenant_id, addresses) -> dict:
+    """One account's suppressed addresses among ``addresses``, as ``suppressed_for`` answers."""
+    return (await suppressions.suppressed_for(db_or_txn, {tenant_id: addresses})).get(tenant_id, {})
+
+
 @pt.ensureDeferred
-async def test_suppressed_among_in_one_query_on_the_database_or_in_a_transaction(api):
+async def test_suppressed_for_in_one_query_on_the_database_or_in_a_transaction(api):
     _, key = await api.tenant()
     tenant_id = await _tenant_id(api, key)
+    _, other_key = await api.tenant()
+    other_id = await _tenant_id(api, other_key)
+    await _add(api, other_id, "fine@example.com", "manual")
     await _add(api, tenant_id, "gone@example.com", "hard_bounce", uuid.uuid4())
     await _add(api, tenant_id, "angry@bücher.de", "complaint", uuid.uuid4())
     await _add(api, tenant_id, "left@example.com", "unsubscribe")
@@ -291,20 +299,21 @@ async def test_suppressed_among_in_one_query_on_the_database_or_in_a_transaction
                 "left@example.com.": "unsubscribe", "gone@example.com": "hard_bounce"}
 
     counting = CountingStatements(api.parts.db)
-    assert await suppressions.suppressed_among(counting, tenant_id, given) == expected
+    assert await suppressions.suppressed_for(counting, {tenant_id: given, other_id: given}) == {
+        tenant_id: expected, other_id: {"fine@example.com": "manual"}}
     assert counting.statements == 1
-    assert await suppressions.suppressed_among(counting, tenant_id, []) == {}
-    assert await suppressions.suppressed_among(counting, tenant_id, ["nope"]) == {}
+    assert await suppressed_among(counting, tenant_id, []) == {}
+    assert await suppressed_among(counting, tenant_id, ["nope"]) == {}
     assert counting.statements == 1
 
     async def accept(txn):
-        return await suppressions.suppressed_among(txn, tenant_id, given)
+        return await suppressed_among(txn, tenant_id, given)
 
     assert await api.parts.db.run("accept", accept) == expected
 
     # A removal through the API is seen by the very next lookup: nothing is cached.
     await api.json("DELETE", "/suppressions/gone@example.com", key)
-    assert "gone@example.com" not in await suppressions.suppressed_among(api.parts.db, tenant_id, given)
+    assert "gone@example.com" not in await suppressed_among(api.parts.db, tenant_id, given)
 
 
 @pt.ensureDeferred

@@ -27,7 +27,8 @@ class Loop:
         self._on_failure = on_failure
         self._timer = None
         self._running: defer.Deferred | None = None
-        self._again = False
+        #: Asked for during the run under way: the gathering time before the next (None: not asked).
+        self._again: float | None = None
         self._stopped = True
 
     def start(self) -> None:
@@ -42,7 +43,7 @@ class Loop:
         if self._stopped:
             return
         if self._running is not None:
-            self._again = True
+            self._again = gather if self._again is None else min(self._again, gather)
             return
         if self._timer is not None and self._timer.active() and self._timer.getTime() <= self._clock.seconds() + gather:
             return
@@ -68,8 +69,8 @@ class Loop:
         self._running = None
         if self._stopped:
             return
-        again, self._again = self._again, False
-        self._schedule(0 if again else self._interval)
+        again, self._again = self._again, None
+        self._schedule(self._interval if again is None else again)
 
     async def stop(self) -> None:
         """Stop scheduling and wait for a run under way."""

@@ -60,6 +60,13 @@ def test_a_wake_during_a_step_runs_one_more_right_after():
     clock.advance(0)
     assert len(running) == 2
 
+    loop.wake(0.01)  # only gathering wake-ups during this run: the next waits for others
+    running[1].callback(None)
+    clock.advance(0.005)
+    assert len(running) == 2
+    clock.advance(0.005)
+    assert len(running) == 3
+
 
 def test_a_failing_step_is_counted_and_the_loop_goes_on():
     clock = task.Clock()

@@ -28,7 +28,7 @@ from twisted.python.failure import Failure
 
 from mailsvc import events, timefmt
 from mailsvc.apikeys import Caller
-from mailsvc.domain.delivery import RETRY_WINDOW
+from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
 from mailsvc.domain.email import (
     MAX_ATTACHMENT_BYTES,
     Attachment,
@@ -434,14 +434,7 @@ class Acceptor:
         capture = caller.tenant.delivery_mode == "capture"
         recipients = s.recipients
         live = [r for r in recipients if r.lower() not in suppressed]
-        if not live:
-            last_event = "suppressed"
-        elif scheduled:
-            last_event = "scheduled"
-        elif capture:
-            last_event = "delivered"
-        else:
-            last_event = "sent"
+        last_event = first_last_event(bool(live), scheduled, capture)
         rows.emails.append((
                 email_id, tenant_id, p.domain_id, p.message_id, str(s.sender),
                 Json({"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc],
@@ -460,27 +453,14 @@ class Acceptor:
         for recipient in recipients:
             delivery_id = uuid7(self._clock.seconds())
             origin = suppressed.get(recipient.lower())
-            retry_until = None
-            if origin is not None:
-                status, due = "suppressed", None
-            elif scheduled:
-                status, due = "scheduled", None
-            elif capture:
-                status, due = "delivered", None
-            else:
-                status, due, retry_until = "queued", now, now + RETRY_WINDOW
+            status = first_status(origin, scheduled, capture)
+            due, retry_until = first_times(status, now)
             # A suppressed recipient is never sent to: no message of its own.
             own = p.messages.get(recipient) if origin is None else None
             rows.deliveries.append((delivery_id, email_id, tenant_id, recipient, status, due, now, own, retry_until))
-            if origin is not None:
-                rows.events.append((tenant_id, "email.suppressed",
-                                    {**base, "delivery_id": str(delivery_id), "recipient": recipient,
-                                     "reason": origin}))
-            elif capture and not scheduled:
-                rows.events.append((tenant_id, "email.delivered",
-                                    {**base, "delivery_id": str(delivery_id), "recipient": recipient,
-                                     "transport": "capture", "remote_host": None,
-                                     "response": "stored by capture mode"}))
+            event = first_event(status, base, str(delivery_id), recipient, origin)
+            if event is not None:
+                rows.events.append((tenant_id, *event))
         return AcceptedEmail(email_id, last_event)
 
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from mailsvc import events, timefmt
 from mailsvc.accept import DELIVERIES
-from mailsvc.domain.delivery import RETRY_WINDOW
+from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
 from mailsvc.domain.email import parse_schedule
 from mailsvc.domain.errors import DomainError, NotFound
 from mailsvc.store.database import Database, Transaction
@@ -224,18 +224,12 @@ class Emails:
                 }))
             for d in deliveries[email["id"]]:
                 origin = suppressed.get(d["recipient"].lower())
-                if origin is not None:
-                    delivery_states.append((d["id"], "suppressed", None, None))
-                    entries.append((tenant_id, "email.suppressed", {
-                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": origin}))
-                elif capture:
-                    delivery_states.append((d["id"], "delivered", None, None))
-                    entries.append((tenant_id, "email.delivered", {
-                        **base, "delivery_id": str(d["id"]), "recipient": d["recipient"], "transport": "capture",
-                        "remote_host": None, "response": "stored by capture mode"}))
-                else:
-                    delivery_states.append((d["id"], "queued", now, now + RETRY_WINDOW))
-            email_states.append((email["id"], "suppressed" if not live else ("delivered" if capture else "sent")))
+                status = first_status(origin, False, capture)
+                delivery_states.append((d["id"], status, *first_times(status, now)))
+                event = first_event(status, base, str(d["id"]), d["recipient"], origin)
+                if event is not None:
+                    entries.append((tenant_id, *event))
+            email_states.append((email["id"], first_last_event(bool(live), False, capture)))
         await events.record_many(txn, self._clock, entries)
         if delivery_states:
             await txn.execute(

@@ -1,13 +1,14 @@
 """
-Rules of delivery that need no I/O: when a temporary failure is tried again, when the
-account's reputation pauses its sending, and how recipients' outcomes sum up to the email's
+Rules of delivery that need no I/O: what becomes of each recipient when its email is
+accepted or released, when a temporary failure is tried again, when the account's
+reputation pauses its sending, and how recipients' outcomes sum up to the email's
 ``last_event``.
 """
 
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -42,6 +43,43 @@ BOUNCE_RATE_LIMIT = 0.04
 BOUNCE_RATE_MINIMUM = 200
 COMPLAINT_RATE_LIMIT = 0.001
 COMPLAINT_RATE_MINIMUM = 1000
+
+
+def first_status(origin: str | None, scheduled: bool, capture: bool) -> str:
+    """
+    A recipient's delivery status when its email is accepted or released: ``origin`` is its
+    suppression's origin (None: not suppressed); a capture-mode account's mail is stored as
+    delivered and never sent.
+    """
+    if origin is not None:
+        return "suppressed"
+    if scheduled:
+        return "scheduled"
+    return "delivered" if capture else "queued"
+
+
+def first_times(status: str, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """When a delivery with this first status falls due, and until when it is retried."""
+    return (now, now + RETRY_WINDOW) if status == "queued" else (None, None)
+
+
+def first_last_event(live: bool, scheduled: bool, capture: bool) -> str:
+    """The email's ``last_event`` then; ``live``: some recipient is not suppressed."""
+    if not live:
+        return "suppressed"
+    if scheduled:
+        return "scheduled"
+    return "delivered" if capture else "sent"
+
+
+def first_event(status: str, base: dict, delivery_id: str, recipient: str, origin: str | None):
+    """The ``(type, data)`` of the event a recipient gets with its first status, if any."""
+    if status == "suppressed":
+        return "email.suppressed", {**base, "delivery_id": delivery_id, "recipient": recipient, "reason": origin}
+    if status == "delivered":
+        return "email.delivered", {**base, "delivery_id": delivery_id, "recipient": recipient,
+                                   "transport": "capture", "remote_host": None, "response": "stored by capture mode"}
+    return None
 
 
 def rank(last_event: str) -> int:

@@ -29,10 +29,6 @@ MAX_ADDRESS_BYTES = 512
 PATH = "/public/unsubscribe/"
 
 
-class UnsubscribeLinkRefused(LinkRefused):
-    """A link that was altered or made with another key (403, like a bad attachment link)."""
-
-
 @attrs.frozen
 class Link:
     tenant_id: uuid.UUID
@@ -60,8 +56,8 @@ class Unsubscribes:
         return base_url.rstrip("/") + PATH + self.token(tenant_id, email_id, address)
 
     def read(self, token: str) -> Link:
-        """What a token names; UnsubscribeLinkRefused when it is not one of ours, unaltered."""
-        refused = UnsubscribeLinkRefused("This unsubscribe link is invalid.")
+        """What a token names; LinkRefused (403) when it is not one of ours, unaltered."""
+        refused = LinkRefused("This unsubscribe link is invalid.")
         if not token or len(token) > 2 * (_FIXED + MAX_ADDRESS_BYTES + LINK_MAC_BYTES):
             raise refused
         payload = link_payload(self._key, token)

@@ -11,7 +11,6 @@ import secrets
 from twisted.internet import reactor
 
 from mailsvc import compose, credentials
-from mailsvc.accept import DELIVERIES
 from mailsvc.config import load
 from tests.test_sending import sending_tenant
 
@@ -84,8 +83,8 @@ async def start_mta(api_type, db, dns_server, smtp_sink, master: bytes | None = 
     master = master or secrets.token_bytes(32)
     parts = compose.assemble(reactor, config, db, master, operator_token)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
-    await parts.notifications.listen(DELIVERIES, parts.delivery.wake)
-    parts.delivery.start()
+    (delivery,) = [part for part in parts.role_parts if part.role == "delivery"]
+    await delivery.start()  # LISTEN and the worker, as the node starts them
     return Mta(api_type(parts, port, operator_token), dns_server, smtp_sink, master)
 
 

@@ -208,8 +208,8 @@ class Acceptor:
         if links is None or not base:
             raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
         # Without a placeholder every recipient's body is the email's: only the header differs.
-        # With one, each message is built again (the email package's encoders are the cost);
-        # the plain text derived from the html is derived once, the placeholder kept in it.
+        # With one, each message is built again; the plain text derived from the html is
+        # derived once, the placeholder kept in it.
         personal = has_unsubscribe_placeholder(submission)
         if personal and submission.text is None and submission.html:
             submission = attrs.evolve(submission, text=mime.text_from_html(submission.html))

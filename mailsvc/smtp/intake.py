@@ -220,11 +220,10 @@ class SmtpIntake:
             prepared = await self._acceptor.prepare(caller, submission, raw=raw)
 
             async def finish(txn, accepted):
-                if claim is not None:
-                    reply = json.dumps({"id": str(accepted[0].id)}).encode()
-                    await self._keys.complete(txn, claim, 200, reply)
+                reply = json.dumps({"id": str(accepted[0].id)}).encode()
+                await self._keys.complete(txn, claim, 200, reply)
 
-            accepted = await self._acceptor.store(caller, [prepared], "smtp", finish)
+            accepted = await self._acceptor.store(caller, [prepared], "smtp", finish if claim is not None else None)
         except BaseException:
             if claim is not None:
                 await self._keys.release(claim)

@@ -37,8 +37,8 @@ class Loop:
 
     def wake(self, gather: float = 0) -> None:
         """
-        Run the step soon: right after the run under way, or within ``gather`` seconds, so
-        that the wake-ups of a busy moment (a NOTIFY per request) make one step.
+        Run the step within ``gather`` seconds (counted from the end of the run under way, if
+        any), so that the wake-ups of a busy moment (a NOTIFY per request) make one step.
         """
         if self._stopped:
             return

@@ -94,17 +94,17 @@ async def run(reactor, args, root: Path) -> None:
     from twisted.internet import defer, task
     from twisted.names import common, dns
 
-    from mailsvc.accounts import Accounts
-    from mailsvc.apikeys import KeyRing
-    from mailsvc.dns.public import PublicAddresses
+    from mailsvc.app.accounts import Accounts
+    from mailsvc.app.apikeys import KeyRing
+    from mailsvc.app.webhooks import WebhookRegistry
+    from mailsvc.crypto.keyvault import KeyVault
     from mailsvc.domain.webhooks import new_webhook
-    from mailsvc.fetch import Fetcher
-    from mailsvc.keyvault import KeyVault
+    from mailsvc.outside.addresses import PublicAddresses
+    from mailsvc.outside.fetch import Fetcher
     from mailsvc.store.database import Database
     from mailsvc.store.embedded import EmbeddedCluster, find_bindir
     from mailsvc.store.migrate import migrate
     from mailsvc.webhooks.dispatcher import Dispatcher
-    from mailsvc.webhooks.registry import WebhookRegistry
     from tests.outside import ThrowawayCA
 
     class Loopback(common.ResolverBase):

@@ -19,46 +19,48 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import credentials, events, manhole, tls
-from mailsvc import domains as domain_store
-from mailsvc import suppressions as suppression_list
-from mailsvc.accept import DELIVERIES, Acceptor
-from mailsvc.accounts import Accounts
-from mailsvc.apikeys import KeyRing
+from mailsvc import manhole
+from mailsvc.app import domains as domain_store
+from mailsvc.app import suppressions as suppression_list
+from mailsvc.app.accounts import Accounts
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.domains import Domains, Settings, SigningKeys, unlock
+from mailsvc.app.emails import Emails
+from mailsvc.app.idempotency import IdempotencyKeys
+from mailsvc.app.ratelimit import RateLimiter
+from mailsvc.app.submit import DELIVERIES, Acceptor
+from mailsvc.app.unsubscribe import Unsubscribes
+from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
+from mailsvc.crypto import credentials, tls
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
-from mailsvc.dns.public import PublicAddresses
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
-from mailsvc.domains import Domains, Settings, SigningKeys, unlock
-from mailsvc.emails import Emails
-from mailsvc.fetch import Fetcher, TrustRoots
 from mailsvc.http import admin, apikeys, public, suppressions, webhooks
 from mailsvc.http import domains as domain_routes
 from mailsvc.http import emails as email_routes
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
-from mailsvc.idempotency import IdempotencyKeys
-from mailsvc.keyvault import KeyVault
 from mailsvc.loop import Loop
 from mailsvc.mail import dkim
 from mailsvc.metrics import Metrics
-from mailsvc.ratelimit import RateLimiter
+from mailsvc.outside.addresses import PublicAddresses
+from mailsvc.outside.fetch import Fetcher, TrustRoots
 from mailsvc.service import Node
 from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from mailsvc.store import events
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import MigrationError, migrate
 from mailsvc.store.notify import Notifications
-from mailsvc.unsubscribe import Unsubscribes
 from mailsvc.webhooks.dispatcher import Dispatcher
-from mailsvc.webhooks.registry import WebhookRegistry
 
 log = Logger()
 

@@ -10,8 +10,9 @@ import secrets
 
 from twisted.internet import reactor
 
-from mailsvc import compose, credentials
+from mailsvc import compose
 from mailsvc.config import load
+from mailsvc.crypto import credentials
 from tests.test_sending import sending_tenant
 
 DOMAIN = "acme.example.com"

@@ -30,7 +30,7 @@ from twisted.internet import defer, protocol, reactor, ssl, task
 from twisted.internet.interfaces import ISSLTransport
 from twisted.protocols.basic import LineReceiver
 
-from mailsvc import tls as tls_files
+from mailsvc.crypto import tls as tls_files
 
 #: advertised SIZE (bytes); messages up to this size are taken (40 MiB messages must pass).
 MAX_SIZE = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ import resend
 import resend.exceptions
 from twisted.internet import task
 
-from mailsvc.apikeys import KeyRing
+from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.apikeys import NewKey
 from tests.sdk import call
 
@@ -174,7 +174,7 @@ async def test_revocation_reaches_another_node_within_the_cache_time(db):
     secret = b"k" * 32
     node_a = KeyRing(clock, db, secret, "re", cache_seconds=10)
     node_b = KeyRing(clock, db, secret, "re", cache_seconds=10)
-    from mailsvc.accounts import Accounts
+    from mailsvc.app.accounts import Accounts
 
     tenant, row, token = await Accounts(clock, db, node_a, 10).create_tenant({"name": "t"})
     assert await node_b.authenticate(str(token)) is not None
@@ -190,7 +190,7 @@ async def test_revocation_reaches_another_node_within_the_cache_time(db):
 async def test_only_an_hmac_of_the_secret_is_stored(db):
     clock = task.Clock()
     ring = KeyRing(clock, db, b"s" * 32, "re", cache_seconds=10)
-    from mailsvc.accounts import Accounts
+    from mailsvc.app.accounts import Accounts
 
     tenant, _, token = await Accounts(clock, db, ring, 10).create_tenant({"name": "t"})
     _, second = await ring.create(tenant.id, NewKey("n", "full_access", None))

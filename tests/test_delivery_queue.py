@@ -8,8 +8,8 @@ import uuid
 import pytest_twisted as pt
 from twisted.internet.task import Clock
 
-from mailsvc.delivery import store
-from mailsvc.delivery.store import Outcome
+from mailsvc.store import deliveries as store
+from mailsvc.store.deliveries import Outcome
 from tests.test_sending import BODY, sending_tenant
 
 

@@ -13,7 +13,7 @@ import resend
 from cryptography.hazmat.primitives import serialization
 from twisted.internet import threads
 
-from mailsvc import domains
+from mailsvc.app import domains
 from mailsvc.mail import dkim
 from tests.domainsupport import domain_config, publish
 from tests.sdk import call

@@ -10,11 +10,11 @@ import pytest_twisted as pt
 from twisted.internet import defer, reactor, task
 
 from mailsvc import timefmt
-from mailsvc.accounts import Accounts
-from mailsvc.apikeys import KeyRing
+from mailsvc.app.accounts import Accounts
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.domains import Domains, Settings, SigningKeys
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
-from mailsvc.domains import Domains, Settings, SigningKeys
-from mailsvc.keyvault import KeyVault
 from tests.domainsupport import MX_HOST, SPF_INCLUDE
 
 WINDOW = 72 * 3600

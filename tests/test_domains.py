@@ -7,7 +7,7 @@ import pytest_twisted as pt
 import resend
 import resend.exceptions
 
-from mailsvc import domains as domains_module
+from mailsvc.app import domains as domains_module
 from tests.domainsupport import MX_HOST, SPF_INCLUDE, domain_config, publish
 from tests.sdk import call
 
@@ -270,7 +270,7 @@ async def test_sending_domain_opens_the_sealed_keys(api):
 def test_a_sealed_key_opens_only_for_its_own_row():
     from cryptography.exceptions import InvalidTag
 
-    from mailsvc.keyvault import KeyVault
+    from mailsvc.crypto.keyvault import KeyVault
     from mailsvc.mail import dkim
 
     keys = domains_module.SigningKeys(KeyVault(b"k" * 32))

@@ -5,7 +5,7 @@ import uuid
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc import domains as domains_module
+from mailsvc.app import domains as domains_module
 
 BODY = {"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"], "subject": "Hello", "html": "<p>Hi</p>"}
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mailsvc.domain.email import InvalidAttachment, parse_mailbox, submission_from_json
-from mailsvc.domain.errors import Invalid
+from mailsvc.domain.email import parse_mailbox, submission_from_json
+from mailsvc.domain.errors import Invalid, InvalidAttachment
 from mailsvc.mail.mime import build, new_message_id, resubmitted
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

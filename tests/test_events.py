@@ -4,9 +4,9 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc import events
-from mailsvc.accounts import Accounts
-from mailsvc.apikeys import KeyRing
+from mailsvc.app.accounts import Accounts
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.store import events
 
 
 @pt.ensureDeferred

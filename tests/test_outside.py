@@ -8,9 +8,9 @@ from twisted.internet import defer, reactor, task
 from twisted.internet.protocol import Factory
 from twisted.names.error import DNSQueryTimeoutError
 
-from mailsvc.dns.public import PublicAddresses, TargetRefused, Unresolvable, refusal
 from mailsvc.dns.resolver import build_resolver
-from mailsvc.fetch import Fetcher, FetchFailed
+from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable, refusal
+from mailsvc.outside.fetch import Fetcher, FetchFailed
 from tests.outside import Reply
 
 

@@ -5,13 +5,13 @@ import time
 import pytest_twisted as pt
 from twisted.internet import defer, task
 
+from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.ids import uuid7
-from mailsvc.ratelimit import RateLimiter
 
 
 async def _tenant(db, clock):
-    from mailsvc.accounts import Accounts
-    from mailsvc.apikeys import KeyRing
+    from mailsvc.app.accounts import Accounts
+    from mailsvc.app.apikeys import KeyRing
 
     ring = KeyRing(clock, db, b"k" * 32, "re", 10)
     tenant, _, _ = await Accounts(clock, db, ring, 10).create_tenant({"name": "t"})
@@ -101,7 +101,7 @@ async def _counted_node(db):
 @pt.ensureDeferred
 async def test_leases_never_let_two_nodes_exceed_the_burst(db):
     """A high rate: nodes lease tokens, yet together stay within rate × (burst factor + t)."""
-    from mailsvc.ratelimit import LEASE_SECONDS
+    from mailsvc.app.ratelimit import LEASE_SECONDS
 
     clock = task.Clock()
     clock.advance(1_800_000_000)
@@ -131,7 +131,7 @@ async def test_leases_never_let_two_nodes_exceed_the_burst(db):
 
 @pt.ensureDeferred
 async def test_a_lease_is_one_statement_for_many_requests_and_expires(db):
-    from mailsvc.ratelimit import LEASE_SECONDS
+    from mailsvc.app.ratelimit import LEASE_SECONDS
 
     clock, tenant, counting, node = await _counted_node(db)
     for _ in range(40):  # leases double while they run out early

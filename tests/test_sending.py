@@ -14,7 +14,7 @@ import resend.exceptions
 from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
-from mailsvc import accept
+from mailsvc.app import submit as accept
 from tests.sdk import call
 
 
@@ -321,7 +321,7 @@ async def test_schedule_reschedule_cancel(api):
 async def test_scheduled_mail_is_released_once_by_two_nodes(api):
     from twisted.internet import task
 
-    from mailsvc.emails import Emails
+    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
@@ -342,7 +342,7 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
 async def test_one_release_takes_every_due_email_of_several_accounts(api):
     from twisted.internet import task
 
-    from mailsvc.emails import Emails
+    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     capturing, capture_key, _ = await sending_tenant(api, domain="beta.example.com")
@@ -474,7 +474,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
 async def test_suppression_applies_to_batches_and_scheduled_release(api):
     from twisted.internet import task
 
-    from mailsvc.emails import Emails
+    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})

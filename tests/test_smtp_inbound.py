@@ -11,7 +11,7 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task, threads
 
-from mailsvc import tls
+from mailsvc.crypto import tls
 from mailsvc.mail import reports, verp
 from mailsvc.smtp.inbound import InboundFactory, listen
 from tests.smtpwire import connected, send

@@ -20,7 +20,7 @@ from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from mailsvc import tls as tls_files
+from mailsvc.crypto import tls as tls_files
 from mailsvc.smtp.outbound import (
     ENFORCED,
     ConnectionFault,

@@ -10,7 +10,8 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, threads
 
-from mailsvc import compose, tls
+from mailsvc import compose
+from mailsvc.crypto import tls
 from tests.test_sending import sending_tenant
 
 

@@ -10,7 +10,7 @@ import resend
 import resend.exceptions
 from twisted.internet import defer, task
 
-from mailsvc import suppressions
+from mailsvc.app import suppressions
 from tests.sdk import call
 
 
@@ -318,8 +318,8 @@ async def test_suppressed_for_in_one_query_on_the_database_or_in_a_transaction(a
 
 @pt.ensureDeferred
 async def test_add_keeps_one_record_and_honours_the_strength_order(db):
-    from mailsvc.accounts import Accounts
-    from mailsvc.apikeys import KeyRing
+    from mailsvc.app.accounts import Accounts
+    from mailsvc.app.apikeys import KeyRing
 
     clock = task.Clock()
     clock.advance(1_800_000_000)

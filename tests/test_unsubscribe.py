@@ -16,10 +16,11 @@ import pytest_twisted as pt
 import resend
 from twisted.internet import threads
 
-from mailsvc import accept
+from mailsvc.app import submit as accept
+from mailsvc.app.unsubscribe import Link, Unsubscribes
 from mailsvc.config import load
-from mailsvc.emails import LinkRefused, signed_link
-from mailsvc.unsubscribe import Link, Unsubscribes
+from mailsvc.crypto.links import signed_link
+from mailsvc.domain.errors import LinkRefused
 from tests.domainsupport import publish
 from tests.sdk import call
 from tests.test_dkim import verify_all

@@ -19,19 +19,19 @@ import standardwebhooks
 import svix.webhooks
 from twisted.internet import defer, reactor, task
 
-from mailsvc import events
-from mailsvc.accounts import Accounts
-from mailsvc.apikeys import KeyRing
+from mailsvc.app.accounts import Accounts
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import load
-from mailsvc.dns.public import PublicAddresses
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.domain.webhooks import NATIVE_NAMING, RETRY_DELAYS, new_webhook, webhook_change
-from mailsvc.fetch import Fetcher
-from mailsvc.keyvault import KeyVault
+from mailsvc.outside.addresses import PublicAddresses
+from mailsvc.outside.fetch import Fetcher
+from mailsvc.store import events
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
 from mailsvc.webhooks.dispatcher import DRAIN_SECONDS, LEASE_SECONDS, Dispatcher
-from mailsvc.webhooks.registry import WebhookRegistry
 from tests.outside import Reply
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

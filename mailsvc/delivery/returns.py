@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
-from mailsvc.delivery import store
-from mailsvc.delivery.store import Outcome
 from mailsvc.mail import reports, verp
+from mailsvc.store import deliveries as store
 from mailsvc.store.database import Database
+from mailsvc.store.deliveries import Outcome
 
 log = Logger()
 

@@ -22,15 +22,15 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
-from mailsvc.delivery import store
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
-from mailsvc.delivery.store import Outcome, Work
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
 from mailsvc.mail import verp
 from mailsvc.smtp.outbound import ConnectionFault, RecipientResult
+from mailsvc.store import deliveries as store
 from mailsvc.store.database import Database
+from mailsvc.store.deliveries import Outcome, Work
 
 log = Logger()
 

@@ -19,7 +19,7 @@ import attrs
 import filetype
 
 from mailsvc.domain.addresses import normalize_address
-from mailsvc.domain.errors import DomainError, Invalid
+from mailsvc.domain.errors import Invalid, InvalidAttachment
 
 MAX_RECIPIENTS = 50
 MAX_SUBJECT_BYTES = 998
@@ -57,8 +57,6 @@ EXECUTABLE_TYPES = frozenset(
 )
 
 
-class InvalidAttachment(DomainError):
-    """An attachment with neither content nor path (422 ``invalid_attachment``)."""
 
 
 #: Characters for which ``Address`` quotes a display name, and a local part (email package).

@@ -1,4 +1,9 @@
-"""Failures the domain reports; the HTTP and SMTP edges map them to their own codes."""
+"""
+Every failure the domain and the use cases report, and nothing else: the HTTP edge maps each
+class to a status and its names (``mailsvc.http.errors``), the SMTP edge to a reply
+(``mailsvc.smtp.intake``). Each family carries the data its edges need (a field, a batch
+index, a period, a wait), never an HTTP code.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,22 @@ class Invalid(DomainError):
         self.field = field
 
 
+class InvalidAttachment(Invalid):
+    """An attachment with neither content nor path, or content that cannot be read."""
+
+    def __init__(self, message: str):
+        super().__init__("attachments", message)
+
+
+class ItemRefused(DomainError):
+    """Item ``index`` of a strict batch was refused with ``error``: the whole batch is."""
+
+    def __init__(self, index: int, error: DomainError):
+        super().__init__(f"[{index}] {error.message}")
+        self.index = index
+        self.error = error
+
+
 class NotFound(DomainError):
     """The resource is absent from the account (or its id cannot name one)."""
 
@@ -35,5 +56,57 @@ class NotAllowed(DomainError):
         self.reason = reason
 
 
+class LinkRefused(DomainError):
+    """A signed link (attachment, unsubscribe) that is expired or was altered."""
+
+
 class Conflict(DomainError):
     """The request clashes with the resource's current state (an id already taken, ...)."""
+
+
+class NotReschedulable(Conflict):
+    """Only a scheduled email can be given another time."""
+
+
+class NotCancelable(Conflict):
+    """Only a scheduled email can be canceled."""
+
+
+class QuotaExceeded(DomainError):
+    """The account's daily or monthly sending quota is used up."""
+
+    def __init__(self, period: str):
+        self.period = period  # "daily" or "monthly"
+        super().__init__(
+            f"You have reached your {period} email sending quota. "
+            + ("It resets at 00:00 UTC." if period == "daily" else "It resets on the first day of the month (UTC).")
+        )
+
+
+class RateLimited(DomainError):
+    """Too many requests of one kind; the caller may try again in ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class IdempotencyKeyInvalid(DomainError):
+    """Empty or longer than 256 characters."""
+
+
+class IdempotencyKeyReused(DomainError):
+    """Same key, different request."""
+
+
+class IdempotencyKeyInFlight(DomainError):
+    """Same key while the first request still runs."""
+
+
+class DnsProviderFailed(DomainError):
+    """A DNS provider refused or failed a set-up; ``code`` is the SPEC's ``dnsprov_*`` name."""
+
+    def __init__(self, code: str, message: str, unavailable: bool):
+        super().__init__(message)
+        self.code = code
+        self.unavailable = unavailable

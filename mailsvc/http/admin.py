@@ -6,7 +6,7 @@ import csv
 import io
 
 from mailsvc import timefmt
-from mailsvc.accounts import Accounts
+from mailsvc.app.accounts import Accounts
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import validation

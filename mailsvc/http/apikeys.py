@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mailsvc import timefmt
-from mailsvc.apikeys import Caller, KeyRing
+from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.domain.apikeys import key_name, new_key
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.body import read_json

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from mailsvc import timefmt
-from mailsvc.apikeys import Caller
-from mailsvc.dnsprov.cloudflare import ProviderError, Unavailable
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.domains import Domains, DomainView
 from mailsvc.domain.errors import Invalid, NotFound
-from mailsvc.domains import Domains, DomainView, SetupLimited
 from mailsvc.http.body import read_json
-from mailsvc.http.errors import ApiError
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, NATIVE, Reply, Router
 from mailsvc.ids import parse_uuid
@@ -56,11 +54,6 @@ def _full(view: DomainView) -> dict:
     return {**_item(view.row), "records": [_record(r, status) for r, status in view.records]}
 
 
-def _setup_error(e: ProviderError) -> ApiError:
-    status = 502 if isinstance(e, Unavailable) else 422
-    return ApiError(status, e.name, e.message, field="api_token", native_code=e.name)
-
-
 def install(router: Router, domains: Domains) -> None:
     @router.route("/domains", "POST", access=FULL)
     async def create(request, caller: Caller):
@@ -98,14 +91,7 @@ def install(router: Router, domains: Domains) -> None:
         token = read_json(request).get("api_token")
         if not isinstance(token, str) or not token.strip():
             raise Invalid("api_token", "api_token is required and must be a non-empty string")
-        try:
-            return await domains.setup_cloudflare(caller.tenant.id, parsed, token.strip())
-        except ProviderError as e:
-            raise _setup_error(e) from None
-        except SetupLimited as e:
-            raise ApiError(
-                429, "rate_limit_exceeded", e.message, headers={"Retry-After": str(e.retry_after)}
-            ) from None
+        return await domains.setup_cloudflare(caller.tenant.id, parsed, token.strip())
 
     @router.route("/v1/domains", "POST", access=FULL, surface=NATIVE)
     async def native_create(request, caller: Caller):

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from mailsvc import idempotency
-from mailsvc.accept import AcceptedEmail, Acceptor, Budget, Prepared
-from mailsvc.apikeys import Caller
+from mailsvc.app import idempotency
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.emails import Emails
+from mailsvc.app.idempotency import Claim, IdempotencyKeys, Replay
+from mailsvc.app.submit import AcceptedEmail, Acceptor, Budget, Prepared
 from mailsvc.domain.email import submission_from_json
-from mailsvc.domain.errors import DomainError, Invalid, NotFound
-from mailsvc.emails import Emails
+from mailsvc.domain.errors import DomainError, Invalid, ItemRefused, NotFound
 from mailsvc.http import errors
 from mailsvc.http.body import read_json, read_json_value
 from mailsvc.http.errors import MAIN, NATIVE, ApiError
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, PUBLIC, SENDING, Reply, Router
-from mailsvc.idempotency import Claim, IdempotencyKeys, Replay
 from mailsvc.ids import parse_uuid
 from mailsvc.store.database import Transaction
 
@@ -117,9 +117,7 @@ def install(router: Router, acceptor: Acceptor, emails: Emails, keys: Idempotenc
                                                            budget=budget, domains=domains))
                 except DomainError as e:
                     if not permissive:
-                        error = errors.from_domain(e)
-                        raise ApiError(error.status, error.name, f"[{index}] {error.message}",
-                                       field=error.field, native_code=error.native_code) from None
+                        raise ItemRefused(index, e) from None
                     failures.append({"index": index, "message": e.message})
 
             def respond(accepted: list[AcceptedEmail]) -> Reply:

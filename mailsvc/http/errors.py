@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
-from mailsvc.domain.errors import Conflict, DomainError, Invalid, NotAllowed, NotFound
+from mailsvc.domain.errors import (
+    Conflict,
+    DnsProviderFailed,
+    DomainError,
+    IdempotencyKeyInFlight,
+    IdempotencyKeyInvalid,
+    IdempotencyKeyReused,
+    Invalid,
+    InvalidAttachment,
+    ItemRefused,
+    LinkRefused,
+    NotAllowed,
+    NotCancelable,
+    NotFound,
+    NotReschedulable,
+    QuotaExceeded,
+    RateLimited,
+)
 
 MAIN = "main"
 NATIVE = "native"
@@ -62,37 +80,43 @@ def validation(message: str, field: str | None = None) -> ApiError:
     return ApiError(422, "validation_error", message, field=field)
 
 
-def from_domain(error: DomainError) -> ApiError:
-    from mailsvc import idempotency
-    from mailsvc.accept import QuotaExceeded
-    from mailsvc.domain.email import InvalidAttachment
-    from mailsvc.emails import LinkRefused, NotCancelable, NotReschedulable
+#: Each domain error class: its status, main ``name`` and native ``code`` (None: the name).
+#: A name or code given as a function is read from the error's own data. A class that is not
+#: listed answers as its nearest listed base class.
+_TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
+    DomainError: (422, "validation_error", None),
+    Invalid: (422, "validation_error", None),
+    InvalidAttachment: (422, "invalid_attachment", None),
+    NotFound: (404, "not_found", None),
+    NotAllowed: (403, "validation_error", lambda e: e.reason),
+    LinkRefused: (403, "validation_error", "forbidden"),
+    Conflict: (409, "conflict", None),
+    NotReschedulable: (409, "not_reschedulable", None),
+    NotCancelable: (409, "not_cancelable", None),
+    QuotaExceeded: (429, lambda e: f"{e.period}_quota_exceeded", "quota_exceeded"),
+    RateLimited: (429, "rate_limit_exceeded", None),
+    IdempotencyKeyInvalid: (400, "invalid_idempotency_key", None),
+    IdempotencyKeyReused: (409, "invalid_idempotent_request", None),
+    IdempotencyKeyInFlight: (409, "concurrent_idempotent_requests", None),
+    DnsProviderFailed: (422, lambda e: e.code, None),
+}
 
-    if isinstance(error, QuotaExceeded):
-        return ApiError(429, f"{error.period}_quota_exceeded", error.message, native_code="quota_exceeded")
-    if isinstance(error, InvalidAttachment):
-        return ApiError(422, "invalid_attachment", error.message, field="attachments")
-    if isinstance(error, idempotency.KeyInvalid):
-        return ApiError(400, "invalid_idempotency_key", error.message)
-    if isinstance(error, idempotency.KeyReused):
-        return ApiError(409, "invalid_idempotent_request", error.message)
-    if isinstance(error, idempotency.KeyInFlight):
-        return ApiError(409, "concurrent_idempotent_requests", error.message)
-    if isinstance(error, NotReschedulable):
-        return ApiError(409, "not_reschedulable", error.message)
-    if isinstance(error, NotCancelable):
-        return ApiError(409, "not_cancelable", error.message)
-    if isinstance(error, LinkRefused):
-        return ApiError(403, "validation_error", error.message, native_code="forbidden")
-    if isinstance(error, Invalid):
-        return ApiError(422, "validation_error", error.message, field=error.field)
-    if isinstance(error, NotFound):
-        return not_found(error.kind)
-    if isinstance(error, Conflict):
-        return ApiError(409, "conflict", error.message)
-    if isinstance(error, NotAllowed):
-        return ApiError(403, "validation_error", error.message, native_code=error.reason)
-    return ApiError(422, "validation_error", error.message)
+
+def from_domain(error: DomainError) -> ApiError:
+    """The HTTP failure of a domain error, by the table above."""
+    if isinstance(error, ItemRefused):
+        inner = from_domain(error.error)
+        return ApiError(inner.status, inner.name, error.message, field=inner.field, headers=inner.headers,
+                        native_code=inner.native_code)
+    cls = next(c for c in type(error).__mro__ if c in _TABLE)
+    status, name, code = _TABLE[cls]
+    if isinstance(error, DnsProviderFailed) and error.unavailable:
+        status = 502
+    name = name(error) if callable(name) else name
+    code = code(error) if callable(code) else code
+    field = error.field if isinstance(error, Invalid) else "api_token" if isinstance(error, DnsProviderFailed) else None
+    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, RateLimited) else None
+    return ApiError(status, name, error.message, field=field, headers=headers, native_code=code)
 
 
 ROUTE_NOT_FOUND = ApiError(404, "not_found", "The requested endpoint does not exist.")

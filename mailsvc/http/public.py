@@ -5,8 +5,8 @@ unsubscribe. ``GET`` only shows a page (link scanners prefetch links); ``POST`` 
 
 from __future__ import annotations
 
+from mailsvc.app.unsubscribe import HTML, PAGE_HEADERS, Unsubscribes
 from mailsvc.http.router import PUBLIC, Reply, Router
-from mailsvc.unsubscribe import HTML, PAGE_HEADERS, Unsubscribes
 
 
 def install(router: Router, unsubscribes: Unsubscribes) -> None:

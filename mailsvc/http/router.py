@@ -18,11 +18,11 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
-from mailsvc.apikeys import Caller, KeyRing
+from mailsvc.app.apikeys import Caller, KeyRing
+from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.domain.errors import DomainError
 from mailsvc.http import errors
 from mailsvc.http.errors import MAIN, NATIVE, ApiError
-from mailsvc.ratelimit import RateLimiter
 
 log = Logger()
 

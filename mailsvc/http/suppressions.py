@@ -6,8 +6,8 @@ may be percent-encoded (``%2F`` included, hence the ``path`` converter).
 
 from __future__ import annotations
 
-from mailsvc import suppressions
-from mailsvc.apikeys import Caller
+from mailsvc.app import suppressions
+from mailsvc.app.apikeys import Caller
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.suppression import batch_addresses, normal_form, origin_filter, removal
 from mailsvc.http.body import read_json

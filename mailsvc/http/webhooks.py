@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from mailsvc import timefmt
-from mailsvc.apikeys import Caller
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.webhooks import MAIN_NAMING, NATIVE_NAMING, named, new_webhook, webhook_change
 from mailsvc.http.body import read_json
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, NATIVE, Reply, Router
 from mailsvc.ids import parse_uuid
-from mailsvc.webhooks.registry import WebhookRegistry
 
 
 def _webhook_id(text: str):

@@ -125,7 +125,7 @@ class InboundFactory(protocol.Factory):
     """
     ``accepts(address)`` answers (or resolves to) whether a recipient is one of ours;
     ``deliver(mail_from, recipients, message)`` takes a finished message: 250 once it has
-    completed, 451 4.3.0 when it raised. ``tls_options`` (e.g. from ``mailsvc.tls.server_options``)
+    completed, 451 4.3.0 when it raised. ``tls_options`` (e.g. from ``mailsvc.crypto.tls.server_options``)
     enables STARTTLS. The idle timeout runs on ``clock``.
     """
 

@@ -21,13 +21,13 @@ from email import policy
 from email.message import Message
 from email.parser import BytesParser
 
-from mailsvc import idempotency
-from mailsvc.accept import Acceptor, QuotaExceeded
-from mailsvc.apikeys import Caller
+from mailsvc.app import idempotency
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.idempotency import IdempotencyKeys, Replay
+from mailsvc.app.ratelimit import RateLimiter
+from mailsvc.app.submit import Acceptor
 from mailsvc.domain.email import Mailbox, Submission, parse_mailbox, parse_mailboxes, simple_mailbox
-from mailsvc.domain.errors import DomainError, Invalid, NotAllowed
-from mailsvc.idempotency import IdempotencyKeys, Replay
-from mailsvc.ratelimit import RateLimiter
+from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, Invalid, NotAllowed, QuotaExceeded
 from mailsvc.smtp.submission import Refusal
 
 _IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
@@ -38,7 +38,7 @@ def refusal_for(error: DomainError) -> Refusal:
         return Refusal(550, "5.7.1", error.message)
     if isinstance(error, QuotaExceeded):
         return Refusal(451, "4.7.1", error.message)
-    if isinstance(error, idempotency.KeyInFlight):
+    if isinstance(error, IdempotencyKeyInFlight):
         return Refusal(451, "4.5.0", error.message)
     return Refusal(550, "5.6.0", error.message)
 

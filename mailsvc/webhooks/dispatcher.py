@@ -21,13 +21,13 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, next_attempt_delay, retry_after_seconds
-from mailsvc.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.loop import Loop
+from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
 from mailsvc.webhooks import signing
-from mailsvc.webhooks.registry import WebhookRegistry
 
 log = Logger()
 

@@ -10,11 +10,11 @@ import uuid
 from urllib.parse import urlsplit
 
 from mailsvc import timefmt
-from mailsvc.dns.public import PublicAddresses, TargetRefused, Unresolvable
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.webhooks import NewWebhook, WebhookChange
 from mailsvc.ids import uuid7
-from mailsvc.keyvault import KeyVault
+from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page

@@ -20,9 +20,10 @@ from psycopg2 import errors as pgerrors
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from mailsvc import events, timefmt
+from mailsvc import timefmt
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.verify import check_records
-from mailsvc.dnsprov.cloudflare import Cloudflare
+from mailsvc.dnsprov.cloudflare import Cloudflare, ProviderError, Unavailable
 from mailsvc.domain import dnsplan
 from mailsvc.domain.domains import (
     CheckState,
@@ -34,12 +35,12 @@ from mailsvc.domain.domains import (
     records_of,
     registered_domain,
 )
-from mailsvc.domain.errors import DomainError, NotAllowed, NotFound
+from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited
 from mailsvc.ids import uuid7
-from mailsvc.keyvault import KeyVault
 from mailsvc.mail import dkim
 from mailsvc.mail.dkim import Signer
 from mailsvc.store import domains as store
+from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -73,10 +74,6 @@ class DomainView:
     records: list[tuple[Record, str]]
 
 
-class SetupLimited(DomainError):
-    def __init__(self, retry_after: int):
-        super().__init__(f"Too many DNS set-ups: at most {SETUPS_PER_MINUTE} a minute.")
-        self.retry_after = retry_after
 
 
 class SigningKeys:
@@ -407,12 +404,18 @@ class Domains:
 
     async def setup_cloudflare(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, token: str) -> dict:
         """Write the domain's records into its Cloudflare zone, then plan a check."""
+        try:
+            return await self._setup_cloudflare(tenant_id, domain_id, token)
+        except ProviderError as e:
+            raise DnsProviderFailed(e.name, e.message, unavailable=isinstance(e, Unavailable)) from None
+
+    async def _setup_cloudflare(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, token: str) -> dict:
         view = await self.get(tenant_id, domain_id)
         wait = await self._db.run(
             "take_dns_setup", store.take_setup, tenant_id, self._clock.seconds(), SETUPS_PER_MINUTE, 60
         )
         if wait is not None:
-            raise SetupLimited(max(1, math.ceil(wait)))
+            raise RateLimited(f"Too many DNS set-ups: at most {SETUPS_PER_MINUTE} a minute.", max(1, math.ceil(wait)))
         name = view.row["name"]
         records, dkim_keys = self._records(view.row, await store.keys_of(self._db, domain_id))
 

@@ -18,8 +18,8 @@ from datetime import timedelta
 
 import attrs
 
-from mailsvc import events, timefmt
-from mailsvc import suppressions as suppression_list
+from mailsvc import timefmt
+from mailsvc.app import suppressions as suppression_list
 from mailsvc.domain.delivery import (
     EVENT_OF_STATUS,
     GUARD_DAYS,
@@ -29,6 +29,7 @@ from mailsvc.domain.delivery import (
     most_advanced,
 )
 from mailsvc.domain.errors import Invalid
+from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 
 #: A paused tenant's due mail is looked at again this often.

@@ -37,7 +37,7 @@ from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer
 from zope.interface import implementer
 
 from mailsvc import __version__
-from mailsvc.dns.public import PublicAddresses, TargetRefused, Unresolvable, literal
+from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable, literal
 
 USER_AGENT = f"mailsvc/{__version__}"
 #: Idle pooled connections are closed before the common 5 s keep-alive of servers (Node's

@@ -5,8 +5,8 @@ from __future__ import annotations
 from psycopg2 import errors as pgerrors
 
 from mailsvc import timefmt
-from mailsvc.accept import DELIVERIES
-from mailsvc.apikeys import KeyRing
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.submit import DELIVERIES
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import NewKey, Token
 from mailsvc.domain.errors import Conflict, Invalid, NotFound

@@ -26,8 +26,8 @@ from psycopg2.extras import Json
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from mailsvc import events, timefmt
-from mailsvc.apikeys import Caller
+from mailsvc import timefmt
+from mailsvc.app.apikeys import Caller
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
 from mailsvc.domain.email import (
     MAX_ATTACHMENT_BYTES,
@@ -37,13 +37,14 @@ from mailsvc.domain.email import (
     has_unsubscribe_placeholder,
     with_unsubscribe_url,
 )
-from mailsvc.domain.errors import DomainError, Invalid, NotAllowed
+from mailsvc.domain.errors import DomainError, Invalid, NotAllowed, QuotaExceeded
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
+from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 
 if TYPE_CHECKING:
-    from mailsvc.unsubscribe import Unsubscribes
+    from mailsvc.app.unsubscribe import Unsubscribes
 
 #: NOTIFY channel that wakes the delivery workers.
 DELIVERIES = "deliveries"
@@ -63,13 +64,6 @@ GROUP_REQUESTS = 64
 GROUP_BYTES = 16 * 1024 * 1024
 
 
-class QuotaExceeded(DomainError):
-    def __init__(self, period: str):
-        self.period = period  # "daily" or "monthly"
-        super().__init__(
-            f"You have reached your {period} email sending quota. "
-            + ("It resets at 00:00 UTC." if period == "daily" else "It resets on the first day of the month (UTC).")
-        )
 
 
 @attrs.frozen
@@ -248,7 +242,7 @@ class Acceptor:
             if a.content is None:
                 if self._fetch is None:
                     raise Invalid("attachments", "attachments: `path` is not available on this server")
-                from mailsvc.fetch import FetchFailed, TargetRefused
+                from mailsvc.outside.fetch import FetchFailed, TargetRefused
 
                 try:
                     status, _, body = await self._fetch(

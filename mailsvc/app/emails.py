@@ -5,19 +5,18 @@ mail, attachments behind signed links, and releasing scheduled mail when its tim
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import quote
 
-from mailsvc import events, timefmt
-from mailsvc.accept import DELIVERIES
+from mailsvc import timefmt
+from mailsvc.app.submit import DELIVERIES
+from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
 from mailsvc.domain.email import parse_schedule
-from mailsvc.domain.errors import DomainError, NotFound
+from mailsvc.domain.errors import LinkRefused, NotCancelable, NotFound, NotReschedulable
+from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -25,39 +24,10 @@ DOWNLOAD_LINK_LIFETIME = 3600
 RELEASE_BATCH = 200
 
 
-class NotReschedulable(DomainError):
-    pass
 
 
-class NotCancelable(DomainError):
-    pass
 
 
-class LinkRefused(DomainError):
-    """A signed link (attachment, unsubscribe) that is expired or was altered (403)."""
-
-
-#: Bytes of HMAC-SHA256 a signed link keeps.
-LINK_MAC_BYTES = 16
-
-
-def signed_link(key: bytes, payload: bytes) -> str:
-    """A link's token: base64url (no padding) of ``payload`` and its HMAC-SHA256 under ``key``, cut short."""
-    mac = hmac.new(key, payload, hashlib.sha256).digest()[:LINK_MAC_BYTES]
-    return base64.urlsafe_b64encode(payload + mac).decode("ascii").rstrip("=")
-
-
-def link_payload(key: bytes, token: str) -> bytes | None:
-    """The payload of a ``signed_link`` token made with ``key``; None when it is malformed or altered."""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except ValueError:
-        return None
-    payload, mac = raw[:-LINK_MAC_BYTES], raw[-LINK_MAC_BYTES:]
-    expected = hmac.new(key, payload, hashlib.sha256).digest()[:LINK_MAC_BYTES]
-    if len(raw) < LINK_MAC_BYTES or not hmac.compare_digest(mac, expected):
-        return None
-    return payload
 
 
 _EMAIL_COLUMNS = (

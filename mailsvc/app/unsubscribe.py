@@ -17,9 +17,9 @@ import uuid
 
 import attrs
 
-from mailsvc import suppressions
-from mailsvc.domain.errors import NotFound
-from mailsvc.emails import LINK_MAC_BYTES, LinkRefused, link_payload, signed_link
+from mailsvc.app import suppressions
+from mailsvc.crypto.links import LINK_MAC_BYTES, link_payload, signed_link
+from mailsvc.domain.errors import LinkRefused, NotFound
 from mailsvc.store.database import Database, Transaction
 
 VERSION = 1

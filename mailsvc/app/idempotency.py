@@ -15,7 +15,7 @@ from datetime import timedelta
 import attrs
 
 from mailsvc import timefmt
-from mailsvc.domain.errors import DomainError
+from mailsvc.domain.errors import IdempotencyKeyInFlight, IdempotencyKeyInvalid, IdempotencyKeyReused
 from mailsvc.store.database import Database, Transaction
 
 MAX_KEY_LENGTH = 256
@@ -23,16 +23,10 @@ REPLAY_WINDOW = timedelta(hours=24)
 CLAIM_LEASE = timedelta(seconds=90)
 
 
-class KeyInvalid(DomainError):
-    """Empty or longer than 256 characters (400 ``invalid_idempotency_key``)."""
 
 
-class KeyReused(DomainError):
-    """Same key, different request (409 ``invalid_idempotent_request``)."""
 
 
-class KeyInFlight(DomainError):
-    """Same key while the first request still runs (409 ``concurrent_idempotent_requests``)."""
 
 
 @attrs.frozen
@@ -55,7 +49,7 @@ def request_hash(scope: str, body: object) -> bytes:
 
 def check_key(key: str) -> str:
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise KeyInvalid("Idempotency-Key must be between 1 and 256 characters")
+        raise IdempotencyKeyInvalid("Idempotency-Key must be between 1 and 256 characters")
     return key
 
 
@@ -93,12 +87,12 @@ class IdempotencyKeys:
         if existing is None:  # expired and removed in between: try once more
             return await self.claim(tenant_id, key, digest)
         if bytes(existing["request_hash"]) != digest:
-            raise KeyReused(
+            raise IdempotencyKeyReused(
                 "This idempotency key has already been used on a request with a different body. "
                 "Retry with a new key."
             )
         if existing["state"] == "pending":
-            raise KeyInFlight("A request with this idempotency key is still being processed.")
+            raise IdempotencyKeyInFlight("A request with this idempotency key is still being processed.")
         return Replay(existing["status"], bytes(existing["response"]))
 
     async def complete(self, txn: Transaction | Database, claim: Claim, status: int, body: bytes) -> None:

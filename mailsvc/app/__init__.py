@@ -1,0 +1,1 @@
+"""Use cases, one module per resource: what the HTTP and SMTP edges and the engines call."""

@@ -1,0 +1,1 @@
+"""Key vault, derived credentials, signed links and TLS material."""

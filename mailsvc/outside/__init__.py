@@ -1,0 +1,1 @@
+"""The one gate to outside addresses: resolve, refuse private ranges, pin, bound."""

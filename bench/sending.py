@@ -334,7 +334,7 @@ def micro() -> None:
 
     from mailsvc.domain.email import submission_from_json
     from mailsvc.mail import dkim, mime
-    from mailsvc.smtp import intake
+    from mailsvc.smtp import message as intake
 
     now = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
     body = email_json(3)
@@ -351,7 +351,7 @@ def micro() -> None:
             lambda: mime.build_with_email_package(submission, message_id=f"<m1@{DOMAIN}>", date=now),
         "mail.dkim.sign (rsa-sha256 + ed25519-sha256)": lambda: dkim.sign(message, DOMAIN, signers),
         "mail.dkim.sign, rsa-sha256 only": lambda: dkim.sign(message, DOMAIN, signers[:1]),
-        "smtp.intake.submission_from_message": lambda: intake.submission_from_message(raw, ["customer3@example.net"]),
+        "smtp.message.submission_from_message": lambda: intake.submission_from_message(raw, ["customer3@example.net"]),
     }
     print(f"load {load_average()}; best of 5 repeats, one core")
     for name, function in cases.items():

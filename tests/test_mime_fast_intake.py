@@ -14,7 +14,7 @@ import pytest
 
 from mailsvc.domain.email import Submission, parse_mailbox, parse_mailboxes
 from mailsvc.domain.errors import Invalid
-from mailsvc.smtp.intake import _bodies_by_email_package, submission_from_message
+from mailsvc.smtp.message import _bodies_by_email_package, submission_from_message
 
 
 def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:

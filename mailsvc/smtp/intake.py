@@ -16,9 +16,7 @@ own headers (Bcc = envelope recipients named in no header), idempotency from
 from __future__ import annotations
 
 import json
-import re
 from email import policy
-from email.message import Message
 from email.parser import BytesParser
 
 from mailsvc.app import idempotency
@@ -26,8 +24,8 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.idempotency import IdempotencyKeys, Replay
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Acceptor
-from mailsvc.domain.email import Mailbox, Submission, parse_mailbox, parse_mailboxes, simple_mailbox
-from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, Invalid, NotAllowed, QuotaExceeded
+from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded
+from mailsvc.smtp.message import submission_from_message
 from mailsvc.smtp.submission import Refusal
 
 _IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
@@ -41,151 +39,6 @@ def refusal_for(error: DomainError) -> Refusal:
     if isinstance(error, IdempotencyKeyInFlight):
         return Refusal(451, "4.5.0", error.message)
     return Refusal(550, "5.6.0", error.message)
-
-
-#: ``Content-Type`` of a single text part with simple parameters (read without the parser).
-_TEXT_TYPE = re.compile(
-    r"text/(plain|html)"
-    r"((?:\s*;\s*[A-Za-z0-9_.-]+\s*=\s*(?:\"[^\"\\\r\n]*\"|[A-Za-z0-9!#$%&'*+.^_`{|}~-]+))*)\s*;?\Z",
-    re.I,
-)
-_PARAM = re.compile(r";\s*([A-Za-z0-9_.-]+)\s*=\s*(?:\"([^\"]*)\"|([^\s;]+))")
-_TOKEN = re.compile(r"[A-Za-z0-9-]+\Z")
-#: A header value read without the parser: printable ASCII, no encoded words, no quoting or
-#: comments (the parser gives the same text and addresses for these).
-_PLAIN_VALUE = re.compile(r"[\x20-\x7e\t]*\Z")
-
-
-def _raw_fields(message: Message) -> dict[str, list[str]]:
-    """Each header field's values as the source has them, unfolded as the parser does."""
-    fields: dict[str, list[str]] = {}
-    for name, value in message.raw_items():
-        if isinstance(value, str):
-            value = value.replace("\r", "").replace("\n", "")
-        fields.setdefault(name.lower(), []).append(value)
-    return fields
-
-
-def _plain(value) -> bool:
-    return isinstance(value, str) and "=?" not in value and _PLAIN_VALUE.match(value) is not None
-
-
-def _simple_addresses(value: str) -> list[Mailbox] | None:
-    """``a@b, Name <c@d>, <e@f>`` (no quoting, comments or groups), or None."""
-    if not _plain(value) or any(c in value for c in "\"():;\\"):
-        return None
-    found = []
-    for item in value.split(","):
-        item = item.strip(" \t")
-        if item.startswith("<") and item.endswith(">"):
-            item = item[1:-1]
-        mailbox = simple_mailbox(item)
-        if mailbox is None:
-            return None
-        found.append(mailbox)
-    return found
-
-
-def _text_body(message: Message, fields: dict[str, list[str]]) -> tuple[str | None, str | None] | None:
-    """(html, text) of a message that is one text part, decoded as ``get_content`` does; else None."""
-    if message.is_multipart() or "content-disposition" in fields:
-        return None
-    types = fields.get("content-type")
-    if types is None:
-        subtype, params = "plain", ""
-    else:
-        found = _TEXT_TYPE.match(types[0]) if _plain(types[0]) else None
-        if found is None:
-            return None
-        subtype, params = found.group(1).lower(), found.group(2)
-    charsets = [p.group(2) if p.group(2) is not None else p.group(3)
-                for p in _PARAM.finditer(params) if p.group(1).lower() == "charset"]
-    if len(charsets) > 1:
-        return None
-    encodings = fields.get("content-transfer-encoding", [""])
-    encoding = encodings[0]
-    if not isinstance(encoding, str) or (encoding and not _TOKEN.match(encoding)):
-        return None
-    if encoding.lower() in ("x-uuencode", "uuencode", "uue", "x-uue"):
-        return None
-    data = message.get_payload(decode=True)  # as the parser's message would decode it, for a plain token
-    content = data.decode(charsets[0] if charsets else "ASCII", errors="replace").replace("\r\n", "\n")
-    return (content, None) if subtype == "html" else (None, content)
-
-
-def submission_from_message(raw: bytes, envelope_recipients: list[str], parsed: Message | None = None) -> Submission:
-    """
-    The submission a message asks for. The common shapes (plain header values, one text part)
-    are read from a ``compat32`` parse (``parsed``, when the caller has one); anything else
-    through the ``email`` package's full parser, header by header or for the bodies.
-    """
-    message = parsed if parsed is not None else BytesParser(policy=policy.compat32).parsebytes(raw)
-    fields = _raw_fields(message)
-
-    def parsed_header(name: str, value):
-        try:
-            return policy.default.header_fetch_parse(name, value)
-        except Exception:
-            raise Invalid("headers", "headers: the message headers cannot be parsed") from None
-
-    # Every header is read (a malformed one refuses the message) before any is judged.
-    senders = fields.get("from")
-    sender = sender_text = None
-    if senders:
-        sender = simple_mailbox(senders[0].strip(" \t")) if _plain(senders[0]) else None
-        if sender is None:
-            sender_text = str(parsed_header("From", senders[0]))
-
-    def addresses(name: str) -> list[str]:
-        found = []
-        for value in fields.get(name.lower(), ()):
-            simple = _simple_addresses(value)
-            if simple is not None:
-                found += [str(m) for m in simple]
-                continue
-            for address in getattr(parsed_header(name, value), "addresses", ()):
-                found.append(str(address))
-        return found
-
-    to_found, cc_found = addresses("To"), addresses("Cc")
-    subjects = fields.get("subject")
-    if not subjects:
-        subject = ""
-    elif _plain(subjects[0]):
-        subject = subjects[0]
-    else:
-        subject = str(parsed_header("Subject", subjects[0]))
-    if not senders:
-        raise Invalid("from", "from: the message has no From header")
-    if sender is None:
-        sender = parse_mailbox("from", sender_text)
-    to, cc = parse_mailboxes("to", to_found), parse_mailboxes("cc", cc_found)
-    named = {m.address.lower() for m in (*to, *cc)}
-    bcc = parse_mailboxes("bcc", [r for r in envelope_recipients if r.lower() not in named])
-    try:
-        bodies = _text_body(message, fields)
-    except (LookupError, ValueError):
-        bodies = (None, None)  # an unknown charset: stored as submitted, shown without bodies
-    if bodies is None:
-        bodies = _bodies_by_email_package(raw)
-    html, text = bodies
-    if text is None and html:
-        text = ""  # the client sent no plain part: none is generated
-    return Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)
-
-
-def _bodies_by_email_package(raw: bytes) -> tuple[str | None, str | None]:
-    message = BytesParser(policy=policy.default).parsebytes(raw)
-    html = text = None
-    try:
-        html_part = message.get_body(("html",))
-        text_part = message.get_body(("plain",))
-        # Shown through the API as JSON strings: with plain newlines, as POST /emails stores them.
-        html = html_part.get_content().replace("\r\n", "\n") if html_part is not None else None
-        text = text_part.get_content().replace("\r\n", "\n") if text_part is not None else None
-    except (LookupError, ValueError, AssertionError):
-        pass  # an unusual structure: stored as submitted, shown without bodies
-    return html, text
 
 
 class SmtpIntake:

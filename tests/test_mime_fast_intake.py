@@ -114,7 +114,7 @@ def test_random_headers_give_the_same_submission():
 
 
 def test_the_common_messages_need_no_full_parse(monkeypatch):
-    from mailsvc.smtp import intake
+    from mailsvc.smtp import message as intake
 
     def refuse(*args):
         raise AssertionError("parsed by the email package")

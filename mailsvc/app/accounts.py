@@ -12,7 +12,7 @@ from mailsvc.domain.apikeys import NewKey, Token
 from mailsvc.domain.errors import Conflict, Invalid, NotFound
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
-from mailsvc.store import accounts
+from mailsvc.store import accounts, deliveries
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -65,11 +65,7 @@ class Accounts:
             tenant = await accounts.update_tenant(txn, parsed, changes, now)
             if tenant is not None and changes.get("status") == "active":
                 # Mail held back while the tenant was paused goes out now (still paced).
-                await txn.execute(
-                    "UPDATE deliveries SET due_at = %s WHERE tenant_id = %s AND status = 'queued'"
-                    " AND claim IS NULL AND due_at > %s",
-                    (now, parsed, now),
-                )
+                await deliveries.release_held(txn, parsed, now)
                 txn.notify(DELIVERIES)
             return tenant
 

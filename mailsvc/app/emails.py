@@ -13,26 +13,16 @@ from urllib.parse import quote
 from mailsvc import timefmt
 from mailsvc.app.submit import DELIVERIES
 from mailsvc.crypto.links import link_payload, signed_link
-from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
+from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import parse_schedule
 from mailsvc.domain.errors import LinkRefused, NotCancelable, NotFound, NotReschedulable
+from mailsvc.store import emails as rows
 from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
 DOWNLOAD_LINK_LIFETIME = 3600
 RELEASE_BATCH = 200
-
-
-
-
-
-
-
-
-_EMAIL_COLUMNS = (
-    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status"
-)
 
 
 class Emails:
@@ -55,31 +45,19 @@ class Emails:
     # Reading
 
     async def get(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict:
-        row = await self.db.fetchone(
-            f"SELECT {_EMAIL_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id)
-        )
+        row = await rows.get(self.db, tenant_id, email_id)
         if row is None:
             raise NotFound("Email")
         return row
 
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-        where, order, params = page.clause()
-        rows = await self.db.fetchall(
-            f"SELECT {_EMAIL_COLUMNS} FROM emails WHERE tenant_id = %s AND {where} {order}",
-            [tenant_id, *params],
-        )
-        return page.finish(rows)
+        return await rows.page(self.db, tenant_id, page)
 
     async def deliveries(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict]:
-        rows = await self.db.fetchall(
-            "SELECT id, recipient, status, attempts, last_response, updated_at FROM deliveries"
-            " WHERE tenant_id = %s AND email_id = %s ORDER BY id",
-            (tenant_id, email_id),
-        )
         return [
             {"id": str(r["id"]), "recipient": r["recipient"], "status": r["status"], "attempts": r["attempts"],
              "last_response": r["last_response"], "updated_at": timefmt.resource(r["updated_at"])}
-            for r in rows
+            for r in await rows.deliveries(self.db, tenant_id, email_id)
         ]
 
     @staticmethod
@@ -118,32 +96,12 @@ class Emails:
 
     async def reschedule(self, tenant_id: uuid.UUID, email_id: uuid.UUID, when: object) -> None:
         scheduled_at = parse_schedule("scheduled_at", when, self._now())
-        row = await self.db.fetchone(
-            "UPDATE emails SET scheduled_at = %s WHERE tenant_id = %s AND id = %s AND status = 'scheduled'"
-            " RETURNING id",
-            (scheduled_at, tenant_id, email_id),
-        )
-        if row is None:
+        if not await rows.reschedule(self.db, tenant_id, email_id, scheduled_at):
             await self.get(tenant_id, email_id)  # 404 when absent
             raise NotReschedulable("Only scheduled emails can be rescheduled.")
 
     async def cancel(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> None:
-        async def cancel_scheduled(txn: Transaction) -> bool:
-            row = await txn.fetchone(
-                "UPDATE emails SET status = 'canceled', last_event = 'canceled'"
-                " WHERE tenant_id = %s AND id = %s AND status = 'scheduled' RETURNING id",
-                (tenant_id, email_id),
-            )
-            if row is None:
-                return False
-            await txn.execute(
-                "UPDATE deliveries SET status = 'canceled', updated_at = %s"
-                " WHERE email_id = %s AND status = 'scheduled'",
-                (self._now(), email_id),
-            )
-            return True
-
-        if not await self.db.run("cancel_email", cancel_scheduled):
+        if not await self.db.run("cancel_email", rows.cancel, tenant_id, email_id, self._now()):
             await self.get(tenant_id, email_id)
             raise NotCancelable("Only scheduled emails can be canceled.")
 
@@ -158,21 +116,11 @@ class Emails:
         states.
         """
         now = self._now()
-        due = await txn.fetchall(
-            "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at, t.delivery_mode"
-            " FROM emails e JOIN tenants t ON t.id = e.tenant_id"
-            " WHERE e.status = 'scheduled' AND e.scheduled_at <= %s"
-            " ORDER BY e.scheduled_at LIMIT %s FOR UPDATE OF e SKIP LOCKED",
-            (now, RELEASE_BATCH),
-        )
+        due = await rows.claim_due(txn, now, RELEASE_BATCH)
         if not due:
             return 0
         deliveries: dict[uuid.UUID, list[dict]] = {email["id"]: [] for email in due}
-        for d in await txn.fetchall(
-            "SELECT id, email_id, recipient FROM deliveries WHERE email_id = ANY(%s::uuid[]) AND status = 'scheduled'"
-            " ORDER BY id",
-            ([email["id"] for email in due],),
-        ):
+        for d in await rows.scheduled_deliveries(txn, [email["id"] for email in due]):
             deliveries[d["email_id"]].append(d)
         recipients: dict[uuid.UUID, set[str]] = {}
         for email in due:
@@ -188,10 +136,8 @@ class Emails:
             capture = email["delivery_mode"] == "capture"
             base = {"email_id": str(email["id"]), "created_at": timefmt.iso(now), "to": live}
             if live:
-                entries.append((tenant_id, "email.sent", {
-                    **base, "delivery_id": None, "from": email["sender"], "subject": email["subject"],
-                    "tags": email["tags"], "scheduled_at": timefmt.iso(email["scheduled_at"]),
-                }))
+                entries.append((tenant_id, "email.sent", sent_event(
+                    email["id"], email["sender"], email["subject"], email["tags"], email["scheduled_at"], live, now)))
             for d in deliveries[email["id"]]:
                 origin = suppressed.get(d["recipient"].lower())
                 status = first_status(origin, False, capture)
@@ -201,20 +147,7 @@ class Emails:
                     entries.append((tenant_id, *event))
             email_states.append((email["id"], first_last_event(bool(live), False, capture)))
         await events.record_many(txn, self._clock, entries)
-        if delivery_states:
-            await txn.execute(
-                "UPDATE deliveries d SET status = v.status, due_at = v.due_at, updated_at = %s,"
-                " retry_until = v.retry_until FROM (VALUES "
-                + ", ".join(["(%s::uuid, %s, %s::timestamptz, %s::timestamptz)"] * len(delivery_states))
-                + ") AS v (id, status, due_at, retry_until) WHERE d.id = v.id",
-                [now, *(value for state in delivery_states for value in state)],
-            )
-        await txn.execute(
-            "UPDATE emails e SET status = 'queued', last_event = v.last_event FROM (VALUES "
-            + ", ".join(["(%s::uuid, %s)"] * len(email_states))
-            + ") AS v (id, last_event) WHERE e.id = v.id",
-            [value for state in email_states for value in state],
-        )
+        await rows.release(txn, now, delivery_states, email_states)
         txn.notify(DELIVERIES)
         return len(due)
 
@@ -222,20 +155,10 @@ class Emails:
 
     async def attachments(self, tenant_id: uuid.UUID, email_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
         await self.get(tenant_id, email_id)
-        where, order, params = page.clause()
-        rows = await self.db.fetchall(
-            "SELECT id, filename, size, content_type, content_disposition, content_id FROM attachments"
-            f" WHERE tenant_id = %s AND email_id = %s AND {where} {order}",
-            [tenant_id, email_id, *params],
-        )
-        return page.finish(rows)
+        return await rows.attachments(self.db, tenant_id, email_id, page)
 
     async def attachment(self, tenant_id: uuid.UUID, email_id: uuid.UUID, attachment_id: uuid.UUID) -> dict:
-        row = await self.db.fetchone(
-            "SELECT id, filename, size, content_type, content_disposition, content_id FROM attachments"
-            " WHERE tenant_id = %s AND email_id = %s AND id = %s",
-            (tenant_id, email_id, attachment_id),
-        )
+        row = await rows.attachment(self.db, tenant_id, email_id, attachment_id)
         if row is None:
             raise NotFound("Attachment")
         return row
@@ -264,9 +187,7 @@ class Emails:
         (expires,) = struct.unpack(">Q", payload[16:])
         if self._clock.seconds() > expires:
             raise LinkRefused("This download link has expired.")
-        row = await self.db.fetchone(
-            "SELECT filename, content_type, content FROM attachments WHERE id = %s", (attachment_id,)
-        )
+        row = await rows.attachment_content(self.db, attachment_id)
         if row is None:
             raise NotFound("Attachment")
         return row

@@ -25,31 +25,13 @@ import uuid
 import attrs
 from twisted.internet import defer
 
+from mailsvc.store import api_rate
 from mailsvc.store.database import Database
 
 #: How long a node may spend leased tokens after the row counted them.
 LEASE_SECONDS = 0.05
 #: Nodes forget idle tenants' leases when they hold more than this many.
 _MAX_LEASES = 10_000
-
-# One token; admitted when the tenant's row stays within ``window`` seconds of now.
-_TAKE = """
-INSERT INTO api_rate (tenant_id, tat) VALUES (%(tenant)s, %(now)s + %(interval)s)
-ON CONFLICT (tenant_id) DO UPDATE
-   SET tat = GREATEST(api_rate.tat, %(now)s) + %(interval)s
- WHERE GREATEST(api_rate.tat, %(now)s) + %(interval)s - %(now)s <= %(window)s
-RETURNING tat
-"""
-
-# ``count`` tokens at once, only while the row stays at most ``half`` seconds ahead of now.
-_LEASE = """
-INSERT INTO api_rate (tenant_id, tat) VALUES (%(tenant)s, %(now)s + %(count)s * %(interval)s)
-ON CONFLICT (tenant_id) DO UPDATE
-   SET tat = GREATEST(api_rate.tat, %(now)s) + %(count)s * %(interval)s
- WHERE GREATEST(api_rate.tat, %(now)s) + %(count)s * %(interval)s - %(now)s <= %(half)s
-RETURNING tat
-"""
-
 
 @attrs.define
 class _Lease:
@@ -120,8 +102,7 @@ class RateLimiter:
         lease.tokens, lease.used, lease.size = 0, 0, size
         if size >= 2 and now >= lease.single_until:
             interval = 1.0 / rate
-            params = {"tenant": tenant_id, "now": now, "count": size, "interval": interval, "half": window / 2}
-            if await self._db.fetchone(_LEASE, params, desc="api_rate_lease"):
+            if await api_rate.lease(self._db, tenant_id, now, size, interval, window / 2):
                 lease.tokens, lease.used, lease.expires = size - 1, 1, now + self._lease_seconds
                 return None
             # The row is busy: one token per request for a while, checked exactly.
@@ -137,11 +118,10 @@ class RateLimiter:
         if now is None:
             now = self._clock.seconds()
         interval = 1.0 / rate_per_sec
-        params = {"tenant": tenant_id, "now": now, "interval": interval, "window": window}
-        if await self._db.fetchone(_TAKE, params, desc="api_rate"):
+        if await api_rate.take(self._db, tenant_id, now, interval, window):
             return None
-        row = await self._db.fetchone("SELECT tat FROM api_rate WHERE tenant_id = %s", (tenant_id,))
-        wait = (row["tat"] + interval - window - now) if row else interval
+        tat = await api_rate.theoretical_arrival(self._db, tenant_id)
+        wait = (tat + interval - window - now) if tat is not None else interval
         return max(1, math.ceil(wait))
 
     def _forget_idle(self) -> None:

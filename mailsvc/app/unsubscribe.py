@@ -20,6 +20,7 @@ import attrs
 from mailsvc.app import suppressions
 from mailsvc.crypto.links import LINK_MAC_BYTES, link_payload, signed_link
 from mailsvc.domain.errors import LinkRefused, NotFound
+from mailsvc.store import accounts, emails
 from mailsvc.store.database import Database, Transaction
 
 VERSION = 1
@@ -74,22 +75,18 @@ class Unsubscribes:
     async def page(self, token: str) -> bytes:
         """GET: the confirmation page with a button that POSTs; nothing changes (link scanners)."""
         link = self.read(token)
-        row = await self._db.fetchone(
-            "SELECT (SELECT sender FROM emails WHERE tenant_id = t.id AND id = %s) AS sender"
-            " FROM tenants t WHERE t.id = %s",
-            (link.email_id, link.tenant_id),
-        )
-        if row is None:
+        known, sender = await emails.sender(self._db, link.tenant_id, link.email_id)
+        if not known:
             raise NotFound("Unsubscribe link")
         already = await suppressions.get(self._db, link.tenant_id, link.address)
-        return render_question(link.address, row["sender"], already is not None)
+        return render_question(link.address, sender, already is not None)
 
     async def unsubscribe(self, token: str) -> bytes:
         """POST (one-click or the page's button): suppress the address with origin ``unsubscribe``."""
         link = self.read(token)
 
         async def add(txn: Transaction) -> dict | None:
-            if await txn.fetchone("SELECT 1 FROM tenants WHERE id = %s", (link.tenant_id,)) is None:
+            if await accounts.get_tenant(txn, link.tenant_id) is None:
                 return None
             return await suppressions.add(
                 txn, self._clock, link.tenant_id, link.address, "unsubscribe", source_id=link.email_id

@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from mailsvc import timefmt
+
 #: Temporary failures are retried for this long after the mail was queued (SPEC: 72 hours).
 RETRY_WINDOW_SECONDS = 72 * 3600
 RETRY_WINDOW = timedelta(seconds=RETRY_WINDOW_SECONDS)
@@ -80,6 +82,15 @@ def first_event(status: str, base: dict, delivery_id: str, recipient: str, origi
         return "email.delivered", {**base, "delivery_id": delivery_id, "recipient": recipient,
                                    "transport": "capture", "remote_host": None, "response": "stored by capture mode"}
     return None
+
+
+def sent_event(email_id, sender: str, subject: str, tags: list[dict], scheduled_at: datetime | None,
+               live: list[str], now: datetime) -> dict:
+    """The data of ``email.sent``, when an email is accepted or its scheduled time comes."""
+    return {
+        "email_id": str(email_id), "delivery_id": None, "created_at": timefmt.iso(now), "to": live,
+        "from": sender, "subject": subject, "tags": tags, "scheduled_at": timefmt.iso(scheduled_at),
+    }
 
 
 def rank(last_event: str) -> int:

@@ -13,6 +13,7 @@ from mailsvc.http.errors import validation
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import NATIVE, OPERATOR, PUBLIC, Reply, Router
 from mailsvc.metrics import CONTENT_TYPE, Metrics
+from mailsvc.store import health
 from mailsvc.store.database import Database
 
 
@@ -86,7 +87,7 @@ def install(router: Router, accounts: Accounts, db: Database, metrics: Metrics) 
     @router.route("/healthz", "GET", access=PUBLIC)
     async def healthz(request, _):
         try:
-            await db.fetchone("SELECT 1 AS ok", desc="healthz")
+            await health.ping(db)
         except Exception:
             return Reply(503, {"status": "unavailable", "database": "unreachable"})
         return {"status": "ok"}

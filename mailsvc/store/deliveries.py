@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -313,3 +313,11 @@ async def sibling(db: Database, email_id: uuid.UUID, recipient: str) -> dict | N
         (email_id, recipient), desc="find reported delivery",
     )
 
+
+async def release_held(txn: Transaction, tenant_id: uuid.UUID, now: datetime) -> None:
+    """Mail held back while its account was paused becomes due now (and is still paced)."""
+    await txn.execute(
+        "UPDATE deliveries SET due_at = %s"
+        " WHERE tenant_id = %s AND status = 'queued' AND claim IS NULL AND due_at > %s",
+        (now, tenant_id, now),
+    )

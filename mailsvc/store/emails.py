@@ -1,0 +1,133 @@
+"""
+Rows of emails, their attachments and, for scheduled mail, their deliveries as the email
+resource reads and changes them. The accept statement, which writes all of them at once, is
+``mailsvc.store.accept``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+_COLUMNS = (
+    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status"
+)
+_ATTACHMENT_COLUMNS = "id, filename, size, content_type, content_disposition, content_id"
+
+
+async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
+
+
+async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    where, order, params = page.clause()
+    rows = await db.fetchall(
+        f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND {where} {order}", [tenant_id, *params])
+    return page.finish(rows)
+
+
+async def deliveries(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict]:
+    return await db.fetchall(
+        "SELECT id, recipient, status, attempts, last_response, updated_at FROM deliveries"
+        " WHERE tenant_id = %s AND email_id = %s ORDER BY id",
+        (tenant_id, email_id),
+    )
+
+
+async def sender(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> tuple[bool, str | None]:
+    """Whether the account exists, and the sender of its email ``email_id`` (None if absent)."""
+    row = await db.fetchone(
+        "SELECT (SELECT sender FROM emails WHERE tenant_id = t.id AND id = %s) AS sender"
+        " FROM tenants t WHERE t.id = %s",
+        (email_id, tenant_id),
+    )
+    return (False, None) if row is None else (True, row["sender"])
+
+
+async def reschedule(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, scheduled_at: datetime) -> bool:
+    """Give a scheduled email another time; False when it is absent or no longer scheduled."""
+    row = await db.fetchone(
+        "UPDATE emails SET scheduled_at = %s WHERE tenant_id = %s AND id = %s AND status = 'scheduled' RETURNING id",
+        (scheduled_at, tenant_id, email_id),
+    )
+    return row is not None
+
+
+async def cancel(txn: Transaction, tenant_id: uuid.UUID, email_id: uuid.UUID, now: datetime) -> bool:
+    """Cancel a scheduled email and its deliveries; False when it is absent or no longer scheduled."""
+    row = await txn.fetchone(
+        "UPDATE emails SET status = 'canceled', last_event = 'canceled'"
+        " WHERE tenant_id = %s AND id = %s AND status = 'scheduled' RETURNING id",
+        (tenant_id, email_id),
+    )
+    if row is None:
+        return False
+    await txn.execute(
+        "UPDATE deliveries SET status = 'canceled', updated_at = %s WHERE email_id = %s AND status = 'scheduled'",
+        (now, email_id),
+    )
+    return True
+
+
+async def claim_due(txn: Transaction, now: datetime, limit: int) -> list[dict]:
+    """Scheduled emails whose time has come, locked (each is taken by one node), oldest first."""
+    return await txn.fetchall(
+        "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at, t.delivery_mode"
+        " FROM emails e JOIN tenants t ON t.id = e.tenant_id"
+        " WHERE e.status = 'scheduled' AND e.scheduled_at <= %s"
+        " ORDER BY e.scheduled_at LIMIT %s FOR UPDATE OF e SKIP LOCKED",
+        (now, limit),
+    )
+
+
+async def scheduled_deliveries(txn: Transaction, email_ids: list[uuid.UUID]) -> list[dict]:
+    return await txn.fetchall(
+        "SELECT id, email_id, recipient FROM deliveries WHERE email_id = ANY(%s::uuid[]) AND status = 'scheduled'"
+        " ORDER BY id",
+        (email_ids,),
+    )
+
+
+async def release(txn: Transaction, now: datetime, deliveries: list[tuple], emails: list[tuple]) -> None:
+    """
+    Released deliveries' ``(id, status, due_at, retry_until)`` and emails' ``(id, last_event)``
+    written in two statements.
+    """
+    if deliveries:
+        await txn.execute(
+            "UPDATE deliveries d SET status = v.status, due_at = v.due_at, updated_at = %s,"
+            " retry_until = v.retry_until FROM (VALUES "
+            + ", ".join(["(%s::uuid, %s, %s::timestamptz, %s::timestamptz)"] * len(deliveries))
+            + ") AS v (id, status, due_at, retry_until) WHERE d.id = v.id",
+            [now, *(value for state in deliveries for value in state)],
+        )
+    if emails:
+        await txn.execute(
+            "UPDATE emails e SET status = 'queued', last_event = v.last_event FROM (VALUES "
+            + ", ".join(["(%s::uuid, %s)"] * len(emails))
+            + ") AS v (id, last_event) WHERE e.id = v.id",
+            [value for state in emails for value in state],
+        )
+
+
+async def attachments(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    where, order, params = page.clause()
+    rows = await db.fetchall(
+        f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments WHERE tenant_id = %s AND email_id = %s AND {where} {order}",
+        [tenant_id, email_id, *params],
+    )
+    return page.finish(rows)
+
+
+async def attachment(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, attachment_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(
+        f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments WHERE tenant_id = %s AND email_id = %s AND id = %s",
+        (tenant_id, email_id, attachment_id),
+    )
+
+
+async def attachment_content(db: Database, attachment_id: uuid.UUID) -> dict | None:
+    return await db.fetchone("SELECT filename, content_type, content FROM attachments WHERE id = %s", (attachment_id,))

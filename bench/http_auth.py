@@ -29,11 +29,14 @@ ROUTES = ("/api-keys", NOOP)
 def serve(state_dir: str, port: int) -> None:
     """The server process: a node as ``twistd mailsvc`` builds it, plus the no-op route."""
     def add_noop_route(node):
-        from mailsvc.http.router import SENDING
+        from mailsvc.http.router import SENDING, route
 
-        @node.parts["assembled"].router.route(NOOP, "GET", access=SENDING)
-        async def noop(request, caller):
-            return {}
+        class Noop:
+            @route("GET", NOOP, access=SENDING)
+            async def noop(self, request, caller):
+                return {}
+
+        node.parts["assembled"].router.mount(Noop())
 
     common.serve(state_dir, {"MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, inherit=False,
                  on_ready=add_noop_route)

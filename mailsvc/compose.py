@@ -28,7 +28,7 @@ from mailsvc.app.domains import Domains, Settings, SigningKeys, unlock
 from mailsvc.app.emails import Emails
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
-from mailsvc.app.submit import DELIVERIES, Acceptor
+from mailsvc.app.submit import Submitter
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
@@ -40,9 +40,13 @@ from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
-from mailsvc.http import admin, apikeys, public, suppressions, webhooks
-from mailsvc.http import domains as domain_routes
-from mailsvc.http import emails as email_routes
+from mailsvc.http.admin import AdminResource
+from mailsvc.http.api.apikeys import ApiKeysResource
+from mailsvc.http.api.domains import DomainsResource
+from mailsvc.http.api.emails import EmailsResource
+from mailsvc.http.api.suppressions import SuppressionsResource
+from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.loop import Loop
@@ -56,6 +60,7 @@ from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import events
+from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import MigrationError, migrate
@@ -149,6 +154,7 @@ class Parts:
     domains: Domains | None = None
     emails: Emails | None = None
     submission: Submission | None = None
+    submitter: Submitter | None = None
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -161,9 +167,9 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins)
-    apikeys.install(router, keyring)
-    admin.install(router, accounts, db, metrics)
-    suppressions.install(router, clock, db)
+    router.mount(ApiKeysResource(keyring))
+    router.mount(AdminResource(accounts, db, metrics))
+    router.mount(SuppressionsResource(clock, db))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
@@ -177,7 +183,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     webhook_registry = WebhookRegistry(
         clock, db, addresses, KeyVault(credentials.derive(master, "webhook-secrets"))
     )
-    webhooks.install(router, webhook_registry)
+    router.mount(WebhooksResource(webhook_registry))
     dispatcher = Dispatcher(
         clock, db, fetcher, webhook_registry, config.webhooks.concurrency_per_endpoint,
         config.webhooks.max_in_flight, on_failure=count_failure,
@@ -204,25 +210,25 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     ]
 
     domains = _domains(clock, config, db, master, resolver)
-    domain_routes.install(router, domains)
+    router.mount(DomainsResource(domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
-    public.install(router, unsubscribes)
+    router.mount(UnsubscribeResource(unsubscribes))
     # Verified sending domains kept per node for a few seconds (docs/decisions.md, Domains).
     sending_domains = domain_store.SendingDomainCache(clock)
     domains.changed = sending_domains.forget
-    acceptor = Acceptor(
-        clock, db, sending_domains,
+    idempotency_keys = IdempotencyKeys(clock, db)
+    submitter = Submitter(
+        clock, db, idempotency_keys, sending_domains,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
         suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         unsubscribes=unsubscribes,
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for)
-    idempotency_keys = IdempotencyKeys(clock, db)
-    email_routes.install(router, acceptor, emails, idempotency_keys, config.http.public_url)
-    intake = SmtpIntake(acceptor, limiter, idempotency_keys)
+    router.mount(EmailsResource(submitter, emails, config.http.public_url))
+    intake = SmtpIntake(submitter, limiter)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
     site = Site(router.resource(), clock, metrics)
@@ -243,7 +249,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
-        emails=emails, submission=submission,
+        emails=emails, submission=submission, submitter=submitter,
     )
 
 

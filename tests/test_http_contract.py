@@ -176,11 +176,14 @@ async def test_pagination_rules(api):
 
 @pt.ensureDeferred
 async def test_unexpected_error_is_500_without_traceback(api):
-    from mailsvc.http.router import PUBLIC
+    from mailsvc.http.router import PUBLIC, route
 
-    @api.parts.router.route("/boom", "GET", access=PUBLIC)
-    async def boom(request, caller):
-        raise RuntimeError("secret internals")
+    class Boom:
+        @route("GET", "/boom", access=PUBLIC)
+        async def boom(self, request, caller):
+            raise RuntimeError("secret internals")
+
+    api.parts.router.mount(Boom())
 
     code, body, response = await api.json("GET", "/boom")
     assert code == 500

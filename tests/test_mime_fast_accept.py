@@ -31,7 +31,7 @@ async def test_concurrent_sends_never_pass_the_quota(api):
 
 
 @pt.ensureDeferred
-async def test_a_refused_charge_leaves_nothing_and_no_idempotent_success(api):
+async def test_a_refused_charge_leaves_nothing_and_frees_the_idempotency_key(api):
     tenant, key, _ = await sending_tenant(api)
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"monthly_quota": 1})
     code, body, _ = await api.json("POST", "/emails", key, json={
@@ -44,12 +44,17 @@ async def test_a_refused_charge_leaves_nothing_and_no_idempotent_success(api):
         " (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM events) AS events,"
         " (SELECT count(*) FROM usage) AS usage")
     assert counts == {"emails": 0, "attachments": 0, "deliveries": 0, "events": 0, "usage": 0}
-    # The refusal is what the key replays (stored outside the failed statement, as before).
-    code2, body2, response = await api.json("POST", "/emails", key, json={
-        **BODY, "to": ["a@example.com", "b@example.com"],
-        "attachments": [{"filename": "a.txt", "content": base64.b64encode(b"x").decode()}]},
-        headers={"Idempotency-Key": "k1"})
-    assert (code2, body2) == (code, body) and response.headers.getRawHeaders("idempotent-replayed") == ["true"]
+    # A 429 frees the key: the same request runs again (refused again, not replayed), and once
+    # the quota allows it, the key keeps its first success.
+    again = {**BODY, "to": ["a@example.com", "b@example.com"],
+             "attachments": [{"filename": "a.txt", "content": base64.b64encode(b"x").decode()}]}
+    code2, body2, response = await api.json("POST", "/emails", key, json=again, headers={"Idempotency-Key": "k1"})
+    assert (code2, body2) == (code, body) and response.headers.getRawHeaders("idempotent-replayed") is None
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"monthly_quota": 10})
+    code3, sent, _ = await api.json("POST", "/emails", key, json=again, headers={"Idempotency-Key": "k1"})
+    code4, replayed, response = await api.json("POST", "/emails", key, json=again, headers={"Idempotency-Key": "k1"})
+    assert (code3, code4, replayed) == (200, 200, sent)
+    assert response.headers.getRawHeaders("idempotent-replayed") == ["true"]
 
 
 @pt.ensureDeferred

@@ -15,6 +15,7 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from mailsvc.app import submit as accept
+from mailsvc.store.groupcommit import GroupCommit
 from tests.sdk import call
 
 
@@ -498,7 +499,7 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
 
 
 class TestGroupFailures:
-    """What a failed group statement means for its requests (``Acceptor.store``)."""
+    """What a failed group statement means for its requests (``GroupCommit``)."""
 
     @staticmethod
     async def stores_behind_two_writes(failure: Exception) -> tuple[list[int], list]:
@@ -507,7 +508,6 @@ class TestGroupFailures:
         statement fails with ``failure``; returns the sizes of the groups written and what
         each of the three got.
         """
-        acceptor = accept.Acceptor(reactor, None, None, None, None, None)
         sizes: list[int] = []
         held = [defer.Deferred() for _ in range(accept.CONCURRENT_WRITES)]
 
@@ -519,9 +519,9 @@ class TestGroupFailures:
                 raise failure
             return [[accept.AcceptedEmail(uuid.uuid4(), "sent")] for _ in group]
 
-        acceptor._write = write
-        first = [defer.ensureDeferred(acceptor.store(None, [], "api")) for _ in held]
-        queued = [defer.ensureDeferred(acceptor.store(None, [], "api")) for _ in range(3)]
+        writes = GroupCommit(write, accept.CONCURRENT_WRITES, accept.GROUP_REQUESTS, accept.GROUP_BYTES)
+        first = [defer.ensureDeferred(writes.add(None, 0)) for _ in held]
+        queued = [defer.ensureDeferred(writes.add(None, 0)) for _ in range(3)]
         for d in held:
             d.callback(None)
         await defer.gatherResults(first)

@@ -6,13 +6,13 @@ from psycopg2 import errors as pgerrors
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import KeyRing
-from mailsvc.app.submit import DELIVERIES
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import NewKey, Token
 from mailsvc.domain.errors import Conflict, Invalid, NotFound
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
 from mailsvc.store import accounts, deliveries
+from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 

@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import quote
 
 from mailsvc import timefmt
-from mailsvc.app.submit import DELIVERIES
 from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import parse_schedule
 from mailsvc.domain.errors import LinkRefused, NotCancelable, NotFound, NotReschedulable
 from mailsvc.store import emails as rows
 from mailsvc.store import events
+from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 

@@ -2,7 +2,8 @@
 Idempotency keys (SPEC send rule 5, COMPAT.md §1): the first request with a key claims it in
 a committed row (so a concurrent twin sees the claim), its outcome is stored in the same
 transaction as the emails it created, and later requests with the key get that outcome back
-for 24 hours. A claim whose request died is taken over once its lease ran out.
+for 24 hours. A claim whose request died is taken over once its lease ran out; the claim
+carries a token, so the request that lost it can neither store nor release anything.
 """
 
 from __future__ import annotations
@@ -10,12 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 
 from mailsvc import timefmt
-from mailsvc.domain.errors import IdempotencyKeyInFlight, IdempotencyKeyInvalid, IdempotencyKeyReused
+from mailsvc.domain.errors import (
+    IdempotencyClaimLost,
+    IdempotencyKeyInFlight,
+    IdempotencyKeyInvalid,
+    IdempotencyKeyReused,
+)
+from mailsvc.store import idempotency as rows
 from mailsvc.store.database import Database, Transaction
 
 MAX_KEY_LENGTH = 256
@@ -23,16 +30,20 @@ REPLAY_WINDOW = timedelta(hours=24)
 CLAIM_LEASE = timedelta(seconds=90)
 
 
+@attrs.frozen
+class IdempotencyKey:
+    """A key as a request presents it, and the digest of what that request asks."""
 
-
-
-
+    key: str
+    request_hash: bytes
 
 
 @attrs.frozen
 class Claim:
     tenant_id: uuid.UUID
     key: str
+    #: The claim's ``locked_until``: it holds while the row still has it.
+    token: datetime
 
 
 @attrs.frozen
@@ -58,35 +69,18 @@ class IdempotencyKeys:
         self._clock = clock
         self._db = db
 
-    def _now(self):
-        return timefmt.from_seconds(self._clock.seconds())
-
-    async def claim(self, tenant_id: uuid.UUID, key: str, digest: bytes) -> Claim | Replay:
-        """Claim ``key`` for this request, or return the stored outcome to replay."""
-        check_key(key)
-        now = self._now()
-        row = await self._db.fetchone(
-            "INSERT INTO idempotency_keys AS k (tenant_id, key, request_hash, state, locked_until, expires_at)"
-            " VALUES (%(t)s, %(k)s, %(h)s, 'pending', %(lock)s, %(exp)s)"
-            " ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = %(h)s, state = 'pending',"
-            "   status = NULL, response = NULL, locked_until = %(lock)s, expires_at = %(exp)s"
-            " WHERE k.expires_at <= %(now)s"
-            "    OR (k.state = 'pending' AND k.locked_until <= %(now)s AND k.request_hash = %(h)s)"
-            " RETURNING state",
-            {"t": tenant_id, "k": key, "h": digest, "now": now,
-             "lock": now + CLAIM_LEASE, "exp": now + REPLAY_WINDOW},
-            desc="claim_idempotency_key",
-        )
-        if row is not None:
-            return Claim(tenant_id, key)
-        existing = await self._db.fetchone(
-            "SELECT request_hash, state, status, response FROM idempotency_keys"
-            " WHERE tenant_id = %s AND key = %s",
-            (tenant_id, key),
-        )
+    async def claim(self, tenant_id: uuid.UUID, asked: IdempotencyKey) -> Claim | Replay:
+        """Claim the key for this request, or return the stored outcome to replay."""
+        key = check_key(asked.key)
+        now = timefmt.from_seconds(self._clock.seconds())
+        token = await rows.claim(self._db, tenant_id, key, asked.request_hash, now, now + CLAIM_LEASE,
+                                 now + REPLAY_WINDOW)
+        if token is not None:
+            return Claim(tenant_id, key, token)
+        existing = await rows.get(self._db, tenant_id, key)
         if existing is None:  # expired and removed in between: try once more
-            return await self.claim(tenant_id, key, digest)
-        if bytes(existing["request_hash"]) != digest:
+            return await self.claim(tenant_id, asked)
+        if bytes(existing["request_hash"]) != asked.request_hash:
             raise IdempotencyKeyReused(
                 "This idempotency key has already been used on a request with a different body. "
                 "Retry with a new key."
@@ -96,16 +90,11 @@ class IdempotencyKeys:
         return Replay(existing["status"], bytes(existing["response"]))
 
     async def complete(self, txn: Transaction | Database, claim: Claim, status: int, body: bytes) -> None:
-        """Store the outcome (inside the accepting transaction when emails were created)."""
-        await txn.execute(
-            "UPDATE idempotency_keys SET state = 'done', status = %s, response = %s, locked_until = NULL"
-            " WHERE tenant_id = %s AND key = %s",
-            (status, body, claim.tenant_id, claim.key),
-        )
+        """Store an outcome that created no email (a refusal, an empty batch)."""
+        if not await rows.complete(txn, claim.tenant_id, claim.key, claim.token, status, body):
+            raise IdempotencyClaimLost()
 
     async def release(self, claim: Claim) -> None:
-        """Forget a claim whose request failed with a server error (5xx is never stored)."""
-        await self._db.execute(
-            "DELETE FROM idempotency_keys WHERE tenant_id = %s AND key = %s AND state = 'pending'",
-            (claim.tenant_id, claim.key),
-        )
+        """Forget a claim whose request failed in a way a client may retry (5xx, 429)."""
+        await rows.release(self._db, claim.tenant_id, claim.key, claim.token)
+

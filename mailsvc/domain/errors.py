@@ -110,3 +110,20 @@ class DnsProviderFailed(DomainError):
         super().__init__(message)
         self.code = code
         self.unavailable = unavailable
+
+
+class IdempotencyClaimLost(IdempotencyKeyInFlight):
+    """The request outlived its hold on the key and another request with it took it over."""
+
+    def __init__(self):
+        super().__init__(
+            "This request outlived its hold on the idempotency key and another request with the key"
+            " took it over; nothing of this one was stored.")
+
+
+class SendingDomainGone(NotAllowed):
+    """The sending domain was deleted (on another node) after this one looked it up."""
+
+    def __init__(self):
+        super().__init__("The sending domain is not verified. Please, add and verify your domain.",
+                         reason="domain_not_verified")

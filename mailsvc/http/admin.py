@@ -9,9 +9,9 @@ from mailsvc import timefmt
 from mailsvc.app.accounts import Accounts
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
-from mailsvc.http.errors import validation
+from mailsvc.http.errors import NATIVE, validation
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import NATIVE, OPERATOR, PUBLIC, Reply, Router
+from mailsvc.http.router import OPERATOR, PUBLIC, Reply, route
 from mailsvc.metrics import CONTENT_TYPE, Metrics
 from mailsvc.store import health
 from mailsvc.store.database import Database
@@ -46,28 +46,33 @@ def _waitlist_item(row: dict) -> dict:
     }
 
 
-def install(router: Router, accounts: Accounts, db: Database, metrics: Metrics) -> None:
-    @router.route("/admin/v1/tenants", "POST", access=OPERATOR, surface=NATIVE)
-    async def create_tenant(request, _):
-        tenant, key, token = await accounts.create_tenant(read_json(request))
+class AdminResource:
+    def __init__(self, accounts: Accounts, db: Database, metrics: Metrics):
+        self._accounts = accounts
+        self._db = db
+        self._metrics = metrics
+
+    @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE)
+    async def create_tenant(self, request, _):
+        tenant, key, token = await self._accounts.create_tenant(read_json(request))
         api_key = {"object": "api_key", "id": str(key["id"]), "name": key["name"],
                    "permission": key["permission"], "token": str(token)}
         return Reply(201, {**tenant_json(tenant), "api_key": api_key})
 
-    @router.route("/admin/v1/tenants/<tenant_id>", "GET", access=OPERATOR, surface=NATIVE)
-    async def get_tenant(request, _, tenant_id: str):
-        return tenant_json(await accounts.tenant(tenant_id))
+    @route("GET", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
+    async def get_tenant(self, request, _, tenant_id: str):
+        return tenant_json(await self._accounts.tenant(tenant_id))
 
-    @router.route("/admin/v1/tenants/<tenant_id>", "PATCH", access=OPERATOR, surface=NATIVE)
-    async def update_tenant(request, _, tenant_id: str):
-        return tenant_json(await accounts.update_tenant(tenant_id, read_json(request)))
+    @route("PATCH", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
+    async def update_tenant(self, request, _, tenant_id: str):
+        return tenant_json(await self._accounts.update_tenant(tenant_id, read_json(request)))
 
-    @router.route("/admin/v1/waitlist", "GET", access=OPERATOR, surface=NATIVE)
-    async def waitlist(request, _):
+    @route("GET", "/admin/v1/waitlist", access=OPERATOR, surface=NATIVE)
+    async def waitlist(self, request, _):
         fmt = (request.args.get(b"format") or [b"json"])[0]
         if fmt not in (b"json", b"csv"):
             raise validation("format: format must be `json` or `csv`", "format")
-        rows, has_more = await accounts.waitlist(page_of(request.args, 100))
+        rows, has_more = await self._accounts.waitlist(page_of(request.args, 100))
         if fmt == b"json":
             return envelope([_waitlist_item(row) for row in rows], has_more)
         out = io.StringIO()
@@ -80,18 +85,18 @@ def install(router: Router, accounts: Accounts, db: Database, metrics: Metrics) 
             {"Content-Disposition": 'attachment; filename="waitlist.csv"'},
         )
 
-    @router.route("/public/waitlist", "POST", access=PUBLIC)
-    async def join_waitlist(request, _):
-        return _waitlist_item(await accounts.join_waitlist(read_json(request).get("email")))
+    @route("POST", "/public/waitlist", access=PUBLIC)
+    async def join_waitlist(self, request, _):
+        return _waitlist_item(await self._accounts.join_waitlist(read_json(request).get("email")))
 
-    @router.route("/healthz", "GET", access=PUBLIC)
-    async def healthz(request, _):
+    @route("GET", "/healthz", access=PUBLIC)
+    async def healthz(self, request, _):
         try:
-            await health.ping(db)
+            await health.ping(self._db)
         except Exception:
             return Reply(503, {"status": "unavailable", "database": "unreachable"})
         return {"status": "ok"}
 
-    @router.route("/metrics", "GET", access=OPERATOR, surface=NATIVE)
-    async def render_metrics(request, _):
-        return Reply(200, metrics.render(), CONTENT_TYPE.encode("ascii"))
+    @route("GET", "/metrics", access=OPERATOR, surface=NATIVE)
+    async def render_metrics(self, request, _):
+        return Reply(200, self._metrics.render(), CONTENT_TYPE.encode("ascii"))

@@ -6,16 +6,19 @@ unsubscribe. ``GET`` only shows a page (link scanners prefetch links); ``POST`` 
 from __future__ import annotations
 
 from mailsvc.app.unsubscribe import HTML, PAGE_HEADERS, Unsubscribes
-from mailsvc.http.router import PUBLIC, Reply, Router
+from mailsvc.http.router import PUBLIC, Reply, route
 
 
-def install(router: Router, unsubscribes: Unsubscribes) -> None:
-    @router.route("/public/unsubscribe/<token>", "GET", access=PUBLIC)
-    async def unsubscribe_page(request, caller, token: str):
-        return Reply(200, await unsubscribes.page(token), HTML, dict(PAGE_HEADERS))
+class UnsubscribeResource:
+    def __init__(self, unsubscribes: Unsubscribes):
+        self._unsubscribes = unsubscribes
 
-    @router.route("/public/unsubscribe/<token>", "POST", access=PUBLIC)
-    async def unsubscribe(request, caller, token: str):
+    @route("GET", "/public/unsubscribe/<token>", access=PUBLIC)
+    async def unsubscribe_page(self, request, caller, token: str):
+        return Reply(200, await self._unsubscribes.page(token), HTML, dict(PAGE_HEADERS))
+
+    @route("POST", "/public/unsubscribe/<token>", access=PUBLIC)
+    async def unsubscribe(self, request, caller, token: str):
         # Any body is accepted: mailbox providers send ``List-Unsubscribe=One-Click`` (RFC 8058
         # §3.2), the page's button sends the same; the token alone says who and where.
-        return Reply(200, await unsubscribes.unsubscribe(token), HTML, dict(PAGE_HEADERS))
+        return Reply(200, await self._unsubscribes.unsubscribe(token), HTML, dict(PAGE_HEADERS))

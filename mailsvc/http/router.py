@@ -1,8 +1,13 @@
 """
 One Klein tree for every surface, and the one wrapper every endpoint goes through:
-authentication, the account's rate limit, the 60 s request timeout, JSON replies and both
-error envelopes. Handlers are ``async def handler(request, caller, **path_args)`` returning a
-JSON-able dict or a ``Reply``.
+authentication, the account's rate limit, the request timeout, JSON replies and both error
+envelopes.
+
+A resource is a class whose handlers are marked with ``route``: each handler is written once
+and registered on the surfaces it serves (``native=True`` also mounts it under ``/v1``); the
+surface only changes how its body and errors are shaped, and the handler reads it as
+``request.surface``. Handlers are ``async def handler(self, request, caller, **path_args)``
+returning a JSON-able dict or a ``Reply``; ``Router.mount(resource)`` registers them.
 """
 
 from __future__ import annotations
@@ -49,6 +54,28 @@ class Reply:
 
 class RequestTimedOut(Exception):
     pass
+
+
+@attrs.frozen
+class Route:
+    method: str
+    path: str
+    access: str
+    surface: str
+    native: bool
+
+
+def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False):
+    """
+    Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
+    also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
+    """
+
+    def mark(handler):
+        handler.routes = (*getattr(handler, "routes", ()), Route(method, path, access, surface, native))
+        return handler
+
+    return mark
 
 
 def shielded(d: defer.Deferred) -> defer.Deferred:
@@ -107,24 +134,30 @@ class Router:
     def resource(self):
         return self.app.resource()
 
-    def route(self, path: str, method: str, *, access: str, surface: str = MAIN):
-        """Register ``handler`` for ``method path``; ``access`` is who may call it."""
+    def mount(self, resource) -> None:
+        """Register every handler of ``resource`` marked with ``route``."""
+        for name in dir(type(resource)):
+            for r in getattr(getattr(type(resource), name), "routes", ()):
+                handler = getattr(resource, name)
+                self._register(r.path, r.method, r.access, r.surface, handler)
+                if r.native:
+                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler)
+
+    def _register(self, path: str, method: str, access: str, surface: str,
+                  handler: Callable[..., Awaitable[Any]]) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
 
-        def register(handler: Callable[..., Awaitable[Any]]):
-            def endpoint(request, **kwargs):
-                request.route_name = path
-                if cors:
-                    self._allow_origin(request)
-                d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
-                return shielded(d)
-
-            self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
+        def endpoint(request, **kwargs):
+            request.route_name = path
+            request.surface = surface
             if cors:
-                self._add_preflight(path, method)
-            return handler
+                self._allow_origin(request)
+            d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
+            return shielded(d)
 
-        return register
+        self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
+        if cors:
+            self._add_preflight(path, method)
 
     def _add_preflight(self, path: str, method: str) -> None:
         """SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins."""
@@ -238,4 +271,4 @@ def _bearer(request) -> str | None:
     return header[len(b"Bearer ") :].decode("latin-1")
 
 
-__all__ = ["Router", "Reply", "PUBLIC", "OPERATOR", "FULL", "SENDING", "MAIN", "NATIVE"]
+__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "MAIN", "NATIVE"]

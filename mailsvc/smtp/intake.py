@@ -9,6 +9,7 @@ own headers (Bcc = envelope recipients named in no header), idempotency from
 | malformed message (no From, bad address, too long) | 550 5.6.0 |
 | daily or monthly quota used up, API rate limit | 451 4.7.1 (try later) |
 | idempotency key reused with another message | 550 5.6.0 |
+| a refusal kept under the message's idempotency key | the same reply again |
 | the same key still being processed | 451 4.5.0 |
 | anything unexpected | 451 4.3.0 |
 """
@@ -21,10 +22,10 @@ from email.parser import BytesParser
 
 from mailsvc.app import idempotency
 from mailsvc.app.apikeys import Caller
-from mailsvc.app.idempotency import IdempotencyKeys, Replay
+from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.ratelimit import RateLimiter
-from mailsvc.app.submit import Acceptor
-from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded
+from mailsvc.app.submit import Item, Outcome, Submitter
+from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded, RateLimited
 from mailsvc.smtp.message import submission_from_message
 from mailsvc.smtp.submission import Refusal
 
@@ -34,18 +35,38 @@ _IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
 def refusal_for(error: DomainError) -> Refusal:
     if isinstance(error, NotAllowed):
         return Refusal(550, "5.7.1", error.message)
-    if isinstance(error, QuotaExceeded):
+    if isinstance(error, (QuotaExceeded, RateLimited)):
         return Refusal(451, "4.7.1", error.message)
     if isinstance(error, IdempotencyKeyInFlight):
         return Refusal(451, "4.5.0", error.message)
     return Refusal(550, "5.6.0", error.message)
 
 
+class _Answers:
+    """What a message with an idempotency key keeps: its email id, or the refusal as a reply."""
+
+    @staticmethod
+    def accepted(outcome: Outcome) -> tuple[int, bytes]:
+        return 200, json.dumps({"id": str(outcome.accepted[0].id)}).encode()
+
+    @staticmethod
+    def refused(error: DomainError) -> tuple[int, bytes]:
+        refusal = refusal_for(error)
+        return refusal.code, json.dumps({"enhanced": refusal.enhanced, "text": refusal.text}).encode()
+
+
+def _replayed(replay: Replay) -> str:
+    """The email id a kept outcome names, or the kept refusal raised again."""
+    body = json.loads(replay.body)
+    if replay.status == 200:
+        return body["id"]
+    raise Refusal(replay.status, body["enhanced"], body["text"])
+
+
 class SmtpIntake:
-    def __init__(self, acceptor: Acceptor, limiter: RateLimiter, keys: IdempotencyKeys):
-        self._acceptor = acceptor
+    def __init__(self, submitter: Submitter, limiter: RateLimiter):
+        self._submitter = submitter
         self._limiter = limiter
-        self._keys = keys
 
     async def accept_message(self, caller: Caller, raw: bytes, recipients: list[str], _=()) -> str:
         try:
@@ -59,26 +80,14 @@ class SmtpIntake:
         parsed = BytesParser(policy=policy.compat32).parsebytes(raw)
         key = next((parsed[h] for h in _IDEMPOTENCY_HEADERS if parsed[h]), None)
         submission = submission_from_message(raw, recipients, parsed)
-        claim = None
+        asked = None
         if key is not None:
             # What was asked, not how it was encoded: a client re-encoding the same message
             # (new MIME boundaries) is still the same request.
-            asked = [str(submission.sender), list(submission.recipients), submission.subject,
-                     submission.html, submission.text]
-            claimed = await self._keys.claim(caller.tenant.id, key.strip(), idempotency.request_hash("smtp", asked))
-            if isinstance(claimed, Replay):
-                return json.loads(claimed.body)["id"]
-            claim = claimed
-        try:
-            prepared = await self._acceptor.prepare(caller, submission, raw=raw)
-
-            async def finish(txn, accepted):
-                reply = json.dumps({"id": str(accepted[0].id)}).encode()
-                await self._keys.complete(txn, claim, 200, reply)
-
-            accepted = await self._acceptor.store(caller, [prepared], "smtp", finish if claim is not None else None)
-        except BaseException:
-            if claim is not None:
-                await self._keys.release(claim)
-            raise
-        return str(accepted[0].id)
+            what = [str(submission.sender), list(submission.recipients), submission.subject,
+                    submission.html, submission.text]
+            asked = IdempotencyKey(key.strip(), idempotency.request_hash("smtp", what))
+        result = await self._submitter.submit(caller, [Item.of(submission, raw)], "smtp", asked, answers=_Answers())
+        if isinstance(result, Replay):
+            return _replayed(result)
+        return str(result.accepted[0].id)

@@ -1,0 +1,70 @@
+"""API keys: main ``/api-keys`` and native ``/v1/api-keys``."""
+
+from __future__ import annotations
+
+from mailsvc import timefmt
+from mailsvc.app.apikeys import Caller, KeyRing
+from mailsvc.domain.apikeys import key_name, new_key
+from mailsvc.domain.errors import NotFound
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.pagination import envelope, page_of
+from mailsvc.http.router import FULL, Reply, route
+from mailsvc.ids import parse_uuid
+
+
+def _key_id(text: str):
+    key_id = parse_uuid(text)
+    if key_id is None:
+        raise NotFound("API key")
+    return key_id
+
+
+def _listed(row: dict) -> dict:
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "created_at": timefmt.resource(row["created_at"]),
+        "last_used_at": timefmt.resource(row["last_used_at"]),
+    }
+
+
+def _native(row: dict) -> dict:
+    return {
+        "object": "api_key",
+        **_listed(row),
+        "permission": row["permission"],
+        "domain_id": str(row["domain_id"]) if row["domain_id"] else None,
+    }
+
+
+class ApiKeysResource:
+    def __init__(self, keys: KeyRing):
+        self._keys = keys
+
+    @route("POST", "/api-keys", access=FULL, native=True)
+    async def create(self, request, caller: Caller):
+        row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)))
+        if request.surface == NATIVE:
+            return Reply(201, {**_native(row), "token": str(token)})
+        return {"object": "api_key", "id": str(row["id"]), "token": str(token)}
+
+    @route("GET", "/api-keys", access=FULL, native=True)
+    async def list(self, request, caller: Caller):
+        rows, has_more = await self._keys.list(caller.tenant.id, page_of(request.args, None))
+        shown = _native if request.surface == NATIVE else _listed
+        return envelope([shown(row) for row in rows], has_more)
+
+    @route("PATCH", "/api-keys/<key_id>", access=FULL)
+    async def rename(self, request, caller: Caller, key_id: str):
+        name = key_name(read_json(request).get("name"))
+        row = await self._keys.rename(caller.tenant.id, _key_id(key_id), name)
+        return {"object": "api_key", "id": str(row["id"])}
+
+    @route("DELETE", "/api-keys/<key_id>", access=FULL, native=True)
+    async def delete(self, request, caller: Caller, key_id: str):
+        parsed = _key_id(key_id)
+        await self._keys.revoke(caller.tenant.id, parsed)
+        if request.surface == NATIVE:
+            return Reply(204)
+        return {"object": "api_key", "id": str(parsed), "deleted": True}

@@ -1,0 +1,79 @@
+"""
+Suppressions: main ``/suppressions`` (shapes of COMPAT.md §11, origins of the SPEC)
+and native ``/v1/suppressions``. A path names a record by its id or by its address, which
+may be percent-encoded (``%2F`` included, hence the ``path`` converter).
+"""
+
+from __future__ import annotations
+
+from mailsvc.app import suppressions
+from mailsvc.app.apikeys import Caller
+from mailsvc.domain.errors import NotFound
+from mailsvc.domain.suppression import batch_addresses, normal_form, origin_filter, removal
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.pagination import envelope, page_of
+from mailsvc.http.router import FULL, Reply, route
+from mailsvc.store.database import Database
+
+KIND = "Suppression"
+
+
+def _full(row: dict) -> dict:
+    return {"object": "suppression", **suppressions.record(row)}
+
+
+def _origin(request) -> str | None:
+    values = request.args.get(b"origin")
+    return origin_filter(values[0].decode("utf-8", "replace") if values else None)
+
+
+class SuppressionsResource:
+    def __init__(self, clock, db: Database):
+        self._clock = clock
+        self._db = db
+
+    @route("POST", "/suppressions", access=FULL, native=True)
+    async def create(self, request, caller: Caller):
+        address = normal_form(read_json(request).get("email"))
+        row = await self._db.run(
+            "add_suppression", suppressions.add, self._clock, caller.tenant.id, address, "manual")
+        if request.surface == NATIVE:
+            return Reply(201, _full(row))
+        return Reply(201, {"object": "suppression", "id": str(row["id"])})
+
+    @route("GET", "/suppressions", access=FULL, native=True)
+    async def list(self, request, caller: Caller):
+        page = page_of(request.args, None)
+        found, has_more = await suppressions.list_page(self._db, caller.tenant.id, page, _origin(request))
+        shown = _full if request.surface == NATIVE else suppressions.record
+        return envelope([shown(row) for row in found], has_more)
+
+    @route("GET", "/suppressions/<path:key>", access=FULL)
+    async def retrieve(self, request, caller: Caller, key: str):
+        row = await suppressions.get(self._db, caller.tenant.id, key)
+        if row is None:
+            raise NotFound(KIND)
+        return _full(row)
+
+    @route("DELETE", "/suppressions/<path:key>", access=FULL, native=True)
+    async def delete(self, request, caller: Caller, key: str):
+        row = await suppressions.remove(self._db, caller.tenant.id, key)
+        if row is None:
+            raise NotFound(KIND)
+        if request.surface == NATIVE:
+            return Reply(204)
+        return {"object": "suppression", "id": str(row["id"]), "deleted": True}
+
+    @route("POST", "/suppressions/batch/add", access=FULL)
+    async def batch_add(self, request, caller: Caller):
+        addresses = batch_addresses(read_json(request).get("emails"))
+        added = await self._db.run(
+            "add_suppressions", suppressions.add_many, self._clock, caller.tenant.id, addresses, "manual")
+        return Reply(201, {"data": [{"object": "suppression", "id": str(row["id"])} for row in added]})
+
+    @route("POST", "/suppressions/batch/remove", access=FULL)
+    async def batch_remove(self, request, caller: Caller):
+        addresses, ids = removal(read_json(request))
+        gone = await suppressions.remove_many(self._db, caller.tenant.id, addresses, ids)
+        return {"data": [{"object": "suppression", "id": str(row["id"]), "deleted": True} for row in gone]}

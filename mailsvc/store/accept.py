@@ -1,0 +1,130 @@
+"""
+The accept statement: every email, attachment, delivery and event of one or more requests,
+their idempotency outcomes and their quota charges, written by ONE statement that is its own
+transaction, then the NOTIFYs. Nothing of it remains when any part is refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import attrs
+from psycopg2 import errors as pgerrors
+
+from mailsvc.domain.errors import IdempotencyClaimLost, QuotaExceeded, SendingDomainGone
+from mailsvc.store import events
+from mailsvc.store.database import Database
+from mailsvc.store.idempotency import COMPLETE
+
+#: NOTIFY channel that wakes the delivery workers.
+DELIVERIES = "deliveries"
+
+EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
+                 " source, scheduled_at, status, last_event, message, created_at")
+ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
+DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message, retry_until"
+
+#: Starts the text that fails the statement when a quota or an idempotency claim refuses it.
+_QUOTA_REFUSED = "mailsvc quota refused: "
+_CLAIM_LOST = "mailsvc claim lost: "
+
+
+@attrs.define
+class AcceptRows:
+    """What one accept statement writes, table by table (values in the order of the columns)."""
+
+    emails: list[tuple] = attrs.Factory(list)
+    attachments: list[tuple] = attrs.Factory(list)
+    deliveries: list[tuple] = attrs.Factory(list)
+    events: list[tuple[uuid.UUID, str, dict]] = attrs.Factory(list)
+    #: Recipients to charge per tenant, with the tenant's daily and monthly quotas.
+    charges: dict[uuid.UUID, list[int]] = attrs.Factory(dict)
+    #: Idempotency outcomes: (status, response, tenant_id, key, claim token).
+    completions: list[tuple] = attrs.Factory(list)
+
+    def charge(self, tenant_id: uuid.UUID, count: int, daily: int, monthly: int) -> None:
+        if count:
+            charge = self.charges.setdefault(tenant_id, [0, daily, monthly])
+            charge[0] += count
+            charge[1], charge[2] = min(charge[1], daily), min(charge[2], monthly)
+
+
+async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
+    """
+    The statement of ``rows``. The quota charge is its last part and all of its charges are
+    one INSERT, in the order of the tenants: the tenants' ``usage`` rows, which every send of
+    the tenant on every node locks, stay locked from there to the end of the COMMIT only, with
+    no round trip in between, and always in one order. Atomic across nodes: the row locks
+    order concurrent charges, the WHERE refuses, and a refusal fails the statement.
+
+    Raises QuotaExceeded, IdempotencyClaimLost or SendingDomainGone for what refused it.
+    """
+    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, 17),
+             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, rows.deliveries, 9),
+             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, rows.attachments, 9)]
+    ctes, parameters, inserted = [], [], []
+    for name, table, columns, values, width in parts:
+        if values:
+            row = "(" + ", ".join(["%s"] * width) + ")"
+            ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(values))}"
+                        " RETURNING 1)")
+            parameters += [value for one in values for value in one]
+            inserted.append(name)
+    channels = [DELIVERIES]
+    if rows.events:
+        values, event_parameters = events.rows(clock, rows.events)
+        ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) VALUES {values} RETURNING 1)")
+        parameters += event_parameters
+        inserted.append("new_events")
+        channels.append(events.CHANNEL)
+    verdicts, verdict_parameters = [], []
+    if rows.completions:
+        for n, completion in enumerate(rows.completions):
+            ctes.append(f"completed_{n} AS ({COMPLETE})")
+            parameters += completion
+        # A claim that no longer holds fails the statement: a text that is no integer.
+        completed = " + ".join(f"(SELECT count(*) FROM completed_{n})" for n in range(len(rows.completions)))
+        verdicts.append(f"(CASE WHEN {completed} = {len(rows.completions)} THEN '0' ELSE %s END)::int")
+        verdict_parameters.append(_CLAIM_LOST)
+    if rows.charges:
+        quotas = []
+        for tenant_id, (count, daily, monthly) in sorted(rows.charges.items()):
+            quotas += [tenant_id, f"day:{now:%Y-%m-%d}", count, daily, "daily",
+                       tenant_id, f"month:{now:%Y-%m}", count, monthly, "monthly"]
+        written = " + ".join(f"(SELECT count(*) FROM {name})" for name in inserted)
+        ctes += [
+            "quotas AS (SELECT * FROM (VALUES "
+            + ", ".join(["(%s::uuid, %s, %s::integer, %s::integer, %s)"] * (len(quotas) // 5))
+            + ") AS q (tenant_id, period, n, quota, kind))",
+            # After every insert (it counts what they wrote), so the rows are locked last.
+            "charged AS (INSERT INTO usage AS u (tenant_id, period, count)"
+            " SELECT q.tenant_id, q.period, q.n FROM quotas q, (SELECT " + written + " AS n) AS written"
+            " WHERE q.n <= q.quota AND written.n > 0 ORDER BY q.tenant_id, q.period"
+            " ON CONFLICT (tenant_id, period) DO UPDATE SET count = u.count + excluded.count"
+            " WHERE u.count + excluded.count <= (SELECT q.quota FROM quotas q"
+            "   WHERE q.tenant_id = u.tenant_id AND q.period = u.period)"
+            " RETURNING u.tenant_id, u.period)",
+        ]
+        parameters += quotas
+        # A refused charge fails the statement, naming the period (the daily one first).
+        verdicts.append("(SELECT coalesce(min(%s || q.kind), '0') FROM quotas q WHERE NOT EXISTS"
+                        " (SELECT 1 FROM charged c WHERE c.tenant_id = q.tenant_id AND c.period = q.period))::int")
+        verdict_parameters.append(_QUOTA_REFUSED)
+    notify = ", ".join(["pg_notify(%s, '')"] * len(channels))
+    try:
+        await db.fetchall(f"WITH {', '.join(ctes)} SELECT {' + '.join(verdicts) or '0'}, {notify}",
+                          [*parameters, *verdict_parameters, *channels], desc="accept_email")
+    except pgerrors.InvalidTextRepresentation as e:
+        refused = str(e).partition(_QUOTA_REFUSED)[2]
+        for period in ("daily", "monthly"):
+            if refused.startswith(period):
+                raise QuotaExceeded(period) from None
+        if _CLAIM_LOST in str(e):
+            raise IdempotencyClaimLost() from None
+        raise
+    except pgerrors.ForeignKeyViolation as e:
+        # A sending domain deleted (on another node) since it was looked up and cached.
+        if getattr(e.diag, "constraint_name", None) == "emails_domain_id_fkey":
+            raise SendingDomainGone() from None
+        raise

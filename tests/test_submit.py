@@ -1,0 +1,96 @@
+"""
+The one submit contract (``mailsvc.app.submit``): which outcomes an idempotency key keeps over
+HTTP and SMTP alike, a claim that no longer holds, and a sender that is no API key.
+"""
+
+import uuid
+
+import pytest
+import pytest_twisted as pt
+from twisted.internet import threads
+
+from mailsvc import timefmt
+from mailsvc.app.idempotency import IdempotencyKey
+from mailsvc.app.submit import Item, ServiceSender
+from mailsvc.domain.email import submission_from_json
+from mailsvc.domain.errors import IdempotencyClaimLost
+from mailsvc.store import accept, accounts
+from mailsvc.store.accept import AcceptRows
+from tests.test_sending import BODY, sending_tenant
+from tests.test_smtp_submission import message, pem, smtp_ports, submit  # noqa: F401 (fixtures)
+
+
+@pt.ensureDeferred
+async def test_http_keeps_a_refusal_and_replays_it(api):
+    _, key, _ = await sending_tenant(api)
+    headers = {"Idempotency-Key": "bad-1"}
+    bad = {**BODY, "to": ["not an address"]}
+    code, first, _ = await api.json("POST", "/emails", key, json=bad, headers=headers)
+    code2, second, response = await api.json("POST", "/emails", key, json=bad, headers=headers)
+    assert (code, code2, first["name"]) == (422, 422, "validation_error") and first == second
+    assert response.headers.getRawHeaders("idempotent-replayed") == ["true"]
+
+
+@pt.ensureDeferred
+async def test_http_strict_batch_keeps_the_refused_item(api):
+    _, key, _ = await sending_tenant(api)
+    headers = {"Idempotency-Key": "batch-1"}
+    batch = [BODY, {**BODY, "from": "x@unverified.example.com"}]
+    code, first, _ = await api.json("POST", "/emails/batch", key, json=batch, headers=headers)
+    assert (code, first["name"]) == (403, "validation_error") and first["message"].startswith("[1] ")
+    code2, second, response = await api.json("POST", "/emails/batch", key, json=batch, headers=headers)
+    assert (code2, second) == (code, first) and response.headers.getRawHeaders("idempotent-replayed") == ["true"]
+    assert await api.parts.db.fetchone("SELECT count(*) AS n FROM emails") == {"n": 0}
+
+
+@pt.ensureDeferred
+async def test_smtp_keeps_a_refusal_as_http_does(api, smtp_ports, pem):  # noqa: F811 (fixtures)
+    _, key, domain_id = await sending_tenant(api)
+    await api.parts.db.execute("UPDATE domains SET status = 'pending' WHERE id = %s", (domain_id,))
+
+    def attempt(idempotency_key):
+        msg = message(Resend_Idempotency_Key=idempotency_key)
+        try:
+            submit(smtp_ports["implicit"], pem, key, msg, implicit=True)
+        except Exception as e:
+            return e.smtp_code, e.smtp_error
+        return 250, b""
+
+    code, text = await threads.deferToThread(attempt, "smtp-refused")
+    assert code == 550 and text.startswith(b"5.7.1") and b"not verified" in text
+    # The domain is verified since, but the key keeps its refusal; a new key sends.
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (domain_id,))
+    assert await threads.deferToThread(attempt, "smtp-refused") == (code, text)
+    assert (await threads.deferToThread(attempt, "smtp-new"))[0] == 250
+    assert await api.parts.db.fetchone("SELECT count(*) AS n FROM emails") == {"n": 1}
+
+
+@pt.ensureDeferred
+async def test_a_service_sender_needs_no_key(api):
+    tenant, _, _ = await sending_tenant(api)
+    account = await accounts.get_tenant(api.parts.db, uuid.UUID(tenant["id"]))
+    item = Item(lambda now: submission_from_json(BODY, now))
+    outcome = await api.parts.submitter.submit(ServiceSender(account), [item], "broadcast")
+    (accepted,) = outcome.accepted
+    row = await api.parts.db.fetchone("SELECT source, tenant_id FROM emails WHERE id = %s", (accepted.id,))
+    assert row == {"source": "broadcast", "tenant_id": account.id}
+
+
+@pt.ensureDeferred
+async def test_the_final_write_needs_the_claim_to_hold(api):
+    tenant, _, _ = await sending_tenant(api)
+    tenant_id = uuid.UUID(tenant["id"])
+    keys = api.parts.submitter._keys
+    claim = await keys.claim(tenant_id, IdempotencyKey("k", b"h" * 32))
+    # Another request took the key over (as it may once the lease ran out).
+    await api.parts.db.execute("UPDATE idempotency_keys SET locked_until = locked_until + interval '1 second'")
+    rows = AcceptRows()
+    rows.completions.append((200, b"{}", tenant_id, claim.key, claim.token))
+    rows.events.append((tenant_id, "email.sent", {"email_id": "x"}))
+    with pytest.raises(IdempotencyClaimLost):
+        await accept.write(api.parts.db, api.parts.submitter._clock, rows, timefmt.from_seconds(0))
+    assert await api.parts.db.fetchone("SELECT count(*) AS n FROM events") == {"n": 0}
+    with pytest.raises(IdempotencyClaimLost):
+        await keys.complete(api.parts.db, claim, 200, b"{}")
+    await keys.release(claim)  # a lost claim is not released: the new holder keeps it
+    assert await api.parts.db.fetchone("SELECT state FROM idempotency_keys") == {"state": "pending"}

@@ -20,11 +20,10 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from mailsvc import manhole
-from mailsvc.app import domains as domain_store
 from mailsvc.app import suppressions as suppression_list
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
-from mailsvc.app.domains import Domains, Settings, SigningKeys, unlock
+from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
@@ -209,18 +208,18 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         RolePart("delivery", worker.desc, start_delivery, worker.stop),
     ]
 
-    domains = _domains(clock, config, db, master, resolver)
+    # The check loop calls the domains, which wake it when a check is due at once.
+    check_domains = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
+                         on_failure=count_failure)
+    domains = _domains(clock, config, db, master, resolver, check_domains.wake)
     router.mount(DomainsResource(domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     router.mount(UnsubscribeResource(unsubscribes))
-    # Verified sending domains kept per node for a few seconds (docs/decisions.md, Domains).
-    sending_domains = domain_store.SendingDomainCache(clock)
-    domains.changed = sending_domains.forget
     idempotency_keys = IdempotencyKeys(clock, db)
     submitter = Submitter(
-        clock, db, idempotency_keys, sending_domains,
+        clock, db, idempotency_keys, domains.sending_domain,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
         suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
@@ -238,9 +237,6 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
              on_failure=count_failure),
     ]
-    check_domains = Loop(clock, "check domains", config.domains.check_interval, domains.check_due,
-                         on_failure=count_failure)
-    domains.wake = check_domains.wake
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
     if "scheduler" in config.node.roles:
@@ -294,9 +290,8 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     )
 
 
-def _domains(clock, config: Config, db: Database, master: bytes, resolver) -> Domains:
+def _domains(clock, config: Config, db: Database, master: bytes, resolver, wake) -> Domains:
     keys = SigningKeys(KeyVault(credentials.derive(master, "dkim-keys")))
-    unlock(db, keys)  # lets domains.sending_domain(db, ...) open the keys
     http = HTTPClient(Agent(clock, pool=HTTPConnectionPool(clock, persistent=False)))
     settings = Settings(
         config.domains.region, config.hostname, config.spf_include,
@@ -304,7 +299,7 @@ def _domains(clock, config: Config, db: Database, master: bytes, resolver) -> Do
     )
     return Domains(
         clock, db, keys, resolver,
-        Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,
+        Cloudflare(clock, http, config.domains.cloudflare_base_url), settings, wake,
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
     )
 

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from mailsvc.deferreds import when_done
+
 log = Logger()
 
 
@@ -83,6 +85,4 @@ class Loop:
     async def idle(self) -> None:
         """Wait for the run under way, if any."""
         if self._running is not None:
-            done = defer.Deferred()
-            self._running.addBoth(lambda r: (done.callback(None), r)[1])
-            await done
+            await when_done(self._running)

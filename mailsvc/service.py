@@ -12,6 +12,8 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from mailsvc.deferreds import when_done
+
 log = Logger()
 
 Stopper = Callable[[], object]
@@ -62,9 +64,7 @@ class Node(service.Service):
     async def _stop(self) -> None:
         if self._starting is not None and not self._starting.called:
             # Let a start under way reach a step boundary before undoing it.
-            waiting = defer.Deferred()
-            self._starting.addBoth(lambda r: (waiting.callback(None), r)[1])
-            await waiting
+            await when_done(self._starting)
         while self._stoppers:
             desc, stopper = self._stoppers.pop()
             try:

@@ -13,7 +13,6 @@ import resend
 from cryptography.hazmat.primitives import serialization
 from twisted.internet import threads
 
-from mailsvc.app import domains
 from mailsvc.mail import dkim
 from tests.domainsupport import domain_config, publish
 from tests.sdk import call
@@ -75,7 +74,7 @@ async def test_dkimpy_verifies_both_selectors_through_the_dns_server(api, dns_se
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "signed.example.com"})
     publish(dns_server, created)
-    domain = await domains.sending_domain(api.parts.db, uuid.UUID(tenant["id"]), "signed.example.com")
+    domain = await api.parts.domains.lookup_sending_domain(uuid.UUID(tenant["id"]), "signed.example.com")
     signature = dkim.sign(MESSAGE, domain.name, domain.signers, timestamp=1_795_000_000)
     assert signature.count(b"DKIM-Signature:") == 2
     signed = signature + MESSAGE

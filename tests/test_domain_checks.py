@@ -26,7 +26,7 @@ def node(clock, db, dns_server) -> Domains:
     """One node's domain service: its own clock for time, real lookups through the reactor."""
     settings = Settings("local", MX_HOST, SPF_INCLUDE, WINDOW, DAY)
     resolver = build_resolver(reactor, (dns_server.address,))
-    return Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), resolver, None, settings)
+    return Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), resolver, None, settings, wake=lambda: None)
 
 
 async def tenant(clock, db, plan="scale"):

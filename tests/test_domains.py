@@ -245,15 +245,15 @@ async def test_sending_domain_opens_the_sealed_keys(api):
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "send.example.com", "tls": "enforced"})
     tenant_id = uuid.UUID(tenant["id"])
-    found = await domains_module.sending_domain(api.parts.db, tenant_id, "SEND.example.com")
+    found = await api.parts.domains.lookup_sending_domain(tenant_id, "SEND.example.com")
     assert found.id == uuid.UUID(created["id"]) and found.name == "send.example.com"
     assert (found.status, found.tls, found.return_path_host) == ("not_started", "enforced", "bounces.send.example.com")
     assert [(s.algorithm, s.selector) for s in found.signers] == [
         ("rsa-sha256", next(r["name"] for r in created["records"] if "k=rsa" in r["value"]).split(".")[0]),
         ("ed25519-sha256", next(r["name"] for r in created["records"] if "k=ed25519" in r["value"]).split(".")[0]),
     ]
-    assert await domains_module.sending_domain(api.parts.db, tenant_id, "other.example.com") is None
-    assert await domains_module.sending_domain(api.parts.db, uuid.uuid4(), "send.example.com") is None
+    assert await api.parts.domains.lookup_sending_domain(tenant_id, "other.example.com") is None
+    assert await api.parts.domains.lookup_sending_domain(uuid.uuid4(), "send.example.com") is None
 
     # At rest the private keys are sealed: their DER is nowhere in the table, and a sealed
     # key moved to another row does not open.

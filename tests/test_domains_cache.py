@@ -33,30 +33,30 @@ async def test_verified_domains_are_kept_a_few_seconds_others_never(api):
     code, created, _ = await api.json("POST", "/domains", key, json={"name": "acme.example.com"})
     lookups = []
 
-    async def lookup(db, tenant_id, name):
+    async def lookup(tenant_id, name):
         lookups.append(name)
-        return await domains_module.sending_domain(db, tenant_id, name)
+        return await api.parts.domains.lookup_sending_domain(tenant_id, name)
 
     clock = task.Clock()
     clock.advance(1_800_000_000)
     cache = domains_module.SendingDomainCache(clock, 5, lookup)
     db = api.parts.db
     # Not verified (and unknown names): looked up every time, so verifying applies at once.
-    assert (await cache(db, tenant_id, "acme.example.com")).status == "not_started"
-    assert await cache(db, tenant_id, "other.example.com") is None
+    assert (await cache(tenant_id, "acme.example.com")).status == "not_started"
+    assert await cache(tenant_id, "other.example.com") is None
     assert len(lookups) == 2
     await db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
-    assert (await cache(db, tenant_id, "ACME.example.com.")).status == "verified"
+    assert (await cache(tenant_id, "ACME.example.com.")).status == "verified"
     assert len(lookups) == 3
     clock.advance(4.9)
-    found = await cache(db, tenant_id, "acme.example.com")
+    found = await cache(tenant_id, "acme.example.com")
     assert found.status == "verified" and len(found.signers) == 2 and len(lookups) == 3
-    assert await cache(db, uuid.uuid4(), "acme.example.com") is None  # per tenant
+    assert await cache(uuid.uuid4(), "acme.example.com") is None  # per tenant
     # Deleted on another node: this node may still sign with it until its entry is 5 s old.
     await db.execute("DELETE FROM domains WHERE id = %s", (created["id"],))
-    assert (await cache(db, tenant_id, "acme.example.com")).status == "verified"
+    assert (await cache(tenant_id, "acme.example.com")).status == "verified"
     clock.advance(0.1)
-    assert await cache(db, tenant_id, "acme.example.com") is None
+    assert await cache(tenant_id, "acme.example.com") is None
 
 
 @pt.ensureDeferred

@@ -10,7 +10,6 @@ import math
 import secrets
 import string
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -98,38 +97,6 @@ class SigningKeys:
         return Signer(selector, algorithm, key)
 
 
-_unlocked: weakref.WeakKeyDictionary[Database, SigningKeys] = weakref.WeakKeyDictionary()
-
-
-def unlock(db: Database, keys: SigningKeys) -> None:
-    """Let ``sending_domain`` open the DKIM keys stored in ``db`` (done by compose.assemble)."""
-    _unlocked[db] = keys
-
-
-async def sending_domain(db: Database, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
-    """
-    The tenant's domain called ``name`` (ASCII, any case) with its signers, whatever its
-    status; None if the tenant has no such domain (never added, or deleted).
-    """
-    keys = _unlocked.get(db)
-    if keys is None:
-        raise RuntimeError("DKIM keys of this database are locked: call domains.unlock(db, keys)")
-    rows = await store.signing_keys(db, tenant_id, name.rstrip(".").lower())
-    if not rows:
-        return None
-    first = rows[0]
-    return SendingDomain(
-        id=first["id"],
-        name=first["name"],
-        status=first["status"],
-        tls=first["tls"],
-        return_path_host=f"{first['return_path']}.{first['name']}",
-        signers=tuple(
-            keys.signer(r["key_id"], r["selector"], r["algorithm"], r["private_key"]) for r in rows
-        ),
-    )
-
-
 #: How long a node keeps a verified sending domain (with its signers) it looked up.
 SENDING_DOMAIN_CACHE_SECONDS = 5.0
 
@@ -145,21 +112,21 @@ class SendingDomainCache:
 
     MAX_ENTRIES = 10_000
 
-    def __init__(self, clock, seconds: float = SENDING_DOMAIN_CACHE_SECONDS,
-                 lookup: Callable[[Database, uuid.UUID, str], Awaitable[SendingDomain | None]] | None = None):
+    def __init__(self, clock, seconds: float,
+                 lookup: Callable[[uuid.UUID, str], Awaitable[SendingDomain | None]]):
         self._clock = clock
         self._seconds = seconds
-        self._lookup = lookup or sending_domain
+        self._lookup = lookup
         self._entries: dict[tuple[uuid.UUID, str], tuple[float, SendingDomain]] = {}
 
-    async def __call__(self, db: Database, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
-        """``sending_domain``, from this node's cache when a verified domain was looked up lately."""
+    async def __call__(self, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
+        """``lookup``, from this node's cache when a verified domain was looked up lately."""
         key = (tenant_id, name.rstrip(".").lower())
         now = self._clock.seconds()
         entry = self._entries.get(key)
         if entry is not None and now - entry[0] < self._seconds:
             return entry[1]
-        domain = await self._lookup(db, tenant_id, name)
+        domain = await self._lookup(tenant_id, name)
         if domain is not None and domain.status == "verified":
             if len(self._entries) >= self.MAX_ENTRIES:
                 self._entries.clear()
@@ -211,6 +178,7 @@ class Domains:
         resolver,
         cloudflare: Cloudflare,
         settings: Settings,
+        wake: Callable[[], None],
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = _run_here,
     ):
         self._clock = clock
@@ -220,14 +188,38 @@ class Domains:
         self._cloudflare = cloudflare
         self._settings = settings
         self._run_blocking = run_blocking
-        #: Called when a check is due now; compose sets it to the check loop's ``wake``.
-        self.wake: Callable[[], None] = lambda: None
-        #: Called with the tenant's id when one of its domains was deleted or may have changed
-        #: on this node; compose sets it to the sending-domain cache's ``forget``.
-        self.changed: Callable[[uuid.UUID], None] = lambda tenant_id: None
+        #: Called when a check is due now (the check loop's ``wake``).
+        self._wake = wake
+        #: Verified sending domains kept per node for a few seconds (docs/decisions.md, Domains);
+        #: dropped at once on this node when one of the tenant's domains changes.
+        self._sending = SendingDomainCache(clock, SENDING_DOMAIN_CACHE_SECONDS, self.lookup_sending_domain)
 
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
+
+    async def sending_domain(self, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
+        """The tenant's domain called ``name`` with its signers (from this node's cache if verified)."""
+        return await self._sending(tenant_id, name)
+
+    async def lookup_sending_domain(self, tenant_id: uuid.UUID, name: str) -> SendingDomain | None:
+        """
+        The tenant's domain called ``name`` (ASCII, any case) with its signers, whatever its
+        status; None if the tenant has no such domain (never added, or deleted).
+        """
+        rows = await store.signing_keys(self._db, tenant_id, name.rstrip(".").lower())
+        if not rows:
+            return None
+        first = rows[0]
+        return SendingDomain(
+            id=first["id"],
+            name=first["name"],
+            status=first["status"],
+            tls=first["tls"],
+            return_path_host=f"{first['return_path']}.{first['name']}",
+            signers=tuple(
+                self._keys.signer(r["key_id"], r["selector"], r["algorithm"], r["private_key"]) for r in rows
+            ),
+        )
 
     # The API
 
@@ -289,7 +281,7 @@ class Domains:
 
     async def update(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, body: dict) -> dict:
         row = await store.update_domain(self._db, tenant_id, domain_id, domain_changes(body), self._now())
-        self.changed(tenant_id)
+        self._sending.forget(tenant_id)
         if row is None:
             raise NotFound("Domain")
         return row
@@ -301,7 +293,7 @@ class Domains:
         side knows not to deliver what is still queued (docs/decisions.md, Domains).
         """
         row = await self._db.run("delete_domain", store.delete_domain, tenant_id, domain_id)
-        self.changed(tenant_id)
+        self._sending.forget(tenant_id)
         if row is None:
             raise NotFound("Domain")
 
@@ -321,8 +313,8 @@ class Domains:
             return updated
 
         row = await self._db.run("verify_domain", plan)
-        self.changed(tenant_id)
-        self.wake()
+        self._sending.forget(tenant_id)
+        self._wake()
         return row
 
     async def _status_changed(self, txn: Transaction, row: dict, status: str) -> None:
@@ -359,7 +351,7 @@ class Domains:
             [defer.ensureDeferred(self._check(row, claim)) for row in rows], consumeErrors=True
         )
         if len(rows) == CHECK_BATCH:
-            self.wake()
+            self._wake()
         return len(rows)
 
     async def _check(self, row: dict, claim: uuid.UUID) -> None:
@@ -397,7 +389,7 @@ class Domains:
             await self._status_changed(txn, current, verdict.status)
 
         await self._db.run("record_domain_check", record)
-        self.changed(row["tenant_id"])
+        self._sending.forget(row["tenant_id"])
         log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
 
     # DNS provider set-up

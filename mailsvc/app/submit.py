@@ -195,7 +195,7 @@ class Submitter:
         clock,
         db: Database,
         keys: IdempotencyKeys,
-        sending_domain: Callable[[Database, uuid.UUID, str], Awaitable[object]],
+        sending_domain: Callable[[uuid.UUID, str], Awaitable[object]],
         sign: Callable[[bytes, str, tuple], bytes],
         suppressed_for: Callable[[Database, Mapping[uuid.UUID, set[str]]], Awaitable[dict[uuid.UUID, dict[str, str]]]],
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
@@ -295,7 +295,7 @@ class Submitter:
         domain_name = submission.sender.domain
         key = domain_name.rstrip(".").lower()
         if key not in domains:
-            domains[key] = await self._sending_domain(self._db, sender.tenant.id, domain_name)
+            domains[key] = await self._sending_domain(sender.tenant.id, domain_name)
         domain = domains[key]
         if domain is None or domain.status != "verified":
             raise not_verified(domain_name)

@@ -25,6 +25,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
+from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
 from mailsvc.http import errors
 from mailsvc.http.errors import MAIN, NATIVE, ApiError
@@ -52,10 +53,6 @@ class Reply:
     headers: dict[str, str] = attrs.Factory(dict)
 
 
-class RequestTimedOut(Exception):
-    pass
-
-
 @attrs.frozen
 class Route:
     method: str
@@ -76,38 +73,6 @@ def route(method: str, path: str, *, access: str, surface: str = MAIN, native: b
         return handler
 
     return mark
-
-
-def shielded(d: defer.Deferred) -> defer.Deferred:
-    """
-    A Deferred following ``d`` whose cancellation does not reach ``d``: Klein cancels the
-    handler when the client goes away, but a write already under way must still finish.
-    """
-    outer: defer.Deferred = defer.Deferred()
-    d.addBoth(lambda result: (outer.callback(result) if not outer.called else None))
-    return outer
-
-
-def with_timeout(clock, d: defer.Deferred, seconds: float) -> defer.Deferred:
-    """Fires like ``d``, or fails with RequestTimedOut after ``seconds`` (``d`` runs on)."""
-    outer: defer.Deferred = defer.Deferred()
-
-    def expire():
-        if not outer.called:
-            outer.errback(RequestTimedOut())
-
-    timer = clock.callLater(seconds, expire)
-
-    def done(result):
-        if timer.active():
-            timer.cancel()
-        if not outer.called:
-            outer.callback(result)
-        elif isinstance(result, defer.failure.Failure):
-            log.failure("request failed after its timeout", result)
-
-    d.addBoth(done)
-    return outer
 
 
 class Router:
@@ -190,12 +155,12 @@ class Router:
         try:
             caller = await self._authorize(request, access)
             running = defer.ensureDeferred(handler(request, caller, **kwargs))
-            result = await with_timeout(self._clock, running, self._request_timeout)
+            result = await shielded(running).addTimeout(self._request_timeout, self._clock)
         except ApiError as e:
             return self.error(request, surface, e)
         except DomainError as e:
             return self.error(request, surface, errors.from_domain(e))
-        except RequestTimedOut:
+        except defer.TimeoutError:
             return self.error(
                 request, surface,
                 ApiError(500, "application_error", "The request timed out; retry with backoff."),

@@ -22,6 +22,7 @@ from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
+from mailsvc.deferreds import when_done
 from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, next_attempt_delay, retry_after_seconds
 from mailsvc.loop import Loop
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
@@ -69,13 +70,6 @@ def payload(row: dict) -> bytes:
     name = NATIVE_NAMES[row["type"]] if row["naming"] == NATIVE_NAMING else row["type"]
     document = {"type": name, "created_at": timefmt.iso(row["created_at"]), "data": row["data"]}
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
-
-
-def _when_done(d: defer.Deferred) -> defer.Deferred:
-    """A Deferred firing (with None) when ``d`` fires, leaving ``d``'s result alone."""
-    waiter: defer.Deferred = defer.Deferred()
-    d.addBoth(lambda result: (waiter.callback(None), result)[1])
-    return waiter
 
 
 class Dispatcher:
@@ -220,7 +214,7 @@ class Dispatcher:
         """Wait until every attempt started so far has finished and its outcome is written
         (if the write fails, the outcomes wait for the next step)."""
         while self._in_flight:
-            await defer.DeferredList([_when_done(d) for d in self._in_flight.values()])
+            await defer.DeferredList([when_done(d) for d in self._in_flight.values()])
         outcomes, self._outcomes = self._outcomes, []
         if outcomes:
             try:
@@ -241,7 +235,7 @@ class Dispatcher:
             abandon = self._clock.callLater(
                 DRAIN_SECONDS, lambda: [d.cancel() for d in list(self._in_flight.values())]
             )
-            await defer.DeferredList([_when_done(d) for d in self._in_flight.values()])
+            await defer.DeferredList([when_done(d) for d in self._in_flight.values()])
             if abandon.active():
                 abandon.cancel()
         await self.settled()

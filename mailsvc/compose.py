@@ -20,7 +20,6 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from mailsvc import manhole
-from mailsvc.app import suppressions as suppression_list
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.domains import Domains, Settings, SigningKeys
@@ -59,6 +58,7 @@ from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import events
+from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir

@@ -11,6 +11,8 @@ import resend.exceptions
 from twisted.internet import defer, task
 
 from mailsvc.app import suppressions
+from mailsvc.domain.suppression import normal_form
+from mailsvc.store import suppressions as suppression_rows
 from tests.sdk import call
 
 
@@ -28,7 +30,7 @@ async def _add(api, tenant_id, address, origin, source_id=None, clock=None):
     from twisted.internet import reactor
 
     return await api.parts.db.run(
-        "add", suppressions.add, clock or reactor, tenant_id, address, origin, source_id
+        "add", suppression_rows.add, clock or reactor, tenant_id, address, origin, source_id
     )
 
 
@@ -110,7 +112,7 @@ async def test_addresses_in_paths_may_be_percent_encoded(api):
     for address in addresses:
         code, body, _ = await api.json("GET", "/suppressions/" + quote(address, safe=""), key)
         assert code == 200, (address, body)
-        assert body["email"] == suppressions.normal_form(address)
+        assert body["email"] == normal_form(address)
     # A plus sign in a path is a plus, not a space; an unencoded @ works too.
     code, body, _ = await api.json("GET", "/suppressions/bob+tag@example.com", key)
     assert (code, body["email"]) == (200, "bob+tag@example.com")
@@ -280,7 +282,7 @@ class CountingStatements:
 
 async def suppressed_among(db_or_txn, tenant_id, addresses) -> dict:
     """One account's suppressed addresses among ``addresses``, as ``suppressed_for`` answers."""
-    return (await suppressions.suppressed_for(db_or_txn, {tenant_id: addresses})).get(tenant_id, {})
+    return (await suppression_rows.suppressed_for(db_or_txn, {tenant_id: addresses})).get(tenant_id, {})
 
 
 @pt.ensureDeferred
@@ -299,7 +301,7 @@ async def test_suppressed_for_in_one_query_on_the_database_or_in_a_transaction(a
                 "left@example.com.": "unsubscribe", "gone@example.com": "hard_bounce"}
 
     counting = CountingStatements(api.parts.db)
-    assert await suppressions.suppressed_for(counting, {tenant_id: given, other_id: given}) == {
+    assert await suppression_rows.suppressed_for(counting, {tenant_id: given, other_id: given}) == {
         tenant_id: expected, other_id: {"fine@example.com": "manual"}}
     assert counting.statements == 1
     assert await suppressed_among(counting, tenant_id, []) == {}
@@ -330,7 +332,7 @@ async def test_add_keeps_one_record_and_honours_the_strength_order(db):
 
     async def add(address, origin, source_id=None):
         clock.advance(1)
-        return await db.run("add", suppressions.add, clock, tenant.id, address, origin, source_id)
+        return await db.run("add", suppression_rows.add, clock, tenant.id, address, origin, source_id)
 
     manual = await add("Z@example.com", "manual")
     assert (manual["email"], manual["origin"], manual["source_id"]) == ("z@example.com", "manual", None)
@@ -352,7 +354,7 @@ async def test_add_keeps_one_record_and_honours_the_strength_order(db):
 
     # Many adds of one address at once: one record, of the strongest origin.
     async def add_now(origin):
-        return await db.run("add", suppressions.add, clock, tenant.id, "race@example.com", origin,
+        return await db.run("add", suppression_rows.add, clock, tenant.id, "race@example.com", origin,
                             None if origin == "manual" else first_email)
 
     racing = ["manual", "unsubscribe", "hard_bounce", "manual", "complaint", "unsubscribe", "hard_bounce"] * 2

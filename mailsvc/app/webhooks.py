@@ -10,6 +10,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from mailsvc import timefmt
+from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.webhooks import NewWebhook, WebhookChange
@@ -18,7 +19,6 @@ from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvab
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
-from mailsvc.webhooks import signing
 
 #: How long the previous secret keeps signing after a rotation.
 ROTATION_OVERLAP_SECONDS = 24 * 3600

@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 import attrs
 
 from mailsvc import timefmt
-from mailsvc.app import suppressions as suppression_list
 from mailsvc.domain.delivery import (
     EVENT_OF_STATUS,
     GUARD_DAYS,
@@ -30,6 +29,7 @@ from mailsvc.domain.delivery import (
 )
 from mailsvc.domain.errors import Invalid
 from mailsvc.store import events
+from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, Transaction
 
 #: A paused tenant's due mail is looked at again this often.

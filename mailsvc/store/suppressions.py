@@ -1,11 +1,27 @@
-"""Rows of the suppression list. Addresses here are already in their normal form."""
+"""
+Rows of the suppression list, and its reads and writes inside the statements of others.
+Addresses are compared in their normal form (``domain.suppression.normal_form``).
+
+For the sending paths (``POST /emails``, batch, SMTP, scheduled mail at release time,
+broadcasts): just before the accepting statement (or in the releasing transaction), call
+``suppressed_for(db_or_txn, {tenant_id: recipients})`` once for all recipients (of all the
+accounts at hand); each address it returns is skipped (an ``email.suppressed`` event with
+``recipient`` and ``reason`` = its origin, not counted against quotas).
+
+For the MTA: in the transaction that records a hard bounce or a complaint, call
+``add(txn, clock, tenant_id, recipient, "hard_bounce" | "complaint", source_id=email_id)``.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from mailsvc.domain.suppression import ORIGINS_BY_STRENGTH
+from mailsvc import timefmt
+from mailsvc.domain.errors import Invalid
+from mailsvc.domain.suppression import ORIGINS, ORIGINS_BY_STRENGTH, normal_form
+from mailsvc.ids import uuid7
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -111,3 +127,72 @@ async def page(
         [tenant_id, *origin_params, *params],
     )
     return page.finish(rows)
+
+
+def normal_or_none(address: str) -> str | None:
+    try:
+        return normal_form(address)
+    except Invalid:
+        return None
+
+
+async def suppressed_for(
+    db_or_txn: Database | Transaction, addresses: Mapping[uuid.UUID, Iterable[str]]
+) -> dict[uuid.UUID, dict[str, str]]:
+    """
+    Which of each account's ``addresses`` are suppressed: by account, each such address,
+    exactly as given, mapped to its record's origin (accounts with none are left out). One
+    query for all; none when no address is given. An address with no valid normal form
+    cannot be on the list and is never returned.
+    """
+    given = {(tenant_id, address): normal_or_none(address)
+             for tenant_id, some in addresses.items() for address in some}
+    wanted = sorted({(tenant_id, normal) for (tenant_id, _), normal in given.items() if normal is not None})
+    if not wanted:
+        return {}
+    origins = await origins_of(db_or_txn, wanted)
+    found: dict[uuid.UUID, dict[str, str]] = {}
+    for (tenant_id, address), normal in given.items():
+        origin = origins.get((tenant_id, normal)) if normal is not None else None
+        if origin is not None:
+            found.setdefault(tenant_id, {})[address] = origin
+    return found
+
+
+async def add_many(
+    txn: Transaction,
+    clock,
+    tenant_id: uuid.UUID,
+    addresses: Iterable[str],
+    origin: str,
+    source_id: uuid.UUID | str | None = None,
+) -> list[dict]:
+    """
+    Put every address on the list within ``txn``. An address already there keeps its record
+    (id, created_at); it takes ``origin`` and ``source_id`` only if ``origin`` is stronger
+    (ORIGINS_BY_STRENGTH). Returns one row per distinct address, in the order given: ``id``,
+    ``email`` (normal form), ``origin``, ``source_id``, ``created_at``. Raises Invalid for an
+    address that is no valid e-mail address.
+    """
+    if origin not in ORIGINS:
+        raise ValueError(f"unknown suppression origin {origin!r}")
+    normals = list(dict.fromkeys(normal_form(address) for address in addresses))
+    if not normals:
+        return []
+    now = clock.seconds()
+    entries = [(uuid7(now), normal) for normal in normals]
+    by_email = await upsert(txn, tenant_id, entries, origin, source_id, timefmt.from_seconds(now))
+    return [by_email[normal] for normal in normals]
+
+
+async def add(
+    txn: Transaction,
+    clock,
+    tenant_id: uuid.UUID,
+    address: str,
+    origin: str,
+    source_id: uuid.UUID | str | None = None,
+) -> dict:
+    """``add_many`` for one address: its record, new or kept."""
+    (row,) = await add_many(txn, clock, tenant_id, [address], origin, source_id)
+    return row

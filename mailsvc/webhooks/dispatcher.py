@@ -22,13 +22,13 @@ from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
+from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.deferreds import when_done
 from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, next_attempt_delay, retry_after_seconds
 from mailsvc.loop import Loop
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
-from mailsvc.webhooks import signing
 
 log = Logger()
 

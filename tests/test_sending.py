@@ -409,6 +409,8 @@ async def test_attachments_and_signed_download_links(api):
     path = pdf["download_url"].split(api.url.split("//")[1], 1)[1]
     response, content = await api.request("GET", path)
     assert response.code == 200 and content == b"%PDF-1.4 body"
+    assert response.headers.getRawHeaders("x-content-type-options") == ["nosniff"]
+    assert response.headers.getRawHeaders("cache-control") == ["no-store"]
     tampered = path[:-2] + ("AA" if not path.endswith("AA") else "BB")
     response, body = await api.request("GET", tampered)
     assert response.code == 403 and json.loads(body)["name"] == "validation_error"

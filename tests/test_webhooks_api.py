@@ -95,6 +95,21 @@ async def test_create_answers_201_with_the_webhook_and_its_secret(api):
 
 
 @pt.ensureDeferred
+async def test_an_account_has_at_most_20_webhooks(api):
+    _, key = await api.tenant()
+    body = {"endpoint": "https://hooks.example.com/", "events": ["email.sent"]}
+    created = [await api.json("POST", "/webhooks", key, json=body) for _ in range(20)]
+    assert [code for code, _, _ in created] == [201] * 20
+    code, refused, _ = await api.json("POST", "/webhooks", key, json=body)
+    assert (code, refused["name"]) == (403, "validation_error") and "at most 20 webhooks" in refused["message"]
+    await api.json("DELETE", f"/webhooks/{created[0][1]['id']}", key)
+    code, _, _ = await api.json("POST", "/v1/webhooks", key, json={**body, "events": ["message.accepted"]})
+    assert code == 201
+    other, other_key = await api.tenant()
+    assert (await api.json("POST", "/webhooks", other_key, json=body))[0] == 201  # per account
+
+
+@pt.ensureDeferred
 async def test_secrets_are_stored_sealed(api):
     _, key = await api.tenant()
     _, body, _ = await api.json(

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from mailsvc import timefmt
 from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.crypto.keyvault import KeyVault
-from mailsvc.domain.errors import Invalid, NotFound
+from mailsvc.domain.errors import Invalid, NotAllowed, NotFound
 from mailsvc.domain.webhooks import NewWebhook, WebhookChange
 from mailsvc.ids import uuid7
 from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable
@@ -22,6 +22,9 @@ from mailsvc.store.paging import Page
 
 #: How long the previous secret keeps signing after a rotation.
 ROTATION_OVERLAP_SECONDS = 24 * 3600
+
+#: Webhooks one account may have: each is a stream of requests this service sends out.
+MAX_WEBHOOKS = 20
 
 
 def _bound_to(webhook_id: uuid.UUID) -> bytes:
@@ -64,6 +67,11 @@ class WebhookRegistry:
         now = timefmt.from_seconds(self._clock.seconds())
 
         async def insert(txn: Transaction) -> dict:
+            if await rows.count_locking_tenant(txn, tenant_id) >= MAX_WEBHOOKS:
+                raise NotAllowed(
+                    f"endpoint: an account has at most {MAX_WEBHOOKS} webhooks; remove one to add another",
+                    reason="plan_limit",
+                )
             return await rows.insert(
                 txn, webhook_id, tenant_id, new.endpoint, new.events, new.naming, sealed, now
             )

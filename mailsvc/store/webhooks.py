@@ -28,6 +28,13 @@ async def insert(
     )
 
 
+async def count_locking_tenant(txn: Transaction, tenant_id: uuid.UUID) -> int:
+    """The account's webhooks, counted with its row locked: concurrent creations count in turn."""
+    await txn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+    row = await txn.fetchone("SELECT count(*) AS n FROM webhooks WHERE tenant_id = %s", (tenant_id,))
+    return row["n"]
+
+
 async def get(db: Database | Transaction, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> dict | None:
     return await db.fetchone(
         f"SELECT {_COLUMNS} FROM webhooks WHERE tenant_id = %s AND id = %s", (tenant_id, webhook_id)

@@ -171,5 +171,7 @@ class EmailsResource:
         row = await self._emails.download(token)
         return Reply(
             200, bytes(row["content"]), row["content_type"].encode("latin-1"),
-            {"Content-Disposition": self._emails.download_disposition(row)},
+            # Served as a download only: never sniffed into something a browser runs, never cached.
+            {"Content-Disposition": self._emails.download_disposition(row), "X-Content-Type-Options": "nosniff",
+             "Cache-Control": "no-store"},
         )

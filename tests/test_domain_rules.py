@@ -80,3 +80,11 @@ def test_judge():
     assert (first.status, first.suspect_since, first.next_check_at) == ("verified", 100, 400)
     assert judge("verified", missing, suspect=50).status == "failed"
     assert judge("verified", unknown, suspect=50).status == "verified"
+
+
+@pytest.mark.parametrize(("status", "age", "lapsed"), [
+    ("not_started", 100.0, True), ("pending", 100.0, True), ("failed", 100.0, True),
+    ("pending", 99.9, False), ("verified", 1e9, False), ("temporary_failure", 1e9, False),
+])
+def test_a_claim_lapses_only_if_never_verified_within_the_window(status, age, lapsed):
+    assert rules.claim_lapsed(status, created_at=1000.0, now=1000.0 + age, window=100.0) is lapsed

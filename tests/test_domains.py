@@ -133,6 +133,29 @@ async def test_plan_limit_and_names_of_other_accounts(api):
 
 
 @pt.ensureDeferred
+async def test_a_claim_never_verified_lapses_after_the_verification_window(api):
+    _, key_a = await api.tenant(name="Squatter", plan="scale")
+    _, key_b = await api.tenant(name="Owner", plan="scale")
+    code, squatted, _ = await api.json("POST", "/domains", key_a, json={"name": "owned.example.com"})
+    code, verified, _ = await api.json("POST", "/domains", key_a, json={"name": "kept.example.com"})
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (verified["id"],))
+    window = api.parts.domains._settings.verification_window
+    # Within the window the claim holds, however often its account asks for checks.
+    await api.parts.db.execute(
+        "UPDATE domains SET created_at = created_at - %s * interval '1 second' + interval '1 minute'", (window,))
+    code, body, _ = await api.json("POST", "/domains", key_b, json={"name": "owned.example.com"})
+    assert code == 403 and "another account" in body["message"]
+    # Past it, a never-verified claim goes to whoever adds the name; a verified one never does.
+    await api.parts.db.execute("UPDATE domains SET created_at = created_at - interval '2 minutes'")
+    code, taken, _ = await api.json("POST", "/domains", key_b, json={"name": "owned.example.com"})
+    assert code == 201 and taken["id"] != squatted["id"]
+    code, _, _ = await api.json("GET", f"/domains/{squatted['id']}", key_a)
+    assert code == 404
+    code, body, _ = await api.json("POST", "/domains", key_b, json={"name": "kept.example.com"})
+    assert code == 403 and "another account" in body["message"]
+
+
+@pt.ensureDeferred
 async def test_verification_through_the_dns_server(api, dns_server):
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "verify.example.com"})

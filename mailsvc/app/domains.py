@@ -28,6 +28,7 @@ from mailsvc.domain.domains import (
     CheckState,
     DkimKey,
     Record,
+    claim_lapsed,
     domain_changes,
     judge,
     new_domain,
@@ -228,11 +229,15 @@ class Domains:
 
         async def admit(txn: Transaction):
             tenant = await store.lock_tenant(txn, tenant_id)
-            owner = await store.owner_of(txn, new.name)
-            if owner == tenant_id:
+            claim = await store.claim_of(txn, new.name)
+            if claim is not None and claim["tenant_id"] == tenant_id:
                 raise NotAllowed(f"name: the domain {new.name} has already been added to this account")
-            if owner is not None:
-                raise NotAllowed(_TAKEN.format(new.name))
+            if claim is not None:
+                if not claim_lapsed(claim["status"], claim["created_at"].timestamp(), self._clock.seconds(),
+                                    self._settings.verification_window):
+                    raise NotAllowed(_TAKEN.format(new.name))
+                # Never verified by its account within the window: the name goes to who asks now.
+                await store.delete_domain(txn, claim["tenant_id"], claim["id"])
             limit = tenant["max_domains"]
             if limit is not None and await store.count_domains(txn, tenant_id) >= limit:
                 raise NotAllowed(

@@ -322,3 +322,16 @@ def judge(
         else:
             record_status[key] = "pending" if status == "pending" else "failed"
     return Verdict(status, record_status, next_at, suspect, state.checks + 1)
+
+
+#: Statuses of a domain its account never got verified.
+_NEVER_VERIFIED = ("not_started", "pending", "failed")
+
+
+def claim_lapsed(status: str, created_at: float, now: float, window: float) -> bool:
+    """
+    Whether another account may take a domain name from the account that added it: only
+    when that account never verified it within the verification window of adding it, so
+    that nobody can hold a name they do not control (renewing checks does not renew this).
+    """
+    return status in _NEVER_VERIFIED and now - created_at >= window

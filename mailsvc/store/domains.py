@@ -30,9 +30,10 @@ async def count_domains(txn: Transaction, tenant_id: uuid.UUID) -> int:
     return row["n"]
 
 
-async def owner_of(txn: Transaction, name: str) -> uuid.UUID | None:
-    row = await txn.fetchone("SELECT tenant_id FROM domains WHERE name = %s", (name,))
-    return row["tenant_id"] if row else None
+async def claim_of(txn: Transaction, name: str) -> dict | None:
+    """The row that holds ``name`` (locked): its id, tenant, status and creation time."""
+    return await txn.fetchone(
+        "SELECT id, tenant_id, status, created_at FROM domains WHERE name = %s FOR UPDATE", (name,))
 
 
 async def insert_domain(

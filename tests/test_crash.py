@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 import psycopg2
+import pytest
 import pytest_twisted as pt
 import requests
 from twisted.internet import reactor, task, threads
@@ -43,6 +44,9 @@ from twisted.internet import reactor, task, threads
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 from tests.test_daemon import free_port
+
+#: Kills and restarts daemons and PostgreSQL: tens of seconds.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = "acme.example.com"
@@ -162,7 +166,6 @@ class Store:
 def frozen_claims(daemon: Daemon, store: Store) -> set:
     """SIGSTOP the daemon and read the deliveries it holds (see the module's docstring)."""
     daemon.process.send_signal(signal.SIGSTOP)
-    time.sleep(0.05)
     store.quiet()
     return store.claimed(daemon.process.pid)
 

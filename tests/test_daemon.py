@@ -15,6 +15,9 @@ import pytest
 import requests
 import resend
 
+#: Starts the real daemon under twistd.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
@@ -254,6 +255,7 @@ async def test_capture_mode_and_deleted_domains_are_decided_without_sending(mta)
     assert failed["reason"] == "domain_deleted"
 
 
+@pytest.mark.slow
 @pt.ensureDeferred
 async def test_a_load_to_postfix_smtp_sink(start_mta_with):
     """Postfix's smtp-sink as the receiving MTA: every message of a load arrives once."""

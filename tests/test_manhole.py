@@ -167,6 +167,7 @@ def test_other_endpoints_are_refused(description):
         manhole.check_endpoint(description)
 
 
+@pytest.mark.slow
 def test_daemon_refuses_a_manhole_off_loopback_in_one_line(tmp_path):
     daemon = twistd(tmp_path / "state", free_port(), MAILSVC_MANHOLE_LISTEN="tcp:0:interface=0.0.0.0")
     out, err = daemon.communicate(timeout=60)

@@ -22,6 +22,9 @@ from twisted.internet.utils import getProcessOutputAndValue
 
 from tests.test_sending import BODY, sending_tenant
 
+#: Runs the Node SDK in node processes.
+pytestmark = pytest.mark.slow
+
 NODE_DIR = Path(__file__).parent / "node"
 SCRIPT = NODE_DIR / "sdk.mjs"
 PINNED = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]["resend"]

@@ -212,10 +212,9 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
     sends += [send(k, n, sender) for n, (k, sender) in enumerate(later, start=len(sends))]
 
     async def queued() -> bool:
-        return api.parts.site.in_flight == len(sends)
+        return api.parts.submitter.waiting == len(sends) - accept.CONCURRENT_WRITES
 
     await until(queued)
-    await deferLater(reactor, 0.2)  # the last requests reach the queue
     release.callback(None)
     await holding
     return [(code, body) for code, body, _ in await defer.gatherResults(sends)]

@@ -12,12 +12,16 @@ import os
 import re
 import shutil
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor
 from twisted.internet.utils import getProcessOutputAndValue
 
 from tests.test_sending import sending_tenant
 from tests.test_smtp_submission import pem, smtp_ports  # noqa: F401 (fixtures)
+
+#: Runs swaks (Perl) processes.
+pytestmark = pytest.mark.slow
 
 QUEUED = re.compile(r"^<~ +250 2\.0\.0 OK: queued as ([0-9a-f-]{36})\r?$", re.M)
 

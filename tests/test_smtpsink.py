@@ -305,6 +305,7 @@ async def test_outbound_client_with_verified_starttls_and_an_empty_message(smtp_
         ("", b"", True), ("a@x.test", b".\r\n..\r\n.x\r\n", True)]
 
 
+@pytest.mark.slow
 @pt.ensureDeferred
 async def test_a_40_mib_message_arrives_intact(smtp_sink):
     line = b".x" + b"0123456789" * 7 + b"\r\n"

@@ -5,6 +5,7 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task
 
+from mailsvc.deferreds import when_done
 from mailsvc.store.database import Database
 from mailsvc.store.migrate import SCHEMA_VERSION, migrate, migration_files
 
@@ -102,12 +103,18 @@ async def test_serialization_failures_are_retried(db):
     await db.execute("CREATE TABLE counter (n int)")
     await db.execute("INSERT INTO counter VALUES (0)")
     attempts = []
+    read: list[int] = []
+    all_read: defer.Deferred = defer.Deferred()
 
     async def bump(txn):
         attempts.append(1)
         await txn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         row = await txn.fetchone("SELECT n FROM counter")
-        await task.deferLater(reactor, 0.05, lambda: None)
+        if len(attempts) <= 3:  # the first attempts all read before any of them writes
+            read.append(row["n"])
+            if len(read) == 3:
+                all_read.callback(None)
+            await when_done(all_read)
         await txn.execute("UPDATE counter SET n = %s", (row["n"] + 1,))
 
     await defer.gatherResults([defer.ensureDeferred(db.run("bump", bump)) for _ in range(3)])

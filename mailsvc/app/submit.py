@@ -215,6 +215,11 @@ class Submitter:
     def now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
 
+    @property
+    def waiting(self) -> int:
+        """Requests whose emails wait for an accept statement (group commit)."""
+        return self._writes.waiting
+
     async def submit(
         self,
         sender: Sender,

@@ -57,6 +57,11 @@ class GroupCommit(Generic[Request, Outcome]):
         self._queue: deque[_Waiting] = deque()
         self._writing = 0
 
+    @property
+    def waiting(self) -> int:
+        """Requests queued behind the statements that run."""
+        return len(self._queue)
+
     async def add(self, request: Request, size: int) -> Outcome:
         """Write ``request`` (of ``size`` bytes) with the others that wait; its outcome."""
         waiting = _Waiting(request, size, defer.Deferred())

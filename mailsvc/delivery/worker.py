@@ -22,6 +22,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.deferreds import when_done
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
@@ -250,7 +251,7 @@ class DeliveryWorker:
         """Wait for every transaction started so far and for a step under way, then write
         every outcome."""
         while self._in_flight:
-            await defer.DeferredList([_when_done(d) for d, _, _ in self._in_flight.values()])
+            await defer.DeferredList([when_done(d) for d, _, _ in self._in_flight.values()])
         await self._loop.idle()
         await self._flush()
 
@@ -283,7 +284,7 @@ class DeliveryWorker:
         if self._next_due is not None and self._next_due.active():
             self._next_due.cancel()
         if self._in_flight:
-            waiting = defer.DeferredList([_when_done(d) for d, _, _ in self._in_flight.values()])
+            waiting = defer.DeferredList([when_done(d) for d, _, _ in self._in_flight.values()])
             timer = self._clock.callLater(DRAIN_SECONDS, waiting.cancel)
             try:
                 await waiting
@@ -297,8 +298,3 @@ class DeliveryWorker:
             await store.release(self._db, self._clock, abandoned)
         await self._connections.close()
 
-
-def _when_done(d: defer.Deferred) -> defer.Deferred:
-    waiter: defer.Deferred = defer.Deferred()
-    d.addBoth(lambda result: (waiter.callback(None), result)[1])
-    return waiter

@@ -11,12 +11,14 @@ own, closed by ``close()``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
 import attrs
 from OpenSSL import SSL
 from service_identity import VerificationError
+from treq.client import HTTPClient
 from twisted.internet import defer, endpoints, error
 
 # The interface a trust root provides is only exported from here; implementing it is the
@@ -24,6 +26,7 @@ from twisted.internet import defer, endpoints, error
 from twisted.internet._sslverify import IOpenSSLTrustRoot
 from twisted.internet.protocol import Protocol
 from twisted.internet.ssl import optionsForClientTLS
+from twisted.python.failure import Failure
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -33,11 +36,11 @@ from twisted.web.client import (
 )
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer
+from twisted.web.iweb import IAgent, IAgentEndpointFactory, IBodyProducer
 from zope.interface import implementer
 
 from mailsvc import __version__
-from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable, literal
+from mailsvc.outside.addresses import IPAddress, PublicAddresses, TargetRefused, Unresolvable, literal
 
 USER_AGENT = f"mailsvc/{__version__}"
 #: Idle pooled connections are closed before the common 5 s keep-alive of servers (Node's
@@ -104,26 +107,6 @@ class _Pinned:
         if uri.scheme == b"https":
             return endpoints.wrapClientTLS(self._tls, tcp)
         return tcp
-
-
-@implementer(IBodyProducer)
-class _Body:
-    def __init__(self, body: bytes):
-        self._body = body
-        self.length = len(body)
-
-    def startProducing(self, consumer):  # noqa: N802
-        consumer.write(self._body)
-        return defer.succeed(None)
-
-    def pauseProducing(self):  # noqa: N802
-        pass
-
-    def resumeProducing(self):  # noqa: N802
-        pass
-
-    def stopProducing(self):  # noqa: N802
-        pass
 
 
 class _BoundedRead(Protocol):
@@ -202,16 +185,46 @@ def _failure_reason(e: Exception) -> FetchFailed:
     return FetchFailed("connection", f"the request failed: {e}")
 
 
+@implementer(IBodyProducer)
+class _Body:
+    """A request body written at once (it is in memory already): no cooperator, no reactor."""
+
+    def __init__(self, body: bytes):
+        self._body = body
+        self.length = len(body)
+
+    def startProducing(self, consumer):  # noqa: N802
+        consumer.write(self._body)
+        return defer.succeed(None)
+
+    def pauseProducing(self):  # noqa: N802
+        pass
+
+    def resumeProducing(self):  # noqa: N802
+        pass
+
+    def stopProducing(self):  # noqa: N802
+        pass
+
+
 class Fetcher:
+    """
+    ``agent_for(address, tls, timeout)`` gives the agent of one request, connecting to the
+    checked ``address`` whatever the URL names (by default through this fetcher's pool);
+    tests give one that answers from a ``treq.testing.RequestSequence``.
+    """
+
     def __init__(
         self,
         reactor,
         addresses: PublicAddresses,
         ca_file: str = "",
         idle_per_host: int = 32,
+        agent_for: Callable[[IPAddress, object, float], IAgent] | None = None,
     ):
         self._reactor = reactor
         self._addresses = addresses
+        self._agent_for = agent_for or self._pinned_agent
         self._trust = TrustRoots(ca_file)
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = idle_per_host
@@ -254,29 +267,21 @@ class Fetcher:
         truncate: bool = False,
     ) -> Fetched:
         """One exchange within ``timeout`` seconds, from the address check to the last byte."""
-        timed_out = []
 
-        def expire():
-            timed_out.append(True)
-            exchange.cancel()
+        def timed_out(result, seconds):
+            # Whatever the cancelled exchange ended with, it ended because time ran out.
+            return Failure(FetchFailed("timeout", f"no complete response within {seconds:g} s"))
 
         exchange = defer.ensureDeferred(
             self._exchange(method, url, max_bytes, timeout, headers or {}, body, allow_http, ports, truncate)
         )
-        timer = self._reactor.callLater(timeout, expire)
+        exchange.addTimeout(timeout, self._reactor, onTimeoutCancel=timed_out)
         try:
             return await exchange
         except (TargetRefused, FetchFailed):
-            if timed_out:
-                raise FetchFailed("timeout", f"no complete response within {timeout:g} s") from None
             raise
         except Exception as e:
-            if timed_out:
-                raise FetchFailed("timeout", f"no complete response within {timeout:g} s") from None
             raise _failure_reason(e) from None
-        finally:
-            if timer.active():
-                timer.cancel()
 
     async def _exchange(self, method, url, max_bytes, timeout, headers, body, allow_http, ports, truncate):
         target = _target(url, allow_http, ports)
@@ -284,15 +289,12 @@ class Fetcher:
             address = await self._addresses.check(target.host)
         except Unresolvable as e:
             raise FetchFailed("dns", e.message) from None
-        agent = Agent.usingEndpointFactory(
-            self._reactor, _Pinned(self._reactor, address, self._tls_for(target.host), timeout),
-            pool=self._pool,
-        )
+        client = HTTPClient(self._agent_for(address, self._tls_for(target.host), timeout), data_to_body_producer=_Body)
         sent = Headers({"User-Agent": [USER_AGENT]})
         for name, value in headers.items():
             sent.setRawHeaders(name, [value])
-        response = await agent.request(
-            method, target.uri, sent, _Body(body) if body is not None else None
+        response = await client.request(
+            method.decode("ascii"), target.uri, headers=sent, data=body, allow_redirects=False, unbuffered=True,
         )
         reader = _BoundedRead(self._reactor, max_bytes, truncate, min(IDLE_READ_SECONDS, timeout))
         response.deliverBody(reader)
@@ -302,6 +304,10 @@ class Fetcher:
             for name, values in response.headers.getAllRawHeaders()
         }
         return Fetched(response.code, received, content)
+
+    def _pinned_agent(self, address: IPAddress, tls, timeout: float) -> IAgent:
+        return Agent.usingEndpointFactory(self._reactor, _Pinned(self._reactor, address, tls, timeout),
+                                          pool=self._pool)
 
     def _tls_for(self, host: str):
         options = self._tls_options.get(host)

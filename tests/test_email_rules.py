@@ -7,7 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mailsvc.domain.email import parse_mailbox, submission_from_json
+from mailsvc.domain.email import (
+    MAX_HEADERS,
+    MAX_PATH_ATTACHMENTS,
+    MAX_RECIPIENTS,
+    MAX_TAGS,
+    SchedulePhrase,
+    parse_mailbox,
+    read_phrase,
+    schedule_within,
+    submission_from_json,
+)
 from mailsvc.domain.errors import Invalid, InvalidAttachment
 from mailsvc.mail.mime import build, new_message_id, resubmitted
 
@@ -82,13 +92,98 @@ def test_tags():
     invalid("tags", tags=[{"name": "x" * 257, "value": "y"}])
 
 
-def test_scheduled_at():
-    assert submission(scheduled_at="in 1 hour").scheduled_at == NOW + timedelta(hours=1)
-    assert submission(scheduled_at="tomorrow at 9am").scheduled_at == datetime(2026, 11, 23, 9, tzinfo=UTC)
-    assert submission(scheduled_at="2026-11-30T08:00:00Z").scheduled_at == datetime(2026, 11, 30, 8, tzinfo=UTC)
-    invalid("scheduled_at", scheduled_at="in 31 days")
-    invalid("scheduled_at", scheduled_at="whenever you like")
-    invalid("scheduled_at", scheduled_at="2020-01-01T00:00:00Z")
+def scheduled(text):
+    """``scheduled_at`` read as the accept path reads it: ISO 8601 at once, a phrase in English."""
+    when = submission(scheduled_at=text).scheduled_at
+    if isinstance(when, SchedulePhrase):
+        return schedule_within(when.field, read_phrase(when, NOW, ("en",)), NOW)
+    return when
+
+
+@pytest.mark.parametrize("text, when", [
+    ("in 1 hour", NOW + timedelta(hours=1)),
+    ("tomorrow at 9am", datetime(2026, 11, 23, 9, tzinfo=UTC)),
+    ("2026-11-30T08:00:00Z", datetime(2026, 11, 30, 8, tzinfo=UTC)),
+    ("2026-11-30T09:00:00+01:00", datetime(2026, 11, 30, 8, tzinfo=UTC)),
+    ("2026-11-30T08:00:00", datetime(2026, 11, 30, 8, tzinfo=UTC)),  # no offset: UTC
+])
+def test_scheduled_at(text, when):
+    assert scheduled(text) == when
+
+
+def test_iso_dates_are_read_at_once_and_phrases_later():
+    assert isinstance(submission(scheduled_at="2026-11-30T08:00:00Z").scheduled_at, datetime)
+    assert submission(scheduled_at="in 1 hour").scheduled_at == SchedulePhrase("scheduled_at", "in 1 hour")
+
+
+@pytest.mark.parametrize("text", [
+    "in 31 days", "whenever you like", "2020-01-01T00:00:00Z", "2099-01-01T00:00:00Z",
+    "in 1 hour " * 25 + "x" * 7,  # 257 characters
+    "in 1 hour\x00", "in 1\nhour", "dans une heure",  # English only
+    "year 99999", "9" * 256,
+])
+def test_bad_scheduled_at(text):
+    with pytest.raises(Invalid) as e:
+        scheduled(text)
+    assert e.value.field == "scheduled_at" and e.value.message.startswith("scheduled_at")
+
+
+def test_schedule_phrases_in_other_languages_when_configured():
+    phrase = SchedulePhrase("scheduled_at", "dans une heure")
+    assert read_phrase(phrase, NOW, ("en", "fr")) == NOW + timedelta(hours=1)
+
+
+CONTROL = "\x00"
+
+
+@pytest.mark.parametrize("field, changes", [
+    ("subject", {"subject": f"Hi{CONTROL}"}),
+    ("subject", {"subject": "Hi\x1b[31m"}),
+    ("subject", {"subject": "Hi\x85"}),  # C1 next line
+    ("text", {"text": f"a{CONTROL}b"}),
+    ("text", {"text": "bell\x07"}),
+    ("html", {"html": "<p>\x7f</p>"}),
+    ("from", {"from": f"Acme{CONTROL} <news@acme.example>"}),
+    ("to", {"to": ["Ann\x0b <ann@example.com>"]}),
+    ("reply_to", {"reply_to": "Help\x1f <help@acme.example>"}),
+    ("headers", {"headers": {"X-Ref": f"1{CONTROL}"}}),
+    ("headers", {"headers": {"X-Ref": "1\x0c2"}}),
+    ("attachments[0].filename", {"attachments": [{"filename": f"a{CONTROL}.txt", "content": "aGk="}]}),
+    ("attachments[0].filename", {"attachments": [{"filename": "a\x1b.txt", "content": "aGk="}]}),
+    ("attachments[0].content_type", {"attachments": [{"filename": "a", "content": "aGk=",
+                                                      "content_type": "text/plain\x00"}]}),
+    ("attachments", {"attachments": [{"filename": "a", "content": "aGk=", "content_id": "c\x00"}]}),
+    ("attachments[0].path", {"attachments": [{"path": f"https://x.example/a{CONTROL}"}]}),
+    ("scheduled_at", {"scheduled_at": f"in 1 hour{CONTROL}"}),
+])
+def test_control_characters_are_refused(field, changes):
+    assert invalid(field, **changes).field == field
+
+
+def test_tab_and_line_breaks_stay_where_they_belong():
+    body = submission(subject="a\tb", text="a\tb\r\nc\n", html="<p>\t</p>\r\n", headers={"X-Ref": "a\tb"},
+                      attachments=[{"filename": "a\tb.txt", "content": "aGk="}])
+    assert (body.subject, body.text, body.headers) == ("a\tb", "a\tb\r\nc\n", (("X-Ref", "a\tb"),))
+
+
+@pytest.mark.parametrize("field, limit, changes", [
+    ("headers", MAX_HEADERS, lambda n: {"headers": {f"X-H{i}": "v" for i in range(n)}}),
+    ("tags", MAX_TAGS, lambda n: {"tags": [{"name": f"t{i}", "value": "v"} for i in range(n)]}),
+    ("attachments", MAX_PATH_ATTACHMENTS, lambda n: {"attachments": [{"path": f"https://x.example/{i}"}
+                                                                     for i in range(n)]}),
+    ("to", MAX_RECIPIENTS, lambda n: {"to": [f"r{i}@example.com" for i in range(n)]}),
+    ("cc", MAX_RECIPIENTS, lambda n: {"cc": ["same@example.com"] * n}),
+    ("bcc", MAX_RECIPIENTS, lambda n: {"bcc": ["same@example.com"] * n}),
+    ("reply_to", MAX_RECIPIENTS, lambda n: {"reply_to": ["help@acme.example"] * n}),
+])
+def test_counts_are_capped(field, limit, changes):
+    assert submission(**changes(limit))
+    assert invalid(field, **changes(limit + 1)).field == field
+
+
+def test_arrays_are_refused_by_length_before_their_items_are_read():
+    assert invalid("to", to=[None] * 5000).message == f"to: at most {MAX_RECIPIENTS} addresses"
+    assert "at most" in invalid("tags", tags=[None] * 5000).message
 
 
 def test_unsupported_features():

@@ -129,7 +129,7 @@ ATTACHMENTS = [
     {"subject": "A long ASCII subject that needs folding because it is longer than a line " * 3},
     {"subject": "looks like =?utf-8?q?encoded?= but is not"},
     {"subject": "  spaces   everywhere  "},
-    {"subject": "tab\tand\x01control"},
+    {"subject": "tab\tin a subject"},  # other control characters are refused at the edge
     {"subject": "x" * 200},
     {"subject": "Ünïcödé " + "x" * 150},
     {"from": "José Ñ <jose@exämple.com>"},

@@ -6,6 +6,7 @@ import email.policy
 import json
 import uuid
 
+import attrs
 import psycopg2
 import pytest
 import pytest_twisted as pt
@@ -15,6 +16,8 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from mailsvc.app import submit as accept
+from mailsvc.app.emails import Emails
+from mailsvc.domain.email import submission_from_json
 from mailsvc.store.groupcommit import GroupCommit
 from tests.sdk import call
 
@@ -26,6 +29,12 @@ async def sending_tenant(api, domain="acme.example.com", **tenant_fields):
     assert code in (200, 201), created
     await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
     return tenant, key, created["id"]
+
+
+def another_node(api, clock) -> Emails:
+    """The email use case of another node on the same database, on ``clock``."""
+    emails = api.parts.emails
+    return Emails(clock, api.parts.db, b"k" * 32, emails._suppressed_for, emails._schedules)
 
 
 BODY = {"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"], "subject": "Hello", "html": "<p>Hi Ann</p>"}
@@ -321,13 +330,12 @@ async def test_schedule_reschedule_cancel(api):
 async def test_scheduled_mail_is_released_once_by_two_nodes(api):
     from twisted.internet import task
 
-    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
     clock = task.Clock()
     clock.advance(api.parts.emails._clock.seconds() + 120)
-    nodes = [Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for) for _ in range(2)]
+    nodes = [another_node(api, clock) for _ in range(2)]
     released = await defer.gatherResults([defer.ensureDeferred(n.release_due()) for n in nodes])
     assert sorted(released) == [0, 1]
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
@@ -342,7 +350,6 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
 async def test_one_release_takes_every_due_email_of_several_accounts(api):
     from twisted.internet import task
 
-    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     capturing, capture_key, _ = await sending_tenant(api, domain="beta.example.com")
@@ -357,7 +364,7 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
 
     clock = task.Clock()
     clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for).release_due() == 3
+    assert await another_node(api, clock).release_due() == 3
     last_events = {}
     for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
         _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
@@ -476,7 +483,6 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
 async def test_suppression_applies_to_batches_and_scheduled_release(api):
     from twisted.internet import task
 
-    from mailsvc.app.emails import Emails
 
     _, key, _ = await sending_tenant(api)
     await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})
@@ -491,7 +497,7 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
     await api.json("POST", "/suppressions", key, json={"email": "later@example.com"})
     clock = task.Clock()
     clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await Emails(clock, api.parts.db, b"k" * 32, api.parts.emails._suppressed_for).release_due() == 1
+    assert await another_node(api, clock).release_due() == 1
     _, got, _ = await api.json("GET", f"/emails/{scheduled['id']}", key)
     assert got["last_event"] == "suppressed"
     reasons = await api.parts.db.fetchall(
@@ -546,3 +552,42 @@ class TestGroupFailures:
         sizes, outcomes = await self.stores_behind_two_writes(lost)
         assert sizes == [3]
         assert outcomes == [lost] * 3
+
+    @pytest.mark.parametrize("unsent", [ValueError("A string literal cannot contain NUL (0x00) characters."),
+                                        UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+                                        TypeError("not a value")])
+    @pt.ensureDeferred
+    async def test_a_group_never_sent_for_a_value_is_written_again_one_request_at_a_time(self, unsent):
+        sizes, outcomes = await self.stores_behind_two_writes(unsent)
+        assert sizes == [3, 1, 1, 1]
+        assert all(isinstance(o, list) and len(o) == 1 for o in outcomes)
+
+
+@pt.ensureDeferred
+async def test_a_value_the_driver_refuses_fails_only_its_own_request(api, monkeypatch):
+    first, key, _ = await sending_tenant(api)
+    second, other_key, _ = await sending_tenant(api, domain="beta.example.com")
+    other = (other_key, "news@beta.example.com")
+    for k, sender in ((key, BODY["from"]), other):
+        code, _, _ = await api.json("POST", "/emails", k, json={**BODY, "from": sender})
+        assert code == 200
+
+    def slipping_past_the_edge(body, now, **kwargs):
+        """A NUL in the text of the send to r4@ only, as if the edge had let it through."""
+        submission = submission_from_json(body, now, **kwargs)
+        if body["to"] == "r4@example.com":
+            return attrs.evolve(submission, text="a\x00b")
+        return submission
+
+    monkeypatch.setattr("mailsvc.http.api.emails.submission_from_json", slipping_past_the_edge)
+    # The first tenant's sends 0 and 1 wait on the lock; 2 to 4, and the second tenant's 5 to 7, queue as one group.
+    outcomes = await sends_behind_a_held_usage_row(api, key, first["id"], 5, others=(other,) * 3)
+    assert [code for code, _ in outcomes] == [200] * 4 + [500] + [200] * 3
+    accepted = [body["id"] for code, body in outcomes if code == 200]
+    stored = await api.parts.db.fetchall("SELECT id::text, text FROM emails WHERE id = ANY(%s::uuid[])", (accepted,))
+    assert len(stored) == 7 and not any(row["text"] and "\x00" in row["text"] for row in stored)
+    usage = {(str(u["tenant_id"]), u["period"][:3]): u["count"] for u in await api.parts.db.fetchall(
+        "SELECT tenant_id, period, count FROM usage WHERE tenant_id = ANY(%s::uuid[])",
+        ([first["id"], second["id"]],))}
+    assert usage == {(first["id"], "day"): 5, (first["id"], "mon"): 5,
+                     (second["id"], "day"): 4, (second["id"], "mon"): 4}

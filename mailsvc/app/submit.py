@@ -29,11 +29,13 @@ from psycopg2.extras import Json
 from twisted.internet import defer
 
 from mailsvc import timefmt
+from mailsvc.app.emails import Schedules
 from mailsvc.app.idempotency import Claim, IdempotencyKey, IdempotencyKeys, Replay
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import (
     MAX_ATTACHMENT_BYTES,
     Attachment,
+    SchedulePhrase,
     Submission,
     check_attachment_content,
     has_unsubscribe_placeholder,
@@ -199,6 +201,7 @@ class Submitter:
         sign: Callable[[bytes, str, tuple], bytes],
         suppressed_for: Callable[[Database, Mapping[uuid.UUID, set[str]]], Awaitable[dict[uuid.UUID, dict[str, str]]]],
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
+        schedules: Schedules,
         unsubscribes: Unsubscribes | None = None,
     ):
         self._clock = clock
@@ -208,6 +211,7 @@ class Submitter:
         self._sign = sign
         self._suppressed_for = suppressed_for
         self._fetch = fetch_attachment
+        self._schedules = schedules
         self._unsubscribes = unsubscribes
         self._writes: GroupCommit[_Request, list[AcceptedEmail]] = GroupCommit(
             self._write, CONCURRENT_WRITES, GROUP_REQUESTS, GROUP_BYTES)
@@ -269,6 +273,9 @@ class Submitter:
         for index, item in enumerate(items):
             try:
                 submission = item.read(now)
+                if isinstance(submission.scheduled_at, SchedulePhrase):
+                    when = await self._schedules.phrase(submission.scheduled_at, now)
+                    submission = attrs.evolve(submission, scheduled_at=when)
                 prepared.append(await self._prepare(sender, submission, item.raw, links_base, budget, domains))
             except DomainError as e:
                 if batch == "permissive":

@@ -10,7 +10,7 @@ import binascii
 import html as html_escaping
 import mimetypes
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.headerregistry import Address
 from email.policy import default as default_policy
 from typing import Any
@@ -24,6 +24,13 @@ from mailsvc.domain.errors import Invalid, InvalidAttachment
 MAX_RECIPIENTS = 50
 MAX_SUBJECT_BYTES = 998
 MAX_ATTACHMENT_BYTES = 40 * 1024 * 1024
+#: Counts checked before any item is read, so that a huge array costs nothing to refuse.
+MAX_HEADERS = 50
+MAX_TAGS = 50
+#: Each is fetched from outside while the request (and its idempotency claim) waits.
+MAX_PATH_ATTACHMENTS = 10
+#: Enough for any date phrase; natural-language parsing costs grow with the length.
+MAX_SCHEDULE_CHARS = 256
 SCHEDULE_HORIZON = timedelta(days=30)
 STREAMS = ("transactional", "broadcast")
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
@@ -32,6 +39,11 @@ UNSUBSCRIBE_PLACEHOLDER = re.compile(r"\{\{\{\s*(?:SVC|RESEND)_UNSUBSCRIBE_URL\s
 #: Set by the platform on the broadcast stream (RFC 8058): a client may not set them there.
 LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
+#: Control characters (C0, DEL, C1) a text may not hold: all but tab, CR and LF. PostgreSQL
+#: text cannot hold NUL, and the others have no place in mail a person reads.
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+#: In what becomes one header line (header values, filenames, content types): all but tab.
+_LINE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 #: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
 MANAGED_HEADERS = frozenset(
@@ -55,8 +67,6 @@ EXECUTABLE_TYPES = frozenset(
     {"application/x-msdownload", "application/x-executable", "application/x-mach-binary",
      "application/x-elf", "application/vnd.microsoft.portable-executable", "application/x-dosexec"}
 )
-
-
 
 
 #: Characters for which ``Address`` quotes a display name, and a local part (email package).
@@ -108,7 +118,8 @@ class Submission:
     headers: tuple[tuple[str, str], ...] = ()
     attachments: tuple[Attachment, ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
-    scheduled_at: datetime | None = None
+    #: A phrase until the accept path has read it (``read_phrase``).
+    scheduled_at: datetime | SchedulePhrase | None = None
     stream: str = "transactional"
 
     @property
@@ -132,6 +143,12 @@ _SIMPLE_MAILBOX = re.compile(
 )
 
 
+def refuse_control(field: str, text: str, line: bool = False) -> None:
+    """Refuse control characters in ``text``: all but tab, CR and LF, or in a ``line`` all but tab."""
+    if (_LINE_CONTROL if line else _TEXT_CONTROL).search(text):
+        raise Invalid(field, f"{field} must not contain control characters")
+
+
 def simple_mailbox(text: str) -> Mailbox | None:
     """``text`` read without the email package when it has one of the common shapes, else None."""
     found = _SIMPLE_MAILBOX.match(text)
@@ -153,6 +170,7 @@ def parse_mailbox(field: str, text: Any) -> Mailbox:
                              "`Name <email@example.com>`")
     if "\r" in text or "\n" in text:
         raise Invalid(field, f"{field} must not contain line breaks")
+    refuse_control(field, text, line=True)
     simple = simple_mailbox(text.strip())
     if simple is not None:
         return simple
@@ -178,6 +196,8 @@ def parse_mailboxes(field: str, value: Any, required: bool = False) -> tuple[Mai
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
         raise Invalid(field, f"{field} must be a string or an array of strings")
+    if len(items) > MAX_RECIPIENTS:
+        raise Invalid(field, f"{field}: at most {MAX_RECIPIENTS} addresses")
     return tuple(parse_mailbox(field, item) for item in items)
 
 
@@ -185,6 +205,8 @@ def _optional_string(body: dict, field: str) -> str | None:
     value = body.get(field)
     if value is not None and not isinstance(value, str):
         raise Invalid(field, f"{field} must be a string")
+    if value:
+        refuse_control(field, value)
     return value
 
 
@@ -193,6 +215,8 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
         return ()
     if not isinstance(value, dict):
         raise Invalid("headers", "headers must be an object of header names to string values")
+    if len(value) > MAX_HEADERS:
+        raise Invalid("headers", f"headers: at most {MAX_HEADERS} custom headers")
     result = []
     for name, header_value in value.items():
         if not _FIELD_NAME.match(name):
@@ -203,6 +227,8 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
             raise Invalid("headers", f"headers: the value of `{name}` must be a string")
         if "\r" in header_value or "\n" in header_value:
             raise Invalid("headers", f"headers: the value of `{name}` must not contain line breaks")
+        if _LINE_CONTROL.search(header_value):
+            raise Invalid("headers", f"headers: the value of `{name}` must not contain control characters")
         if len(header_value.encode("utf-8")) > 4000:
             raise Invalid("headers", f"headers: the value of `{name}` is too long")
         result.append((name, header_value))
@@ -214,6 +240,8 @@ def _tags(value: Any) -> tuple[tuple[str, str], ...]:
         return ()
     if not isinstance(value, list):
         raise Invalid("tags", "tags must be an array of {name, value} objects")
+    if len(value) > MAX_TAGS:
+        raise Invalid("tags", f"tags: at most {MAX_TAGS} tags")
     tags = []
     for tag in value:
         if not isinstance(tag, dict) or "name" not in tag or "value" not in tag:
@@ -222,7 +250,7 @@ def _tags(value: Any) -> tuple[tuple[str, str], ...]:
             if not isinstance(tag[part], str) or not _TAG.match(tag[part]):
                 raise Invalid(
                     "tags",
-                    f"tags: the {part} `{tag[part]}` may only contain ASCII letters, numbers, "
+                    f"tags: the {part} `{str(tag[part])[:64]}` may only contain ASCII letters, numbers, "
                     "underscores or dashes and be 1 to 256 characters long",
                 )
         tags.append((tag["name"], tag["value"]))
@@ -233,8 +261,8 @@ def decode_content(index: int, value: Any) -> bytes:
     """Attachment content as the SDKs send it: base64, a Node Buffer, or a list of bytes."""
     field = f"attachments[{index}].content"
     if isinstance(value, str):
-        try:
-            return base64.b64decode(value, validate=False)
+        try:  # line breaks as MIME writes them are fine, anything else outside base64 is not
+            return base64.b64decode("".join(value.split()), validate=True)
         except (binascii.Error, ValueError):
             raise Invalid("attachments", f"{field} must be base64") from None
     if isinstance(value, dict) and value.get("type") == "Buffer":
@@ -265,6 +293,9 @@ def _attachments(value: Any) -> tuple[Attachment, ...]:
         return ()
     if not isinstance(value, list):
         raise Invalid("attachments", "attachments must be an array")
+    fetched = sum(1 for item in value if isinstance(item, dict) and item.get("path") and not item.get("content"))
+    if fetched > MAX_PATH_ATTACHMENTS:
+        raise Invalid("attachments", f"attachments: at most {MAX_PATH_ATTACHMENTS} with a `path`")
     result = []
     total = 0
     for index, item in enumerate(value):
@@ -278,18 +309,24 @@ def _attachments(value: Any) -> tuple[Attachment, ...]:
             filename = None
         if path and not isinstance(path, str):
             raise Invalid("attachments", f"attachments[{index}].path must be a URL string")
+        if path:
+            refuse_control(f"attachments[{index}].path", path, line=True)
         if filename is None and path:
             filename = path.split("?", 1)[0].rstrip("/").rpartition("/")[2] or None
         if filename is not None and (not isinstance(filename, str) or "\r" in filename or "\n" in filename):
             raise Invalid("attachments", f"attachments[{index}].filename must be a string")
+        if filename is not None:
+            refuse_control(f"attachments[{index}].filename", filename, line=True)
         content_type = item.get("content_type") or item.get("contentType")
         if content_type is None:
             content_type = (mimetypes.guess_type(filename)[0] if filename else None) or "application/octet-stream"
         if not isinstance(content_type, str) or "/" not in content_type or "\n" in content_type:
             raise Invalid("attachments", f"attachments[{index}].content_type must be a MIME type")
+        refuse_control(f"attachments[{index}].content_type", content_type, line=True)
         content_id = item.get("content_id") or item.get("inline_content_id")
         if content_id is not None and (not isinstance(content_id, str) or not content_id.strip()
-                                       or any(c in content_id for c in "\r\n<> ")):
+                                       or any(c in content_id for c in "\r\n<> ")
+                                       or _LINE_CONTROL.search(content_id)):
             raise Invalid("attachments", f"attachments[{index}].content_id must be a plain token")
         data = None
         if content not in (None, ""):
@@ -303,24 +340,55 @@ def _attachments(value: Any) -> tuple[Attachment, ...]:
     return tuple(result)
 
 
-def parse_schedule(field: str, value: Any, now: datetime) -> datetime | None:
-    """ISO 8601 or natural language ("in 1 hour", "tomorrow at 9am"), UTC, within 30 days."""
+@attrs.frozen
+class SchedulePhrase:
+    """A ``scheduled_at`` in natural language, still to be read (``read_phrase``, off the reactor)."""
+
+    field: str
+    text: str
+
+
+def parse_schedule(field: str, value: Any, now: datetime) -> datetime | SchedulePhrase | None:
+    """
+    An ISO 8601 ``value`` read at once (UTC unless it names its offset) and checked against the
+    window; any other text of at most MAX_SCHEDULE_CHARS kept as a phrase to read.
+    """
     if value is None or value == "":
         return None
     if not isinstance(value, str):
         raise Invalid(field, f"{field} must be a string")
+    if len(value) > MAX_SCHEDULE_CHARS:
+        raise Invalid(field, f"{field} must be at most {MAX_SCHEDULE_CHARS} characters")
+    refuse_control(field, value, line=True)
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return SchedulePhrase(field, value)
+    return schedule_within(field, when if when.tzinfo else when.replace(tzinfo=UTC), now)
+
+
+def read_phrase(phrase: SchedulePhrase, now: datetime, languages: tuple[str, ...]) -> datetime | None:
+    """A date phrase ("in 1 hour", "tomorrow at 9am") in ``languages``, UTC; None if it is none."""
     import dateparser
 
-    when = dateparser.parse(
-        value,
-        settings={
-            "RELATIVE_BASE": now.replace(tzinfo=None),
-            "PREFER_DATES_FROM": "future",
-            "TIMEZONE": "UTC",
-            "TO_TIMEZONE": "UTC",
-            "RETURN_AS_TIMEZONE_AWARE": True,
-        },
-    )
+    try:
+        return dateparser.parse(
+            phrase.text,
+            languages=list(languages),
+            settings={
+                "RELATIVE_BASE": now.replace(tzinfo=None),
+                "PREFER_DATES_FROM": "future",
+                "TIMEZONE": "UTC",
+                "TO_TIMEZONE": "UTC",
+                "RETURN_AS_TIMEZONE_AWARE": True,
+            },
+        )
+    except (ValueError, OverflowError):  # a date out of range ("year 99999")
+        return None
+
+
+def schedule_within(field: str, when: datetime | None, now: datetime) -> datetime:
+    """``when`` if it is a date within the next 30 days (a minute of slack for the past)."""
     if when is None:
         raise Invalid(field, f"{field} must be an ISO 8601 date or a phrase like `in 1 hour`")
     if when > now + SCHEDULE_HORIZON:
@@ -372,6 +440,7 @@ def submission_from_json(body: dict, now: datetime, allow_attachments: bool = Tr
         raise Invalid("subject", f"subject must be at most {MAX_SUBJECT_BYTES} bytes")
     if "\r" in subject or "\n" in subject:
         raise Invalid("subject", "subject must not contain line breaks")
+    refuse_control("subject", subject, line=True)
     html = _optional_string(body, "html")
     text = _optional_string(body, "text")
     if not html and not text:

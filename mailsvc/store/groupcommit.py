@@ -33,6 +33,15 @@ def refused(error: Exception) -> bool:
     return code is not None and not code.startswith(("08", "57"))
 
 
+def unsent(error: Exception) -> bool:
+    """
+    Whether a statement never reached the server: psycopg2 refused a value while composing it
+    (a ValueError: a NUL in a text, a lone surrogate), or a value did not fit (a TypeError).
+    Errors of the connection, of a deadline, of the server are none of these.
+    """
+    return isinstance(error, (ValueError, TypeError))
+
+
 @attrs.frozen
 class _Waiting(Generic[Request]):
     request: Request
@@ -43,9 +52,10 @@ class _Waiting(Generic[Request]):
 class GroupCommit(Generic[Request, Outcome]):
     """
     ``write(requests)`` writes requests in one statement and returns their outcomes in order.
-    A group whose statement was refused is written again one request at a time, so each gets
-    its own outcome; a group whose connection was lost is not (it may have committed, and
-    writing again could store it twice): each of its requests gets the error.
+    A group whose statement was refused, or never sent for a value one of its requests holds,
+    is written again one request at a time, so each gets its own outcome and the others are
+    written; a group whose connection was lost is not (it may have committed, and writing again
+    could store it twice): each of its requests gets the error.
     """
 
     def __init__(self, write: Callable[[list[Request]], Awaitable[list[Outcome]]], concurrent: int,
@@ -89,7 +99,7 @@ class GroupCommit(Generic[Request, Outcome]):
         try:
             outcomes = await self._write([one.request for one in group])
         except Exception as e:
-            if len(group) == 1 or not refused(e):
+            if len(group) == 1 or not (refused(e) or unsent(e)):
                 failure = Failure()
                 for one in group:
                     one.done.errback(failure)

@@ -1,8 +1,9 @@
 """
 SMTP intake reads the common shapes of a submitted message without the email package's full
 parser: the same submission (or the same refusal) as reading it all with ``policy.default``,
-which is how it was read before (``reference`` below, kept as it was; the bodies by the
-fallback that still reads them that way).
+which is how it was read before (``reference`` below, kept as it was but for the rules added
+since: one From, the envelope decides who receives; the bodies by the fallback that still
+reads them that way).
 """
 
 import base64
@@ -12,9 +13,9 @@ from email.parser import BytesParser
 
 import pytest
 
-from mailsvc.domain.email import Submission, parse_mailbox, parse_mailboxes
-from mailsvc.domain.errors import Invalid
-from mailsvc.smtp.message import _bodies_by_email_package, submission_from_message
+from mailsvc.domain.email import Mailbox, Submission, parse_mailbox, parse_mailboxes
+from mailsvc.domain.errors import Invalid, NotAllowed
+from mailsvc.smtp.message import _bodies_by_email_package, sender_header, submission_from_message
 
 
 def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
@@ -27,6 +28,8 @@ def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
         raise Invalid("headers", "headers: the message headers cannot be parsed") from None
     if sender_header is None:
         raise Invalid("from", "from: the message has no From header")
+    if len(message.get_all("From")) > 1:
+        raise Invalid("from", "from: the message has more than one From header")
     sender = parse_mailbox("from", str(sender_header))
 
     def mailboxes(field: str, headers) -> tuple:
@@ -34,9 +37,11 @@ def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
         for header in headers:
             for address in getattr(header, "addresses", ()):
                 found.append(str(address))
-        return parse_mailboxes(field, found)
+        return tuple(parse_mailbox(field, a) for a in found)
 
-    to, cc = mailboxes("to", to_header), mailboxes("cc", cc_header)
+    envelope = {r.lower() for r in envelope_recipients}
+    to = tuple(m for m in mailboxes("to", to_header) if m.address.lower() in envelope)
+    cc = tuple(m for m in mailboxes("cc", cc_header) if m.address.lower() in envelope)
     named = {m.address.lower() for m in (*to, *cc)}
     bcc = parse_mailboxes("bcc", [r for r in envelope_recipients if r.lower() not in named])
     html, text = _bodies_by_email_package(raw)  # the bodies as they were always read
@@ -93,8 +98,67 @@ MESSAGES = [
 
 @pytest.mark.parametrize("raw", MESSAGES)
 def test_same_submission_as_the_full_parser(raw):
-    recipients = ["ann@example.com", "hidden@example.com", "A@example.com"]
+    recipients = ["ann@example.com", "hidden@example.com", "A@example.com", "j@example.com", "d@example.com"]
     assert outcome(submission_from_message, raw, recipients) == outcome(reference, raw, recipients)
+
+
+def test_the_envelope_decides_who_receives():
+    raw = (b"From: news@acme.example\r\nTo: Ann <ann@example.com>, bob@example.com\r\n"
+           b"Cc: carl@example.com, Dee <DEE@example.com>\r\nBcc: eve@example.com\r\n\r\nx\r\n")
+    got = submission_from_message(raw, ["ann@example.com", "dee@example.com", "hidden@example.com"])
+    assert [str(m) for m in got.to] == ["Ann <ann@example.com>"]
+    assert [str(m) for m in got.cc] == ["Dee <DEE@example.com>"]
+    assert [str(m) for m in got.bcc] == ["hidden@example.com"]
+    assert got.recipients == ("ann@example.com", "DEE@example.com", "hidden@example.com")
+
+
+def test_header_rules():
+    cases = [
+        (b"From: a@acme.example\r\nFrom: b@acme.example\r\n", "from: the message has more than one From header"),
+        (b"From: a@acme.example\r\nSubject: =?utf-8?b?AAE=?=\r\n",
+         "subject: the message's subject holds a NUL character or a lone surrogate"),
+        (b"From: =?utf-8?q?A=00?= <a@acme.example>\r\n", "from must not contain control characters"),
+        (b"From: a@acme.example\r\nContent-Transfer-Encoding: base64\r\n\r\nAAE=",
+         "text: the message's text holds a NUL character or a lone surrogate"),
+    ]
+    for head, refusal in cases:
+        assert outcome(submission_from_message, head + b"\r\nbody\r\n", ["r@example.com"]) == ("invalid", refusal)
+    too_many = [f"r{n}@example.com" for n in range(51)]
+    assert outcome(submission_from_message, b"From: a@acme.example\r\n\r\nx\r\n", too_many) == (
+        "invalid", "to: at most 50 unique recipients")
+    display = b"From: a@acme.example\r\nTo: " + b", ".join(b"r%d@example.com" for n in range(500)) + b"\r\n\r\nx\r\n"
+    assert submission_from_message(display, ["r7@example.com"]).recipients == ("r7@example.com",)
+
+
+def test_the_headers_read_are_bounded_before_any_is_parsed(monkeypatch):
+    from mailsvc.smtp import message as intake
+
+    encoded = b" ".join(b"=?utf-8?q?caf=C3=A9?=" for _ in range(800))  # 17.6 KB
+    raw = b"From: a@acme.example\r\nSubject: " + encoded + b"\r\nTo: " + encoded + b" <r@example.com>\r\n\r\nx\r\n"
+    message = BytesParser(policy=policy.compat32).parsebytes(raw)
+    monkeypatch.setattr(intake, "policy", None)  # the parser is not even looked up
+    with pytest.raises(Invalid, match="headers: From, Sender, To, Cc and Subject exceed 32 KiB together"):
+        submission_from_message(raw, ["r@example.com"], message)
+    with pytest.raises(Invalid, match="exceed 32 KiB"):
+        sender_header(parsed(b"Sender: " + encoded + b" <a@acme.example>\r\nSubject: " + encoded + b"\r\n"))
+
+
+def parsed(head: bytes):
+    return BytesParser(policy=policy.compat32).parsebytes(head + b"\r\nbody\r\n")
+
+
+def test_the_sender_header():
+    assert sender_header(parsed(b"From: a@acme.example\r\n")) is None
+    assert sender_header(parsed(b"Sender: Desk <desk@Acme.example>\r\n")) == Mailbox("Desk", "desk@acme.example")
+    assert sender_header(parsed(b"Sender: \"Desk, the\" <desk@acme.example>\r\n")).address == "desk@acme.example"
+    for head, error in [
+        (b"Sender: a@acme.example\r\nSender: b@acme.example\r\n", Invalid),
+        (b"Sender: a@acme.example, b@acme.example\r\n", Invalid),
+        (b"Resent-From: a@elsewhere.example\r\n", NotAllowed),
+        (b"resent-date: Mon, 1 Jan 2024 00:00:00 +0000\r\n", NotAllowed),
+    ]:
+        with pytest.raises(error):
+            sender_header(parsed(head))
 
 
 def test_random_headers_give_the_same_submission():

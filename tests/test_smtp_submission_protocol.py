@@ -3,9 +3,11 @@
 import base64
 
 from twisted.internet import defer, task
+from twisted.internet.address import IPv4Address, IPv6Address
 
-from mailsvc.smtp.submission import Refusal, Submission, SubmissionFactory
-from tests.smtpwire import connected, send
+from mailsvc.smtp.server import Refusal
+from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.smtpwire import TLSStringTransport, connected, send
 
 KEY = "re_goodkey1_secret"
 
@@ -15,8 +17,10 @@ class Recorder:
         self.accepted = []
         self.pending: defer.Deferred | None = None
         self.refuse: Refusal | None = None
+        self.key_checks = 0
 
     async def authenticate(self, password):
+        self.key_checks += 1
         return {"caller": password} if password == KEY else None
 
     async def accept(self, caller, message, recipients, _):
@@ -35,6 +39,24 @@ def connect(encrypted=True, tls=object()):
                                 tls, implicit_tls=encrypted)
     proto, transport = connected(factory)
     return proto, transport, recorder, clock
+
+
+def node():
+    """One node's submission service on a Clock, and ``client(host)``: a new connection from ``host``."""
+    recorder = Recorder()
+    clock = task.Clock()
+    factory = SubmissionFactory(clock, Submission(recorder.authenticate, recorder.accept, "mx.test", 30),
+                                object(), implicit_tls=True)
+
+    def client(host="192.0.2.1"):
+        proto = factory.buildProtocol(None)
+        transport = TLSStringTransport(peerAddress=IPv4Address("TCP", host, 40000) if ":" not in host
+                                       else IPv6Address("TCP", host, 40000))
+        proto.makeConnection(transport)
+        send(proto, transport, b"EHLO c\r\n")
+        return proto, transport
+
+    return client, recorder, clock
 
 
 def plain(user=b"mailsvc", password=KEY.encode()):
@@ -77,9 +99,13 @@ def test_auth_plain_login_and_failures():
     assert send(proto, transport, b"AUTH PLAIN " + plain(password=b"wrong") + b"\r\n") == [
         b"535 5.7.8 Authentication credentials invalid"]
     assert send(proto, transport, b"AUTH PLAIN " + plain(user=b"someone") + b"\r\n")[0].startswith(b"535")
+    proto, transport, _, _ = connect()  # the third failure would close the connection
+    send(proto, transport, b"EHLO c\r\n")
     assert send(proto, transport, b"AUTH PLAIN " + base64.b64encode(b"only\0two") + b"\r\n") == [
         b"501 5.5.2 Malformed AUTH PLAIN response"]
     assert send(proto, transport, b"AUTH PLAIN !!!notbase64\r\n")[0].startswith(b"501")
+    proto, transport, _, _ = connect()
+    send(proto, transport, b"EHLO c\r\n")
     assert send(proto, transport, b"AUTH LOGIN\r\n") == [b"334 VXNlcm5hbWU6"]
     assert send(proto, transport, base64.b64encode(b"resend") + b"\r\n") == [b"334 UGFzc3dvcmQ6"]
     assert send(proto, transport, base64.b64encode(KEY.encode()) + b"\r\n") == [
@@ -131,4 +157,96 @@ def test_long_lines_and_idle_timeout():
     transport.clear()
     clock.advance(31)
     assert transport.value() == b"421 4.4.2 Idle timeout, closing connection\r\n"
+    assert transport.disconnecting
+
+
+def test_the_third_failed_auth_closes_the_connection():
+    client, recorder, _ = node()
+    proto, transport = client()
+    assert send(proto, transport, b"AUTH PLAIN " + plain(password=b"wrong") + b"\r\n")[0].startswith(b"535")
+    assert send(proto, transport, b"AUTH LOGIN\r\n*\r\n")[-1] == b"501 5.0.0 Authentication aborted"
+    assert not transport.disconnecting
+    assert send(proto, transport, b"AUTH PLAIN " + plain(password=b"wrong") + b"\r\n") == [
+        b"535 5.7.8 Authentication credentials invalid",
+        b"421 4.7.0 Too many failed authentications, closing connection"]
+    assert transport.disconnecting and recorder.key_checks == 2
+
+
+def test_failed_auths_per_address_are_limited_on_the_node():
+    client, recorder, clock = node()
+    for _ in range(5):  # 10 failures, two per connection, without waiting
+        proto, transport = client("192.0.2.7")
+        for _ in range(2):
+            assert send(proto, transport, b"AUTH PLAIN " + plain(password=b"wrong") + b"\r\n")[0].startswith(b"535")
+    assert recorder.key_checks == 10
+    proto, transport = client("192.0.2.7")
+    assert send(proto, transport, b"AUTH PLAIN " + plain() + b"\r\n") == [
+        b"421 4.7.0 Too many failed authentications from your address; try again later"]
+    assert transport.disconnecting and recorder.key_checks == 10  # the right key, never checked
+    other, other_transport = client("192.0.2.8")  # another address is not held up
+    assert send(other, other_transport, b"AUTH PLAIN " + plain() + b"\r\n")[0].startswith(b"235")
+    clock.advance(5.9)
+    proto, transport = client("192.0.2.7")
+    assert send(proto, transport, b"AUTH PLAIN " + plain() + b"\r\n")[0].startswith(b"421")
+    clock.advance(0.1)  # one failure a minute has passed: one more try
+    proto, transport = client("192.0.2.7")
+    assert send(proto, transport, b"AUTH PLAIN " + plain() + b"\r\n")[0].startswith(b"235")
+
+
+def test_an_ipv6_client_counts_by_its_64():
+    client, recorder, _ = node()
+    for n in range(5):
+        proto, transport = client(f"2001:db8:1:2::{n + 1}")
+        for _ in range(2):
+            send(proto, transport, b"AUTH PLAIN " + plain(password=b"wrong") + b"\r\n")
+    proto, transport = client("2001:db8:1:2:ffff::9")
+    assert send(proto, transport, b"AUTH PLAIN " + plain() + b"\r\n")[0].startswith(b"421")
+    proto, transport = client("2001:db8:1:3::1")
+    assert send(proto, transport, b"AUTH PLAIN " + plain() + b"\r\n")[0].startswith(b"235")
+
+
+def transaction(data: bytes) -> tuple[list[bytes], Recorder]:
+    proto, transport, recorder, _ = connect()
+    send(proto, transport, b"EHLO c\r\nAUTH PLAIN " + plain() + b"\r\n")
+    lines = send(proto, transport, b"MAIL FROM:<a@acme.example>\r\nRCPT TO:<b@example.com>\r\nDATA\r\n" + data)
+    return lines, recorder
+
+
+def test_bare_cr_and_lf_become_crlf():
+    lines, recorder = transaction(b"From: a@acme.example\nSubject: x\r\n\r\nbare\rcr\r\nbare\nlf\n.\r\n.\r\n")
+    assert lines[-1].startswith(b"250 2.0.0")
+    _, message, _ = recorder.accepted[0]
+    assert message == b"From: a@acme.example\r\nSubject: x\r\n\r\nbare\r\ncr\r\nbare\r\nlf\r\n.\r\n"
+
+
+def test_messages_that_are_no_text_or_too_many_headers_are_refused():
+    too_many = b"".join(b"X-H%d: v\r\n" % n for n in range(1000))
+    cases = [
+        (b"From: a@acme.example\r\n\r\nnul\0here\r\n.\r\n", b"550 5.6.0 Message contains NUL characters"),
+        (too_many + b"From: a@acme.example\r\n\r\nx\r\n.\r\n",
+         b"550 5.6.0 Message has more than 1000 header fields"),
+        (b"From: a@acme.example\r\nX-Big: " + b"v\r\n " * 300_000 + b"\r\n\r\nx\r\n.\r\n",
+         b"550 5.6.0 Message header exceeds 1048576 bytes"),
+    ]
+    for data, reply in cases:
+        lines, recorder = transaction(data)
+        assert lines[-1] == reply and recorder.accepted == []
+    lines, recorder = transaction(too_many[:-len(b"X-H999: v\r\n")] + b"From: a@acme.example\r\n\r\nx\r\n.\r\n")
+    assert lines[-1].startswith(b"250") and len(recorder.accepted) == 1  # exactly 1,000 fields pass
+
+
+def test_malformed_envelopes():
+    proto, transport, _, _ = connect()
+    send(proto, transport, b"EHLO c\r\nAUTH PLAIN " + plain() + b"\r\n")
+    assert send(proto, transport, b"MAIL FROM:<a\0b@acme.example>\r\n") == [b"501 5.5.4 Syntax: MAIL FROM:<address>"]
+    assert send(proto, transport, b"MAIL FROM:<a@acme.example> SIZE=" + b"9" * 5000 + b"\r\n")[0].startswith(
+        b"552 5.3.4")
+    assert send(proto, transport, b"MAIL FROM:<a@acme.example>\r\n") == [b"250 2.1.0 Sender OK"]
+    assert send(proto, transport, b"RCPT TO:<b\0@example.com>\r\n")[0].startswith(b"553 5.1.3")
+
+
+def test_garbage_ends_the_connection():
+    proto, transport, _, _ = connect()
+    lines = send(proto, transport, b"".join(b"GARBAGE %d\r\n" % n for n in range(100)))
+    assert lines == [b"500 5.5.2 Command not recognized"] * 20 + [b"421 4.7.0 Too many errors, closing connection"]
     assert transport.disconnecting

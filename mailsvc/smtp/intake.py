@@ -1,12 +1,14 @@
 """
 From a message submitted over SMTP to the accept path: the submission read from the message's
-own headers (Bcc = envelope recipients named in no header), idempotency from
-``Resend-Idempotency-Key``, the account's rate limit, and every refusal as an SMTP reply.
+own headers for the envelope's recipients (``smtp/message.py``), a ``Sender`` header checked
+like ``From``, idempotency from ``Resend-Idempotency-Key``, the account's rate limit, and every
+refusal as an SMTP reply.
 
 | failure | reply |
 |---|---|
 | account paused or suspended, domain not verified or not allowed for the key | 550 5.7.1 |
-| malformed message (no From, bad address, too long) | 550 5.6.0 |
+| a ``Sender`` header off the account's verified domains, a ``Resent-*`` header | 550 5.7.1 |
+| malformed message (no From or two, bad address, too long, a NUL once decoded) | 550 5.6.0 |
 | daily or monthly quota used up, API rate limit | 451 4.7.1 (try later) |
 | idempotency key reused with another message | 550 5.6.0 |
 | a refusal kept under the message's idempotency key | the same reply again |
@@ -17,6 +19,8 @@ own headers (Bcc = envelope recipients named in no header), idempotency from
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Awaitable, Callable
 from email import policy
 from email.parser import BytesParser
 
@@ -25,9 +29,10 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Item, Outcome, Submitter
+from mailsvc.domain.email import Mailbox
 from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded, RateLimited
-from mailsvc.smtp.message import submission_from_message
-from mailsvc.smtp.submission import Refusal
+from mailsvc.smtp.message import sender_header, submission_from_message
+from mailsvc.smtp.server import Refusal
 
 _IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
 
@@ -64,9 +69,11 @@ def _replayed(replay: Replay) -> str:
 
 
 class SmtpIntake:
-    def __init__(self, submitter: Submitter, limiter: RateLimiter):
+    def __init__(self, submitter: Submitter, limiter: RateLimiter,
+                 sending_domain: Callable[[uuid.UUID, str], Awaitable[object]]):
         self._submitter = submitter
         self._limiter = limiter
+        self._sending_domain = sending_domain
 
     async def accept_message(self, caller: Caller, raw: bytes, recipients: list[str], _=()) -> str:
         try:
@@ -79,7 +86,10 @@ class SmtpIntake:
             raise Refusal(451, "4.7.1", "Too many requests; slow down and retry")
         parsed = BytesParser(policy=policy.compat32).parsebytes(raw)
         key = next((parsed[h] for h in _IDEMPOTENCY_HEADERS if parsed[h]), None)
+        acting = sender_header(parsed)
         submission = submission_from_message(raw, recipients, parsed)
+        if acting is not None:
+            await self._check_sender(caller, acting)
         asked = None
         if key is not None:
             # What was asked, not how it was encoded: a client re-encoding the same message
@@ -91,3 +101,13 @@ class SmtpIntake:
         if isinstance(result, Replay):
             return _replayed(result)
         return str(result.accepted[0].id)
+
+    async def _check_sender(self, caller: Caller, sender: Mailbox) -> None:
+        """A ``Sender`` header names the account too: one of its verified domains, allowed for the key."""
+        domain = await self._sending_domain(caller.tenant.id, sender.domain)
+        if domain is None or domain.status != "verified":
+            raise NotAllowed(f"The Sender header's domain {sender.domain} is not a verified domain of this account.",
+                             reason="domain_not_verified")
+        if caller.domain_id is not None and caller.domain_id != domain.id:
+            raise NotAllowed(f"This API key cannot send from the domain {sender.domain} (Sender header): it is"
+                             " restricted to another domain.", reason="insufficient_scope")

@@ -21,6 +21,8 @@ from twisted.protocols.basic import LineReceiver
 from twisted.protocols.policies import TimeoutMixin
 
 _SIZE = re.compile(rb"(?:^|\s)SIZE=(\d+)", re.I)
+#: A CR or LF left inside a DATA line by the delimiter: a bare one.
+_BARE_LINE_END = re.compile(rb"[\r\n]")
 
 
 class Refusal(Exception):
@@ -177,7 +179,8 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             return self._error(501, "5.5.4", "Syntax: MAIL FROM:<address>")
         sender, parameters = parsed
         size = _SIZE.search(parameters)
-        if size and int(size.group(1)) > self._max_message_bytes:
+        # A number too long to be a size is not read (int() refuses over 4,300 digits).
+        if size and (len(size.group(1)) > 20 or int(size.group(1)) > self._max_message_bytes):
             return self._reply(552, "5.3.4", "Message size exceeds fixed maximum message size")
         self._sender = sender
         self._reply(250, "2.1.0", "Sender OK")
@@ -232,6 +235,10 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             return self._message_received(sender, recipients, message)
         if line.startswith(b"."):
             line = line[1:]
+        if b"\r" in line or b"\n" in line:
+            # Each bare CR or LF ends a line (RFC 6376 §5.3), before anything reads or signs
+            # the message, so that a relay that does the same on the way breaks no signature.
+            line = _BARE_LINE_END.sub(b"\r\n", line)
         self._data_size += len(line) + 2
         if self._data_size <= self._max_message_bytes:
             self._data.append(line)
@@ -239,7 +246,10 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             self._data = []  # keep reading to the end, keep nothing
 
     def _message_received(self, sender: str, recipients: list[str], message: bytes) -> None:
-        """A finished message (dot-unstuffed, every line ending in CRLF) within the size limit."""
+        """
+        A finished message within the size limit: dot-unstuffed, every line ending in CRLF (a
+        bare CR or LF became one).
+        """
         raise NotImplementedError
 
     def smtp_RSET(self, rest: bytes):  # noqa: N802

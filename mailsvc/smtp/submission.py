@@ -4,26 +4,81 @@ and LOGIN, offered only inside TLS, with the service label as user and an API ke
 ``twisted.mail.smtp.ESMTP`` is unfit here: it offers AUTH before TLS, dies on a malformed AUTH
 PLAIN, and hands one message object per recipient (DESIGN.md, Known traps). A finished message
 enters the same ``accept()`` path as ``POST /emails``.
+
+Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
+client address (an IPv6 one by its /64) that failed too often on this node in the last minute
+is answered 421 at once, before any key is checked (``AuthFailures``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import re
 from collections.abc import Awaitable, Callable
 
 from twisted.internet import protocol
 
-from mailsvc.smtp.server import ESMTPServerProtocol, Refusal
+from mailsvc.smtp.server import ESMTPServerProtocol
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 MAX_RECIPIENTS = 50
 SERVICE_USERS = (b"mailsvc", b"resend")
+#: Unknown or malformed commands before the connection is closed (as on the inbound listener).
+MAX_ERRORS = 20
+#: Failed AUTH exchanges (535, or 501 for an undecodable or aborted one) a connection may make:
+#: the last is followed by 421 and the end of the connection.
+MAX_AUTH_FAILURES = 3
+#: Failed AUTH exchanges a client address may make on a node per minute, all at once at most.
+AUTH_FAILURES_PER_MINUTE = 10
+#: Header fields, and bytes of the header section, of a message: far above what a client
+#: writes, far below what would keep the reactor parsing for long.
+MAX_HEADER_FIELDS = 1000
+MAX_HEADER_BYTES = 1024 * 1024
 
-_MAIL = re.compile(rb"^FROM:\s*<([^<>]*)>(.*)$", re.I)
+# A reverse-path with a control character (a NUL, ...) is malformed, not an address.
+_MAIL = re.compile(rb"^FROM:\s*<([^<>\x00-\x1f\x7f]*)>(.*)$", re.I)
 _RCPT = re.compile(rb"^TO:\s*<([^<>]+)>(.*)$", re.I)
+_HEADER_FIELD_START = re.compile(rb"\r\n(?![ \t])")
+
+
+class AuthFailures:
+    """
+    Failed AUTHs by client address on this node, as a GCRA: ``per_minute`` of them at once,
+    then one more every ``60 / per_minute`` seconds. In memory: each node guards its own key
+    checks, and an address that stops failing is forgotten within a minute.
+    """
+
+    #: Addresses remembered before the forgotten ones are swept out.
+    SWEEP_AT = 10_000
+
+    def __init__(self, per_minute: int = AUTH_FAILURES_PER_MINUTE):
+        self._interval = 60 / per_minute
+        self._tolerance = 60 - self._interval
+        self._due: dict[str, float] = {}  # each address's theoretical arrival time
+
+    @staticmethod
+    def client(host: str) -> str:
+        """The address an IP counts under: itself, or its /64 for IPv6 (one host's usual share)."""
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return host
+        if ip.version == 4:
+            return str(ip)
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+
+    def blocked(self, client: str, now: float) -> bool:
+        return self._due.get(client, now) - now > self._tolerance
+
+    def failed(self, client: str, now: float) -> None:
+        self._due[client] = max(self._due.get(client, now), now) + self._interval
+        if len(self._due) > self.SWEEP_AT:
+            self._due = {c: due for c, due in self._due.items() if due > now}
 
 
 class Submission:
@@ -35,22 +90,28 @@ class Submission:
         accept_message: Callable[[object, bytes, list[str], list[str]], Awaitable[str]],
         hostname: str,
         idle_timeout: float = 300,
+        auth_failures: AuthFailures | None = None,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
         self.hostname = hostname.encode("idna")
         self.idle_timeout = idle_timeout
+        #: Shared by every listener of the node.
+        self.auth_failures = auth_failures or AuthFailures()
 
 
 class SubmissionProtocol(ESMTPServerProtocol):
     max_recipients = MAX_RECIPIENTS
+    max_errors = MAX_ERRORS
 
-    def __init__(self, service: Submission, tls_options, implicit_tls: bool):
+    def __init__(self, service: Submission, tls_options, implicit_tls: bool, clock):
         super().__init__(service.hostname.decode(), tls_options, implicit_tls, service.idle_timeout,
                          MAX_MESSAGE_BYTES)
         self._service = service
+        self._clock = clock
         self._caller = None
         self._auth_state = None
+        self._auth_failures = 0
 
     # Replies its clients have always seen, kept as they were.
 
@@ -83,6 +144,8 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(503, "5.5.1", "Send EHLO first")
         if self._caller is not None:
             return self._reply(503, "5.5.1", "Already authenticated")
+        if self._service.auth_failures.blocked(self._client(), self._clock.seconds()):
+            return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         mechanism, _, initial = rest.partition(b" ")
         mechanism = mechanism.upper()
         if mechanism == b"PLAIN":
@@ -101,7 +164,7 @@ class SubmissionProtocol(ESMTPServerProtocol):
     def _auth_line(self, line: bytes) -> None:
         state, self._auth_state = self._auth_state, None
         if line.strip() == b"*":
-            return self._reply(501, "5.0.0", "Authentication aborted")
+            return self._auth_failed(501, "5.0.0", "Authentication aborted")
         if state[0] == "PLAIN":
             return self._auth_plain(line.strip())
         if len(state) == 1:
@@ -111,16 +174,16 @@ class SubmissionProtocol(ESMTPServerProtocol):
             user = base64.b64decode(state[1], validate=True)
             password = base64.b64decode(line.strip(), validate=True)
         except (binascii.Error, ValueError):
-            return self._reply(501, "5.5.2", "Cannot decode response")
+            return self._auth_failed(501, "5.5.2", "Cannot decode response")
         self._login(user, password)
 
     def _auth_plain(self, encoded: bytes) -> None:
         try:
             parts = base64.b64decode(encoded, validate=True).split(b"\0")
         except (binascii.Error, ValueError):
-            return self._reply(501, "5.5.2", "Cannot decode response")
+            return self._auth_failed(501, "5.5.2", "Cannot decode response")
         if len(parts) != 3:
-            return self._reply(501, "5.5.2", "Malformed AUTH PLAIN response")
+            return self._auth_failed(501, "5.5.2", "Malformed AUTH PLAIN response")
         _, user, password = parts
         self._login(user, password)
 
@@ -130,11 +193,22 @@ class SubmissionProtocol(ESMTPServerProtocol):
             if user in SERVICE_USERS:
                 caller = await self._service.authenticate(password.decode("utf-8", "replace"))
             if caller is None:
-                raise Refusal(535, "5.7.8", "Authentication credentials invalid")
+                return self._auth_failed(535, "5.7.8", "Authentication credentials invalid")
             self._caller = caller
             self._reply(235, "2.7.0", "Authentication successful")
 
         self._pending(check(), "authentication")
+
+    def _auth_failed(self, code: int, enhanced: str, text: str) -> None:
+        """A failed AUTH exchange: answered, and counted for the connection and the client's address."""
+        self._auth_failures += 1
+        self._service.auth_failures.failed(self._client(), self._clock.seconds())
+        self._reply(code, enhanced, text)
+        if self._auth_failures >= MAX_AUTH_FAILURES:
+            self._close(421, "4.7.0", "Too many failed authentications, closing connection")
+
+    def _client(self) -> str:
+        return AuthFailures.client(self.transport.getPeer().host)
 
     # The transaction: only after AUTH; the message goes to accept().
 
@@ -161,6 +235,15 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return None
 
     def _message_received(self, sender: str, recipients: list[str], message: bytes) -> None:
+        # NUL is no text (RFC 5321 §4.5.2 and 8BITMIME; BINARYMIME is not offered).
+        if b"\0" in message:
+            return self._reply(550, "5.6.0", "Message contains NUL characters")
+        end = 0 if message.startswith(b"\r\n") else message.find(b"\r\n\r\n")
+        head = message if end < 0 else message[:end]
+        if len(head) > MAX_HEADER_BYTES:
+            return self._reply(550, "5.6.0", f"Message header exceeds {MAX_HEADER_BYTES} bytes")
+        if len(_HEADER_FIELD_START.findall(head)) >= MAX_HEADER_FIELDS:
+            return self._reply(550, "5.6.0", f"Message has more than {MAX_HEADER_FIELDS} header fields")
         if any(len(line) > 998 for line in message.split(b"\r\n")):
             return self._reply(550, "5.6.0", "Message has lines longer than 998 characters")
         self._pending(self._accept(message, recipients), "accept")
@@ -178,7 +261,7 @@ class SubmissionFactory(protocol.Factory):
         self._implicit_tls = implicit_tls
 
     def buildProtocol(self, addr):  # noqa: N802
-        p = SubmissionProtocol(self._service, self._tls_options, self._implicit_tls)
+        p = SubmissionProtocol(self._service, self._tls_options, self._implicit_tls, self._clock)
         p.callLater = self._clock.callLater  # TimeoutMixin's timer runs on our clock
         p.factory = self
         return p

@@ -1,0 +1,292 @@
+"""
+Hostile SMTP submission (issue #13), driven as a client would over implicit TLS, raw lines on a
+socket: each case gets its reply, nothing is stored for the sender, and another tenant's sends
+made at the same moment all succeed (``tests.hostile.attack``). The envelope decides who
+receives, line endings are normalised before signing (dkimpy verifies), and failed AUTHs end
+the connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+
+import dkim as dkimpy
+import pytest
+import pytest_twisted as pt
+from twisted.internet import reactor, task, threads
+from twisted.protocols.tls import TLSMemoryBIOFactory
+
+from mailsvc.crypto import tls
+from mailsvc.smtp.submission import SubmissionFactory
+from tests.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
+from tests.test_smtp_submission import pem, smtp_ports, tls_context  # noqa: F401 (fixtures)
+
+
+class Wire:
+    """One SMTP client connection over implicit TLS: raw bytes out, each reply's last line in."""
+
+    def __init__(self, port: int, cert):
+        self.sock = tls_context(cert).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+        self.file = self.sock.makefile("rb")
+        assert self.reply().startswith(b"220")
+
+    def reply(self) -> bytes:
+        """The last line of the next reply, or b"" when the server has closed the connection."""
+        while True:
+            line = self.file.readline()
+            if not line:
+                return b""
+            if line[3:4] != b"-":
+                return line.rstrip(b"\r\n")
+
+    def send(self, data: bytes, replies: int = 1) -> list[bytes]:
+        self.sock.sendall(data)
+        return [self.reply() for _ in range(replies)]
+
+    def login(self, key: str) -> None:
+        assert self.send(b"EHLO client.example\r\n")[0].startswith(b"250")
+        assert self.send(b"AUTH PLAIN " + base64.b64encode(b"\0mailsvc\0" + key.encode()) + b"\r\n")[0].startswith(
+            b"235")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def transaction(tenant: Tenant, message: bytes, recipients=("ann@example.com",)) -> bytes:
+    """MAIL, RCPT, DATA lines for ``message`` (dot-stuffing is the caller's)."""
+    return (f"MAIL FROM:<news@{tenant.domain}>\r\n".encode()
+            + b"".join(f"RCPT TO:<{r}>\r\n".encode() for r in recipients)
+            + b"DATA\r\n" + message + b".\r\n")
+
+
+def headers(tenant: Tenant, extra: bytes = b"", subject: bytes = b"Hostile") -> bytes:
+    return (f"From: News <news@{tenant.domain}>\r\nTo: ann@example.com\r\n".encode()
+            + b"Subject: " + subject + b"\r\n" + extra)
+
+
+def plain_message(tenant: Tenant, extra: bytes = b"", body: bytes = b"body\r\n") -> bytes:
+    return headers(tenant, extra) + b"\r\n" + body
+
+
+# Each case: (id, what the client sends after EHLO and AUTH as a function of the victim and
+# the bystander, how many replies it waits for, the start of each of those replies). The
+# connection is then dropped without QUIT.
+CASES = [
+    # The SMTP cases of the issue.
+    ("51st rcpt", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\n".encode()
+     + b"".join(b"RCPT TO:<r%d@example.com>\r\n" % n for n in range(51)) + b"RSET\r\n",
+     53, [b"250 2.1.0"] + [b"250 2.1.5"] * 50 + [b"452 4.5.3 Too many recipients", b"250 2.0.0"]),
+    ("second from", lambda v, b: transaction(v, plain_message(v, b"From: Other <other@example.net>\r\n")),
+     4, [b"250", b"250", b"354", b"550 5.6.0 from: the message has more than one From header"]),
+    ("sender on an unverified domain", lambda v, b: transaction(
+        v, plain_message(v, b"Sender: x@unverified.example\r\n")),
+     4, [b"250", b"250", b"354", b"550 5.7.1 The Sender header's domain unverified.example is not a verified"]),
+    ("sender on another tenant's domain", lambda v, b: transaction(
+        v, plain_message(v, f"Sender: desk@{b.domain}\r\n".encode())),
+     4, [b"250", b"250", b"354", b"550 5.7.1 The Sender header's domain bystander.example.com"]),
+    ("two sender headers", lambda v, b: transaction(
+        v, plain_message(v, f"Sender: a@{v.domain}\r\nSender: b@{v.domain}\r\n".encode())),
+     4, [b"250", b"250", b"354", b"550 5.6.0 sender: the message has more than one Sender header"]),
+    ("resent-from", lambda v, b: transaction(v, plain_message(v, f"Resent-From: a@{v.domain}\r\n".encode())),
+     4, [b"250", b"250", b"354", b"550 5.7.1 Resent-* headers are not accepted (Resent-From)"]),
+    # Our own.
+    ("from another tenant's domain", lambda v, b: transaction(v, plain_message(b)),
+     4, [b"250", b"250", b"354", b"550 5.7.1 The bystander.example.com domain is not verified"]),
+    ("nul in data", lambda v, b: transaction(v, plain_message(v, body=b"a\0b\r\n")),
+     4, [b"250", b"250", b"354", b"550 5.6.0 Message contains NUL characters"]),
+    ("nul in an encoded subject", lambda v, b: transaction(
+        v, headers(v, subject=b"=?utf-8?b?AAE=?=") + b"\r\nbody\r\n"),
+     4, [b"250", b"250", b"354", b"550 5.6.0 subject: the message's subject holds a NUL"]),
+    ("nul in a base64 body", lambda v, b: transaction(
+        v, plain_message(v, b"Content-Transfer-Encoding: base64\r\n", b"AAE=\r\n")),
+     4, [b"250", b"250", b"354", b"550 5.6.0 text: the message's text holds a NUL"]),
+    ("999-octet data line", lambda v, b: transaction(v, plain_message(v, body=b"x" * 999 + b"\r\n")),
+     4, [b"250", b"250", b"354", b"550 5.6.0 Message has lines longer than 998"]),
+    ("70 KB command line", lambda v, b: b"MAIL FROM:<" + b"a" * 70_000 + b"@example.com>\r\n",
+     2, [b"500 5.5.2 Line too long", b""]),
+    ("1000 rcpts", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\n".encode()
+     + b"".join(b"RCPT TO:<r%d@example.com>\r\n" % n for n in range(1000)) + b"QUIT\r\n",
+     1002, [b"250 2.1.0"] + [b"250 2.1.5"] * 50 + [b"452 4.5.3"] * 950 + [b"221"]),
+    ("mail from with nul", lambda v, b: f"MAIL FROM:<news\0@{v.domain}>\r\n".encode(),
+     1, [b"501 5.5.4"]),
+    ("size of 5000 digits", lambda v, b: f"MAIL FROM:<news@{v.domain}> SIZE={'9' * 5000}\r\n".encode(),
+     1, [b"552 5.3.4"]),
+    ("pipelined garbage", lambda v, b: b"".join(b"\x16\x03\x01 GARBAGE %d\r\n" % n for n in range(50)),
+     22, [b"500 5.5.2"] * 20 + [b"421 4.7.0 Too many errors", b""]),
+    ("data before rcpt", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\nDATA\r\n".encode() + plain_message(v)
+     + b".\r\n", 2, [b"250", b"503 5.5.1 Need MAIL and RCPT before DATA"]),
+    ("1001 header fields", lambda v, b: transaction(
+        v, plain_message(v, b"".join(b"X-H%d: v\r\n" % n for n in range(998)))),
+     4, [b"250", b"250", b"354", b"550 5.6.0 Message has more than 1000 header fields"]),
+    ("200 KB subject of encoded words", lambda v, b: transaction(
+        v, headers(v, subject=b"\r\n ".join(b"=?utf-8?q?caf=C3=A9?=" for _ in range(10_000))) + b"\r\nx\r\n"),
+     4, [b"250", b"250", b"354", b"550 5.6.0 headers: From, Sender, To, Cc and Subject exceed 32 KiB"]),
+    ("bdat is not offered", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\nRCPT TO:<a@example.com>\r\n".encode()
+     + b"BDAT 5 LAST\r\n", 3, [b"250", b"250", b"500 5.5.2 Command not recognized"]),
+    ("no from header", lambda v, b: transaction(v, b"To: ann@example.com\r\nSubject: x\r\n\r\nbody\r\n"),
+     4, [b"250", b"250", b"354", b"550 5.6.0 from: the message has no From header"]),
+    ("rcpt with two at signs", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\nRCPT TO:<a@b@example.com>\r\n".encode(),
+     2, [b"250", b"553 5.1.3"]),
+]
+
+
+def hostile_session(port: int, cert, key: str, data: bytes, replies: int) -> list[bytes]:
+    wire = Wire(port, cert)
+    try:
+        wire.login(key)
+        return wire.send(data, replies)
+    finally:
+        wire.close()
+
+
+@pytest.mark.parametrize("name, script, replies, expected", CASES, ids=[c[0] for c in CASES])
+@pt.ensureDeferred
+async def test_hostile_submission(api, smtp_ports, pem, victim, bystander, name, script, replies, expected):  # noqa: F811
+    data = script(victim, bystander)
+    got = await attack(api, victim, bystander, lambda: threads.deferToThread(
+        hostile_session, smtp_ports["implicit"], pem, victim.key, data, replies))
+    assert len(got) == len(expected)
+    for reply, start in zip(got, expected, strict=True):
+        assert reply.startswith(start) if start else reply == b"", (reply, start)
+
+
+@pytest.fixture
+def clock():
+    return task.Clock()
+
+
+@pytest.fixture
+def clocked_port(api, pem, clock):  # noqa: F811
+    """An implicit-TLS submission listener of the node whose time is ``clock``."""
+    options = tls.server_options(*pem)
+    factory = TLSMemoryBIOFactory(options, False, SubmissionFactory(clock, api.parts.submission, options, True))
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    yield port.getHost().port
+    pt.blockon(port.stopListening())
+
+
+def failed_logins(port: int, cert, attempts: int, then: int = 0, key: str | None = None) -> list[bytes]:
+    """``attempts`` AUTHs with wrong keys (or ``key``), then ``then`` more replies read."""
+    wire = Wire(port, cert)
+    try:
+        wire.send(b"EHLO client.example\r\n")
+        replies = []
+        for n in range(attempts):
+            secret = key or f"re_AAAAAAAA_wrong{n}"
+            replies += wire.send(b"AUTH PLAIN " + base64.b64encode(b"\0mailsvc\0" + secret.encode()) + b"\r\n")
+        return replies + [wire.reply() for _ in range(then)]
+    finally:
+        wire.close()
+
+
+@pt.ensureDeferred
+async def test_three_failed_auths_close_the_connection_and_an_address_is_held_back(
+        api, clocked_port, clock, pem, victim, bystander):  # noqa: F811
+    got = await attack(api, victim, bystander, lambda: threads.deferToThread(failed_logins, clocked_port, pem, 3, 2))
+    assert got == [b"535 5.7.8 Authentication credentials invalid"] * 3 + [
+        b"421 4.7.0 Too many failed authentications, closing connection", b""]
+    for attempts, then in ((3, 2), (3, 2), (1, 0)):  # 10 failures from this address in no time
+        await threads.deferToThread(failed_logins, clocked_port, pem, attempts, then)
+    # The 11th try is answered at once, even with the right key.
+    got = await threads.deferToThread(failed_logins, clocked_port, pem, 1, 1, victim.key)
+    assert got == [b"421 4.7.0 Too many failed authentications from your address; try again later", b""]
+    clock.advance(6)  # a minute allows 10: one more try every 6 s
+    got = await threads.deferToThread(failed_logins, clocked_port, pem, 1, 0, victim.key)
+    assert got == [b"235 2.7.0 Authentication successful"]
+
+
+def send_message(port: int, cert, key: str, data: bytes) -> list[bytes]:
+    wire = Wire(port, cert)
+    try:
+        wire.login(key)
+        rcpts = data.count(b"RCPT TO:")
+        return wire.send(data + b"QUIT\r\n", rcpts + 4)
+    finally:
+        wire.close()
+
+
+async def stored_recipients(api, tenant: Tenant) -> list[str]:
+    rows = await api.parts.db.fetchall(
+        "SELECT d.recipient FROM deliveries d JOIN emails e ON e.id = d.email_id WHERE e.tenant_id = %s"
+        " ORDER BY d.recipient", (tenant.id,))
+    return [r["recipient"] for r in rows]
+
+
+@pt.ensureDeferred
+async def test_the_envelope_decides_who_receives(api, smtp_ports, pem, victim, bystander):  # noqa: F811
+    # The issue's case: RCPT TO:<a@x> with "To: a@x, b@y" went to both.
+    message = (f"From: News <news@{victim.domain}>\r\nTo: a@x.example, b@y.example\r\n".encode()
+               + b"Cc: c@z.example\r\nBcc: d@w.example\r\nSubject: x\r\n\r\nbody\r\n")
+    data = transaction(victim, message, ["a@x.example", "hidden@example.com"])
+    got = await bystander_sends_during(api, bystander, lambda: threads.deferToThread(
+        send_message, smtp_ports["implicit"], pem, victim.key, data))
+    assert got[-2].startswith(b"250 2.0.0 OK: queued as")
+    assert await stored_recipients(api, victim) == ["a@x.example", "hidden@example.com"]
+    row = await api.parts.db.fetchone("SELECT recipients, message FROM emails WHERE tenant_id = %s", (victim.id,))
+    assert row["recipients"]["to"] == ["a@x.example"] and row["recipients"]["cc"] == []
+    assert row["recipients"]["bcc"] == ["hidden@example.com"]
+    stored = bytes(row["message"])
+    assert b"To: a@x.example, b@y.example\r\n" in stored and b"Bcc:" not in stored  # the header is for display
+
+
+@pt.ensureDeferred
+async def test_1000_rcpts_then_data_reach_the_first_50(api, smtp_ports, pem, victim):  # noqa: F811
+    data = transaction(victim, plain_message(victim), [f"r{n:04}@example.com" for n in range(1000)])
+    got = await threads.deferToThread(send_message, smtp_ports["implicit"], pem, victim.key, data)
+    assert got.count(b"452 4.5.3 Too many recipients (at most 50)") == 950
+    assert got[-2].startswith(b"250 2.0.0 OK")
+    assert await stored_recipients(api, victim) == [f"r{n:04}@example.com" for n in range(50)]
+
+
+@pt.ensureDeferred
+async def test_a_header_injected_by_a_bare_lf_is_a_header_and_bcc_is_no_recipient(api, smtp_ports, pem, victim):  # noqa: F811
+    message = headers(victim, subject=b"hi\nBcc: evil@example.net") + b"\r\nbody\r\n"
+    got = await threads.deferToThread(send_message, smtp_ports["implicit"], pem, victim.key,
+                                      transaction(victim, message))
+    assert got[-2].startswith(b"250 2.0.0 OK")
+    assert await stored_recipients(api, victim) == ["ann@example.com"]
+    row = await api.parts.db.fetchone("SELECT subject, message FROM emails WHERE tenant_id = %s", (victim.id,))
+    assert row["subject"] == "hi" and b"evil" not in bytes(row["message"])
+
+
+@pt.ensureDeferred
+async def test_8bit_headers_without_smtputf8_and_a_verified_sender_are_accepted(api, smtp_ports, pem, victim):  # noqa: F811
+    message = headers(victim, f"Sender: Desk <desk@{victim.domain}>\r\n".encode(), subject="Grüße".encode()) + (
+        b"\r\nbody\r\n")
+    got = await threads.deferToThread(send_message, smtp_ports["implicit"], pem, victim.key,
+                                      transaction(victim, message))
+    assert got[-2].startswith(b"250 2.0.0 OK")
+    row = await api.parts.db.fetchone("SELECT subject FROM emails WHERE tenant_id = %s", (victim.id,))
+    assert row["subject"] == "Grüße"
+
+
+def transit(message: bytes) -> bytes:
+    """What a relay on the way does to line endings: each bare CR or LF becomes CRLF."""
+    return re.sub(rb"\r\n|\r|\n", b"\r\n", message)
+
+
+@pt.ensureDeferred
+async def test_bare_line_endings_are_normalised_before_signing(api, smtp_ports, pem, victim):  # noqa: F811
+    message = (f"From: News <news@{victim.domain}>\nTo: ann@example.com\r\nSubject: bare\r\n".encode()
+               + b"\r\nline one\nline two\rline three\r\n\n.\r\nlast\r\n")
+    got = await threads.deferToThread(send_message, smtp_ports["implicit"], pem, victim.key,
+                                      transaction(victim, message))
+    assert got[-2].startswith(b"250 2.0.0 OK")
+    row = await api.parts.db.fetchone("SELECT message, subject FROM emails WHERE tenant_id = %s", (victim.id,))
+    stored = bytes(row["message"])
+    assert transit(stored) == stored  # nothing left for a relay to change
+    assert stored.endswith(b"\r\n\r\nline one\r\nline two\r\nline three\r\n\r\n.\r\nlast\r\n")
+    assert row["subject"] == "bare" and stored.count(b"\r\nTo: ann@example.com\r\n") == 1
+    _, domain, _ = await api.json("GET", "/domains", victim.key)
+    domain_id = domain["data"][0]["id"]
+    _, detail, _ = await api.json("GET", f"/domains/{domain_id}", victim.key)
+    records = {f"{r['name']}.{victim.domain}.".encode(): r["value"].encode()
+               for r in detail["records"] if "_domainkey" in r["name"]}
+    checker = dkimpy.DKIM(stored)
+    dnsfunc = lambda name, timeout=5: records.get(name if name.endswith(b".") else name + b".")  # noqa: E731
+    signatures = stored.count(b"DKIM-Signature:")
+    assert signatures == 2
+    assert [checker.verify(idx=i, dnsfunc=dnsfunc) for i in range(signatures)] == [True, True]
+

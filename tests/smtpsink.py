@@ -3,10 +3,10 @@ A scriptable SMTP sink on 127.0.0.1 for the MTA tests: a real server on Twisted'
 ``LineReceiver`` (not ``twisted.mail``'s ESMTP, see DESIGN.md Known traps) that records every
 accepted message and answers as told.
 
-Commands are handled strictly in order, one at a time: while a reply waits (``delay``) the
-connection stops reading, so pipelined commands are never answered out of order, and bytes a
-client pipelines after DATA or STARTTLS are read in the right mode (after STARTTLS they are
-discarded, as RFC 3207 requires). The message body is read in raw mode (fast for large
+Commands are handled strictly in order, one at a time: while a reply waits (``delay``) what
+the client sends is kept unread, so pipelined commands are never answered out of order, and
+bytes a client pipelines after DATA or STARTTLS are read in the right mode (after STARTTLS
+they are discarded, as RFC 3207 requires). The message body is read in raw mode (fast for large
 messages) and dot-unstuffed as a whole.
 
 Use the ``smtp_sink`` fixture (import it into a conftest or test module)::
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 
 import attrs
 import pytest_twisted
@@ -68,7 +69,7 @@ class Sink:
         self.cert_pem, self._key_pem = localhost_certificate()
         self._listener = None
         self._open: set[SinkProtocol] = set()
-        self._waiting: list[tuple[int, defer.Deferred]] = []
+        self._waiting: list[tuple[Callable[[], bool], defer.Deferred]] = []
         self._served = 0  # messages accepted since start: the <n> of "queued as <n>"
         self.reset()
 
@@ -76,6 +77,7 @@ class Sink:
         """Knobs back to their defaults; messages and counters cleared."""
         self.messages: list[Received] = []
         self.connections = 0
+        self.data_ends = 0  # messages whose end of data arrived, whatever their reply
         self.max_concurrent = len(self._open)
         self.starttls = True
         self.pipelining = True
@@ -85,6 +87,14 @@ class Sink:
         self.greeting: bytes | None = None
         self.close_after_mail = False
         self.delay = 0.0
+        #: Seconds the final reply of the next messages waits (one entry per end of data, in
+        #: order; none left: ``delay``). A connection lost meanwhile gets no reply.
+        self.final_delays: list[float] = []
+        #: Take a message at its end of data, before its reply is sent (as an MTA that commits
+        #: first may: RFC 1047), rather than once a 2xx reply went out.
+        self.commit_at_end_of_data = False
+        #: When set, a new connection's greeting waits until this Deferred fires.
+        self.greeting_gate: defer.Deferred | None = None
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -116,10 +126,28 @@ class Sink:
 
     async def wait_for(self, count: int, timeout: float = 10) -> None:
         """Until at least ``count`` messages were accepted; defer.TimeoutError after ``timeout``."""
-        if len(self.messages) >= count:
+        await self.until(lambda: len(self.messages) >= count, timeout)
+
+    async def wait_for_data_ends(self, count: int, timeout: float = 10) -> None:
+        """Until the end of data of at least ``count`` messages arrived (replied to or not)."""
+        await self.until(lambda: self.data_ends >= count, timeout)
+
+    async def wait_for_connections(self, count: int, timeout: float = 10) -> None:
+        """Until at least ``count`` connections were made since the last reset."""
+        await self.until(lambda: self.connections >= count, timeout)
+
+    @property
+    def replies_waiting(self) -> int:
+        """Connections whose reply is being held back (``delay``, ``final_delays``)."""
+        return sum(1 for p in self._open if p.reply_pending)
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 10) -> None:
+        """Until ``condition()`` holds, looked at whenever a connection, an end of data or an
+        accepted message comes or a connection goes; defer.TimeoutError after ``timeout``."""
+        if condition():
             return
         d = defer.Deferred()
-        entry = (count, d)
+        entry = (condition, d)
         self._waiting.append(entry)
         d.addTimeout(timeout, reactor)
         try:
@@ -128,20 +156,31 @@ class Sink:
             if entry in self._waiting:
                 self._waiting.remove(entry)
 
+    def _changed(self) -> None:
+        for condition, d in list(self._waiting):
+            if condition():
+                self._waiting.remove((condition, d))
+                d.callback(None)
+
     def _connected(self, proto: SinkProtocol) -> None:
         self._open.add(proto)
         self.connections += 1
         self.max_concurrent = max(self.max_concurrent, len(self._open))
+        self._changed()
 
     def _disconnected(self, proto: SinkProtocol) -> None:
         self._open.discard(proto)
+        self._changed()
 
     def _accepted(self, message: Received) -> None:
         self.messages.append(message)
-        for count, d in list(self._waiting):
-            if len(self.messages) >= count:
-                self._waiting.remove((count, d))
-                d.callback(None)
+        self._changed()
+
+    def _data_ended(self) -> float | None:
+        """Counts an end of data; the extra delay of its final reply, if one was set."""
+        self.data_ends += 1
+        self._changed()
+        return self.final_delays.pop(0) if self.final_delays else None
 
 
 class SinkProtocol(LineReceiver):
@@ -159,7 +198,12 @@ class SinkProtocol(LineReceiver):
         self._closing = False
         self._reset_transaction()
         greeting = self.sink.greeting or b"220 sink ESMTP"
-        self._reply(greeting, then=None if greeting.startswith(b"220") else self._close)
+        then = None if greeting.startswith(b"220") else self._close
+        if self.sink.greeting_gate is None:
+            self._reply(greeting, then=then)
+        else:
+            self._hold()
+            self.sink.greeting_gate.addCallback(lambda _: self._send(greeting + b"\r\n", then, True))
 
     def connectionLost(self, reason=None):  # noqa: N802
         self.cancel_reply()
@@ -175,19 +219,30 @@ class SinkProtocol(LineReceiver):
     def tls(self) -> bool:
         return ISSLTransport.providedBy(self.transport)
 
+    @property
+    def reply_pending(self) -> bool:
+        return self._timer is not None and self._timer.active()
+
     # -- replies, in order, optionally late ---------------------------------------------
 
-    def _reply(self, line: bytes, then=None):
-        """Send one reply (a multi-line one as lines joined by \\n), then run ``then``."""
+    def _reply(self, line: bytes, then=None, delay: float | None = None):
+        """Send one reply (a multi-line one as lines joined by \\n) after ``delay`` (default: the
+        sink's), then run ``then``."""
         lines = line.split(b"\n")
         data = b"".join(
             (text[:3] + (b"-" if i < len(lines) - 1 else b" ") + text[4:] if len(text) > 3 else text) + b"\r\n"
             for i, text in enumerate(lines))
-        if self.sink.delay > 0:
-            self.pauseProducing()
-            self._timer = reactor.callLater(self.sink.delay, self._send, data, then, True)
+        delay = self.sink.delay if delay is None else delay
+        if delay > 0:
+            self._hold()
+            self._timer = reactor.callLater(delay, self._send, data, then, True)
         else:
             self._send(data, then, False)
+
+    def _hold(self):
+        """Commands wait (``resumeProducing`` goes on), but reading does not stop: a client
+        that goes away meanwhile is noticed, and its held reply is never sent."""
+        self.paused = True
 
     def _send(self, data: bytes, then, resume: bool):
         self._timer = None
@@ -384,15 +439,19 @@ class SinkProtocol(LineReceiver):
         self._reset_transaction()
         self.sink._served += 1
         answer = self.sink.data_reply or b"250 2.0.0 queued as %d" % self.sink._served
+        committed = self.sink.commit_at_end_of_data and answer.startswith(b"2")
+        if committed:
+            self.sink._accepted(message)
 
         def done():
-            if answer.startswith(b"2"):
+            if answer.startswith(b"2") and not committed:
                 self.sink._accepted(message)
             if answer.startswith(b"421"):
                 self._close()
 
+        delay = self.sink._data_ended()
         self.setLineMode()
-        self._reply(answer, then=done)
+        self._reply(answer, then=done, delay=delay)
         if extra:
             self.setLineMode(extra)  # queued for the line loop, which honours a paused reply
 

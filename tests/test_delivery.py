@@ -8,11 +8,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 from twisted.names import dns
 
@@ -164,6 +165,64 @@ async def test_enforced_tls_is_not_given_up(mta):
     assert row["status"] == "deferred" and mta.sink.messages == []
     (delayed,) = await mta.events("email.delivery_delayed")
     assert delayed["class"] == "blocked"
+
+
+@pt.ensureDeferred
+async def test_a_lease_lost_before_data_sends_nothing(mta):
+    """Right before DATA the node proves its claim still holds; here another node took it."""
+    mta.route("example.net")
+    _, key = await mta.sender()
+    mta.sink.greeting_gate = defer.Deferred()
+    email_id = await mta.send(key, ["ann@example.net"])
+    await mta.sink.wait_for_connections(1)  # claimed, and its session is opening
+    other = uuid.uuid4()
+    taken = await mta.parts.db.fetchall(
+        "UPDATE deliveries SET claim = %s, claimed_by = 'another node' WHERE email_id = %s AND claim IS NOT NULL"
+        " RETURNING id", (other, email_id))
+    assert len(taken) == 1
+    mta.sink.greeting_gate.callback(None)
+    await mta.settled()
+    assert mta.sink.data_ends == 0 and mta.sink.messages == []
+    (row,) = await mta.parts.db.fetchall("SELECT status, claim, attempts FROM deliveries WHERE email_id = %s",
+                                         (email_id,))
+    assert (row["status"], row["claim"], row["attempts"]) == ("queued", other, 0)  # left to its holder
+    assert await mta.events("email.delivery_delayed") == []
+
+
+@pt.ensureDeferred
+async def test_a_transaction_is_over_within_half_the_lease(start_mta_with):
+    mta = await start_mta_with(MAILSVC_DELIVERY_LEASE_SECONDS="2")
+    mta.route("example.net")
+    mta.sink.final_delays = [30]  # the final reply would come long after the lease
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await mta.settled_past(email_id)
+    assert row["status"] == "deferred" and row["attempts"] == 1
+    await mta.sink.until(lambda: mta.sink.replies_waiting == 0)  # the connection was dropped
+    assert mta.sink.data_ends == 1 and mta.sink.messages == []
+    (delayed,) = await mta.events("email.delivery_delayed")
+    assert delayed["class"] == "transient" and "deadline passed" in delayed["message"]
+
+
+@pt.ensureDeferred
+async def test_a_delivery_that_waited_for_a_connection_until_its_deadline_goes_back_unattempted(start_mta_with):
+    # A lease long enough that the second delivery, given back, is sent within its own deadline
+    # on a loaded machine.
+    mta = await start_mta_with(MAILSVC_DELIVERY_LEASE_SECONDS="8", MAILSVC_DELIVERY_PER_DESTINATION="1")
+    mta.route("example.net")
+    mta.sink.final_delays = [30]  # the one connection is busy past the deadline
+    _, key = await mta.sender()
+    code, sent, _ = await mta.json("POST", "/emails/batch", key, json=[
+        {"from": "Acme <news@acme.example.com>", "to": [f"u{i}@example.net"], "subject": "s", "text": "t"}
+        for i in range(2)])
+    assert code == 200
+    await mta.sink.wait_for(1, timeout=30)
+    await mta.settled()
+    rows = {r["status"]: r for r in await mta.parts.db.fetchall("SELECT status, attempts, id FROM deliveries")}
+    assert rows.keys() == {"deferred", "delivered"}
+    assert rows["deferred"]["attempts"] == 1 and rows["delivered"]["attempts"] == 1
+    (delayed,) = await mta.events("email.delivery_delayed")  # none for the one that only waited
+    assert delayed["delivery_id"] == str(rows["deferred"]["id"])
 
 
 @pt.ensureDeferred

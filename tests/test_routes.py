@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 from twisted.names import dns
 from twisted.names.error import DNSNameError, DNSServerError
 
-from mailsvc.delivery.routes import CACHE_SECONDS, NoRoute, Routes, RouteUnknown
+from mailsvc.delivery.routes import CACHE_SECONDS, MAX_HOSTS, NoRoute, Routes, RouteUnknown
 
 
 class TableResolver:
@@ -64,6 +64,17 @@ async def test_hosts_that_failed_go_last_for_a_while():
     assert (await r.route("x.test")).hosts == ("b.x.test", "a.x.test")
     clock.advance(301)
     assert (await r.route("x.test")).hosts == ("a.x.test", "b.x.test")
+
+
+@pt.ensureDeferred
+async def test_at_most_five_hosts_are_tried_and_bad_ones_drop_off_first():
+    clock = Clock()
+    r, _ = routes({"x.test": [(i, f"h{i}.x.test") for i in range(50)]}, clock=clock)
+    assert MAX_HOSTS == 5
+    assert (await r.route("x.test")).hosts == tuple(f"h{i}.x.test" for i in range(5))
+    r.mark_bad("h0.x.test")
+    r.mark_bad("h3.x.test")
+    assert (await r.route("x.test")).hosts == ("h1.x.test", "h2.x.test", "h4.x.test", "h5.x.test", "h6.x.test")
 
 
 @pt.ensureDeferred

@@ -23,10 +23,14 @@ from zope.interface import implementer
 from mailsvc.crypto import tls as tls_files
 from mailsvc.smtp.outbound import (
     ENFORCED,
+    MAX_REPLY_BYTES,
+    MAX_REPLY_LINES,
     ConnectionFault,
+    DeadlinePassed,
     OutboundSMTP,
     Reply,
     SMTPConnectionLost,
+    SMTPProtocolError,
     SMTPTimeout,
     data_payload,
     normalise_lines,
@@ -357,6 +361,145 @@ def test_garbage_reply_aborts():
     reply(client, transport, b"hello there\r\n")
     assert transport.aborted
     assert "not an SMTP reply" in str(check.failureResultOf(d).value)
+
+
+def test_the_deadline_ends_a_transaction_whose_every_reply_came_in_time():
+    client, transport, clock = connect(ehlo=EHLO_PLAIN, command_timeout=60)
+    d = client.send("a@x.test", ["b@y.test", "c@y.test"], b"x", deadline=clock.seconds() + 120)
+    for answer in (b"250 ok\r\n", b"250 ok\r\n"):  # a drip-feeding server: 50 s a reply
+        clock.advance(50)
+        check.assertNoResult(d)
+        reply(client, transport, answer)
+    transport.clear()
+    clock.advance(20)  # waiting for the second RCPT's reply, within its 60 s
+    assert transport.aborted and transport.value() == b""  # no DATA after the deadline
+    failure = check.failureResultOf(d, DeadlinePassed)
+    assert isinstance(failure.value, ConnectionFault)
+    assert str(failure.value) == "the delivery deadline passed during the SMTP session; connection aborted"
+    reply(client, transport, b"250 ok\r\n354 go\r\n")  # late replies change nothing
+    assert transport.value() == b""
+    client.connectionLost(None)
+    assert not clock.getDelayedCalls()
+
+
+def test_the_deadline_covers_the_session_opening():
+    client, transport, clock = connect(ehlo=None)
+    d = client.send("a@x.test", ["b@y.test"], b"x", deadline=clock.seconds() + 30)
+    assert reply(client, transport, b"220 mx.test\r\n") == [b"EHLO client.test"]
+    clock.advance(30)  # no EHLO reply yet
+    assert transport.aborted
+    check.failureResultOf(d, DeadlinePassed)
+
+
+def test_a_transaction_within_its_deadline_leaves_no_timer():
+    client, transport, clock = connect()
+    d = client.send("a@x.test", ["b@y.test"], b"x", deadline=clock.seconds() + 30)
+    reply(client, transport, b"250 ok\r\n250 ok\r\n354 go\r\n")
+    reply(client, transport, b"250 queued\r\n")
+    assert check.successResultOf(d).by_outcome("delivered") == ["b@y.test"]
+    assert not clock.getDelayedCalls() and client.usable
+
+
+class NotYours(Exception):
+    pass
+
+
+def test_may_send_is_asked_before_the_pipelined_data_and_a_refusal_sends_nothing():
+    client, transport, _ = connect()
+    transport.clear()
+    asked = []
+
+    def may_send():
+        asked.append(defer.Deferred())
+        return asked[-1]
+
+    d = client.send("a@x.test", ["b@y.test"], b"x", may_send=may_send)
+    assert len(asked) == 1 and transport.value() == b""
+    asked[0].errback(NotYours("the lease was lost"))
+    assert transport.value() == b""
+    check.failureResultOf(d, NotYours)
+    assert client.usable  # nothing was sent: the next transaction needs no RSET
+    allowed = client.send("a@x.test", ["c@y.test"], b"x", may_send=may_send)
+    asked[1].callback(None)
+    assert transport.value() == b"MAIL FROM:<a@x.test> SIZE=3\r\nRCPT TO:<c@y.test>\r\nDATA\r\n"
+    reply(client, transport, b"250 ok\r\n250 ok\r\n354 go\r\n")
+    reply(client, transport, b"250 queued\r\n")
+    assert check.successResultOf(allowed).by_outcome("delivered") == ["c@y.test"]
+
+
+def test_without_pipelining_may_send_is_asked_after_rcpt_and_a_refusal_resets():
+    client, transport, _ = connect(ehlo=EHLO_PLAIN)
+    refusals = [NotYours("the lease was lost")]
+
+    async def may_send():
+        if refusals:
+            raise refusals.pop()
+
+    d = client.send("a@x.test", ["b@y.test"], b"x", may_send=may_send)
+    reply(client, transport, b"250 ok\r\n")
+    assert reply(client, transport, b"250 ok\r\n") == []  # no DATA
+    check.failureResultOf(d, NotYours)
+    second = client.send("a@x.test", ["c@y.test"], b"x", may_send=may_send)
+    assert transport.value() == b"RSET\r\n"
+    assert reply(client, transport, b"250 reset\r\n") == [b"MAIL FROM:<a@x.test>"]
+    reply(client, transport, b"250 ok\r\n")
+    assert reply(client, transport, b"250 ok\r\n") == [b"DATA"]
+    reply(client, transport, b"354 go\r\n")
+    reply(client, transport, b"250 queued\r\n")
+    check.successResultOf(second)
+
+
+def test_the_deadline_passing_while_may_send_is_asked_sends_nothing():
+    client, transport, clock = connect()
+    transport.clear()
+    answer = defer.Deferred()
+    d = client.send("a@x.test", ["b@y.test"], b"x", deadline=clock.seconds() + 10, may_send=lambda: answer)
+    clock.advance(10)
+    check.failureResultOf(d, DeadlinePassed)
+    assert transport.aborted
+    answer.callback(None)  # the proof comes too late
+    assert transport.value() == b""
+
+
+def test_an_endless_reply_line_drops_the_connection_at_the_line_limit():
+    client, transport, _ = connect()
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    transport.clear()
+    chunks = 0
+    client.dataReceived(b"250-")
+    while not transport.aborted and chunks < 1000:
+        client.dataReceived(b"x" * 1024)
+        chunks += 1
+    assert 4 + 1024 * (chunks - 1) <= client.MAX_LENGTH < 4 + 1024 * chunks  # at the first chunk past it
+    failure = check.failureResultOf(d, SMTPProtocolError)
+    assert f"longer than {client.MAX_LENGTH} bytes" in str(failure.value)
+    for _ in range(100):  # the rest of what it sends is not read
+        client.dataReceived(b"x" * 1024 + b"\r\n250 ok\r\n")
+    assert transport.value() == b"" and client._buffer == b""
+
+
+@pytest.mark.parametrize("line, lines", [
+    (b"250-x\r\n", MAX_REPLY_LINES + 1),  # many short lines: the line cap
+    (b"250-" + b"x" * 8000 + b"\r\n", MAX_REPLY_BYTES // 8000 + 1),  # long lines: the byte cap
+])
+def test_an_endless_multiline_reply_drops_the_connection(line, lines):
+    client, transport, _ = connect(ehlo=None)
+    d = client.send("a@x.test", ["b@y.test"], b"x")
+    reply(client, transport, b"220 mx.test\r\n")
+    sent = 0
+    while not transport.aborted and sent < 100_000:
+        client.dataReceived(line)
+        sent += 1
+    assert sent == lines
+    failure = check.failureResultOf(d, SMTPProtocolError)
+    assert f"{MAX_REPLY_LINES} lines or {MAX_REPLY_BYTES} bytes" in str(failure.value)
+
+
+def test_a_long_but_bounded_ehlo_reply_is_taken():
+    extensions = [b"X-EXT%d" % i for i in range(MAX_REPLY_LINES - 1)]
+    ehlo = b"".join(b"250-" + e + b"\r\n" for e in [b"mx.test", *extensions[:-1]]) + b"250 " + extensions[-1] + b"\r\n"
+    client, transport, _ = connect(ehlo=ehlo)
+    assert len(client.extensions) == MAX_REPLY_LINES - 1 and not transport.aborted
 
 
 def test_dot_stuffing_and_line_endings():

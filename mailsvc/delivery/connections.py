@@ -1,7 +1,8 @@
 """
 Outbound SMTP connections, kept per destination and reused: a transaction takes an idle
 connection to its destination or opens one, at most ``per_destination`` at once; a
-connection left idle longer than ``idle_seconds`` is closed with QUIT.
+connection left idle longer than ``idle_seconds`` is closed with QUIT. A transaction's
+deadline covers all of it: the wait for a connection, connecting, and the session.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from mailsvc.smtp.outbound import OutboundSMTP, TransactionResult
 
@@ -28,6 +30,10 @@ class Destination:
 
 class ConnectFailed(Exception):
     """No SMTP session could be opened to the destination (try another host)."""
+
+
+class TooLate(Exception):
+    """The deadline came before a session to the destination was had: nothing was sent."""
 
 
 @attrs.define
@@ -56,40 +62,64 @@ class Connections:
     def open_count(self) -> int:
         return len(self._open)
 
-    async def send(self, destination: Destination, sender: str, recipients: list[str],
-                   message: bytes) -> TransactionResult:
+    async def send(self, destination: Destination, sender: str, recipients: list[str], message: bytes,
+                   deadline: float, may_send: Callable[[], Awaitable[None]] | None = None) -> TransactionResult:
         """
-        One transaction to ``destination``. Raises ConnectFailed when no session could be
-        opened, or the protocol's ConnectionFault when the session failed under it.
+        One transaction to ``destination``, over by ``deadline`` (clock time). Raises
+        ConnectFailed when no session could be opened, TooLate when the deadline came before
+        one was had (a free connection, or a new one), the protocol's ConnectionFault when the
+        session failed under it (DeadlinePassed when the deadline came first), or what
+        ``may_send`` raised (the protocol awaits it right before DATA).
         """
+        if self._clock.seconds() >= deadline:
+            raise TooLate()
         slot = self._slots.get(destination)
         if slot is None:
             slot = self._slots[destination] = _Slot(destination, defer.DeferredSemaphore(self._per_destination))
-        await slot.limit.acquire()
+        try:
+            await self._by(deadline, slot.limit.acquire())
+        except TooLate:
+            self._forget_if_unused(slot)
+            raise
+        protocol = None
         try:
             protocol = self._take_idle(slot)
             if protocol is None:
                 try:
-                    protocol = await self._connect(destination)
+                    protocol = await self._by(deadline, defer.ensureDeferred(self._connect(destination)))
+                except TooLate:
+                    raise
                 except Exception as e:
                     raise ConnectFailed(_describe(e)) from None
                 self._open.add(protocol)
                 protocol.when_closed().addCallback(lambda _, p=protocol: self._open.discard(p))
-            result = await protocol.send(sender, recipients, message)
-            if protocol.is_open:
+            return await protocol.send(sender, recipients, message, deadline, may_send)
+        finally:
+            if protocol is not None and protocol.usable:
                 timer = self._clock.callLater(self._idle_seconds, self._expire, slot, protocol)
                 slot.idle.append((protocol, timer))
-            return result
-        finally:
             slot.limit.release()
             self._forget_if_unused(slot)
+
+    async def _by(self, deadline: float, waiting: defer.Deferred):
+        """
+        ``waiting``'s result, or TooLate (and ``waiting`` cancelled) at ``deadline``, whatever
+        the cancelled work ended with (a cancelled connection attempt fails with its own
+        error, not CancelledError).
+        """
+
+        def too_late(result, timeout):
+            return Failure(TooLate())
+
+        waiting.addTimeout(max(0.0, deadline - self._clock.seconds()), self._clock, onTimeoutCancel=too_late)
+        return await waiting
 
     def _take_idle(self, slot: _Slot) -> OutboundSMTP | None:
         while slot.idle:
             protocol, timer = slot.idle.pop()
             if timer.active():
                 timer.cancel()
-            if protocol.is_open:
+            if protocol.usable:
                 return protocol
         return None
 

@@ -2,7 +2,8 @@
 Where mail for a domain goes: its MX hosts through the one resolver (``dns.servers``), in
 preference order with equal preferences shuffled; a null MX (RFC 7505) or a domain that does
 not exist bounces; no MX at all falls back to the domain's own address (RFC 5321 §5.1).
-Hosts that refused a connection are remembered for a while and tried last.
+Hosts that refused a connection are remembered for a while and tried last; an attempt tries
+at most MAX_HOSTS of them (a domain may list any number, each costing a connect timeout).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ CACHE_SECONDS = 300
 #: Seconds a host that could not be reached is put behind the others.
 BAD_HOST_SECONDS = 300
 DNS_TIMEOUT = (2, 5)
+#: Hosts tried per attempt, at most: the first ones in order (remembered bad hosts drop off first).
+MAX_HOSTS = 5
 
 
 class NoRoute(Exception):
@@ -115,7 +118,7 @@ class Routes:
         self._rng.shuffle(shuffled)
         shuffled.sort(key=lambda e: e[0])  # stable: equal preferences stay shuffled
         hosts = [host for _, host in shuffled]
-        return tuple(sorted(hosts, key=self.is_bad))  # stable: bad hosts go last
+        return tuple(sorted(hosts, key=self.is_bad)[:MAX_HOSTS])  # stable: bad hosts go last
 
 
 def _name(name: dns.Name) -> str:

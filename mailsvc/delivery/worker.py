@@ -8,6 +8,14 @@ or paused mail comes due, or by a slow safety timer) writes the outcomes gathere
 previous step and claims as much due work as the node has room for. Recipients of one email
 at one domain go in one SMTP transaction; the envelope sender is the VERP address of the
 first of them (a DSN names its recipient, which finds the others).
+
+A claim's lease ends while the node may still be sending: another node would then send the
+same message again. So every attempt (routing, the wait for a connection, up to
+``routes.MAX_HOSTS`` hosts, each session to its final reply) is over within half the lease
+from the claim, and right before DATA the lease is renewed by a statement that proves the
+claim still holds; if it does not (or cannot be proven), nothing is sent and the recipients
+are retried. Deliveries whose deadline came while they waited for a connection (all of the
+destination's were busy) go back to the queue at once, no attempt counted.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.deferreds import when_done
-from mailsvc.delivery.connections import ConnectFailed, Connections, Destination
+from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
@@ -39,6 +47,12 @@ log = Logger()
 SAFETY_INTERVAL = 5
 #: Seconds a stop waits for transactions in flight before giving their rows back.
 DRAIN_SECONDS = 30
+#: An attempt's deadline, as a share of the lease from the claim: the lease outlives it.
+DEADLINE_SHARE = 0.5
+
+
+class LeaseNotHeld(Exception):
+    """Right before DATA, the claim could not be proven to hold: the message is not sent."""
 
 
 @attrs.frozen
@@ -104,6 +118,7 @@ class DeliveryWorker:
         if room <= 0:
             return
         token = uuid.uuid4()
+        deadline = self._clock.seconds() + self._settings.lease_seconds * DEADLINE_SHARE
         claimed = await store.claim(
             self._db, self._clock, self._settings.node, token, room, self._settings.lease_seconds
         )
@@ -114,7 +129,7 @@ class DeliveryWorker:
         emails, own = await store.contents(self._db, claimed.work)
         for group, message, email in self._transactions(claimed.work, emails, own, token):
             key = next(self._keys)
-            d = defer.ensureDeferred(self._deliver(group, message, email, token))
+            d = defer.ensureDeferred(self._deliver(group, message, email, token, deadline))
             self._in_flight[key] = (d, group, token)
             d.addBoth(self._landed, key)
         if len(claimed.work) == room:
@@ -160,7 +175,8 @@ class DeliveryWorker:
                                       claim=token, attempted=status != "failed"))
         self.wake()
 
-    async def _deliver(self, group: list[Work], message: bytes, email: dict, token: uuid.UUID) -> None:
+    async def _deliver(self, group: list[Work], message: bytes, email: dict, token: uuid.UUID,
+                       deadline: float) -> None:
         relay = group[0].delivery_mode == "relay"
         try:
             destinations = await self._destinations(group, email, relay)
@@ -176,15 +192,26 @@ class DeliveryWorker:
             self._settings.verp_key, group[0].id, f"{email['return_path']}.{email['domain']}"
         )
         recipients = [w.recipient for w in group]
+
+        async def renew_lease() -> None:
+            await self._renew(group, token)
+
         failures = []
         for destination in destinations:
             try:
-                result = await self._connections.send(destination, sender, recipients, message)
+                result = await self._connections.send(destination, sender, recipients, message, deadline,
+                                                       renew_lease)
             except ConnectFailed as e:
                 self._routes.mark_bad(destination.host)
                 failures.append(f"{destination.host}: {e}")
                 continue
-            except ConnectionFault as e:
+            except TooLate:
+                if failures:
+                    failures.append("the delivery deadline passed before the next host")
+                    break
+                await self._give_back(group, token)
+                return
+            except (ConnectionFault, LeaseNotHeld) as e:
                 for w in group:
                     self._defer(w, token, "transient", None, None, f"{destination.host}: {e}")
                 return
@@ -200,6 +227,21 @@ class DeliveryWorker:
         message_text = "; ".join(failures) or "no host to deliver to"
         for w in group:
             self._defer(w, token, "unreachable", None, None, message_text)
+
+    async def _give_back(self, group: list[Work], token: uuid.UUID) -> None:
+        try:
+            await store.release(self._db, self._clock, [(w, token) for w in group])
+        except Exception:
+            log.failure("giving back {n} deliveries failed; their lease will end", n=len(group))
+
+    async def _renew(self, group: list[Work], token: uuid.UUID) -> None:
+        try:
+            held = await store.renew(self._db, self._clock, [w.id for w in group], token,
+                                     self._settings.lease_seconds)
+        except Exception as e:
+            raise LeaseNotHeld(f"the lease could not be renewed before DATA ({type(e).__name__})") from None
+        if not held:
+            raise LeaseNotHeld("the lease was lost before DATA")
 
     async def _destinations(self, group: list[Work], email: dict, relay: bool) -> list[Destination]:
         if relay:

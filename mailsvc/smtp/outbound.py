@@ -8,7 +8,11 @@ CR CR LF, has no PIPELINING and sends RSET after every message (DESIGN.md, Known
 Here the whole message is CRLF-normalised and dot-stuffed before any byte is written;
 replies are matched to commands through a FIFO, so with PIPELINING the MAIL, RCPT and DATA
 commands of one transaction go out in one write. The connection is opened by the caller;
-command and data timeouts run on the injected clock. With credentials (relay through a
+command and data timeouts run on the injected clock, and so does a transaction's overall
+deadline (``send(deadline=...)``), which aborts the connection wherever the transaction is.
+A hostile server cannot make the client hold more than one reply of MAX_REPLY_LINES lines
+and MAX_REPLY_BYTES: past that, or past a line of MAX_LENGTH, the connection is dropped and
+the transaction fails as a ConnectionFault (retried). With credentials (relay through a
 smarthost) the client authenticates after (STARTTLS and) EHLO, and only over an encrypted
 connection unless plain text is explicitly allowed.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import base64
 import re
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 import attrs
 from twisted.internet import defer
@@ -32,6 +37,10 @@ ENFORCED = "enforced"
 TLS_POLICIES = (OPPORTUNISTIC, ENFORCED)
 
 WRITE_CHUNK = 64 * 1024
+#: One reply (e.g. a multi-line EHLO answer) holds at most this many lines and bytes of text;
+#: real servers send tens of lines, a hostile one could send them forever.
+MAX_REPLY_LINES = 100
+MAX_REPLY_BYTES = 64 * 1024
 
 _REPLY_LINE = re.compile(rb"^(\d{3})([ -]?)(.*)$")
 _ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})(?:\s+|$)")
@@ -80,6 +89,13 @@ class SMTPTimeout(ConnectionFault):
     def __init__(self, waiting_for: str, seconds: float):
         super().__init__(f"no reply to {waiting_for} within {seconds:g} s; connection aborted")
         self.waiting_for, self.seconds = waiting_for, seconds
+
+
+class DeadlinePassed(ConnectionFault):
+    """The transaction's overall deadline passed (the connection, if any, was aborted)."""
+
+    def __init__(self, where: str):
+        super().__init__(f"the delivery deadline passed during {where}")
 
 
 class SMTPConnectionLost(ConnectionFault):
@@ -155,6 +171,9 @@ class _Job:
     recipients: tuple[str, ...] = ()
     message: bytes = b""
     quit: bool = False
+    #: Awaited right before DATA is sent; an exception it raises fails the transaction
+    #: unsent (the connection stays usable).
+    may_send: Callable[[], Awaitable[None]] | None = None
 
     def end(self, failure: Exception) -> None:
         if self.result.called:
@@ -212,6 +231,8 @@ class OutboundSMTP(LineOnlyReceiver):
         self.extensions: dict[str, str] = {}
         self.encrypted = False
         self._lines: list[str] = []
+        self._reply_bytes = 0
+        self._aborted = False
         self._pending: deque[_Pending] = deque()
         self._timer = None
         self._jobs: deque[_Job] = deque()
@@ -223,13 +244,21 @@ class OutboundSMTP(LineOnlyReceiver):
 
     # -- public -------------------------------------------------------------------------
 
-    def send(self, sender: str, recipients: list[str], message: bytes) -> defer.Deferred:
-        """One transaction; fires with a TransactionResult, or fails with a ConnectionFault."""
+    def send(self, sender: str, recipients: list[str], message: bytes, deadline: float | None = None,
+             may_send: Callable[[], Awaitable[None]] | None = None) -> defer.Deferred:
+        """
+        One transaction; fires with a TransactionResult, or fails with a ConnectionFault
+        (DeadlinePassed when the clock reaches ``deadline`` first: the connection is aborted,
+        so no byte of the transaction is sent after it), or with what ``may_send`` raised.
+        """
         if not recipients:
             raise ValueError("send needs at least one recipient")
         for address in (sender, *recipients):
             _address(address)
-        job = _Job(defer.Deferred(), sender, tuple(recipients), message)
+        job = _Job(defer.Deferred(), sender, tuple(recipients), message, may_send=may_send)
+        if deadline is not None:
+            timer = self.clock.callLater(max(0.0, deadline - self.clock.seconds()), self._deadline_passed, job)
+            job.result.addBoth(_cancelling, timer)
         self._enqueue(job)
         return job.result
 
@@ -242,6 +271,11 @@ class OutboundSMTP(LineOnlyReceiver):
     @property
     def is_open(self) -> bool:
         return self._connected
+
+    @property
+    def usable(self) -> bool:
+        """Open, and its session has not ended (a failed one is closing): fit for reuse."""
+        return self._connected and self._ended is None
 
     def when_closed(self) -> defer.Deferred:
         d = defer.Deferred()
@@ -278,19 +312,33 @@ class OutboundSMTP(LineOnlyReceiver):
         for d in waiters:
             d.callback(None)
 
+    def dataReceived(self, data: bytes):  # noqa: N802
+        """Nothing more is read from a server whose connection is being dropped."""
+        if self._aborted:
+            return
+        super().dataReceived(data)
+
     def lineLengthExceeded(self, line):  # noqa: N802
-        self._abort(SMTPProtocolError("reply line too long"))
+        self._abort(SMTPProtocolError(f"reply line longer than {self.MAX_LENGTH} bytes"))
 
     def lineReceived(self, line: bytes):  # noqa: N802
+        if self._aborted:
+            return
         match = _REPLY_LINE.match(line.rstrip(b"\r"))
         if match is None or (match.group(2) == b"" and match.group(3)):
             self._abort(SMTPProtocolError(f"not an SMTP reply: {line[:80]!r}"))
             return
         code = int(match.group(1))
-        self._lines.append(match.group(3).decode("utf-8", "replace"))
+        text = match.group(3).decode("utf-8", "replace")
+        self._lines.append(text)
+        self._reply_bytes += len(text)
+        if len(self._lines) > MAX_REPLY_LINES or self._reply_bytes > MAX_REPLY_BYTES:
+            self._abort(SMTPProtocolError(
+                f"reply longer than {MAX_REPLY_LINES} lines or {MAX_REPLY_BYTES} bytes"))
+            return
         if match.group(2) == b"-":
             return
-        texts, self._lines = self._lines, []
+        texts, self._lines, self._reply_bytes = self._lines, [], 0
         if code == 421:
             self._service_closing(texts)
             return
@@ -345,8 +393,16 @@ class OutboundSMTP(LineOnlyReceiver):
     def _abort(self, failure: Exception):
         self._cancel_timer()
         self._end(failure)
+        self._aborted = True
+        self._buffer, self._lines = b"", []  # what a hostile server sent is let go at once
         if self._connected:
             self.transport.abortConnection()
+
+    def _deadline_passed(self, job: _Job):
+        """The job may be awaiting ``may_send`` rather than a reply: it is failed here too."""
+        failure = DeadlinePassed("the SMTP session; connection aborted")
+        self._abort(failure)
+        job.end(failure)
 
     def _end(self, failure: Exception):
         """First cause wins: every reply still awaited resolves to it."""
@@ -528,6 +584,8 @@ class OutboundSMTP(LineOnlyReceiver):
         rcpts = [b"RCPT TO:<" + _address(r) + b">" for r in job.recipients]
 
         if "PIPELINING" in self.extensions:
+            if not await self._may_send(job):  # DATA goes out with MAIL and RCPT: ask first
+                return not must_reset
             commands = ([b"RSET"] if must_reset else []) + [mail, *rcpts, b"DATA"]
             self.transport.write(b"".join(c + b"\r\n" for c in commands))
             names = (["RSET"] if must_reset else []) + ["MAIL FROM"] + ["RCPT TO"] * len(rcpts) + ["DATA"]
@@ -552,6 +610,8 @@ class OutboundSMTP(LineOnlyReceiver):
                     self.sendLine(rcpt)
                     rcpt_replies.append(await self._reply(self._expect("RCPT TO")))
                 if any(r.positive for r in rcpt_replies):
+                    if not await self._may_send(job):
+                        return False  # the next transaction starts with RSET
                     self.sendLine(b"DATA")
                     data_reply = await self._reply(self._expect("DATA"))
 
@@ -572,6 +632,21 @@ class OutboundSMTP(LineOnlyReceiver):
             self.transport.write(payload[start:start + WRITE_CHUNK])
         final = await self._reply(self._expect("the end of data", self.data_timeout))
         job.result.callback(_per_recipient(job.recipients, rcpt_replies, final))
+        return True
+
+    async def _may_send(self, job: _Job) -> bool:
+        """False when ``may_send`` refused: the job has failed with what it raised."""
+        if job.may_send is None:
+            return True
+        try:
+            await job.may_send()
+        except Exception as refusal:
+            if self._ended is not None:
+                raise self._ended from None
+            job.result.errback(refusal)
+            return False
+        if self._ended is not None:  # e.g. the deadline passed meanwhile
+            raise self._ended
         return True
 
     async def _close_empty_data(self, data_reply: Reply | None):
@@ -602,6 +677,12 @@ def _per_recipient(recipients, rcpt_replies, data_reply: Reply | None) -> Transa
         decisive = data_reply if reply.positive and data_reply is not None else reply
         results.append(RecipientResult(recipient, outcome_of(decisive), decisive, _class(decisive)))
     return TransactionResult(tuple(results))
+
+
+def _cancelling(result, timer):
+    if timer.active():
+        timer.cancel()
+    return result
 
 
 def _class(reply: Reply) -> str | None:

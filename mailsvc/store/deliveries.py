@@ -161,6 +161,19 @@ async def _paces(txn: Transaction, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUI
     return {r["tenant_id"]: r["tat"] for r in rows}
 
 
+async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lease: float) -> bool:
+    """
+    A full lease again for claimed deliveries, if ``token`` still holds every one of them
+    (right before DATA: the update is the proof that no other node took them).
+    """
+    until = timefmt.from_seconds(clock.seconds() + lease)
+    renewed = await db.fetchall(
+        "UPDATE deliveries SET due_at = %s, claimed_until = %s WHERE id = ANY(%s::uuid[]) AND claim = %s RETURNING id",
+        (until, until, ids, token), desc="renew delivery lease",
+    )
+    return len(renewed) == len(ids)
+
+
 async def contents(db: Database, work: list[Work]) -> tuple[dict[uuid.UUID, dict], dict[uuid.UUID, bytes]]:
     """The emails of ``work`` (message and sending domain), and the recipients' own messages."""
     emails = await db.fetchall(
@@ -294,23 +307,6 @@ async def release(db: Database, clock, abandoned: list[tuple[Work, uuid.UUID]]) 
         " FROM unnest(%s::uuid[], %s::uuid[]) AS v(id, claim) WHERE d.id = v.id AND d.claim = v.claim",
         (timefmt.from_seconds(clock.seconds()), [w.id for w, _ in abandoned], [t for _, t in abandoned]),
         desc="release deliveries",
-    )
-
-
-async def find_for_report(db: Database, delivery_id: uuid.UUID) -> dict | None:
-    """The delivery a return-path address named."""
-    return await db.fetchone(
-        "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.status FROM deliveries d WHERE d.id = %s",
-        (delivery_id,), desc="find reported delivery",
-    )
-
-
-async def sibling(db: Database, email_id: uuid.UUID, recipient: str) -> dict | None:
-    """The delivery of ``email_id`` to ``recipient`` (case-insensitively), if any."""
-    return await db.fetchone(
-        "SELECT id, email_id, tenant_id, recipient, status FROM deliveries WHERE email_id = %s"
-        " AND lower(recipient) = lower(%s)",
-        (email_id, recipient), desc="find reported delivery",
     )
 
 

@@ -1,13 +1,17 @@
 """The return path end to end: mail delivered to the sink, then a DSN or a feedback report about
 it sent by smtplib to the real inbound listener; the delivery bounces or is complained about,
-with its event and suppression."""
+with its event and suppression. Then the rules of which deliveries a DSN can be about (hostile
+reports: tests/test_hostile_returns.py)."""
 
 import smtplib
 from pathlib import Path
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor, threads
 
+from mailsvc.delivery import returns
+from mailsvc.mail import reports
 from mailsvc.smtp import inbound
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -107,3 +111,44 @@ async def test_the_return_path_is_no_open_relay(mta, port):
     # An auto-reply to the return path is taken and dropped: nothing changes.
     await submit(port, "ann@example.net", [return_path], sample("auto_reply.eml"))
     assert await mta.events("email.bounced") == [] and await mta.events("email.complained") == []
+
+
+# Which deliveries a DSN sent to one VERP address can bounce (pure rules, a table each)
+
+ANN, BOB, CAROL, OWN = (
+    {"id": n, "recipient": r, "own_message": own}
+    for n, r, own in ((1, "ann@example.net", False), (2, "Bob@Example.NET", False), (3, "carol@example.org", False),
+                      (4, "dan@example.net", True)))
+
+
+def failure(address: str | None, original: str | None = None) -> reports.DsnRecipient:
+    return reports.DsnRecipient(final_recipient=address, original_recipient=original, action="failed", status="5.1.1")
+
+
+@pytest.mark.parametrize(("named", "deliveries", "shared"), [
+    (ANN, [ANN, BOB, CAROL, OWN], [ANN, BOB]),  # one recipient domain, one transaction
+    (CAROL, [ANN, BOB, CAROL, OWN], [CAROL]),
+    (OWN, [ANN, BOB, CAROL, OWN], [OWN]),  # a message of its own went alone
+    (BOB, [BOB], [BOB]),
+])
+def test_shared_return_path(named, deliveries, shared):
+    assert returns.shared_return_path(named, deliveries) == shared
+
+
+@pytest.mark.parametrize(("named", "deliveries", "failures", "bounced"), [
+    (ANN, [ANN, BOB, CAROL], [failure("bob@example.net")], [BOB]),
+    (ANN, [ANN, BOB, CAROL], [failure("x@y", original="ANN@example.net")], [ANN]),
+    # A co-recipient at another domain had a return path of its own.
+    (ANN, [ANN, BOB, CAROL], [failure("carol@example.org")], []),
+    (ANN, [ANN, CAROL], [failure("carol@example.org")], []),
+    # An address never sent to: the named delivery, when it went out alone and the failure is the only one.
+    (ANN, [ANN, CAROL], [failure("ann@forwarded.example")], [ANN]),
+    (ANN, [ANN, CAROL], [failure(None)], [ANN]),
+    (ANN, [ANN, BOB], [failure("ann@forwarded.example")], []),
+    (ANN, [ANN, CAROL], [failure("ann@forwarded.example"), failure("x@forwarded.example")], []),
+    (OWN, [ANN, BOB, OWN], [failure("ann@example.net")], []),
+    (ANN, [ANN, BOB, CAROL], [failure("ann@example.net"), failure("bob@example.net"), failure("carol@example.org")],
+     [ANN, BOB]),
+])
+def test_bounced(named, deliveries, failures, bounced):
+    assert [row for row, _ in returns.bounced(named, deliveries, tuple(failures))] == bounced

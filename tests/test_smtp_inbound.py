@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task, threads
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
 
 from mailsvc.crypto import tls
 from mailsvc.mail import reports, verp
@@ -204,6 +206,47 @@ def test_idle_timeout():
     clock.advance(2)
     assert transport.value() == b"421 4.4.2 mx.acme.example Idle timeout, closing connection\r\n"
     assert transport.disconnecting
+
+
+def test_a_session_has_a_length_however_busy_the_peer():
+    proto, transport, _, clock = connect()
+    for _ in range(31):  # a line every 29 s keeps the idle timeout (30 s) away for 899 s...
+        clock.advance(29)
+        send(proto, transport, b"NOOP\r\n")
+    assert not transport.disconnecting
+    transport.clear()
+    clock.advance(1)  # ...but not the end of the session at 15 minutes
+    assert transport.value() == b"421 4.4.2 mx.acme.example Session too long, closing connection\r\n"
+    assert transport.disconnecting
+    proto.connectionLost()
+    assert clock.getDelayedCalls() == []
+
+
+def test_connections_at_once_are_limited_in_all_and_per_peer():
+    recorder = Recorder()
+    factory = InboundFactory(task.Clock(), "mx.acme.example", recorder.accepts, recorder.deliver,
+                             max_connections=3, max_connections_per_peer=2)
+
+    def open_from(host):
+        proto = factory.buildProtocol(None)
+        transport = StringTransport(peerAddress=IPv4Address("TCP", host, 50000))
+        proto.makeConnection(transport)
+        return proto, transport
+
+    open_from("192.0.2.1")
+    second, _ = open_from("192.0.2.1")
+    refused, transport = open_from("192.0.2.1")
+    assert transport.value() == b"421 4.7.0 mx.acme.example Too many connections; try again later\r\n"
+    assert transport.disconnecting
+    refused.connectionLost()
+    assert open_from("192.0.2.2")[1].value().startswith(b"220 ")
+    # Three are open: a fourth peer is refused too; a refused connection that ends frees no place.
+    refused, transport = open_from("192.0.2.3")
+    refused.connectionLost()
+    assert transport.value().startswith(b"421 4.7.0") and open_from("192.0.2.3")[1].value().startswith(b"421 ")
+    # A closed one frees its place.
+    second.connectionLost()
+    assert open_from("192.0.2.1")[1].value().startswith(b"220 ")
 
 
 # smtplib against a real listener

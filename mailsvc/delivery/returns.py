@@ -4,19 +4,27 @@ recipient (our VERP addresses, and postmaster/abuse/fbl of our return-path hosts
 else) and hands each message to ``deliver``, which turns delivery status notifications into
 hard bounces and feedback reports into complaints, written like every other outcome.
 
-A report is matched to a delivery by the VERP address it was sent to, not by what it claims;
-a DSN's recipient only picks, among the recipients of the same email, the one it is about
-(several recipients at one domain share one transaction and so one return path). A report
-sent to postmaster/abuse/fbl is matched through the enclosed original: its Return-Path or
-Original-Mail-From (our VERP address when the provider kept it), then its Message-ID.
+Anyone can send to this port, so a report is matched by what we made, never by what it
+claims. A VERP address (its MAC checked) names a delivery, and with it the transaction that
+delivery went out in: the worker sends an email's deliveries to one recipient domain together,
+under the first one's VERP address (``shared_return_path``). A DSN's per-recipient fields only
+pick, within that transaction, the recipients it is about; a co-recipient elsewhere had a
+return path of its own and is never touched. A feedback report is matched by a VERP address
+(the one it was sent to, or its enclosed original's Return-Path / Original-Mail-From) or, sent
+to postmaster/abuse/fbl without one, by our own Message-ID among the mail of that return-path
+host's domain; its Original-Rcpt-To and To are the reporter's word and pick nothing. When what
+we made names several deliveries, the report is about one of them we cannot tell: it is dropped.
 """
 
 from __future__ import annotations
 
+import uuid
+
 from twisted.logger import Logger
 
 from mailsvc.mail import reports, verp
-from mailsvc.store import deliveries as store
+from mailsvc.store import deliveries as outcomes_store
+from mailsvc.store import returns as store
 from mailsvc.store.database import Database
 from mailsvc.store.deliveries import Outcome
 
@@ -35,18 +43,11 @@ class ReturnPath:
     async def accepts(self, address: str) -> bool:
         local, _, host = address.rpartition("@")
         host = host.rstrip(".").lower()
-        if not await self._is_return_path_host(host):
+        if not await store.is_return_path_host(self._db, host):
             return False
         if local.lower() in ROLE_ADDRESSES:
             return True
         return verp.delivery_of(self._key, address) is not None
-
-    async def _is_return_path_host(self, host: str) -> bool:
-        row = await self._db.fetchone(
-            "SELECT 1 AS found FROM domains WHERE return_path || '.' || name = %s LIMIT 1", (host,),
-            desc="return path host",
-        )
-        return row is not None
 
     async def deliver(self, mail_from: str, recipients: list[str], message: bytes) -> None:
         report = reports.parse(message)
@@ -54,79 +55,104 @@ class ReturnPath:
             log.info("return path: dropped a message from <{sender}> that is no DSN or feedback report",
                      sender=mail_from)
             return
-        outcomes = []
+        # One outcome per delivery, however often the message names it (recipients, blocks).
+        outcomes: dict[uuid.UUID, Outcome] = {}
         for recipient in recipients:
-            named = await self._named(recipient, report)
-            if named is None:
-                log.info("return path: a report to {rcpt} matches no delivery; dropped", rcpt=recipient)
-                continue
             if isinstance(report, reports.DeliveryReport):
-                outcomes.extend(await self._bounces(named, report))
+                found = await self._bounces(recipient, report)
             elif report.is_complaint:
-                outcomes.append(Outcome(
-                    named["id"], named["tenant_id"], named["email_id"], named["recipient"], "complained",
-                    {"source": "fbl"}, None, attempted=False))
+                found = await self._complaints(recipient, report)
             else:
-                log.info("return path: a {kind} feedback report about {rcpt} changes nothing",
-                         kind=report.feedback_type, rcpt=named["recipient"])
+                log.info("return path: a {kind} feedback report to {rcpt} changes nothing",
+                         kind=report.feedback_type, rcpt=recipient)
+                continue
+            for outcome in found:
+                outcomes.setdefault(outcome.delivery_id, outcome)
         if outcomes:
-            await store.record(self._db, self._clock, outcomes)
+            await outcomes_store.record(self._db, self._clock, list(outcomes.values()))
 
-    async def _named(self, recipient: str, report) -> dict | None:
-        """The delivery a report names, through its recipient or the original it encloses."""
-        candidates = [recipient]
-        if isinstance(report, reports.FeedbackReport):
-            candidates += [a for a in (report.original_return_path, report.original_mail_from) if a]
-        for address in candidates:
-            delivery_id = verp.delivery_of(self._key, address.strip("<>"))
-            if delivery_id is not None:
-                row = await store.find_for_report(self._db, delivery_id)
-                if row is not None:
-                    return row
-        message_id = report.original_message_id
-        if isinstance(report, reports.FeedbackReport) and message_id:
-            return await self._by_message_id(recipient, message_id, report)
-        return None
+    async def _bounces(self, recipient: str, report: reports.DeliveryReport) -> list[Outcome]:
+        named, deliveries = await self._named_by_verp(recipient)
+        if named is None:
+            log.info("return path: a DSN to {rcpt} matches no delivery; dropped", rcpt=recipient)
+            return []
+        return [
+            Outcome(row["id"], row["tenant_id"], row["email_id"], row["recipient"], "bounced",
+                    {"type": "hard", "source": "dsn", "code": failure.smtp_code,
+                     "enhanced_code": failure.enhanced_code,
+                     "message": failure.diagnostic_code or f"{failure.action} {failure.status}"},
+                    failure.diagnostic_code, attempted=False)
+            for row, failure in bounced(named, deliveries, report.permanent_failures)
+        ]
 
-    async def _by_message_id(self, recipient: str, message_id: str, report) -> dict | None:
-        """A report to postmaster@<return path host>: the email of that domain with that Message-ID."""
-        host = recipient.rpartition("@")[2].lower()
-        wanted = message_id.strip()
+    async def _complaints(self, recipient: str, report: reports.FeedbackReport) -> list[Outcome]:
+        candidates = await self._complained_about(recipient, report)
+        if len(candidates) != 1:
+            log.info("return path: a feedback report to {rcpt} names {count} deliveries; dropped",
+                     rcpt=recipient, count=len(candidates))
+            return []
+        (row,) = candidates
+        return [Outcome(row["id"], row["tenant_id"], row["email_id"], row["recipient"], "complained",
+                        {"source": "fbl"}, None, attempted=False)]
+
+    async def _complained_about(self, recipient: str, report: reports.FeedbackReport) -> list[dict]:
+        """The deliveries a feedback report can be about, by our VERP address, else our Message-ID."""
+        for address in (recipient, report.original_return_path, report.original_mail_from):
+            if not address:
+                continue
+            named, deliveries = await self._named_by_verp(address.strip("<>"))
+            if named is not None:
+                return shared_return_path(named, deliveries)
+        if not report.original_message_id:
+            return []
+        host = recipient.rpartition("@")[2].rstrip(".").lower()
+        wanted = report.original_message_id.strip()
         if not wanted.startswith("<"):
             wanted = f"<{wanted}>"
-        rows = await self._db.fetchall(
-            "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.status FROM emails e"
-            " JOIN domains dom ON dom.id = e.domain_id AND dom.return_path || '.' || dom.name = %s"
-            " JOIN deliveries d ON d.email_id = e.id WHERE e.message_id = %s ORDER BY d.id",
-            (host, wanted), desc="find reported email",
-        )
-        reported = {a.lower() for a in (*report.original_rcpt_to, *report.original_to)}
-        for row in rows:
-            if row["recipient"].lower() in reported:
-                return row
-        return rows[0] if len(rows) == 1 else None
+        return await store.deliveries_by_message_id(self._db, host, wanted)
 
-    async def _bounces(self, named: dict, report: reports.DeliveryReport) -> list[Outcome]:
-        failures = report.permanent_failures
-        outcomes = []
-        for failure in failures:
-            row = None
-            for address in (failure.original_recipient, failure.final_recipient):
-                if address and address.lower() == named["recipient"].lower():
-                    row = named
-                    break
-                if address:
-                    row = await store.sibling(self._db, named["email_id"], address)
-                    if row is not None:
-                        break
-            if row is None and len(failures) == 1:
-                row = named  # forwarded or aliased: the address changed on the way
-            if row is None:
-                continue
-            outcomes.append(Outcome(
-                row["id"], row["tenant_id"], row["email_id"], row["recipient"], "bounced",
-                {"type": "hard", "source": "dsn", "code": failure.smtp_code, "enhanced_code": failure.enhanced_code,
-                 "message": failure.diagnostic_code or f"{failure.action} {failure.status}"},
-                failure.diagnostic_code, attempted=False))
-        return outcomes
+    async def _named_by_verp(self, address: str) -> tuple[dict | None, list[dict]]:
+        """The delivery a VERP address names and every delivery of its email; None when none."""
+        delivery_id = verp.delivery_of(self._key, address)
+        if delivery_id is None:
+            return None, []
+        deliveries = await store.deliveries_of_the_email_of(self._db, delivery_id)
+        named = next((d for d in deliveries if d["id"] == delivery_id), None)
+        return named, deliveries
 
+
+def _recipient_domain(delivery: dict) -> str:
+    return delivery["recipient"].rpartition("@")[2].lower()
+
+
+def shared_return_path(named: dict, deliveries: list[dict]) -> list[dict]:
+    """
+    The deliveries that may have gone out under ``named``'s VERP address: the delivery worker
+    sends an email's deliveries to one recipient domain in one transaction, with the first one's
+    VERP address as its sender, except a delivery with a message of its own, sent alone.
+    """
+    if named["own_message"]:
+        return [named]
+    return [d for d in deliveries if not d["own_message"] and _recipient_domain(d) == _recipient_domain(named)]
+
+
+def bounced(named: dict, deliveries: list[dict],
+            failures: tuple[reports.DsnRecipient, ...]) -> list[tuple[dict, reports.DsnRecipient]]:
+    """
+    (delivery, failure) for each permanent failure of a DSN sent to ``named``'s VERP address
+    (``deliveries``: all of its email's). A failure names a delivery that shared the return path;
+    one naming an address we never sent to (forwarded or aliased on the way) is about ``named``
+    only when it is the one failure and ``named`` went out alone: then there is no one else.
+    """
+    mates = shared_return_path(named, deliveries)
+    by_address = {d["recipient"].lower(): d for d in mates}
+    ours = {d["recipient"].lower() for d in deliveries}
+    found = []
+    for failure in failures:
+        addresses = [a.lower() for a in (failure.original_recipient, failure.final_recipient) if a]
+        row = next((by_address[a] for a in addresses if a in by_address), None)
+        if row is None and len(failures) == 1 and len(mates) == 1 and ours.isdisjoint(addresses):
+            row = named
+        if row is not None:
+            found.append((row, failure))
+    return found

@@ -8,26 +8,40 @@ here. A recipient is accepted only when the injected ``accepts(address)`` says s
 addresses and the postmaster/abuse/fbl mailboxes of return-path hosts); everything else is
 refused, so this is never an open relay. The finished message goes, byte for byte as
 received (dot-unstuffed, lines ending in CRLF), to ``deliver(mail_from, recipients, message)``.
+
+The port is open to anyone, so what a peer can make it do is bounded: the size of a message,
+recipients per message, the length of a line, refused commands, connections at once (in all
+and per peer address) and the length of a session.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from twisted.internet import endpoints, protocol
 
 from mailsvc.smtp.server import ESMTPServerProtocol
 
-#: Largest message accepted (SIZE): reports are small, a returned original may not be.
+#: Largest message accepted (SIZE): reports are small, a returned original may not be (an
+#: Exchange NDR encloses it whole); only a head of it is read (``mail.reports.MAX_REPORT_BYTES``).
 MAX_MESSAGE_BYTES = 10 * 1024 * 1024
-#: A bounce names one recipient (one VERP address per delivery); a few more are tolerated.
-MAX_RECIPIENTS = 100
+#: A report goes to one address (a VERP address or postmaster/abuse/fbl); each RCPT costs a
+#: database look-up, so a few more are tolerated and no more.
+MAX_RECIPIENTS = 10
 #: Longest command line (RFC 5321 §4.5.3.1.4 says 512; extensions make them longer).
 MAX_COMMAND_BYTES = 2048
 #: Unknown or malformed commands before the connection is closed.
 MAX_ERRORS = 20
+#: Connections at once, in all and from one peer address: each may hold a message of up to
+#: MAX_MESSAGE_BYTES in memory. A peer over the limit gets 421 and tries again later, as MTAs do.
+MAX_CONNECTIONS = 50
+MAX_CONNECTIONS_PER_PEER = 5
+#: The longest session: the idle timeout restarts with every line, so a peer trickling lines
+#: would otherwise hold its connection forever (RFC 5321 §4.5.3.2 allows 10 minutes for DATA).
+MAX_SESSION_SECONDS = 15 * 60
 
 _MAIL = re.compile(rb"^FROM:\s*(?:<([^<>]*)>|([^\s<>]+))(.*)$", re.I)
 _RCPT = re.compile(rb"^TO:\s*(?:<([^<>]*)>|([^\s<>]+))(.*)$", re.I)
@@ -46,6 +60,27 @@ class InboundProtocol(ESMTPServerProtocol):
         super().__init__(factory.hostname, factory.tls_options, False, factory.idle_timeout,
                          factory.max_message_bytes)
         self._factory = factory
+        self._peer: str | None = None
+        self._session_ends = None
+
+    def connectionMade(self):  # noqa: N802
+        peer = self.transport.getPeer()
+        peer = getattr(peer, "host", str(peer))
+        if not self._factory.opened(peer):
+            return self._close(421, "4.7.0", f"{self._hostname} Too many connections; try again later")
+        self._peer = peer
+        self._session_ends = self._factory.clock.callLater(
+            self._factory.max_session_seconds, self._close, 421, "4.4.2",
+            f"{self._hostname} Session too long, closing connection")
+        super().connectionMade()
+
+    def connectionLost(self, reason=protocol.connectionDone):  # noqa: N802
+        super().connectionLost(reason)
+        if self._session_ends is not None and self._session_ends.active():
+            self._session_ends.cancel()
+        if self._peer is not None:
+            self._factory.closed(self._peer)
+            self._peer = None
 
     def lineReceived(self, line: bytes):  # noqa: N802
         super().lineReceived(line.removesuffix(b"\r"))
@@ -126,7 +161,8 @@ class InboundFactory(protocol.Factory):
     ``accepts(address)`` answers (or resolves to) whether a recipient is one of ours;
     ``deliver(mail_from, recipients, message)`` takes a finished message: 250 once it has
     completed, 451 4.3.0 when it raised. ``tls_options`` (e.g. from ``mailsvc.crypto.tls.server_options``)
-    enables STARTTLS. The idle timeout runs on ``clock``.
+    enables STARTTLS. The idle timeout and the session limit run on ``clock``; the factory
+    counts the open connections.
     """
 
     protocol = InboundProtocol
@@ -140,6 +176,9 @@ class InboundFactory(protocol.Factory):
         tls_options=None,
         idle_timeout: float = 300,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_peer: int = MAX_CONNECTIONS_PER_PEER,
+        max_session_seconds: float = MAX_SESSION_SECONDS,
     ):
         self.clock = clock
         self.hostname = hostname.encode("idna").decode("ascii")
@@ -148,6 +187,25 @@ class InboundFactory(protocol.Factory):
         self.tls_options = tls_options
         self.idle_timeout = idle_timeout
         self.max_message_bytes = max_message_bytes
+        self.max_connections = max_connections
+        self.max_connections_per_peer = max_connections_per_peer
+        self.max_session_seconds = max_session_seconds
+        self._open = 0
+        self._open_by_peer: Counter[str] = Counter()
+
+    def opened(self, peer: str) -> bool:
+        """Counts a new connection from ``peer``; False (and not counted) when over a limit."""
+        if self._open >= self.max_connections or self._open_by_peer[peer] >= self.max_connections_per_peer:
+            return False
+        self._open += 1
+        self._open_by_peer[peer] += 1
+        return True
+
+    def closed(self, peer: str) -> None:
+        self._open -= 1
+        self._open_by_peer[peer] -= 1
+        if not self._open_by_peer[peer]:
+            del self._open_by_peer[peer]
 
     def buildProtocol(self, addr):  # noqa: N802
         p = InboundProtocol(self)

@@ -1,9 +1,14 @@
 """LISTEN/NOTIFY wake-ups on the node's dedicated connection."""
 
+import os
+import signal
+
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task
+from twisted.internet.task import Clock
 
+from mailsvc.store.database import Database, QueryTimedOut
 from mailsvc.store.notify import Notifications
 
 
@@ -59,5 +64,32 @@ async def test_listen_is_issued_again_after_the_connection_comes_back(db):
         await _until(lambda: woken == [""])
         await db.execute("SELECT pg_notify('events', 'after')")
         await _until(lambda: woken == ["", "after"])
+    finally:
+        notifications.stop()
+
+
+@pt.ensureDeferred
+async def test_listen_is_issued_again_after_a_missed_deadline(db, fresh_dsn):
+    clock = Clock()
+    listening_db = Database(reactor, fresh_dsn, 1, statement_timeout=1, clock=clock)
+    notifications = Notifications(listening_db)
+    first, second = [], []
+    try:
+        await notifications.listen("first", first.append)
+        (listener,) = await db.fetchall(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'")
+        os.kill(listener["pid"], signal.SIGSTOP)
+        try:
+            listening = defer.ensureDeferred(notifications.listen("second", second.append))
+            clock.advance(6)
+            assert listening.called
+            with pytest.raises(QueryTimedOut):
+                await listening
+            # Reconnected at once (the postmaster runs): both channels LISTENed again, both woken.
+            await _until(lambda: first == [""] and second == [""])
+        finally:
+            os.kill(listener["pid"], signal.SIGCONT)
+        await db.execute("SELECT pg_notify('first', 'one'), pg_notify('second', 'two')")
+        await _until(lambda: first == ["", "one"] and second == ["", "two"])
     finally:
         notifications.stop()

@@ -1,12 +1,17 @@
 """The Database type and migrations, on the real PostgreSQL."""
 
+import os
+import signal
+
 import psycopg2
 import pytest
 import pytest_twisted as pt
+from psycopg2.extensions import parse_dsn
 from twisted.internet import defer, reactor, task
+from twisted.internet.task import Clock
 
 from mailsvc.deferreds import when_done
-from mailsvc.store.database import Database
+from mailsvc.store.database import DEADLINE_GRACE, Database, DatabaseUnavailable, QueryTimedOut, connection_dsn
 from mailsvc.store.migrate import SCHEMA_VERSION, migrate, migration_files
 
 
@@ -134,3 +139,129 @@ async def test_pool_recovers_after_its_connections_are_killed(db):
         [defer.ensureDeferred(db.fetchone("SELECT 1 AS one")) for _ in range(16)]
     )
     assert all(r["one"] == 1 for r in results)
+
+
+@pytest.mark.parametrize(("dsn", "expected"), [
+    ("host=/run/pg dbname=mail", {
+        "host": "/run/pg", "dbname": "mail", "keepalives": "1", "keepalives_idle": "10",
+        "keepalives_interval": "5", "keepalives_count": "3", "options": "-c statement_timeout=15000"}),
+    # What the DSN sets is kept; its own options come first.
+    ("postgresql://db.example/mail?keepalives_idle=60&options=-c%20search_path%3Dmail", {
+        "host": "db.example", "dbname": "mail", "keepalives": "1", "keepalives_idle": "60",
+        "keepalives_interval": "5", "keepalives_count": "3",
+        "options": "-c search_path=mail -c statement_timeout=15000"}),
+])
+def test_every_connection_has_keepalives_and_a_statement_timeout(dsn, expected):
+    assert parse_dsn(connection_dsn(dsn, 15)) == expected
+
+
+@pt.ensureDeferred
+async def test_the_statement_timeout_is_set_and_its_cancel_keeps_the_connection(fresh_dsn):
+    db = Database(reactor, fresh_dsn, 1, statement_timeout=1)
+    await db.start()
+    try:
+        before = await db.fetchone("SELECT pg_backend_pid() AS pid, current_setting('statement_timeout') AS timeout")
+        assert before["timeout"] == "1s"
+        with pytest.raises(psycopg2.errors.QueryCanceled):
+            await db.execute("SELECT pg_sleep(3)")
+        after = await db.fetchone("SELECT pg_backend_pid() AS pid")
+        assert after["pid"] == before["pid"]
+    finally:
+        db.stop()
+
+
+async def _one_statement(db):
+    return await db.fetchone("SELECT 1 AS one")
+
+
+async def _one_transaction(db):
+    async def body(txn):
+        await txn.execute("SELECT 1")
+        return await txn.fetchone("SELECT 1 AS one")
+
+    return await db.run("one", body)
+
+
+async def _once_back(ask, db):
+    """``ask(db)`` once the pool has a connection again (until then, statements fail at once)."""
+    for _ in range(100):
+        try:
+            return await ask(db)
+        except DatabaseUnavailable as e:
+            assert "database not answering" in str(e)
+            await task.deferLater(reactor, 0.05, lambda: None)
+    raise AssertionError("the pool did not come back")
+
+
+async def _backend(db) -> int:
+    return (await db.fetchone("SELECT pg_backend_pid() AS pid"))["pid"]
+
+
+@pytest.mark.parametrize("ask", [_one_statement, _one_transaction])
+@pt.ensureDeferred
+async def test_a_server_that_does_not_answer_misses_the_deadline_and_is_replaced(fresh_dsn, ask):
+    clock = Clock()
+    db = Database(reactor, fresh_dsn, 1, statement_timeout=1, clock=clock)
+    await db.start()
+    try:
+        stopped = (await db.fetchone("SELECT pg_backend_pid() AS pid"))["pid"]
+        os.kill(stopped, signal.SIGSTOP)  # the connection's backend: its socket stays open
+        try:
+            asked = defer.ensureDeferred(ask(db))
+            clock.advance(1 + DEADLINE_GRACE - 0.1)
+            assert not asked.called
+            clock.advance(0.1)
+            assert asked.called  # at once: not when the server comes back
+            with pytest.raises(QueryTimedOut, match="did not answer a statement within 6 s"):
+                await asked
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+        # The connection was dropped and replaced: the same pool answers, from another backend.
+        assert (await _once_back(ask, db)) == {"one": 1}
+        assert (await _backend(db)) != stopped
+    finally:
+        db.stop()
+
+
+@pt.ensureDeferred
+async def test_after_a_missed_deadline_the_idle_connections_are_replaced_too(fresh_dsn):
+    clock = Clock()
+    db = Database(reactor, fresh_dsn, 2, statement_timeout=1, clock=clock)
+    await db.start()
+
+    async def both_backends(db) -> set[int]:  # two statements at once take both connections
+        try:
+            return set(await defer.gatherResults([defer.ensureDeferred(_backend(db)) for _ in range(2)],
+                                                 consumeErrors=True))
+        except defer.FirstError as e:
+            e.subFailure.raiseException()
+
+    try:
+        before = await both_backends(db)
+        stopped, idle = sorted(before)
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            asked = [defer.ensureDeferred(db.fetchone("SELECT pg_backend_pid() AS pid")) for _ in range(2)]
+            for _ in range(200):
+                if any(d.called for d in asked):
+                    break
+                await task.deferLater(reactor, 0.01, lambda: None)
+            assert [d.called for d in asked].count(True) == 1  # the other backend answered
+            (hanging,) = [d for d in asked if not d.called]
+
+            def ask_again(failure):  # at once, as queued requests would
+                failure.trap(QueryTimedOut)
+                return defer.DeferredList([defer.ensureDeferred(_backend(db)) for _ in range(2)],
+                                          consumeErrors=True)
+
+            asked_again = hanging.addErrback(ask_again)
+            clock.advance(1 + DEADLINE_GRACE)
+            # Neither reached the idle connection (dropped first); both failed at once, with no
+            # retries, since the server is silent until a connection comes back.
+            outcomes = await asked_again
+            assert [ok or str(f.value) for ok, f in outcomes] == ["query: database not answering"] * 2
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+        assert not (await _once_back(both_backends, db)) & before
+    finally:
+        db.stop()

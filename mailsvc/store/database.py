@@ -1,6 +1,11 @@
 """
 The one door to PostgreSQL: named transactions with after-commit hooks over a txpostgres pool
-whose connections come back by themselves after the server went away.
+whose connections come back by themselves after the server went away or stopped answering.
+
+Every connection carries TCP keepalives and a server-side ``statement_timeout``, and every
+statement a client-side deadline a little longer: a server that does not answer at all (it is
+stopped, or its host is gone and nothing tells the socket) fails the statement with
+``QueryTimedOut``, and the connection is dropped and replaced with backoff.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from typing import Any
 
 import psycopg2
 import psycopg2.errors
+import psycopg2.extensions
 import psycopg2.extras
 from twisted.internet import defer, task
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from txpostgres import reconnection, txpostgres
 
 psycopg2.extras.register_uuid()
@@ -24,21 +31,184 @@ log = Logger()
 _RETRYABLE = (psycopg2.errors.SerializationFailure, psycopg2.errors.DeadlockDetected)
 _ATTEMPTS = 5
 
+#: TCP keepalives (a DSN may set its own): an idle connection whose peer vanished (host down,
+#: a NAT or firewall forgot it) is noticed after 10 + 3 × 5 = 25 s. Unix sockets ignore them.
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
+#: How much longer than ``statement_timeout`` the client waits for an answer: the server's own
+#: cancel (which leaves the connection usable) comes first whenever the server runs at all.
+DEADLINE_GRACE = 5.0
+#: A connection not established by then is closed and tried again later (libpq's
+#: ``connect_timeout`` does not apply to the non-blocking connections txpostgres makes).
+CONNECT_DEADLINE = 10.0
+
 
 class DatabaseUnavailable(Exception):
     """The database could not be reached (at start, or after repeated reconnection)."""
 
 
-class _Pool(txpostgres.ConnectionPool):
-    """A txpostgres pool on an injected reactor whose connections reconnect on their own."""
+class QueryTimedOut(DatabaseUnavailable):
+    """PostgreSQL did not answer in time; the connection was dropped and is being replaced."""
 
-    def __init__(self, reactor, dsn: str, size: int):
+
+def connection_dsn(dsn: str, statement_timeout: float) -> str:
+    """``dsn`` with the keepalives (unless it sets them) and the ``statement_timeout``."""
+    params = psycopg2.extensions.parse_dsn(dsn)
+    for key, value in KEEPALIVES.items():
+        params.setdefault(key, value)
+    setting = f"-c statement_timeout={round(statement_timeout * 1000)}"
+    params["options"] = f"{params.get('options', '')} {setting}".strip()
+    return psycopg2.extensions.make_dsn(**params)
+
+
+def _is_dead(failure: Failure) -> bool:
+    """
+    Whether a failure means the connection cannot serve another statement: a missed deadline,
+    a failed rollback, a client-side error, or an error of the connection-exception (08) or
+    operator-intervention (57P) classes. The server's answers to a statement (a serialization
+    failure, a cancelled statement) leave the connection as good as it was.
+    """
+    if failure.check(QueryTimedOut, txpostgres.RollbackFailed, psycopg2.InterfaceError):
+        return True
+    if failure.check(psycopg2.OperationalError):
+        code = failure.value.pgcode
+        return code is None or code.startswith(("08", "57P"))
+    return False
+
+
+def _within(running: defer.Deferred, seconds: float, clock, give_up: Callable[[], None],
+            what: str) -> defer.Deferred:
+    """
+    ``running``'s outcome, or ``QueryTimedOut`` after ``seconds`` once ``give_up()`` has closed
+    the connection. ``running`` itself is never cancelled: txpostgres would call libpq's
+    PQcancel, which blocks the reactor until the server answers, and a stopped one never does.
+    """
+    outcome = defer.Deferred(lambda _: give_up())
+
+    def relay(result):
+        if not outcome.called:
+            if isinstance(result, Failure):
+                outcome.errback(result)
+            else:
+                outcome.callback(result)
+        # else: the caller was told of the deadline; the late outcome is the drop's echo.
+
+    running.addBoth(relay)
+
+    def timed_out(_result, _seconds) -> Failure:
+        return Failure(QueryTimedOut(f"PostgreSQL did not answer {what} within {seconds:g} s"))
+
+    return outcome.addTimeout(seconds, clock, onTimeoutCancel=timed_out)
+
+
+class _Detector(reconnection.DeadConnectionDetector):
+    """txpostgres' reconnection with backoff, on a missed deadline too, until the owner closes."""
+
+    def __init__(self, reactor):
+        super().__init__(deathChecker=_is_dead, reactor=reactor)
+        self.abandoned = False
+
+    def reconnect(self):
+        if self.abandoned:
+            return None
+        return super().reconnect()
+
+
+class _Cursor(txpostgres.Cursor):
+    """A cursor whose every statement has its connection's deadline (None: no deadline)."""
+
+    def __init__(self, cursor, connection: _Connection):
+        super().__init__(cursor, connection)
+        self.deadline = connection.deadline
+
+    def execute(self, query, params=None) -> defer.Deferred:
+        running = super().execute(query, params)
+        if self.deadline is None:
+            return running
+        return _within(running, self.deadline, self._connection.clock, self._connection.missed_deadline,
+                       "a statement")
+
+    def _handleCancellation(self, failure: Failure) -> Failure:  # noqa: N802 (txpostgres' name)
+        # txpostgres reads QueryCanceled as its own cancel, never used here: it is the server's
+        # statement_timeout (or an operator's pg_cancel_backend), and says so as it is.
+        return failure
+
+
+class _Connection(txpostgres.Connection):
+    """
+    A txpostgres connection with keepalives, ``statement_timeout`` and deadlines on connecting
+    and on every statement; it reconnects by itself after an error or a missed deadline.
+    """
+
+    cursorFactory = _Cursor  # noqa: N815 (txpostgres' name)
+
+    def __init__(self, reactor, clock, statement_timeout: float, cooperator=None,
+                 on_missed_deadline: Callable[[], None] | None = None):
+        super().__init__(reactor, cooperator, detector=_Detector(reactor))
+        self._on_missed_deadline = on_missed_deadline
+        #: What the deadlines are measured on.
+        self.clock = clock
+        self._statement_timeout = statement_timeout
+        #: The client-side deadline of a statement (None: statement_timeout is off, so is this).
+        self.deadline = statement_timeout + DEADLINE_GRACE if statement_timeout else None
+
+    def connect(self, dsn: str, **kwargs) -> defer.Deferred:
+        connecting = super().connect(connection_dsn(dsn, self._statement_timeout), **kwargs)
+        self.detector.setReconnectable(self, dsn, **kwargs)  # reconnect from the DSN as given
+        return _within(connecting, CONNECT_DEADLINE, self.clock, self.close, "a connection")
+
+    def drop(self) -> None:
+        """Give the connection up as dead: close it and reconnect with backoff."""
+        self.detector.checkForDeadConnection(Failure(QueryTimedOut("no answer within the deadline")))
+
+    def missed_deadline(self) -> None:
+        # The others first: dropping this one fails its statement, and what waited for that
+        # runs at once and would take an idle connection not yet dropped.
+        if self._on_missed_deadline is not None:
+            self._on_missed_deadline()
+        self.drop()
+
+    def close_for_good(self) -> None:
+        """Close the connection and stop any reconnection under way."""
+        self.detector.abandoned = True
+        if self._connection is not None:
+            self.close()
+
+
+class _Pool(txpostgres.ConnectionPool):
+    """A txpostgres pool of ``_Connection`` on an injected reactor."""
+
+    def __init__(self, reactor, clock, dsn: str, size: int, statement_timeout: float):
         self.reactor = reactor
+        self._clock = clock
+        self._statement_timeout = statement_timeout
         super().__init__(None, dsn, min=size, cursor_factory=psycopg2.extras.RealDictCursor)
+        # txpostgres' set holds only the idle connections.
+        self._every = list(self.connections)
+        #: A statement missed its deadline and no connection has come back since.
+        self.silent = False
+        for connection in self._every:
+            connection.detector.addRecoveryHandler(self._answered)
 
     def connectionFactory(self, reactor, cooperator):  # noqa: N802 (txpostgres' name)
-        detector = reconnection.DeadConnectionDetector(reactor=reactor)
-        return txpostgres.Connection(reactor, cooperator, detector=detector)
+        return _Connection(reactor, self._clock, self._statement_timeout, cooperator, self._deadline_missed)
+
+    def _deadline_missed(self) -> None:
+        """
+        After one connection missed a deadline, the idle ones (txpostgres' set holds only those)
+        are dropped too: the server is most likely silent on all of them, and the statements
+        queued behind would otherwise meet that silence one connection after another, a deadline
+        each. Those in use miss their own deadline; a healthy server reconnects them at once.
+        """
+        self.silent = True
+        for connection in list(self.connections):
+            connection.drop()
+
+    def _answered(self) -> None:
+        self.silent = False
+
+    def close(self) -> None:
+        for connection in self._every:
+            connection.close_for_good()
 
 
 class Transaction:
@@ -61,6 +231,12 @@ class Transaction:
     async def fetchone(self, sql: str, args: Any = None) -> dict | None:
         rows = await self.fetchall(sql, args)
         return rows[0] if rows else None
+
+    async def lift_deadlines(self) -> None:
+        """For statements that may rightly run long (migrations, which also wait for another
+        node's): no ``statement_timeout`` and no client deadline for the rest of the transaction."""
+        await self._cursor.execute("SET LOCAL statement_timeout = 0")
+        self._cursor.deadline = None
 
     def mogrify(self, sql: str, args: Any) -> str:
         return self._cursor.mogrify(sql, args).decode("utf-8")
@@ -95,12 +271,18 @@ class Database:
     ``run(desc, fn)`` runs ``await fn(txn, ...)`` inside BEGIN/COMMIT, retries it on
     serialization failures and deadlocks, and runs the transaction's after-commit hooks.
     ``desc`` names the transaction in logs.
+
+    ``statement_timeout`` (seconds, 0: none) bounds every statement on the server, and that
+    plus ``DEADLINE_GRACE`` on the client (``QueryTimedOut``), measured on ``clock`` (the
+    reactor unless a test gives a ``Clock``).
     """
 
-    def __init__(self, reactor, dsn: str, pool_size: int = 8):
+    def __init__(self, reactor, dsn: str, pool_size: int = 8, statement_timeout: float = 15, clock=None):
         self._reactor = reactor
+        self._clock = clock or reactor
         self._dsn = dsn
         self._pool_size = pool_size
+        self._statement_timeout = statement_timeout
         self._pool: _Pool | None = None
 
     @property
@@ -108,15 +290,13 @@ class Database:
         return self._dsn
 
     async def start(self) -> None:
-        self._pool = _Pool(self._reactor, self._dsn, self._pool_size)
+        self._pool = _Pool(self._reactor, self._clock, self._dsn, self._pool_size, self._statement_timeout)
         try:
             await self._pool.start()
         except Exception as e:
             if isinstance(e, defer.FirstError):
                 e = e.subFailure.value
-            for connection in self._pool.connections:
-                if connection._connection is not None:
-                    connection.close()
+            self._pool.close()
             self._pool = None
             reason = str(e).strip().splitlines()
             raise DatabaseUnavailable(
@@ -153,9 +333,16 @@ class Database:
                 if attempt == _ATTEMPTS:
                     raise
                 log.info("transaction {desc} conflicted; retrying", desc=desc)
+            except txpostgres.RollbackFailed as e:
+                # The statement that failed says what happened; the rollback failed because of it.
+                e.originalFailure.raiseException()
             except reconnection.ConnectionDead:
                 # The connection was already known dead before anything was sent, so the
                 # statement never ran: it is safe to try again once the connection is back.
+                # Not while the server is silent: that takes seconds at least, and callers that
+                # wait for one another (a shared lease, a group) would add up the retries.
+                if self._pool.silent:
+                    raise DatabaseUnavailable(f"{desc}: database not answering") from None
                 if attempt == _ATTEMPTS:
                     raise DatabaseUnavailable(f"{desc}: database connection lost") from None
                 await task.deferLater(self._reactor, 0.2 * attempt, lambda: None)
@@ -181,7 +368,8 @@ class Database:
         """One statement in autocommit mode whose result is not needed."""
         await self._retrying(desc, lambda: self._pool.runOperation(sql, args))
 
-    def listener(self) -> txpostgres.Connection:
-        """A dedicated connection for LISTEN; reconnects, and the caller re-LISTENs."""
-        detector = reconnection.DeadConnectionDetector(reactor=self._reactor)
-        return txpostgres.Connection(self._reactor, detector=detector)
+    def listener(self) -> _Connection:
+        """A dedicated connection for LISTEN, with the pool's settings and deadlines (harmless
+        there: LISTEN is instant, and time spent idle is no statement); it reconnects, and the
+        caller re-LISTENs (``detector.addRecoveryHandler``) and stops it with ``close_for_good``."""
+        return _Connection(self._reactor, self._clock, self._statement_timeout)

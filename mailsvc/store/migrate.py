@@ -45,6 +45,7 @@ async def migrate(db: Database) -> list[int]:
     files = migration_files()
 
     async def apply(txn: Transaction) -> list[int]:
+        await txn.lift_deadlines()  # a migration, or the wait for another node's, may take long
         await txn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         await txn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("

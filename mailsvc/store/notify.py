@@ -1,9 +1,10 @@
 """
 LISTEN/NOTIFY wake-ups on one dedicated connection per node (``Database.listener()``).
 
-Parts register a callback per channel; the connection reconnects by itself, and after it
-does, every channel is LISTENed to again and every callback is called once, because
-notifications sent while the connection was down are lost.
+Parts register a callback per channel; the connection reconnects by itself (after an error,
+or after a LISTEN the server did not answer within the deadline), and after it does, every
+channel is LISTENed to again and every callback is called once, because notifications sent
+while the connection was down are lost.
 """
 
 from __future__ import annotations
@@ -73,4 +74,4 @@ class Notifications:
         if connection is not None:
             connection.detector.removeRecoveryHandler(self._recovered)
             connection.removeNotifyObserver(self._notified)
-            connection.close()
+            connection.close_for_good()

@@ -1,7 +1,11 @@
 """The operator API, the public waitlist, health and metrics."""
 
+import pytest
 import pytest_twisted as pt
+from twisted.internet import task
 
+from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts, ClientRate
+from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
 
 
@@ -123,10 +127,13 @@ async def test_operator_changes_apply_to_the_tenants_keys_on_this_node(api):
 
 @pt.ensureDeferred
 async def test_waitlist(api):
+    answers = []
     for address in ("Ann@Example.COM", "ann@example.com", "bob@xn--bcher-kva.example", "carl@bücher.example"):
         code, entry, _ = await api.json("POST", "/public/waitlist", json={"email": address})
-        assert code == 200, entry
-        assert entry["object"] == "waitlist_entry"
+        answers.append((code, entry))
+    # Joining again looks exactly like joining first: nobody learns who is on the list.
+    assert answers[0] == answers[1] == (200, {"object": "waitlist_entry", "email": "ann@example.com"})
+    assert answers[3] == (200, {"object": "waitlist_entry", "email": "carl@xn--bcher-kva.example"})
     code, entry, _ = await api.json("POST", "/public/waitlist", json={"email": "not an address"})
     assert code == 422 and entry["name"] == "validation_error" and entry["message"].startswith("email")
     code, entry, _ = await api.json("POST", "/public/waitlist", json={})
@@ -150,6 +157,56 @@ async def test_waitlist(api):
     assert lines[0] == "id,email,created_at" and len(lines) == 4
     code, _, _ = await api.json("GET", "/admin/v1/waitlist?format=xml", api.operator_token)
     assert code == 422
+
+
+@pytest.mark.parametrize(
+    ("taken_at", "allowed"),
+    [
+        # A burst of 10 at once, then one every 6 s.
+        ([0] * 11, [True] * 10 + [False]),
+        ([0] * 10 + [6, 6], [True] * 11 + [False]),
+        ([0] * 10 + [60] * 11, [True] * 20 + [False]),
+        ([6 * i for i in range(30)], [True] * 30),  # at the rate, for ever
+        ([i for i in range(13)], [True] * 11 + [False, True]),  # one a second: only the rate
+    ],
+)
+def test_client_rate(taken_at, allowed):
+    clock = task.Clock()
+    rate = ClientRate(clock, WAITLIST_INTERVAL, WAITLIST_BURST)
+    got = []
+    for at in taken_at:
+        clock.advance(at - clock.seconds())
+        got.append(rate.take("192.0.2.1") is None)
+    assert got == allowed
+    assert rate.take("192.0.2.2") is None  # another client has its own
+
+
+def test_client_rate_forgets_the_least_recently_seen_client():
+    clock = task.Clock()
+    rate = ClientRate(clock, 60, 1, most_clients=2)
+    assert [rate.take(c) for c in ("a", "b")] == [None, None]
+    assert rate.take("a") == 60  # refused, and seen again
+    assert rate.take("c") is None  # b is forgotten, a is kept
+    assert rate.take("a") is not None and rate.take("b") is None
+
+
+@pt.ensureDeferred
+async def test_waitlist_is_rate_limited_per_client(db, api):
+    accounts = Accounts(task.Clock(), db, api.parts.keyring, 10)
+    for i in range(WAITLIST_BURST):
+        assert await accounts.join_waitlist(f"u{i}@example.com", "192.0.2.1") == f"u{i}@example.com"
+    with pytest.raises(RateLimited):
+        await accounts.join_waitlist("late@example.com", "192.0.2.1")
+    with pytest.raises(RateLimited):  # invalid addresses count too
+        await accounts.join_waitlist("not an address", "192.0.2.1")
+    assert await accounts.join_waitlist("late@example.com", "192.0.2.2") == "late@example.com"
+
+    # Over HTTP: 429 rate_limit_exceeded with Retry-After (the burst is spent at once).
+    responses = [await api.json("POST", "/public/waitlist", json={"email": f"h{i}@example.com"})
+                 for i in range(WAITLIST_BURST + 2)]
+    code, body, response = responses[-1]
+    assert (code, body["name"]) == (429, "rate_limit_exceeded")
+    assert int(response.headers.getRawHeaders("retry-after")[0]) >= 1
 
 
 @pt.ensureDeferred

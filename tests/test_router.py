@@ -1,16 +1,22 @@
 """
 The router as compose builds it, driven with StubTreq and a Clock: one handler on both
-surfaces, each with its envelope, and the request timeout.
+surfaces, each with its envelope, and the request timeout; and the transport under it, bytes
+in and bytes out: refusals before the body, body limits, header and body deadlines.
 """
 
 import json
+from types import SimpleNamespace
 
 from treq.testing import StubTreq
 from twisted.internet import defer, task
+from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mailsvc.domain.errors import Invalid
-from mailsvc.http.router import PUBLIC, Reply, Router, route
+from mailsvc.http.router import FULL, PUBLIC, Reply, Router, route
 from mailsvc.http.site import Site
 from mailsvc.metrics import Metrics
 
@@ -82,3 +88,217 @@ class RouterTests(SynchronousTestCase):
         self.assertFalse(self.things.pending.called)
         self.things.pending.errback(RuntimeError("late"))
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+
+class Keyed:
+    """A resource whose handler needs a full-access key and reads the body."""
+
+    @route("POST", "/keyed", access=FULL, native=True)
+    async def create(self, request, caller):
+        return {"tenant": caller.tenant.id, "bytes": len(request.content.read())}
+
+
+class PendingKeys:
+    """A key ring whose every check waits until the test decides it (a cache miss)."""
+
+    def __init__(self):
+        self.checks: list[tuple[str, defer.Deferred]] = []
+
+    def authenticate(self, text: str) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        self.checks.append((text, d))
+        return d
+
+
+class NoLimit:
+    async def take(self, tenant_id, rate_per_sec):
+        return None
+
+
+CALLER = SimpleNamespace(tenant=SimpleNamespace(id="t1", api_rate_per_sec=10), full_access=True)
+
+
+class TransportTests(SynchronousTestCase):
+    """
+    The daemon's Site and Router, bytes in and bytes out on a StringTransport with a Clock: what
+    is answered before a body is read, the body limits, and the deadlines of each phase.
+    """
+
+    def setUp(self):
+        self.clock = task.Clock()
+        self.keys = PendingKeys()
+        router = Router(self.clock, keyring=self.keys, limiter=NoLimit(), operator_token="op")
+        router.mount(Keyed())
+        router.mount(Things())
+        self.site = Site(router.resource(), self.clock, Metrics(), admit=router.admit,
+                         header_timeout=10, body_timeout=60)
+        self.channel = self.site.buildProtocol(None)
+        self.transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+        self.channel.makeConnection(self.transport)
+
+    def tearDown(self):
+        self.channel.connectionLost(Failure(ConnectionDone()))
+
+    def send(self, data: bytes) -> None:
+        self.channel.dataReceived(data)
+
+    def answers(self) -> list[tuple[int, dict, dict]]:
+        """Every response written so far: status, lower-cased headers, JSON body."""
+        out = []
+        parser = Responses()
+        parser.feed(self.transport.value())
+        for status, headers, body in parser.responses:
+            out.append((status, headers, json.loads(body) if body else None))
+        return out
+
+    def test_no_key_is_refused_before_the_body(self):
+        self.send(b"POST /keyed HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
+        [(status, headers, body)] = self.answers()
+        self.assertEqual((status, body["name"]), (401, "missing_api_key"))
+        self.assertEqual(headers["connection"], "close")
+        self.assertTrue(self.transport.disconnecting)
+        self.assertEqual(self.keys.checks, [])
+
+    def test_the_native_surface_keeps_its_envelope(self):
+        self.send(b"POST /v1/keyed HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        [(status, _, body)] = self.answers()
+        self.assertEqual((status, body["error"]["code"]), (401, "missing_api_key"))
+
+    def test_an_unknown_key_is_refused_once_checked_with_the_body_unread(self):
+        self.send(b"POST /keyed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer re_nope\r\n"
+                  b"Content-Length: 50000000\r\n\r\n" + b"x" * 1000)
+        # While the key is checked nothing is answered, the body is not parsed and the
+        # connection is paused.
+        self.assertEqual(self.answers(), [])
+        self.assertEqual(self.transport.producerState, "paused")
+        self.assertEqual(self.channel.requests[0].content.tell(), 0)
+        [(presented, check)] = self.keys.checks
+        self.assertEqual(presented, "re_nope")
+        check.callback(None)
+        [(status, headers, body)] = self.answers()
+        self.assertEqual((status, body["name"]), (403, "invalid_api_key"))
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_a_known_key_reads_the_body_then_keeps_the_connection(self):
+        self.send(b"POST /keyed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer re_ok\r\n"
+                  b"Content-Length: 6\r\n\r\nabc")
+        self.keys.checks[0][1].callback(CALLER)
+        self.assertEqual(self.answers(), [])  # half of the body: waiting for the rest
+        self.assertEqual(self.transport.producerState, "producing")
+        self.send(b"def")
+        [(status, _, body)] = self.answers()
+        self.assertEqual((status, body), (200, {"tenant": "t1", "bytes": 6}))
+        self.assertFalse(self.transport.disconnecting)
+
+    def test_100_continue_waits_for_the_key(self):
+        self.send(b"POST /keyed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer re_ok\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+        self.assertEqual(self.transport.value(), b"")
+        self.keys.checks[0][1].callback(CALLER)
+        self.assertEqual(self.transport.value(), b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def test_a_declared_length_over_the_limit_is_refused_at_once(self):
+        self.send(b"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n")
+        [(status, _, body)] = self.answers()
+        self.assertEqual((status, body["message"]), (422, "request body too large"))
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(self):
+        self.send(b"POST /things HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (64 * 1024, b"a" * 64 * 1024)
+        for _ in range(16):  # exactly 1 MiB: still within the limit
+            self.send(chunk)
+        self.assertEqual(self.answers(), [])
+        self.send(b"1\r\na\r\n")
+        [(status, _, body)] = self.answers()
+        self.assertEqual((status, body["message"]), (422, "request body too large"))
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_headers_have_a_deadline_that_bytes_do_not_move(self):
+        self.send(b"GET /things HTTP/1.1\r\n")
+        for _ in range(9):
+            self.clock.advance(1)
+            self.send(b"X-Slow: 1\r\n")
+        self.clock.advance(0.9)
+        self.assertEqual(self.answers(), [])
+        self.clock.advance(0.1)
+        [(status, headers, body)] = self.answers()
+        self.assertEqual((status, body["name"]), (408, "request_timeout"))
+        self.assertEqual(headers["connection"], "close")
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_the_body_has_a_deadline(self):
+        self.send(b"POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        self.clock.advance(59)
+        self.assertEqual(self.answers(), [])
+        self.clock.advance(1)
+        [(status, _, body)] = self.answers()
+        self.assertEqual((status, body["error"]["code"]), (408, "request_timeout"))
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_an_idle_connection_is_not_given_a_408(self):
+        self.send(b"GET /things HTTP/1.1\r\nHost: x\r\n\r\n")
+        [(status, _, _)] = self.answers()
+        self.clock.advance(30)
+        self.assertEqual(len(self.answers()), 1)
+        self.assertFalse(self.transport.disconnecting)
+        # The next request has its own deadline, from its first byte.
+        self.send(b"GET /thin")
+        self.clock.advance(10)
+        self.assertEqual([a[0] for a in self.answers()], [200, 408])
+
+    def test_header_caps(self):
+        for request in (
+            b"GET /things HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
+            b"GET /things HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n",
+            b"GET /things HTTP/1.1\r\n" + b"X-Many: " + b"b" * 8000 + b"\r\nX-More: " + b"c" * 8400 + b"\r\n\r\n",
+        ):
+            self.setUp()
+            self.send(request)
+            [(status, _, body)] = self.answers()
+            self.assertEqual((status, body["name"]), (431, "request_header_fields_too_large"))
+            self.assertTrue(self.transport.disconnecting)
+
+    def test_malformed_requests_get_a_400_envelope(self):
+        for request in (
+            b"POST /things HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /things HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            b"POST /things HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            b"NOT A REQUEST LINE\r\n\r\n",
+        ):
+            self.setUp()
+            self.send(request)
+            [(status, _, body)] = self.answers()
+            self.assertEqual((status, body["name"]), (400, "bad_request"), request)
+            self.assertTrue(self.transport.disconnecting)
+
+
+class Responses:
+    """Splits bytes written by the server into (status, headers, body) responses."""
+
+    def __init__(self):
+        self.responses: list[tuple[int, dict, bytes]] = []
+
+    def feed(self, data: bytes) -> None:
+        while data:
+            head, _, data = data.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            status = int(lines[0].split(b" ")[1])
+            if status == 100:
+                continue
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.decode().lower()] = value.strip().decode()
+            if headers.get("transfer-encoding") == "chunked":
+                body = b""
+                while True:
+                    size, _, data = data.partition(b"\r\n")
+                    size = int(size, 16)
+                    body, data = body + data[:size], data[size + 2:]
+                    if size == 0:
+                        break
+            else:
+                length = int(headers.get("content-length", 0))
+                body, data = data[:length], data[length:]
+            self.responses.append((status, headers, body))

@@ -3,6 +3,10 @@ One Klein tree for every surface, and the one wrapper every endpoint goes throug
 authentication, the account's rate limit, the request timeout, JSON replies and both error
 envelopes.
 
+A request's credentials are checked as soon as its headers are in (``admit``, called by the
+site), so that a refused request is answered before its body is read; the handler then takes
+its caller from that check.
+
 A resource is a class whose handlers are marked with ``route``: each handler is written once
 and registered on the surfaces it serves (``native=True`` also mounts it under ``/v1``); the
 surface only changes how its body and errors are shaped, and the handler reads it as
@@ -16,19 +20,21 @@ import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import attrs
 from klein import Klein
 from twisted.internet import defer
 from twisted.logger import Logger
-from werkzeug.exceptions import MethodNotAllowed, NotFound
+from twisted.python.failure import Failure
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
 from mailsvc.http import errors
-from mailsvc.http.errors import MAIN, NATIVE, ApiError
+from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
 
 log = Logger()
 
@@ -62,6 +68,45 @@ class Route:
     native: bool
 
 
+class Admission:
+    """
+    The check of a request's credentials for a route's ``access``, begun when its headers came
+    in. The connection waits on it before taking the body (and answers at once if it fails);
+    the handler takes its caller from it. Its failure is kept here, never left unhandled.
+    """
+
+    def __init__(self, access: str, check: defer.Deferred):
+        self.access = access
+        self.decided = False
+        self._outcome: Caller | None | Failure = None
+        self._waiting: list[defer.Deferred] = []
+        check.addBoth(self._decide)
+
+    def _decide(self, outcome) -> None:
+        self.decided, self._outcome = True, outcome
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.callback(None)
+
+    @property
+    def refused(self) -> bool:
+        return self.decided and isinstance(self._outcome, Failure)
+
+    def when_decided(self) -> defer.Deferred:
+        if self.decided:
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._waiting.append(d)
+        return d
+
+    async def caller(self) -> Caller | None:
+        """The caller, or the check's own error raised."""
+        await self.when_decided()
+        if isinstance(self._outcome, Failure):
+            self._outcome.raiseException()
+        return self._outcome
+
+
 def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
@@ -93,6 +138,7 @@ class Router:
         self._request_timeout = request_timeout
         self._public_origins = frozenset(origin.rstrip("/") for origin in public_origins)
         self._public_methods: dict[str, set[str]] = {}
+        self._access: dict[str, str] = {}  # endpoint name → who may call it
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -121,8 +167,35 @@ class Router:
             return shielded(d)
 
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
+        self._access[f"{method} {path}"] = access
         if cors:
             self._add_preflight(path, method)
+
+    def admit(self, request, method: bytes, path: bytes) -> Admission | None:
+        """
+        Start checking the credentials of a request whose headers are in and whose body is
+        not yet read; None when its route needs none, or it has no route (404 or 405 later).
+        """
+        access = self._access_of(method, path)
+        if access is None or access == PUBLIC:
+            return None
+        return Admission(access, defer.ensureDeferred(self._authorize(request, access)))
+
+    def _access_of(self, method: bytes, path: bytes) -> str | None:
+        """The access of the route ``method path`` leads to, matched as Klein will match it."""
+        # twisted.web's split of the path into segments, which Klein joins again.
+        segments = [unquote_to_bytes(s) for s in path.split(b"?", 1)[0][1:].split(b"/")]
+        path_info = b"/".join(segments)
+        if not path_info.startswith(b"/"):
+            path_info = b"/" + path_info
+        try:
+            mapper = self.app.url_map.bind(
+                "", path_info=path_info.decode("utf-8"), default_method=method.decode("latin-1")
+            )
+            rule, _ = mapper.match(return_rule=True)
+        except (UnicodeDecodeError, HTTPException):
+            return None
+        return self._access.get(rule.endpoint)
 
     def _add_preflight(self, path: str, method: str) -> None:
         """SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins."""
@@ -153,7 +226,13 @@ class Router:
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
         try:
-            caller = await self._authorize(request, access)
+            admission = request.admission
+            if admission is not None and admission.access == access:
+                caller = await admission.caller()
+            else:
+                caller = await self._authorize(request, access)
+            if request.body_too_large:
+                raise BODY_TOO_LARGE
             running = defer.ensureDeferred(handler(request, caller, **kwargs))
             result = await shielded(running).addTimeout(self._request_timeout, self._clock)
         except ApiError as e:

@@ -140,19 +140,14 @@ async def domain_of(db: Database, tenant_id: uuid.UUID, domain_id: uuid.UUID) ->
 # Waitlist
 
 
-async def join_waitlist(db: Database, entry_id: uuid.UUID, email: str, now: datetime) -> dict:
-    """Add the address, or return the entry it already has (joining twice is no error)."""
-    row = await db.fetchone(
+async def join_waitlist(db: Database, entry_id: uuid.UUID, email: str, now: datetime) -> None:
+    """Add the address unless it is there (a concurrent join of it waits, then does nothing)."""
+    await db.execute(
         "INSERT INTO waitlist (id, email, created_at) VALUES (%s, %s, %s)"
-        " ON CONFLICT (email) DO NOTHING RETURNING id, email, created_at",
+        " ON CONFLICT (email) DO NOTHING",
         (entry_id, email, now),
         desc="join_waitlist",
     )
-    if row is None:
-        row = await db.fetchone(
-            "SELECT id, email, created_at FROM waitlist WHERE email = %s", (email,)
-        )
-    return row
 
 
 async def list_waitlist(db: Database, page: Page) -> tuple[list[dict], bool]:

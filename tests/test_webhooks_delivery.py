@@ -31,7 +31,7 @@ from mailsvc.outside.fetch import Fetcher
 from mailsvc.store import events
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
-from mailsvc.webhooks.dispatcher import DRAIN_SECONDS, LEASE_SECONDS, Dispatcher
+from mailsvc.webhooks.dispatcher import DRAIN_SECONDS, HOST_WAIT_SECONDS, LEASE_SECONDS, Dispatcher, HostLimits
 from tests.outside import Reply
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -506,6 +506,145 @@ async def test_an_endpoint_that_turned_private_is_refused_at_delivery(rig):
     assert (state["state"], state["attempts"], state["last_status"]) == ("pending", 1, None)
     assert state["last_response"].startswith("refused: hooks.example.com (10.0.0.7) is a private address")
     assert rig.received == []
+
+
+def _turns(limits: HostLimits, host: str, count: int) -> list[defer.Deferred]:
+    return [limits.enter(host) for _ in range(count)]
+
+
+def _started(turns: list[defer.Deferred]) -> list[int]:
+    return [i for i, turn in enumerate(turns) if turn.called]
+
+
+def test_a_host_takes_its_concurrency_and_the_rest_wait_in_order():
+    clock = task.Clock()
+    limits = HostLimits(clock, concurrency=2, rate_per_sec=1000)
+    turns = _turns(limits, "192.0.2.1", 5)
+    other = limits.enter("192.0.2.2")
+    assert _started(turns) == [0, 1]
+    assert other.called  # another host has limits of its own
+    turns[3].cancel()  # a waiter that gives up leaves the others' order alone
+    limits.leave("192.0.2.1")
+    assert _started(turns) == [0, 1, 2, 3]  # 3 fired with its CancelledError
+    turns[3].addErrback(lambda f: f.trap(defer.CancelledError))
+    limits.leave("192.0.2.1")
+    assert _started(turns) == [0, 1, 2, 3, 4]
+
+
+def test_a_host_takes_one_seconds_rate_at_once_then_its_pace():
+    clock = task.Clock()
+    limits = HostLimits(clock, concurrency=100, rate_per_sec=4)
+    turns = _turns(limits, "192.0.2.1", 6)
+    assert _started(turns) == [0, 1, 2, 3]
+    clock.advance(0.24)
+    assert _started(turns) == [0, 1, 2, 3]
+    clock.advance(0.01)
+    assert _started(turns) == [0, 1, 2, 3, 4]
+    clock.advance(0.25)
+    assert _started(turns) == [0, 1, 2, 3, 4, 5]
+
+
+def test_stopping_cancels_every_waiter():
+    limits = HostLimits(task.Clock(), concurrency=1, rate_per_sec=1000)
+    turns = _turns(limits, "192.0.2.1", 3)
+    limits.stop_waiting()
+    failures = [turn.addErrback(lambda f: f.trap(defer.CancelledError)) for turn in turns[1:]]
+    assert all(f.called for f in failures)
+    assert turns[0].called and turns[0].result is None
+
+
+@pt.ensureDeferred
+async def test_webhooks_of_all_tenants_share_their_target_hosts_concurrency(rig):
+    """Two tenants' webhooks, one by name and one by address literal, reach one address: they
+    share its 3 requests at a time; the others wait (not fail) and go out as slots free."""
+    node = rig.node(host_concurrency=3)
+    other_tenant = await _tenant(rig.clock, rig.db, "other")
+    await rig.webhook(node, path="/a")
+    body = {"endpoint": f"https://127.0.0.1:{rig.https_receiver.number}/b", "events": ["domain.updated"]}
+    await node.registry.create(other_tenant, new_webhook(body))
+    rig.receiver.default = Reply(stall=True)
+    for _ in range(5):
+        await rig.event()
+        await rig.event(tenant_id=other_tenant)
+    await node.dispatcher.step()
+    await rig.receiver.wait_for(3)
+    claimed = await rig.db.fetchone(
+        "SELECT count(*) AS n FROM webhook_deliveries WHERE claimed_until IS NOT NULL"
+    )
+    assert claimed["n"] == 10  # every webhook has room of its own: the host is the limit
+    assert node.fetcher.posts == 3  # the others wait for the host before a request is made
+
+    rig.receiver.default = Reply(204)
+    rig.receiver.release()
+    await node.dispatcher.settled()
+    await node.run()
+    assert node.fetcher.posts == 10
+    assert len({(r.path, r.headers["webhook-id"]) for r in rig.received}) == 10
+    states = await rig.db.fetchall("SELECT state, attempts FROM webhook_deliveries")
+    assert [(r["state"], r["attempts"]) for r in states] == [("delivered", 1)] * 10
+
+
+@pt.ensureDeferred
+async def test_a_delivery_that_waits_too_long_for_its_host_is_given_back_unattempted(rig):
+    node = rig.node(host_concurrency=1)
+    await rig.webhook(node)
+    rig.receiver.default = Reply(stall=True)
+    await rig.event()
+    await rig.event()
+    await node.dispatcher.step()
+    await rig.receiver.wait_for(1)
+    claims = {r["event_id"]: r["claim"]
+              for r in await rig.db.fetchall("SELECT event_id, claim FROM webhook_deliveries")}
+    assert len(claims) == 2 and None not in claims.values()
+
+    rig.clock.advance(HOST_WAIT_SECONDS)  # within the lease: the waiter gives up first
+    await node.dispatcher.step()  # writes the give-back and claims it anew
+    after = await rig.db.fetchall("SELECT event_id, claim, attempts FROM webhook_deliveries")
+    assert sorted(r["attempts"] for r in after) == [0, 0]
+    changed = [r["event_id"] for r in after if r["claim"] != claims[r["event_id"]]]
+    assert len(changed) == 1  # the waiter's lease was handed back (then taken again)
+    assert node.fetcher.posts == 1
+
+    rig.receiver.default = Reply(204)
+    rig.receiver.release()
+    await node.dispatcher.settled()
+    await node.run()
+    assert node.fetcher.posts == 2
+    after = await rig.db.fetchall("SELECT state, attempts FROM webhook_deliveries")
+    assert [(r["state"], r["attempts"]) for r in after] == [("delivered", 1)] * 2
+
+
+@pt.ensureDeferred
+async def test_a_host_is_sent_to_at_its_rate_on_the_clock(rig):
+    node = rig.node(host_rate_per_sec=2)
+    await rig.webhook(node)
+    for _ in range(4):
+        await rig.event()
+    await node.dispatcher.step()
+    await rig.receiver.wait_for(2)
+    assert node.fetcher.posts == 2
+    rig.clock.advance(0.5)
+    await rig.receiver.wait_for(3)
+    assert node.fetcher.posts == 3
+    rig.clock.advance(0.5)
+    await node.dispatcher.settled()
+    assert node.fetcher.posts == 4
+
+
+@pt.ensureDeferred
+async def test_a_stopping_dispatcher_gives_back_deliveries_waiting_for_their_host_at_once(rig):
+    node = rig.node(host_concurrency=1)
+    await rig.webhook(node)
+    rig.receiver.default = Reply(stall=True)
+    await rig.event()
+    await rig.event()
+    await node.dispatcher.step()
+    await rig.receiver.wait_for(1)
+    await node.stop()  # the waiter is given back first: abandoning the stalled request
+    rig.nodes.remove(node)  # does not let it start
+    assert node.fetcher.posts == 1
+    states = await rig.db.fetchall("SELECT state, attempts, claimed_until FROM webhook_deliveries")
+    assert [(r["state"], r["attempts"], r["claimed_until"]) for r in states] == [("pending", 0, None)] * 2
 
 
 @pytest.fixture

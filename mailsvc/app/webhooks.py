@@ -27,7 +27,8 @@ ROTATION_OVERLAP_SECONDS = 24 * 3600
 MAX_WEBHOOKS = 20
 
 
-def _bound_to(webhook_id: uuid.UUID) -> bytes:
+def secret_bound_to(webhook_id: uuid.UUID) -> bytes:
+    """What a webhook's sealed secrets are bound to (see ``KeyVault``)."""
     return b"webhook-secret:" + webhook_id.bytes
 
 
@@ -39,7 +40,7 @@ class WebhookRegistry:
         self._vault = vault
 
     def secret_of(self, webhook_id: uuid.UUID, sealed: bytes) -> str:
-        return self._vault.open(sealed, _bound_to(webhook_id)).decode("ascii")
+        return self._vault.open(sealed, secret_bound_to(webhook_id)).decode("ascii")
 
     def signing_keys(self, row: dict, now: float) -> list[bytes]:
         """The MAC keys a delivery is signed with now: the secret, and a rotated-out one
@@ -63,7 +64,7 @@ class WebhookRegistry:
         await self._check_endpoint(new.endpoint)
         webhook_id = uuid7(self._clock.seconds())
         secret = signing.new_secret()
-        sealed = self._vault.seal(secret.encode("ascii"), _bound_to(webhook_id))
+        sealed = self._vault.seal(secret.encode("ascii"), secret_bound_to(webhook_id))
         now = timefmt.from_seconds(self._clock.seconds())
 
         async def insert(txn: Transaction) -> dict:
@@ -118,7 +119,7 @@ class WebhookRegistry:
 
     async def rotate(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> str:
         secret = signing.new_secret()
-        sealed = self._vault.seal(secret.encode("ascii"), _bound_to(webhook_id))
+        sealed = self._vault.seal(secret.encode("ascii"), secret_bound_to(webhook_id))
         now = self._clock.seconds()
 
         async def apply(txn: Transaction) -> dict | None:

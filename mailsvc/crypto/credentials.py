@@ -14,6 +14,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mailsvc.crypto.keyvault import KeyVault
+
 
 def _read_or_create(path: Path, make) -> str:
     try:
@@ -33,18 +35,33 @@ def master_key(configured: str, state_dir: Path) -> bytes:
     text = configured or _read_or_create(
         state_dir / "master-key", lambda: base64.b64encode(secrets.token_bytes(32)).decode()
     )
+    return _decoded(text, "security.master_key")
+
+
+def old_master_keys(configured: tuple[str, ...]) -> tuple[bytes, ...]:
+    """Master keys replaced by a rotation: secrets sealed under them still open (nothing is
+    sealed under them any more)."""
+    return tuple(_decoded(text, "security.old_master_keys") for text in configured)
+
+
+def _decoded(text: str, setting: str) -> bytes:
     try:
         key = base64.b64decode(text, validate=True)
     except ValueError:
-        raise ValueError("security.master_key: not valid base64") from None
+        raise ValueError(f"{setting}: not valid base64") from None
     if len(key) < 32:
-        raise ValueError("security.master_key: must hold at least 32 bytes")
+        raise ValueError(f"{setting}: must hold at least 32 bytes")
     return key
 
 
 def derive(master: bytes, purpose: str) -> bytes:
     """An independent 32-byte key for one purpose (HKDF-SHA256)."""
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()).derive(master)
+
+
+def vault(master: bytes, old_masters: tuple[bytes, ...], purpose: str) -> KeyVault:
+    """The vault of one purpose: sealing under the master key, opening under it or an old one."""
+    return KeyVault(derive(master, purpose), [derive(old, purpose) for old in old_masters])
 
 
 def operator_token(configured: str, state_dir: Path) -> tuple[str, Path | None]:

@@ -1,6 +1,7 @@
 """
 The server certificate for SMTP submission, inbound STARTTLS and optional HTTPS: the configured
-PEM pair, or a self-signed one generated once into the state directory (with a warning).
+PEM pair, or a self-signed one generated once into the state directory (with a warning). Every
+TLS context the service makes, server or client, refuses versions older than ``MINIMUM``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from twisted.internet import ssl
 from twisted.logger import Logger
+from twisted.web.iweb import IPolicyForHTTPS
+from zope.interface import implementer
 
 log = Logger()
+
+#: The oldest TLS version spoken, as documented (older ones have no safe cipher suites).
+MINIMUM = ssl.TLSVersion.TLSv1_2
 
 
 def self_signed(hostname: str, valid_days: int = 825) -> tuple[bytes, bytes]:
@@ -60,6 +66,28 @@ def server_pem(cert_path: str, key_path: str, state_dir: Path, hostname: str) ->
 
 
 def server_options(cert_pem: bytes, key_pem: bytes) -> ssl.CertificateOptions:
-    """TLS 1.2 and newer, the chain from the PEM file."""
+    """TLS 1.2 and newer, the certificate of the PEM file."""
     certificate = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-    return certificate.options()
+    return ssl.CertificateOptions(
+        privateKey=certificate.privateKey.original, certificate=certificate.original, raiseMinimumTo=MINIMUM
+    )
+
+
+def verified_client_options(hostname: str, trust=None):
+    """A client connection to ``hostname``: its certificate verified (against ``trust``, by
+    default the platform's roots), TLS 1.2 and newer."""
+    return ssl.optionsForClientTLS(hostname, trustRoot=trust, extraCertificateOptions={"raiseMinimumTo": MINIMUM})
+
+
+def unverified_client_options() -> ssl.CertificateOptions:
+    """A client connection whose peer is not verified (MX hosts: no MTA-STS or DANE yet), TLS
+    1.2 and newer."""
+    return ssl.CertificateOptions(raiseMinimumTo=MINIMUM)
+
+
+@implementer(IPolicyForHTTPS)
+class VerifiedHTTPS:
+    """An Agent's TLS policy: the platform's roots, the URL's host name, TLS 1.2 and newer."""
+
+    def creatorForNetloc(self, hostname: bytes, port: int):  # noqa: N802 (Twisted's name)
+        return verified_client_options(hostname.decode("ascii"))

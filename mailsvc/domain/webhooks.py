@@ -173,3 +173,27 @@ def next_attempt_delay(attempt: int, retry_after: float | None) -> float | None:
     if retry_after is not None:
         delay = max(delay, retry_after)
     return delay
+
+
+@attrs.define
+class Pace:
+    """
+    A generic cell rate algorithm: starts at ``rate`` a second on average, at most ``burst`` at
+    once after a quiet spell. ``tat`` is the theoretical arrival time of the next start.
+    """
+
+    rate: float
+    burst: int
+    tat: float = float("-inf")
+
+    def wait(self, now: float) -> float:
+        """Seconds until a start is allowed (0: at once)."""
+        return max(0.0, self.tat - (self.burst - 1) / self.rate - now)
+
+    def start(self, now: float) -> None:
+        """Count a start (allowed by ``wait``)."""
+        self.tat = max(self.tat, now) + 1 / self.rate
+
+    def idle(self, now: float) -> bool:
+        """Nothing of the past counts any more: forgetting this pace changes nothing."""
+        return self.tat <= now

@@ -25,7 +25,7 @@ from twisted.internet import defer, endpoints, error
 # documented way to trust the system's roots plus extra ones.
 from twisted.internet._sslverify import IOpenSSLTrustRoot
 from twisted.internet.protocol import Protocol
-from twisted.internet.ssl import optionsForClientTLS
+from twisted.internet.ssl import TLSVersion, optionsForClientTLS
 from twisted.python.failure import Failure
 from twisted.web.client import (
     Agent,
@@ -232,6 +232,14 @@ class Fetcher:
         self._pool.retryAutomatically = False
         self._tls_options: dict[str, object] = {}
 
+    async def address_of(self, url: str) -> IPAddress:
+        """The checked address a ``post`` to ``url`` connects to (the same check, kept 30 s)."""
+        target = _target(url, False, None)
+        try:
+            return await self._addresses.check(target.host)
+        except Unresolvable as e:
+            raise FetchFailed("dns", e.message) from None
+
     async def get(
         self, url: str, max_bytes: int, timeout: float, *, allow_http: bool = False,
         ports: tuple[int, ...] | None = None,
@@ -314,7 +322,10 @@ class Fetcher:
         if options is None:
             if len(self._tls_options) > 1000:
                 self._tls_options.clear()
-            options = optionsForClientTLS(host, trustRoot=self._trust)
+            # TLS 1.2 and newer, as crypto.tls.MINIMUM (a sibling module this one may not import).
+            options = optionsForClientTLS(
+                host, trustRoot=self._trust, extraCertificateOptions={"raiseMinimumTo": TLSVersion.TLSv1_2}
+            )
             self._tls_options[host] = options
         return options
 

@@ -6,15 +6,18 @@ Every step (woken by NOTIFY on "events", by a finished attempt, by the time the 
 falls due, or by a slow safety timer) fans out new events and leases due deliveries
 (FOR UPDATE SKIP LOCKED, ``claimed_until``), so nodes sharing the database never hold the
 same attempt at once and a crashed node's attempts are taken over when its lease ends.
-Requests run in parallel, at most ``per_endpoint`` per webhook across nodes; their outcomes
-are written by the next step, in the same transaction as its lease, and only while the lease
-they were made under still holds.
+Requests run in parallel, at most ``per_endpoint`` per webhook across nodes, and at most
+``host_concurrency`` at once and ``host_rate_per_sec`` a second to one target address from
+this node, whichever webhooks and tenants they come from (``HostLimits``); their outcomes are
+written by the next step, in the same transaction as its lease, and only while the lease they
+were made under still holds.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 
 import attrs
 from twisted.internet import defer
@@ -24,7 +27,7 @@ from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.deferreds import when_done
-from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, next_attempt_delay, retry_after_seconds
+from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, Pace, next_attempt_delay, retry_after_seconds
 from mailsvc.loop import Loop
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
@@ -39,6 +42,11 @@ RESPONSE_READ = 64 * 1024
 RESPONSE_KEPT = 1000
 #: A lease outlives the attempt's timeout by a wide margin: it only ends early if a node died.
 LEASE_SECONDS = 60
+#: A delivery waiting for its target host longer than this is given back unattempted: started
+#: any later, its attempt (up to TIMEOUT_SECONDS) could outlive the lease it was claimed under.
+HOST_WAIT_SECONDS = LEASE_SECONDS - 2 * TIMEOUT_SECONDS
+#: Target hosts whose limits are remembered before idle ones are forgotten.
+HOSTS_KEPT = 1000
 #: The safety net: a step at least this often even if no wake-up arrived.
 SAFETY_INTERVAL = 10
 #: A NOTIFY (one per accepted request, under load hundreds a second) waits this long for
@@ -65,6 +73,78 @@ class _Job:
     keys: list[bytes]
 
 
+@attrs.define
+class _Host:
+    pace: Pace
+    busy: int = 0
+    waiting: deque[defer.Deferred] = attrs.Factory(deque)
+    timer: object = None  # the call that resumes admission when the pace allows
+
+    def idle(self, now: float) -> bool:
+        return self.busy == 0 and not self.waiting and self.timer is None and self.pace.idle(now)
+
+
+class HostLimits:
+    """
+    Requests in flight to one target address, and the rate they start at, across every
+    webhook on the node of every tenant, so that many webhooks aimed at one host do not make
+    the service a traffic amplifier. A request over a limit waits (in order of arrival) until
+    a request to that host ends or the pace allows; bursts of up to one second's rate.
+    """
+
+    def __init__(self, clock, concurrency: int, rate_per_sec: int):
+        self._clock = clock
+        self._concurrency = concurrency
+        self._rate = rate_per_sec
+        self._hosts: dict[str, _Host] = {}
+
+    def enter(self, host: str) -> defer.Deferred:
+        """Fires when a request to ``host`` may start (then ``leave`` once it ended); cancel
+        it to stop waiting."""
+        entry = self._hosts.get(host)
+        if entry is None:
+            if len(self._hosts) >= HOSTS_KEPT:
+                self._forget_idle()
+            entry = self._hosts[host] = _Host(Pace(self._rate, max(self._rate, 1)))
+        turn = defer.Deferred(entry.waiting.remove)
+        entry.waiting.append(turn)
+        self._admit(entry)
+        return turn
+
+    def leave(self, host: str) -> None:
+        entry = self._hosts[host]
+        entry.busy -= 1
+        self._admit(entry)
+
+    def stop_waiting(self) -> None:
+        """Cancel every request still waiting for its turn."""
+        for entry in self._hosts.values():
+            while entry.waiting:
+                entry.waiting[0].cancel()
+
+    def _admit(self, entry: _Host) -> None:
+        while entry.waiting and entry.busy < self._concurrency:
+            now = self._clock.seconds()
+            wait = entry.pace.wait(now)
+            if wait > 0:
+                if entry.timer is None:
+                    entry.timer = self._clock.callLater(wait, self._resume, entry)
+                return
+            entry.pace.start(now)
+            entry.busy += 1
+            entry.waiting.popleft().callback(None)
+
+    def _resume(self, entry: _Host) -> None:
+        entry.timer = None
+        self._admit(entry)
+
+    def _forget_idle(self) -> None:
+        now = self._clock.seconds()
+        for host, entry in list(self._hosts.items()):
+            if entry.idle(now):
+                del self._hosts[host]
+
+
 def payload(row: dict) -> bytes:
     """The request body of an event, in the webhook's naming; the same bytes on every retry."""
     name = NATIVE_NAMES[row["type"]] if row["naming"] == NATIVE_NAMING else row["type"]
@@ -83,6 +163,8 @@ class Dispatcher:
         registry: WebhookRegistry,
         per_endpoint: int = 8,
         max_in_flight: int = 256,
+        host_concurrency: int = 64,
+        host_rate_per_sec: int = 500,
         on_failure=None,
     ):
         self._clock = clock
@@ -91,6 +173,7 @@ class Dispatcher:
         self._registry = registry
         self._per_endpoint = per_endpoint
         self._max_in_flight = max_in_flight
+        self._hosts = HostLimits(clock, host_concurrency, host_rate_per_sec)
         self._loop = Loop(clock, "webhook dispatch", SAFETY_INTERVAL, self.step, on_failure)
         self._in_flight: dict[tuple[uuid.UUID, uuid.UUID], defer.Deferred] = {}
         self._outcomes: list[tuple] = []
@@ -169,11 +252,20 @@ class Dispatcher:
         del self._in_flight[key]
 
     async def _deliver(self, job: _Job) -> None:
-        headers = signing.headers(job.keys, job.message_id, int(self._clock.seconds()), job.body)
-        headers["content-type"] = "application/json"
         status = retry_after = None
         try:
-            fetched = await self._fetcher.post(job.endpoint, job.body, headers, RESPONSE_READ, TIMEOUT_SECONDS)
+            host = str(await self._fetcher.address_of(job.endpoint))
+            if not await self._turn(host):
+                self._release(job)
+                return
+            try:
+                headers = signing.headers(job.keys, job.message_id, int(self._clock.seconds()), job.body)
+                headers["content-type"] = "application/json"
+                fetched = await self._fetcher.post(
+                    job.endpoint, job.body, headers, RESPONSE_READ, TIMEOUT_SECONDS
+                )
+            finally:
+                self._hosts.leave(host)
             status = fetched.status
             response = fetched.body[:RESPONSE_KEPT].decode("utf-8", "replace")
             retry_after = retry_after_seconds(fetched.headers.get("retry-after"), self._clock.seconds())
@@ -188,6 +280,17 @@ class Dispatcher:
             self._release(job)
             return
         self._finish((job.webhook_id, job.event_id), job.claim, job.attempt, status, response, retry_after)
+
+    async def _turn(self, host: str) -> bool:
+        """Wait for the target host's limits: False when it took too long or the dispatcher
+        is stopping (the attempt is then given back)."""
+        turn = self._hosts.enter(host)
+        turn.addTimeout(HOST_WAIT_SECONDS, self._clock)
+        try:
+            await turn
+        except (defer.CancelledError, defer.TimeoutError):
+            return False
+        return True
 
     def _finish(self, key, claim, attempt: int, status, response: str, retry_after) -> None:
         now = self._clock.seconds()
@@ -225,9 +328,11 @@ class Dispatcher:
 
     async def stop(self) -> None:
         """Stop claiming, let attempts in flight finish (up to DRAIN_SECONDS; the rest are
-        abandoned and given back), and write every outcome."""
+        abandoned and given back; those still waiting for their host at once), and write every
+        outcome."""
         self._stopping = True
         await self._loop.stop()
+        self._hosts.stop_waiting()
         if self._next_retry is not None and self._next_retry.active():
             self._next_retry.cancel()
         self._next_retry = None

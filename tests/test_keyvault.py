@@ -1,0 +1,118 @@
+"""
+Sealed secrets carry the id of the key they were sealed under, so the master key can be
+rotated: old seals (with and without a key id) open while their key is listed as old, and
+each start seals them again under the current key.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+import pytest_twisted as pt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from twisted.internet import task
+
+from mailsvc.app.accounts import Accounts
+from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.resealing import reseal
+from mailsvc.app.webhooks import WebhookRegistry, secret_bound_to
+from mailsvc.crypto import credentials
+from mailsvc.crypto.keyvault import HEADER_BYTES, NONCE_BYTES, VERSION, KeyVault, UnknownSealingKey, key_id
+from mailsvc.domain.webhooks import new_webhook
+from mailsvc.outside.addresses import PublicAddresses
+from mailsvc.store import domains as domain_rows
+
+OLD, NEW = b"o" * 32, b"n" * 32
+ROW = b"row-1"
+
+
+def _legacy(key: bytes, plaintext: bytes, bound_to: bytes, nonce: bytes | None = None) -> bytes:
+    """A value as sealed before key ids: nonce || ciphertext."""
+    nonce = nonce or os.urandom(NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, bound_to)
+
+
+def test_a_seal_names_its_key_and_opens_only_for_its_row():
+    vault = KeyVault(NEW)
+    sealed = vault.seal(b"secret", ROW)
+    assert sealed[:HEADER_BYTES] == VERSION + key_id(NEW)
+    assert vault.open(sealed, ROW) == b"secret"
+    with pytest.raises(InvalidTag):
+        vault.open(sealed, b"row-2")
+    with pytest.raises(InvalidTag):  # the header is bound: another key id does not open it
+        vault.open(VERSION + key_id(OLD) + sealed[HEADER_BYTES:], ROW)
+
+
+def test_a_seal_from_before_key_ids_still_opens_with_the_current_key():
+    vault = KeyVault(NEW)
+    assert vault.open(_legacy(NEW, b"secret", ROW), ROW) == b"secret"
+    # A random nonce may begin like a header: still read as the old format.
+    lookalike = _legacy(NEW, b"secret", ROW, nonce=VERSION + key_id(OLD) + b"\0" * 7)
+    assert vault.open(lookalike, ROW) == b"secret"
+    with pytest.raises(InvalidTag):
+        vault.open(_legacy(OLD, b"secret", ROW), ROW)
+
+
+def test_seals_under_an_old_key_open_while_it_is_listed():
+    sealed, legacy = KeyVault(OLD).seal(b"secret", ROW), _legacy(OLD, b"legacy", ROW)
+    rotated = KeyVault(NEW, [OLD])
+    assert rotated.open(sealed, ROW) == b"secret"
+    assert rotated.open(legacy, ROW) == b"legacy"
+    assert rotated.seal(b"x", ROW)[:HEADER_BYTES] == VERSION + key_id(NEW)  # new seals: the new key
+
+
+def test_a_seal_under_an_unknown_key_fails_naming_its_key_id():
+    sealed = KeyVault(OLD).seal(b"secret", ROW)
+    with pytest.raises(UnknownSealingKey, match=key_id(OLD).hex()):
+        KeyVault(NEW).open(sealed, ROW)
+
+
+def test_old_master_keys_are_checked_like_the_master_key():
+    assert credentials.old_master_keys((base64.b64encode(OLD).decode(), base64.b64encode(NEW).decode())) == (OLD, NEW)
+    with pytest.raises(ValueError, match="security.old_master_keys: must hold at least 32 bytes"):
+        credentials.old_master_keys(("c2hvcnQ=",))
+    with pytest.raises(ValueError, match="security.old_master_keys: not valid base64"):
+        credentials.old_master_keys(("not base64!",))
+
+
+@pt.ensureDeferred
+async def test_a_start_reseals_every_stored_secret_under_the_current_key(db):
+    clock = task.Clock()
+    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
+        {"name": "t"}
+    )
+    addresses = PublicAddresses(clock, None, allow_private=True)
+    before = credentials.vault(OLD, (), "webhook-secrets")
+    webhook, secret = await WebhookRegistry(clock, db, addresses, before).create(
+        tenant.id, new_webhook({"endpoint": "https://127.0.0.1/hook", "events": ["domain.updated"]})
+    )
+    previous = _legacy(credentials.derive(OLD, "webhook-secrets"), b"whsec_old", secret_bound_to(webhook["id"]))
+    await db.execute("UPDATE webhooks SET previous_secret = %s WHERE id = %s", (previous, webhook["id"]))
+    domain_id, dkim_id, now = uuid.uuid4(), uuid.uuid4(), datetime.now(UTC)
+    dkim_sealed = _legacy(credentials.derive(OLD, "dkim-keys"), b"private der", dkim_id.bytes)
+
+    async def write(txn):
+        await domain_rows.insert_domain(txn, domain_id, tenant.id, "example.com", "bounces", "opportunistic",
+                                        "local", now)
+        await domain_rows.insert_key(txn, dkim_id, domain_id, "sel", "ed25519-sha256", "pk", dkim_sealed, now)
+
+    await db.run("domain", write)
+
+    webhook_vault = credentials.vault(NEW, (OLD,), "webhook-secrets")
+    dkim_vault = credentials.vault(NEW, (OLD,), "dkim-keys")
+    assert await reseal(db, webhook_vault, dkim_vault) == 3
+    assert await reseal(db, webhook_vault, dkim_vault) == 0
+
+    # The old key can go: everything opens under the new one alone.
+    stored = await db.fetchone("SELECT secret, previous_secret FROM webhooks WHERE id = %s", (webhook["id"],))
+    dkim = await db.fetchone("SELECT private_key FROM dkim_keys WHERE id = %s", (dkim_id,))
+    webhooks_now, dkim_now = (credentials.vault(NEW, (), purpose) for purpose in ("webhook-secrets", "dkim-keys"))
+    bound = secret_bound_to(webhook["id"])
+    assert webhooks_now.open(stored["secret"], bound).decode() == secret
+    assert webhooks_now.open(stored["previous_secret"], bound) == b"whsec_old"
+    assert dkim_now.open(dkim["private_key"], dkim_id.bytes) == b"private der"

@@ -14,16 +14,16 @@ import attrs
 from treq.client import HTTPClient
 from twisted.internet import endpoints, threads
 from twisted.internet.error import CannotListenError
-from twisted.internet.ssl import CertificateOptions, optionsForClientTLS
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from mailsvc import manhole
+from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.domains import Domains, Settings, SigningKeys
-from mailsvc.app.emails import Emails
+from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Submitter
@@ -31,7 +31,6 @@ from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
-from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
 from mailsvc.delivery.returns import ReturnPath
@@ -115,7 +114,7 @@ async def open_store(reactor, config: Config, node: Node) -> Database:
         dsn = await cluster.start()
         node.on_stop("embedded PostgreSQL", cluster.stop)
         log.info("embedded PostgreSQL in {dir}", dir=cluster.data_dir)
-    db = Database(reactor, dsn, config.database.pool_size)
+    db = Database(reactor, dsn, config.database.pool_size, config.database.statement_timeout)
     await db.start()
     node.on_stop("database pool", db.stop)
     await migrate(db)
@@ -180,12 +179,14 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
     webhook_registry = WebhookRegistry(
-        clock, db, addresses, KeyVault(credentials.derive(master, "webhook-secrets"))
+        clock, db, addresses,
+        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),
     )
     router.mount(WebhooksResource(webhook_registry))
     dispatcher = Dispatcher(
         clock, db, fetcher, webhook_registry, config.webhooks.concurrency_per_endpoint,
-        config.webhooks.max_in_flight, on_failure=count_failure,
+        config.webhooks.max_in_flight, config.webhooks.host_concurrency, config.webhooks.host_rate_per_sec,
+        on_failure=count_failure,
     )
 
     async def start_dispatcher() -> None:
@@ -218,19 +219,23 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     router.mount(UnsubscribeResource(unsubscribes))
     idempotency_keys = IdempotencyKeys(clock, db)
+    schedules = Schedules(lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+                          config.api.date_languages)
     submitter = Submitter(
         clock, db, idempotency_keys, domains.sending_domain,
         lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
         suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
-        unsubscribes=unsubscribes,
+        schedules, unsubscribes=unsubscribes,
     )
-    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for)
+    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
+                    schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    intake = SmtpIntake(submitter, limiter)
+    intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
-    site = Site(router.resource(), clock, metrics)
+    site = Site(router.resource(), clock, metrics, admit=router.admit,
+                header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
     metrics.in_flight.set_function(lambda: site.in_flight)
 
     loops = [
@@ -262,7 +267,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     async def connect(destination: Destination) -> OutboundSMTP:
         if destination.relay:
             endpoint = endpoints.HostnameEndpoint(clock, destination.host, destination.port, timeout=30)
-            verified = optionsForClientTLS(destination.host, trustRoot=trust)
+            verified = tls.verified_client_options(destination.host, trust)
             if settings.relay_tls == "implicit":
                 endpoint = endpoints.wrapClientTLS(verified, endpoint)
             tls_policy, tls_options = ("opportunistic", None) if settings.relay_tls != "starttls" else (
@@ -275,7 +280,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
             # MX hosts are not verified (no MTA-STS/DANE yet): TLS protects against passive
             # eavesdropping; "enforced" means never in plain text.
-            protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, CertificateOptions())
+            protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, tls.unverified_client_options())
         await endpoints.connectProtocol(endpoint, protocol)
         return protocol
 
@@ -291,8 +296,10 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
 
 
 def _domains(clock, config: Config, db: Database, master: bytes, resolver, wake) -> Domains:
-    keys = SigningKeys(KeyVault(credentials.derive(master, "dkim-keys")))
-    http = HTTPClient(Agent(clock, pool=HTTPConnectionPool(clock, persistent=False)))
+    keys = SigningKeys(
+        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
+    )
+    http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
     settings = Settings(
         config.domains.region, config.hostname, config.spf_include,
         config.domains.verification_window, config.domains.recheck_interval,
@@ -329,6 +336,9 @@ async def start(reactor, config: Config, node: Node) -> None:
 
     db = await open_store(reactor, config, node)
     parts = assemble(reactor, config, db, master, operator_token)
+    old_masters = credentials.old_master_keys(config.security.old_master_keys)
+    await resealing.reseal(db, credentials.vault(master, old_masters, "webhook-secrets"),
+                           credentials.vault(master, old_masters, "dkim-keys"))
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)

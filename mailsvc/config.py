@@ -27,6 +27,7 @@ class DatabaseConfig:
     dsn: str = ""
     pool_size: int = 8
     pg_bin: str = ""
+    statement_timeout: int = 15
 
 
 @_section
@@ -39,6 +40,8 @@ class HttpConfig:
     listen: str = "tcp:8080"
     request_timeout: int = 60
     drain_timeout: int = 30
+    header_timeout: int = 10
+    body_timeout: int = 60
     public_url: str = ""
 
 
@@ -71,6 +74,7 @@ class DeliveryConfig:
 class SecurityConfig:
     allow_private_targets: bool = False
     master_key: str = ""
+    old_master_keys: tuple[str, ...] = ()
     ca_file: str = ""
 
 
@@ -105,6 +109,7 @@ class ApiConfig:
     rate_per_sec: int = 10
     burst_factor: int = 2
     auth_cache_seconds: int = 10
+    date_languages: tuple[str, ...] = ("en",)
 
 
 @_section
@@ -120,6 +125,8 @@ class DomainsConfig:
 class WebhooksConfig:
     concurrency_per_endpoint: int = 8
     max_in_flight: int = 256
+    host_concurrency: int = 64
+    host_rate_per_sec: int = 500
 
 
 @_section
@@ -220,8 +227,13 @@ def _check(config: Config) -> Config:
     for name in ("pool_size",):
         if getattr(config.database, name) < 1:
             raise ConfigError(f"database.{name}: must be at least 1")
+    if config.database.statement_timeout < 0:
+        raise ConfigError("database.statement_timeout: must be 0 (none) or more seconds")
     if config.api.rate_per_sec < 1 or config.api.burst_factor < 1:
         raise ConfigError("api.rate_per_sec: must be at least 1")
+    for name in ("header_timeout", "body_timeout"):
+        if getattr(config.http, name) < 1:
+            raise ConfigError(f"http.{name}: must be at least 1")
     if config.api.auth_cache_seconds > 30:
         raise ConfigError("api.auth_cache_seconds: at most 30 (revocation must apply within 30 s)")
     for name in ("per_destination", "max_in_flight", "batch", "lease_seconds"):
@@ -229,7 +241,7 @@ def _check(config: Config) -> Config:
             raise ConfigError(f"delivery.{name}: must be at least 1")
     if config.delivery.relay_tls not in ("starttls", "implicit", "none"):
         raise ConfigError("delivery.relay_tls: must be starttls, implicit or none")
-    for name in ("concurrency_per_endpoint", "max_in_flight"):
+    for name in ("concurrency_per_endpoint", "max_in_flight", "host_concurrency", "host_rate_per_sec"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")
     return config

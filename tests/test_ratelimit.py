@@ -10,6 +10,7 @@ from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.ids import uuid7
 from mailsvc.metrics import Metrics
+from mailsvc.store.database import DatabaseUnavailable
 
 
 async def _tenant(db, clock):
@@ -97,6 +98,20 @@ class _Counting:
         return await self._db.fetchone(*args, **kwargs)
 
 
+class _Down(_Counting):
+    """A database that counts the statements sent to it and fails each after a second on
+    ``clock`` (it is down)."""
+
+    def __init__(self, db, clock):
+        super().__init__(db)
+        self._clock = clock
+
+    async def fetchone(self, *args, **kwargs):
+        self.statements += 1
+        await task.deferLater(self._clock, 1, lambda: None)
+        raise DatabaseUnavailable("api_rate: database not answering")
+
+
 async def _counted_node(db):
     """A clock, a tenant and a node (burst factor 2) whose statements are counted."""
     clock = task.Clock()
@@ -176,3 +191,19 @@ async def test_the_default_rate_takes_one_token_per_request(db):
     assert [await node.take(tenant.id, 10) for _ in range(20)] == [None] * 20
     assert counting.statements == 20
     assert await node.take(tenant.id, 10) == 1
+
+
+@pt.ensureDeferred
+async def test_requests_waiting_for_a_lease_share_its_failure(db):
+    """With the database down, requests waiting for one lease statement fail with it: one
+    statement for all of them, not one after another (their waits would add up)."""
+    clock, tenant, _, _ = await _counted_node(db)
+    down = _Down(db, clock)
+    node = RateLimiter(clock, down, 2)
+    takes = [defer.ensureDeferred(node.take(tenant.id, 100_000)) for _ in range(8)]
+    for _ in range(8):  # time enough for each to try in turn
+        clock.advance(1)
+    outcomes = await defer.DeferredList(takes, consumeErrors=True)
+    assert [ok for ok, _ in outcomes] == [False] * 8
+    assert all(f.check(DatabaseUnavailable) for _, f in outcomes)
+    assert down.statements == 1

@@ -24,6 +24,7 @@ import uuid
 
 import attrs
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from mailsvc.store import api_rate
 from mailsvc.store.database import Database
@@ -82,11 +83,19 @@ class RateLimiter:
             await waiting
         lease.pending = []
         try:
-            return await self._renew(tenant_id, lease, now)
-        finally:
+            wait = await self._renew(tenant_id, lease, now)
+        except Exception:
+            # The requests that waited for this renewal share its failure: each trying the
+            # statement again in turn would add up their waits while the database is down.
+            failure = Failure()
             waiters, lease.pending = lease.pending, None
             for waiting in waiters:
-                waiting.callback(None)
+                waiting.errback(failure)
+            raise
+        waiters, lease.pending = lease.pending, None
+        for waiting in waiters:
+            waiting.callback(None)
+        return wait
 
     async def _renew(self, tenant_id: uuid.UUID, lease: _Lease, now: float) -> int | None:
         """Take a new lease (spending one of its tokens), or one token; or say how long to wait."""

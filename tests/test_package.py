@@ -40,6 +40,17 @@ def outside_the_checkout() -> dict:
     return {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
+def plugin_errors(where: Path) -> str:
+    """What Twisted logged while finding the installed plugins (it swallows import errors)."""
+    show = ("import sys; from twisted.python import log; log.startLogging(sys.stdout);"
+            "from twisted.plugin import getPlugins; from twisted.application.service import IServiceMaker;"
+            "print(sorted(p.tapname for p in getPlugins(IServiceMaker)))")
+    found = subprocess.run([str(where / "venv" / "bin" / "python"), "-c", show], cwd=where,
+                           env=outside_the_checkout(), capture_output=True, text=True, timeout=60)
+    plugins = sorted((where / "venv").glob("lib/python*/site-packages/twisted/plugins/*"))
+    return f"{found.stdout}{found.stderr}\nplugin files: {[p.name for p in plugins]}"
+
+
 @pytest.mark.slow
 def test_the_wheel_carries_the_plugin_and_the_migrations_and_no_tests(installed):
     _, wheel = installed
@@ -57,7 +68,7 @@ def test_twistd_mailsvc_runs_from_the_installed_package(installed):
     twistd = where / "venv" / "bin" / "twistd"
     helped = subprocess.run([str(twistd), "mailsvc", "--help"], cwd=where, env=outside_the_checkout(),
                             capture_output=True, text=True, timeout=60)
-    assert helped.returncode == 0 and "--config" in helped.stdout, helped.stderr
+    assert helped.returncode == 0 and "--config" in helped.stdout, plugin_errors(where)
     state = where / "state"
     port = free_port()
     env = dict(outside_the_checkout(), MAILSVC_STATE_DIR=str(state),

@@ -19,6 +19,7 @@ from twisted.internet import reactor, task, threads
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from mailsvc.crypto import tls
+from mailsvc.mail import dkim
 from mailsvc.smtp.submission import SubmissionFactory
 from tests.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
 from tests.test_smtp_submission import pem, smtp_ports, tls_context  # noqa: F401 (fixtures)
@@ -284,6 +285,9 @@ async def test_bare_line_endings_are_normalised_before_signing(api, smtp_ports, 
     _, detail, _ = await api.json("GET", f"/domains/{domain_id}", victim.key)
     records = {f"{r['name']}.{victim.domain}.".encode(): r["value"].encode()
                for r in detail["records"] if "_domainkey" in r["name"]}
+    # Stored unsigned; signed as the delivery worker signs it, with the domain's keys.
+    sending = await api.parts.domains.lookup_sending_domain(victim.id, victim.domain)
+    stored = dkim.sign(stored, sending.name, sending.signers) + stored
     checker = dkimpy.DKIM(stored)
     dnsfunc = lambda name, timeout=5: records.get(name if name.endswith(b".") else name + b".")  # noqa: E731
     signatures = stored.count(b"DKIM-Signature:")

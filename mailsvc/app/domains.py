@@ -77,7 +77,11 @@ class DomainView:
 
 
 class SigningKeys:
-    """Seals new private keys and opens stored ones, keeping the keys it opened recently."""
+    """
+    Seals new private keys and opens stored ones, keeping the keys it opened recently: one per
+    node, shared by the domains (sealing, the accept path's lookups) and the delivery worker,
+    which signs. Kept by key id, so a rotated key (a new id) is opened at its first use.
+    """
 
     CACHE_SIZE = 10_000
 

@@ -1,9 +1,10 @@
 """
 The one accept path of every message, whether it came over HTTP, SMTP, from the release of
 scheduled mail or from a broadcast: ``Submitter.submit``. It claims the idempotency key, checks
-the account and the sending domain, builds and signs each message, splits off suppressed
-recipients, charges the quotas, and stores the emails, their deliveries, their events and the
-key's outcome in ONE transaction. Nothing is delivered from here.
+the account and the sending domain, builds each message, splits off suppressed recipients,
+charges the quotas, and stores the emails, their deliveries, their events and the key's outcome
+in ONE transaction. Nothing is delivered from here, and nothing is signed: the delivery worker
+signs each message right before it leaves, with the domain's keys of that moment.
 
 Which outcomes a key keeps, over HTTP and SMTP alike: an acceptance and a refusal of the
 request itself (HTTP 2xx and 4xx) are stored and replayed for 24 hours; a refusal that asks to
@@ -12,7 +13,7 @@ the key, so that the client may retry with it.
 
 A broadcast-stream email (``stream: "broadcast"``) also gets one message per recipient, each
 with its own RFC 8058 one-click unsubscribe link (``List-Unsubscribe`` and
-``List-Unsubscribe-Post``, both DKIM-signed, and ``{{{SVC_UNSUBSCRIBE_URL}}}`` filled in),
+``List-Unsubscribe-Post``, both signed at delivery, and ``{{{SVC_UNSUBSCRIBE_URL}}}`` filled in),
 stored in ``deliveries.message``; the email row keeps the message as submitted (no link,
 placeholders unfilled), which is never delivered for it. Transactional mail does none of this.
 """
@@ -148,7 +149,7 @@ def keeps(error: DomainError) -> bool:
 
 @attrs.frozen
 class Prepared:
-    """A submission checked against the account and built into its signed message."""
+    """A submission checked against the account and built into its message (unsigned)."""
 
     submission: Submission
     domain_id: uuid.UUID
@@ -158,7 +159,7 @@ class Prepared:
     attachments: tuple[Attachment, ...]
     #: Chosen when built (the unsubscribe links name it); None: chosen when stored.
     email_id: uuid.UUID | None = None
-    #: Broadcast stream: each recipient's own signed message, by recipient as in ``recipients``.
+    #: Broadcast stream: each recipient's own message, by recipient as in ``recipients``.
     messages: Mapping[str, bytes] = attrs.field(factory=dict)
 
 
@@ -198,7 +199,6 @@ class Submitter:
         db: Database,
         keys: IdempotencyKeys,
         sending_domain: Callable[[uuid.UUID, str], Awaitable[object]],
-        sign: Callable[[bytes, str, tuple], bytes],
         suppressed_for: Callable[[Database, Mapping[uuid.UUID, set[str]]], Awaitable[dict[uuid.UUID, dict[str, str]]]],
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
         schedules: Schedules,
@@ -208,7 +208,6 @@ class Submitter:
         self._db = db
         self._keys = keys
         self._sending_domain = sending_domain
-        self._sign = sign
         self._suppressed_for = suppressed_for
         self._fetch = fetch_attachment
         self._schedules = schedules
@@ -300,7 +299,7 @@ class Submitter:
     async def _prepare(self, sender: Sender, submission: Submission, raw: bytes | None, links_base: str | None,
                        budget: Budget, domains: dict) -> Prepared:
         """
-        Everything that needs no transaction: domain checks, fetching, building, signing.
+        Everything that needs no transaction: domain checks, fetching, building.
         ``budget`` and ``domains`` (the sending domains looked up, each once) are shared by
         the items of one request.
         """
@@ -326,19 +325,17 @@ class Submitter:
             message = mime.build(submission, message_id=message_id, date=date, attachments=parts)
         if len(message) > MAX_MESSAGE_BYTES:
             raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        signature = self._sign(message, domain.name, domain.signers)
         if raw is not None or submission.stream != "broadcast":
-            return Prepared(submission, domain.id, domain.name, message_id, signature + message, attachments)
+            return Prepared(submission, domain.id, domain.name, message_id, message, attachments)
         email_id = uuid7(self._clock.seconds())
         messages = await self._per_recipient(
-            sender, submission, domain, email_id, message, message_id, date, parts, links_base, budget)
-        return Prepared(submission, domain.id, domain.name, message_id, signature + message, attachments, email_id,
-                        messages)
+            sender, submission, email_id, message, message_id, date, parts, links_base, budget)
+        return Prepared(submission, domain.id, domain.name, message_id, message, attachments, email_id, messages)
 
-    async def _per_recipient(self, sender: Sender, submission: Submission, domain, email_id: uuid.UUID,
+    async def _per_recipient(self, sender: Sender, submission: Submission, email_id: uuid.UUID,
                              generic: bytes, message_id: str, date: datetime, parts: list,
                              links_base: str | None, budget: Budget) -> dict[str, bytes]:
-        """One signed message per recipient, each with its own unsubscribe link."""
+        """One message per recipient, each with its own unsubscribe link (signed at delivery)."""
         links = self._unsubscribes
         base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
         if links is None or not base:
@@ -365,7 +362,7 @@ class Submitter:
                     raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
                 budget.take(len(message))
                 taken += len(message)
-                messages[recipient] = self._sign(message, domain.name, domain.signers) + message
+                messages[recipient] = message
         except BaseException:
             budget.left += taken  # a refused item of a permissive batch leaves the rest its room
             raise
@@ -451,7 +448,7 @@ class Submitter:
                 Json({"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc],
                       "bcc": [str(m) for m in s.bcc], "reply_to": [str(m) for m in s.reply_to]}),
                 s.subject, s.html, s.text, Json(tags), s.stream, source,
-                s.scheduled_at, "scheduled" if scheduled else "queued", last_event, p.message, now,
+                s.scheduled_at, "scheduled" if scheduled else "queued", last_event, p.message, now, False,
         ))
         for a in p.attachments:
             rows.attachments.append(

@@ -9,6 +9,12 @@ previous step and claims as much due work as the node has room for. Recipients o
 at one domain go in one SMTP transaction; the envelope sender is the VERP address of the
 first of them (a DSN names its recipient, which finds the others).
 
+Messages are stored unsigned and DKIM-signed here, right before their transaction, with the
+sending domain's keys as they are at the claim (a rotated key signs mail not yet sent; keys
+are opened once per node by ``SigningKeys``). A message sent in several transactions of one
+step (recipients at several domains, or more than 50 at one) is signed once for all of them.
+Mail stored signed by an older version (``emails.signed``) goes as it is.
+
 A claim's lease ends while the node may still be sending: another node would then send the
 same message again. So every attempt (routing, the wait for a connection, up to
 ``routes.MAX_HOSTS`` hosts, each session to its final reply) is over within half the lease
@@ -22,24 +28,25 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable
 
 import attrs
 from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.app.domains import SigningKeys
 from mailsvc.deferreds import when_done
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
-from mailsvc.mail import verp
+from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.database import Database
-from mailsvc.store.deliveries import Outcome, Work
+from mailsvc.store.deliveries import Contents, Outcome, Work
 
 log = Logger()
 
@@ -67,6 +74,44 @@ class Settings:
     relay: Destination | None = None
 
 
+@attrs.frozen
+class _Transaction:
+    """Recipients of one SMTP transaction and what they are sent."""
+
+    group: list[Work]
+    email: dict
+    message: bytes
+    #: The sending domain's DKIM key rows to sign with; None: the message is stored signed.
+    keys: list[dict] | None
+    #: Where its signed bytes are shared with the step's other transactions; None: its own.
+    shared: Hashable | None
+
+
+class _StepSignatures:
+    """
+    The signed messages of one step, each signed once however many of the step's transactions
+    send it; kept only until its last transaction has taken it.
+    """
+
+    def __init__(self):
+        self._uses: Counter = Counter()
+        self._signed: dict[Hashable, bytes] = {}
+
+    def expect(self, key: Hashable) -> None:
+        self._uses[key] += 1
+
+    def take(self, key: Hashable, sign: Callable[[], bytes]) -> bytes:
+        signed = self._signed.pop(key, None)
+        if signed is None:
+            signed = sign()
+        self._uses[key] -= 1
+        if self._uses[key] > 0:
+            self._signed[key] = signed
+        else:
+            del self._uses[key]
+        return signed
+
+
 def _response(result: RecipientResult) -> str:
     reply = result.reply
     return " ".join(str(p) for p in (reply.code, reply.enhanced_code, reply.text) if p)
@@ -82,6 +127,7 @@ class DeliveryWorker:
         routes: Routes,
         connections: Connections,
         settings: Settings,
+        keys: SigningKeys,
         on_failure: Callable[[str], None] | None = None,
         on_outcome: Callable[[str], None] | None = None,
     ):
@@ -90,13 +136,14 @@ class DeliveryWorker:
         self._routes = routes
         self._connections = connections
         self._settings = settings
+        self._keys = keys
         self._loop = Loop(clock, "deliver mail", SAFETY_INTERVAL, self.step, on_failure)
         self._on_outcome = on_outcome
         self._in_flight: dict[int, tuple[defer.Deferred, list[Work], uuid.UUID]] = {}
         self._outcomes: list[Outcome] = []
         self._next_due = None
         self._stopping = False
-        self._keys = itertools.count()
+        self._serial = itertools.count()
 
     @property
     def in_flight(self) -> int:
@@ -126,11 +173,16 @@ class DeliveryWorker:
         if not claimed.work:
             return
         # Should this fail, the leases end and any node takes the work again.
-        emails, own = await store.contents(self._db, claimed.work)
-        for group, message, email in self._transactions(claimed.work, emails, own, token):
-            key = next(self._keys)
-            d = defer.ensureDeferred(self._deliver(group, message, email, token, deadline))
-            self._in_flight[key] = (d, group, token)
+        contents = await store.contents(self._db, claimed.work)
+        transactions = list(self._transactions(claimed.work, contents, token))
+        signatures = _StepSignatures()
+        for t in transactions:
+            if t.shared is not None:
+                signatures.expect(t.shared)
+        for t in transactions:
+            key = next(self._serial)
+            d = defer.ensureDeferred(self._deliver(t, signatures, token, deadline))
+            self._in_flight[key] = (d, t.group, token)
             d.addBoth(self._landed, key)
         if len(claimed.work) == room:
             self.wake()
@@ -148,12 +200,14 @@ class DeliveryWorker:
         del self._in_flight[key]
         self.wake()
 
-    def _transactions(self, work: list[Work], emails: dict, own: dict, token: uuid.UUID):
-        """(recipients, message, email) per SMTP transaction; decides what needs no sending."""
+    def _transactions(self, work: list[Work], contents: Contents, token: uuid.UUID):
+        """Each SMTP transaction of ``work``; decides what needs no sending."""
         groups: dict[tuple, list[Work]] = defaultdict(list)
         for w in work:
-            email = emails.get(w.email_id)
-            if email is None or email["domain_id"] is None:
+            email = contents.emails.get(w.email_id)
+            # A domain with no keys cannot sign: as deleted (the API never leaves one keyless).
+            if email is None or email["domain_id"] is None or not (
+                    email["signed"] or contents.keys.get(email["domain_id"])):
                 self._decide(w, token, "failed", {"reason": "domain_deleted"}, "the sending domain was deleted")
                 continue
             if w.delivery_mode == "capture":
@@ -166,17 +220,33 @@ class DeliveryWorker:
         for group in groups.values():
             for start in range(0, len(group), 50):
                 chunk = group[start:start + 50]
-                email = emails[chunk[0].email_id]
-                message = own[chunk[0].id] if chunk[0].own_message else bytes(email["message"])
-                yield chunk, message, email
+                email = contents.emails[chunk[0].email_id]
+                keys = None if email["signed"] else contents.keys[email["domain_id"]]
+                if chunk[0].own_message:
+                    yield _Transaction(chunk, email, contents.own[chunk[0].id], keys, None)
+                else:
+                    shared = None if keys is None else (email["id"], tuple(k["id"] for k in keys))
+                    yield _Transaction(chunk, email, bytes(email["message"]), keys, shared)
 
     def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
                                       claim=token, attempted=status != "failed"))
         self.wake()
 
-    async def _deliver(self, group: list[Work], message: bytes, email: dict, token: uuid.UUID,
+    def _signed(self, t: _Transaction, signatures: _StepSignatures) -> bytes:
+        """The transaction's message as it leaves: DKIM-signed now unless it was stored signed."""
+        if t.keys is None:
+            return t.message
+
+        def sign() -> bytes:
+            signers = [self._keys.signer(k["id"], k["selector"], k["algorithm"], k["private_key"]) for k in t.keys]
+            return dkim.sign(t.message, t.email["domain"], signers, timestamp=int(self._clock.seconds())) + t.message
+
+        return sign() if t.shared is None else signatures.take(t.shared, sign)
+
+    async def _deliver(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID,
                        deadline: float) -> None:
+        group, email = t.group, t.email
         relay = group[0].delivery_mode == "relay"
         try:
             destinations = await self._destinations(group, email, relay)
@@ -187,6 +257,13 @@ class DeliveryWorker:
         except RouteUnknown as e:
             for w in group:
                 self._defer(w, token, "unreachable", None, None, str(e))
+            return
+        try:
+            message = self._signed(t, signatures)
+        except Exception:
+            log.failure("signing a message of {domain} failed", domain=email["domain"])
+            for w in group:
+                self._defer(w, token, "transient", None, None, "internal error")
             return
         sender = verp.envelope_sender(
             self._settings.verp_key, group[0].id, f"{email['return_path']}.{email['domain']}"

@@ -20,8 +20,10 @@ from mailsvc.store.idempotency import COMPLETE
 #: NOTIFY channel that wakes the delivery workers.
 DELIVERIES = "deliveries"
 
+#: ``signed`` is written false: messages are stored unsigned and signed at delivery (the
+#: column's default, true, marks mail stored signed by an older version).
 EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
-                 " source, scheduled_at, status, last_event, message, created_at")
+                 " source, scheduled_at, status, last_event, message, created_at, signed")
 ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
 DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message, retry_until"
 
@@ -60,7 +62,7 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
 
     Raises QuotaExceeded, IdempotencyClaimLost or SendingDomainGone for what refused it.
     """
-    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, 17),
+    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, 18),
              ("new_deliveries", "deliveries", DELIVERY_COLUMNS, rows.deliveries, 9),
              ("new_attachments", "attachments", ATTACHMENT_COLUMNS, rows.attachments, 9)]
     ctes, parameters, inserted = [], [], []

@@ -174,10 +174,23 @@ async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lea
     return len(renewed) == len(ids)
 
 
-async def contents(db: Database, work: list[Work]) -> tuple[dict[uuid.UUID, dict], dict[uuid.UUID, bytes]]:
-    """The emails of ``work`` (message and sending domain), and the recipients' own messages."""
+@attrs.frozen
+class Contents:
+    """What the claimed deliveries of one step send, and the keys that sign it."""
+
+    #: By email id: message, whether it is stored ``signed`` (by an older version), sending
+    #: domain (``domain_id`` None: deleted) with its ``domain``, ``return_path`` and ``tls``.
+    emails: dict[uuid.UUID, dict]
+    #: By delivery id: a recipient's own message (broadcast stream).
+    own: dict[uuid.UUID, bytes]
+    #: By domain id: its DKIM keys as they are now, private keys sealed, in id order.
+    keys: dict[uuid.UUID, list[dict]]
+
+
+async def contents(db: Database, work: list[Work]) -> Contents:
+    """The emails of ``work``, the recipients' own messages and the unsigned ones' keys."""
     emails = await db.fetchall(
-        "SELECT e.id, e.message, e.domain_id, dom.name AS domain, dom.return_path, dom.tls"
+        "SELECT e.id, e.message, e.signed, e.domain_id, dom.name AS domain, dom.return_path, dom.tls"
         " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id WHERE e.id = ANY(%s::uuid[])",
         (list({w.email_id for w in work}),), desc="delivery contents",
     )
@@ -185,7 +198,15 @@ async def contents(db: Database, work: list[Work]) -> tuple[dict[uuid.UUID, dict
     own = await db.fetchall(
         "SELECT id, message FROM deliveries WHERE id = ANY(%s::uuid[])", (own_ids,), desc="delivery contents",
     ) if own_ids else []
-    return {e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}
+    domain_ids = list({e["domain_id"] for e in emails if not e["signed"] and e["domain_id"] is not None})
+    keys: dict[uuid.UUID, list[dict]] = defaultdict(list)
+    if domain_ids:
+        for row in await db.fetchall(
+            "SELECT domain_id, id, selector, algorithm, private_key FROM dkim_keys"
+            " WHERE domain_id = ANY(%s::uuid[]) ORDER BY domain_id, id", (domain_ids,), desc="delivery keys",
+        ):
+            keys[row["domain_id"]].append(row)
+    return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys))
 
 
 async def record(db: Database, clock, outcomes: list[Outcome]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import socket
 from collections.abc import Awaitable, Callable
 
@@ -18,7 +19,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import manhole
+from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
@@ -47,7 +48,6 @@ from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.loop import Loop
-from mailsvc.mail import dkim
 from mailsvc.metrics import Metrics
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import Fetcher, TrustRoots
@@ -71,9 +71,17 @@ log = Logger()
 LAST_USED_FLUSH_SECONDS = 5
 #: How often scheduled emails whose time has come are looked for.
 SCHEDULE_RELEASE_SECONDS = 1
+#: How often a worker writes its gauges where the node's /metrics gathers them.
+SHARE_GAUGES_SECONDS = 1
 
 
-def build(config: Config) -> Node:
+def build(config: Config, inherited: processes.Inherited | None = None,
+          worker_command: list[str] | None = None) -> Node:
+    """
+    The node: one process serving everything, or (``node.processes`` above 1, given the
+    ``worker_command`` that starts a worker) the parent of its workers; ``inherited``: this
+    process is a worker, serving the sockets its parent opened.
+    """
     from twisted.internet import reactor
 
     def fail(reason: str) -> None:
@@ -85,7 +93,13 @@ def build(config: Config) -> Node:
         else:
             reactor.callWhenRunning(reactor.stop)
 
-    node = Node(lambda node: start(reactor, config, node), fail)
+    if inherited is not None:
+        reactor.callWhenRunning(processes.watch_parent, reactor)
+    if inherited is None and worker_command is not None and config.node.process_count > 1 \
+            and "api" in config.node.roles:
+        node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail)
+    else:
+        node = Node(lambda node: start(reactor, config, node, inherited), fail)
     node.expected_failures = (
         OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError,
     )
@@ -104,20 +118,27 @@ def _freeze_startup_heap(node: Node) -> Node:
     return node
 
 
-async def open_store(reactor, config: Config, node: Node) -> Database:
-    """The database, on the configured DSN or on the embedded cluster, migrated."""
-    dsn = config.database.dsn
-    if not dsn:
-        cluster = EmbeddedCluster(
-            reactor, config.state_dir / "postgresql", find_bindir(config.database.pg_bin)
-        )
-        dsn = await cluster.start()
-        node.on_stop("embedded PostgreSQL", cluster.stop)
-        log.info("embedded PostgreSQL in {dir}", dir=cluster.data_dir)
+async def database_dsn(reactor, config: Config, node: Node) -> str:
+    """The configured DSN, or that of the embedded cluster, started."""
+    if config.database.dsn:
+        return config.database.dsn
+    cluster = EmbeddedCluster(
+        reactor, config.state_dir / "postgresql", find_bindir(config.database.pg_bin)
+    )
+    dsn = await cluster.start()
+    node.on_stop("embedded PostgreSQL", cluster.stop)
+    log.info("embedded PostgreSQL in {dir}", dir=cluster.data_dir)
+    return dsn
+
+
+async def open_store(reactor, config: Config, node: Node, migrated: bool = False) -> Database:
+    """The database, on the configured DSN or on the embedded cluster, migrated (unless it was)."""
+    dsn = await database_dsn(reactor, config, node)
     db = Database(reactor, dsn, config.database.pool_size, config.database.statement_timeout)
     await db.start()
     node.on_stop("database pool", db.stop)
-    await migrate(db)
+    if not migrated:
+        await migrate(db)
     return db
 
 
@@ -195,7 +216,11 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
     # One key makes the VERP return paths of outgoing mail and checks those coming back.
     verp_key = credentials.derive(master, "verp")
-    worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, count_failure,
+    # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
+    signing_keys = SigningKeys(
+        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
+    )
+    worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
                               lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     return_path = ReturnPath(clock, db, verp_key)
@@ -212,7 +237,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # The check loop calls the domains, which wake it when a check is due at once.
     check_domains = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
                          on_failure=count_failure)
-    domains = _domains(clock, config, db, master, resolver, check_domains.wake)
+    domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
     router.mount(DomainsResource(domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
@@ -222,9 +247,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     schedules = Schedules(lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
                           config.api.date_languages)
     submitter = Submitter(
-        clock, db, idempotency_keys, domains.sending_domain,
-        lambda message, name, signers: dkim.sign(message, name, signers, timestamp=int(clock.seconds())),
-        suppression_list.suppressed_for,
+        clock, db, idempotency_keys, domains.sending_domain, suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes,
     )
@@ -255,7 +278,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
-                     on_failure, on_outcome) -> delivery.DeliveryWorker:
+                     signing_keys: SigningKeys, on_failure, on_outcome) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -291,14 +314,12 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
+        signing_keys,
         on_failure=on_failure, on_outcome=on_outcome,
     )
 
 
-def _domains(clock, config: Config, db: Database, master: bytes, resolver, wake) -> Domains:
-    keys = SigningKeys(
-        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
-    )
+def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:
     http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
     settings = Settings(
         config.domains.region, config.hostname, config.spf_include,
@@ -311,20 +332,20 @@ def _domains(clock, config: Config, db: Database, master: bytes, resolver, wake)
     )
 
 
-async def listen_submission(reactor, description: str, submission: Submission, options):
+async def listen_submission(reactor, description: str, submission: Submission, options,
+                            inherited: processes.Inherited | None = None):
     """
     One submission listener. ``ssl:...`` is implicit TLS (465/2465) with our certificate;
     ``tcp:...`` offers STARTTLS (587/2587).
     """
     implicit = description.startswith("ssl:")
-    endpoint = endpoints.serverFromString(reactor, "tcp:" + description[4:] if implicit else description)
     factory = SubmissionFactory(reactor, submission, options, implicit_tls=implicit)
     if implicit:
         factory = TLSMemoryBIOFactory(options, False, factory)
-    return await endpoint.listen(factory)
+    return await processes.listen(reactor, "submission", description, factory, inherited)
 
 
-async def start(reactor, config: Config, node: Node) -> None:
+async def start(reactor, config: Config, node: Node, inherited: processes.Inherited | None = None) -> None:
     # Traversable (not listable) so the embedded cluster's unprivileged owner reaches its
     # directory; the secrets in it are 0600.
     config.state_dir.mkdir(parents=True, exist_ok=True)
@@ -334,17 +355,21 @@ async def start(reactor, config: Config, node: Node) -> None:
     master = credentials.master_key(config.security.master_key, config.state_dir)
     operator_token, token_path = credentials.operator_token(config.operator.token, config.state_dir)
 
-    db = await open_store(reactor, config, node)
+    # A worker's parent migrated and resealed before starting it.
+    db = await open_store(reactor, config, node, migrated=inherited is not None)
     parts = assemble(reactor, config, db, master, operator_token)
-    old_masters = credentials.old_master_keys(config.security.old_master_keys)
-    await resealing.reseal(db, credentials.vault(master, old_masters, "webhook-secrets"),
-                           credentials.vault(master, old_masters, "dkim-keys"))
+    if inherited is None:
+        await reseal(config, db, master)
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
     # Registered before the loops, so it runs after they stopped: the last uses are written.
     node.on_stop("api key use", parts.keyring.flush_last_used)
-    for loop in parts.loops:
+    loops = parts.loops
+    if parts.metrics.shared_dir:
+        loops = [*loops, Loop(reactor, "share gauges", SHARE_GAUGES_SECONDS, parts.metrics.share_gauges,
+                              on_failure=lambda desc: parts.metrics.loop_failures.labels(desc).inc())]
+    for loop in loops:
         loop.start()
         node.on_stop(loop.desc, loop.stop)
     # Role-gated parts (the webhook dispatcher) stop before the loops and the pool.
@@ -362,14 +387,14 @@ async def start(reactor, config: Config, node: Node) -> None:
         factory = inbound.InboundFactory(
             reactor, config.hostname, parts.return_path.accepts, parts.return_path.deliver, tls_options=tls_options,
         )
-        inbound_port = await inbound.listen(reactor, config.smtp.inbound, factory)
+        inbound_port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
         node.on_stop("SMTP return path", inbound_port.stopListening)
         node.parts["inbound_port"] = inbound_port.getHost().port
         log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
     if "api" in config.node.roles:
         site = parts.site
-        port = await endpoints.serverFromString(reactor, config.http.listen).listen(site)
+        port = await processes.listen(reactor, "http", config.http.listen, site, inherited)
 
         async def drain():
             await port.stopListening()
@@ -390,7 +415,7 @@ async def start(reactor, config: Config, node: Node) -> None:
         if config.smtp.submission:
             node.parts["smtp_ports"] = []
             for description in config.smtp.submission:
-                smtp_port = await listen_submission(reactor, description, parts.submission, tls_options)
+                smtp_port = await listen_submission(reactor, description, parts.submission, tls_options, inherited)
                 node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
                 node.parts["smtp_ports"].append(smtp_port.getHost().port)
                 log.info("SMTP submission listening on {endpoint}", endpoint=description)
@@ -405,3 +430,78 @@ async def start(reactor, config: Config, node: Node) -> None:
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)
     node.parts["assembled"] = parts
+
+
+async def reseal(config: Config, db: Database, master: bytes) -> None:
+    old_masters = credentials.old_master_keys(config.security.old_master_keys)
+    await resealing.reseal(db, credentials.vault(master, old_masters, "webhook-secrets"),
+                           credentials.vault(master, old_masters, "dkim-keys"))
+
+
+async def start_parent(reactor, config: Config, node: Node, worker_command: list[str]) -> None:
+    """
+    The parent of a node's workers (docs/decisions.md, "Processes of a node"): what is done
+    once (secrets, TLS material, the embedded cluster, migrations, resealing), then the
+    listening sockets, then the workers that serve them.
+    """
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    config.state_dir.chmod(0o711)
+    if config.manhole.listen:
+        manhole.check_endpoint(config.manhole.listen)
+    master = credentials.master_key(config.security.master_key, config.state_dir)
+    _, token_path = credentials.operator_token(config.operator.token, config.state_dir)
+    if config.smtp.submission or config.smtp.inbound:
+        tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
+
+    dsn = await database_dsn(reactor, config, node)
+    db = Database(reactor, dsn, 1, config.database.statement_timeout)
+    await db.start()
+    try:
+        await migrate(db)
+        await reseal(config, db, master)
+    finally:
+        db.stop()
+
+    listeners = [("http", config.http.listen), *(("submission", d) for d in config.smtp.submission)]
+    if "delivery" in config.node.roles and config.smtp.inbound:
+        listeners.append(("inbound", config.smtp.inbound))
+    ports = await processes.open_sockets(reactor, listeners)
+    for name, port in ports.items():
+        node.on_stop(f"socket {name}", port.stopListening)
+    address = ports[processes.listener("http", config.http.listen)].getHost()
+    node.parts["http_port"] = address.port
+    log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    node.parts["smtp_ports"] = []
+    for description in config.smtp.submission:
+        node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
+        log.info("SMTP submission listening on {endpoint}", endpoint=description)
+
+    # The workers' values of one /metrics (prometheus_client's multiprocess mode); those of an
+    # earlier run are gone with its processes.
+    metrics_dir = config.state_dir / "metrics"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(mode=0o700)
+    sockets, child_fds = processes.worker_sockets(ports)
+
+    def spawn(worker, slot: int) -> None:
+        environ = dict(
+            os.environ, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+            MAILSVC_NODE_ROLES=",".join(processes.worker_roles(config.node.roles, slot)),
+        )
+        if not config.database.dsn:
+            environ["MAILSVC_DATABASE_DSN"] = dsn  # the embedded cluster, started once, here
+        if slot:
+            environ["MAILSVC_MANHOLE_LISTEN"] = ""  # the first worker's, like the other once-per-node parts
+        inherited = processes.Inherited(slot, sockets)
+        reactor.spawnProcess(worker, worker_command[0], [*worker_command, "--worker", inherited.to_json()],
+                             env=environ, childFDs={0: "w", 1: 1, 2: 2, **child_fds})
+
+    supervisor = processes.Supervisor(
+        reactor, config.node.process_count, spawn, kill_after=config.http.drain_timeout + 30,
+        on_exit=lambda pid: Metrics.process_gone(str(metrics_dir), pid),
+    )
+    supervisor.start()
+    node.on_stop("workers", supervisor.stop)
+    node.parts["supervisor"] = supervisor
+    if token_path is not None:
+        log.info("operator token is in {path}", path=token_path)

@@ -132,6 +132,12 @@ class WebhooksConfig:
 @_section
 class NodeConfig:
     roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
+    #: Worker processes serving the node's sockets; 0: one per core.
+    processes: int = 0
+
+    @property
+    def process_count(self) -> int:
+        return self.processes or os.cpu_count() or 1
 
 
 @_section
@@ -224,6 +230,8 @@ def _check(config: Config) -> Config:
     unknown = set(config.node.roles) - KNOWN_ROLES
     if unknown:
         raise ConfigError(f"node.roles: unknown role {sorted(unknown)[0]!r}")
+    if config.node.processes < 0:
+        raise ConfigError("node.processes: must be 0 (one per core) or more")
     for name in ("pool_size",):
         if getattr(config.database, name) < 1:
             raise ConfigError(f"database.{name}: must be at least 1")

@@ -1,16 +1,48 @@
-"""Prometheus metrics in a registry of our own (never the process-global one)."""
+"""
+Prometheus metrics in a registry of our own (never the process-global one). The workers of a
+node share theirs through files in ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's
+multiprocess mode), so that any of them answers ``/metrics`` for all.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import os
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: prometheus_client chooses where values live from this variable when it is imported.
+SHARED_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class _SharedGauge:
+    """
+    A gauge read from a function: in multiprocess mode prometheus_client only gathers the
+    values written to its files, so the function is read into the gauge by ``share()``.
+    """
+
+    def __init__(self, gauge: Gauge):
+        self._gauge = gauge
+        self._read: Callable[[], float] | None = None
+
+    def set_function(self, read: Callable[[], float]) -> None:
+        self._read = read
+
+    def share(self) -> None:
+        if self._read is not None:
+            self._gauge.set(self._read())
 
 
 class Metrics:
     def __init__(self):
+        self.shared_dir = os.environ.get(SHARED_DIR_VARIABLE)
         self.registry = CollectorRegistry(auto_describe=True)
+        self._rendered = self.registry
+        if self.shared_dir:
+            self._rendered = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self._rendered, self.shared_dir)
         self._requests = Counter(
             "mailsvc_http_requests",
             "HTTP requests answered, by route template, method and status.",
@@ -37,17 +69,29 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
-        self.deliveries_in_flight = Gauge(
+        self.deliveries_in_flight = self._gauge(
             "mailsvc_deliveries_in_flight", "Deliveries this node has claimed and not yet finished.",
-            registry=self.registry,
         )
-        self.in_flight = Gauge(
-            "mailsvc_http_requests_in_flight", "HTTP requests being handled.", registry=self.registry
-        )
+        self.in_flight = self._gauge("mailsvc_http_requests_in_flight", "HTTP requests being handled.")
+
+    def _gauge(self, name: str, documentation: str) -> Gauge | _SharedGauge:
+        # "livesum": the node's value is the sum of its live workers' values.
+        gauge = Gauge(name, documentation, registry=self.registry, multiprocess_mode="livesum")
+        return _SharedGauge(gauge) if self.shared_dir else gauge
+
+    async def share_gauges(self) -> None:
+        """Write this worker's gauges where the node's /metrics reads them."""
+        for gauge in (self.deliveries_in_flight, self.in_flight):
+            gauge.share()
+
+    @staticmethod
+    def process_gone(shared_dir: str, pid: int) -> None:
+        """The gauges of a worker that exited no longer count (its counters still do)."""
+        multiprocess.mark_process_dead(pid, shared_dir)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self._requests.labels(route, method, str(status)).inc()
         self._latency.labels(route).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._rendered)

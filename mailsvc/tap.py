@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from twisted.python import usage
 
 
@@ -11,15 +13,36 @@ class Options(usage.Options):
         "Runs a mailsvc node. Settings come from the ini file named by --config, each "
         "overridable by an environment variable MAILSVC_<SECTION>_<KEY>."
     )
-    optParameters = [["config", "c", None, "Configuration file (ini)."]]
+    optParameters = [
+        ["config", "c", None, "Configuration file (ini)."],
+        ["worker", None, None, "Internal: serve as a worker of the parent that started this process."],
+    ]
+
+
+def worker_command(options: Options) -> list[str]:
+    """
+    How the parent starts a worker: twistd in the foreground with the parent's logger (the
+    workers write to the parent's standard output and error), this plugin, the same file.
+    """
+    command = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "--nodaemon", "--pidfile="]
+    twistd = getattr(options, "parent", None)
+    if twistd is not None and twistd.get("logger"):  # twistd has turned the name into the callable
+        logger = twistd["logger"]
+        command.append(f"--logger={logger.__module__}.{logger.__qualname__}")
+    command.append("mailsvc")
+    if options["config"]:
+        command += ["--config", options["config"]]
+    return command
 
 
 def makeService(options: Options):  # noqa: N802 (twistd's name)
-    from mailsvc import compose
+    from mailsvc import compose, processes
     from mailsvc.config import ConfigError, load
 
     try:
         config = load(options["config"])
     except ConfigError as e:
         raise SystemExit(f"mailsvc: configuration error: {e}") from None
-    return compose.build(config)
+    if options["worker"]:
+        return compose.build(config, inherited=processes.Inherited.from_json(options["worker"]))
+    return compose.build(config, worker_command=worker_command(options))

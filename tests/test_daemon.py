@@ -27,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
+def twistd(state: Path, port: int, *options: str, new_session: bool = False, **env) -> subprocess.Popen:
     environ = dict(
         os.environ,
         PYTHONPATH=str(ROOT),
@@ -40,6 +40,7 @@ def twistd(state: Path, port: int, *options: str, **env) -> subprocess.Popen:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"],
         env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=new_session,
     )
 
 
@@ -59,15 +60,17 @@ def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 6
         try:
             requests.get(url + "/healthz", timeout=1)
             return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
+            # Refused before the socket is open; waiting in its queue while workers start.
             time.sleep(0.1)
     raise AssertionError("daemon did not listen in time")
 
 
-def test_daemon_serves_on_the_embedded_store_and_stops_cleanly(state):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_daemon_serves_on_the_embedded_store_and_stops_cleanly(state, processes):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    daemon = twistd(state, port)
+    daemon = twistd(state, port, MAILSVC_NODE_PROCESSES=processes)
     try:
         wait_until_listening(url, daemon)
         token = (state / "operator-token").read_text().strip()
@@ -93,7 +96,7 @@ def test_daemon_serves_on_the_embedded_store_and_stops_cleanly(state):
     assert not (state / "postgresql" / "data" / "postmaster.pid").exists()
 
     # A second start reuses the cluster and its data, and logs JSON lines as the unit asks.
-    daemon = twistd(state, port, "--logger=mailsvc.logs.json_observer")
+    daemon = twistd(state, port, "--logger=mailsvc.logs.json_observer", MAILSVC_NODE_PROCESSES=processes)
     try:
         wait_until_listening(url, daemon)
         listed = requests.get(url + "/api-keys", headers={"Authorization": f"Bearer {key}"}, timeout=10)

@@ -57,6 +57,15 @@ def wait_until(condition: Callable[[], object], seconds: float, interval: float 
     return True
 
 
+def settle(seconds: float = 3) -> None:
+    """
+    Dirty pages written out and a short pause before a measurement, so that it does not pay
+    for the run before it (Postfix measured right after its own previous run went 25 % slower).
+    """
+    os.sync()
+    time.sleep(seconds)
+
+
 def require(tools: tuple[str, ...], script: str) -> None:
     for tool in tools:
         if shutil.which(tool) is None:
@@ -100,6 +109,21 @@ def with_children(pid_file: Path) -> list[int]:
         except (OSError, ValueError):
             continue
     return pids
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (a node's worker processes, for one)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
 
 
 def postgres_pids(data_dir: Path) -> list[int]:
@@ -193,6 +217,19 @@ def wait_for(url: str, server: subprocess.Popen, token: str | None = None, secon
 # A node
 
 
+@dataclass(frozen=True)
+class Checkout:
+    """A tree of the project and the Python that runs it: where server processes come from."""
+
+    root: Path
+    python: str
+
+
+#: Where Node starts its server processes: this checkout, unless an A/B run (bench/ab.py)
+#: points it at the tree of the commit it measures.
+SERVERS = Checkout(ROOT, sys.executable)
+
+
 def serve(state_dir: str, settings: dict, inherit: bool = True, on_ready: Callable | None = None) -> None:
     """
     The server process: a node as ``twistd mailsvc`` builds it from ``settings`` (and, with
@@ -233,8 +270,8 @@ class Node:
         self.dir.mkdir(parents=True)
         self.dir.chmod(0o755)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", module, "--serve", str(self.state), *args],
-            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
+            [SERVERS.python, "-m", module, "--serve", str(self.state), *args],
+            cwd=SERVERS.root, env=dict(os.environ, PYTHONPATH=str(SERVERS.root), **(env or {})),
         )
 
     @property

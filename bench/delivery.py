@@ -114,22 +114,57 @@ class Postfix(common.Postfix):
                    if p.is_file())
 
 
+def smtp_source(postfix: Postfix, count: int, size: int) -> list[str]:
+    """20 sessions, one message of ``size`` bytes per session, a distinct recipient each."""
+    return ["smtp-source", "-s", "20", "-m", str(count), "-l", str(size), "-N", "-f", f"news@{DOMAIN}",
+            "-t", f"customer@{RCPT_DOMAIN}", f"127.0.0.1:{postfix.port}"]
+
+
+def relay_through_postfix(postfix: Postfix, sink: Sink, count: int, size: int) -> dict:
+    """
+    Postfix end to end (the "overlap" variant): ``smtp-source`` → smtpd → queue → smtp → sink,
+    timed from the first message injected until the sink counted ``count``; started once the
+    queue is empty and the machine has settled.
+    """
+    wait_until(lambda: postfix.queued() == 0, 120, 0.1)
+    common.settle()
+    base = sink.count()
+    meter = Meter([], others=postfix.pids)
+    meter.start()
+    injecting = subprocess.Popen(smtp_source(postfix, count, size))
+    wait_until(lambda: sink.count() >= base + count, 1800, 0.02)
+    m = meter.done()
+    injecting.wait()
+    return {"kind": "overlap", "elapsed": m["elapsed"], "rate": (sink.count() - base) / m["elapsed"],
+            "cpu": m["other_cpu"], "sink": sink.count() - base}
+
+
 # ---------------------------------------------------------------------------------------------
 # The benchmark
 
 
-def email_json(n: int) -> dict:
-    rows = "".join(f"<tr><td style=\"padding:8px;font-family:Arial\">Item {i}: order #{40000 + n * 7 + i}"
-                   " has shipped and will arrive soon.</td></tr>" for i in range(8))
+def email_json(n: int, rows: int = 8) -> dict:
+    """
+    About 1 KB of HTML plus 100 bytes a row; the message, with its text part and two DKIM
+    signatures: 3.4 KB for 8 rows, 5.2 KB for 18.
+    """
+    items = "".join(f"<tr><td style=\"padding:8px;font-family:Arial\">Item {i}: order #{40000 + n * 7 + i}"
+                    " has shipped and will arrive soon.</td></tr>" for i in range(rows))
     return {"from": f"Acme <news@{DOMAIN}>", "to": [f"customer{n}@{RCPT_DOMAIN}"],
             "subject": f"Your orders this week ({n})", "reply_to": f"help@{DOMAIN}",
-            "html": f"<html><body><h1>Hello</h1><p>Thanks for shopping with Acme.</p><table>{rows}</table>"
+            "html": f"<html><body><h1>Hello</h1><p>Thanks for shopping with Acme.</p><table>{items}</table>"
                     "<p><a href=\"https://acme.example.com/account\">Your account</a></p></body></html>"}
 
 
 class Bench:
-    def __init__(self, args):
+    """
+    ``start_api(root, name, env)`` starts the API node (a server process of this module by
+    default; bench/ab.py passes one that starts a node of several processes).
+    """
+
+    def __init__(self, args, start_api=start_node):
         self.args = args
+        self.start_api = start_api
         self.root = common.scratch_dir("mailsvc-bench-delivery-")
         self.nodes: list[common.Node] = []
         self.api: common.Node | None = None
@@ -156,7 +191,7 @@ class Bench:
         }
         http = free_port()
         self.url = f"http://127.0.0.1:{http}"
-        self.api = start_node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
+        self.api = self.start_api(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
                                                  "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
         self.api.wait_ready()
         self.tenant = common.tenant_with_domain(self.url, self.api.state, DOMAIN, {
@@ -193,7 +228,7 @@ class Bench:
                     if not starts:
                         return
                     start = starts.pop()
-                body = [email_json(n) for n in range(start, min(start + BATCH, first + count))]
+                body = [email_json(n, self.args.rows) for n in range(start, min(start + BATCH, first + count))]
                 request = urllib.request.Request(  # a loaded machine may take long: a generous timeout
                     self.url + "/emails/batch", method="POST", data=json.dumps(body).encode(),
                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"})
@@ -227,24 +262,25 @@ class Bench:
     def measure(self, kind: str, nodes: int, first: int) -> dict:
         n = self.args.messages
         base_sink, base_done = self.sink.count(), self.delivered()
+        common.settle()
         if kind == "phase":
             self.accept(n, first)
-            fleet = self.start_delivery(nodes)
-            meter = Meter([x.pid for x in fleet], self.api.data_dir)
-            meter.start()
+        fleet = self.start_delivery(nodes)
+        delivering = [pid for x in fleet for pid in common.process_tree(x.pid)]  # with any workers
+        delivery_cpu = common.cpu_seconds(delivering)
+        meter = Meter([x.pid for x in fleet] + ([] if kind == "phase" else [self.api.pid]), self.api.data_dir)
+        meter.start()
+        if kind == "phase":
             wait_until(lambda: self.sink.count() != base_sink, float("inf"), 0.01)
-            t0 = time.monotonic()
-        else:
-            fleet = self.start_delivery(nodes)
-            meter = Meter([x.pid for x in fleet] + [self.api.pid], self.api.data_dir)
-            meter.start()
-            t0 = time.monotonic()
+        t0 = time.monotonic()
+        if kind != "phase":
             self.accept(n, first)
         self.wait_delivered(base_done + n)
         m = meter.done(since=t0)
         elapsed = m["elapsed"]
         result = {"kind": kind, "nodes": nodes, "elapsed": elapsed, "rate": n / elapsed,
-                  "cpu": m["cpu_s"] / elapsed, "pg_cpu": m["pg_cpu"]}
+                  "cpu": m["cpu_s"] / elapsed, "pg_cpu": m["pg_cpu"],
+                  "delivery_cpu_us": (common.cpu_seconds(delivering) - delivery_cpu) / n * 1e6}
         for node in fleet:
             node.stop()
         self.nodes = [x for x in self.nodes if x not in fleet]
@@ -259,26 +295,20 @@ class Bench:
             self.sinks.append(self.pf_sink)
             self.postfix = Postfix(self.root, self.pf_sink.port, self.args.postfix_concurrency)
             self.postfix.start()
-        size = self.message_size
-        source = ["smtp-source", "-s", "20", "-m", str(n), "-l", str(size), "-N", "-f", f"news@{DOMAIN}",
-                  "-t", f"customer@{RCPT_DOMAIN}", f"127.0.0.1:{self.postfix.port}"]
+            relay_through_postfix(self.postfix, self.pf_sink, 1000, self.message_size)  # warm-up
+        if kind != "phase":
+            return relay_through_postfix(self.postfix, self.pf_sink, n, self.message_size)
         base = self.pf_sink.count()
         meter = Meter([], others=self.postfix.pids)
-        if kind == "phase":
-            self.postfix.set("defer_transports = smtp")
-            subprocess.run(source, check=True)
-            wait_until(lambda: self.postfix.queued() >= n, float("inf"), 0.1)
-            time.sleep(1)
-            self.postfix.set("defer_transports =")
-            meter.start()
-            self.postfix.run("postqueue", "-f")
-        else:
-            meter.start()
-            injecting = subprocess.Popen(source)
+        self.postfix.set("defer_transports = smtp")
+        subprocess.run(smtp_source(self.postfix, n, self.message_size), check=True)
+        wait_until(lambda: self.postfix.queued() >= n, float("inf"), 0.1)
+        time.sleep(1)
+        self.postfix.set("defer_transports =")
+        meter.start()
+        self.postfix.run("postqueue", "-f")
         wait_until(lambda: self.pf_sink.count() >= base + n, 1800, 0.02)
         m = meter.done()
-        if kind != "phase":
-            injecting.wait()
         return {"kind": kind, "elapsed": m["elapsed"], "rate": (self.pf_sink.count() - base) / m["elapsed"],
                 "cpu": m["other_cpu"], "sink": self.pf_sink.count() - base}
 
@@ -334,7 +364,7 @@ class Bench:
         self.nodes = []
         self.message_size = self.sql("SELECT avg(length(message))::int FROM emails")[0][0]
         self.sql("ANALYZE")
-        print(f"message size {self.message_size} bytes (DKIM-signed twice)", flush=True)
+        print(f"message size {self.message_size} bytes as stored (signed twice at delivery)", flush=True)
         first = 0
         results = []
         kinds = self.args.only.split(",")
@@ -348,7 +378,7 @@ class Bench:
                     results.append(r)
                     print(f"run {run + 1} mailsvc {kind:7} {nodes} delivery node(s): {r['rate']:7.0f} msg/s "
                           f"({r['elapsed']:.1f} s; nodes CPU {r['cpu']:.2f}, PostgreSQL CPU {r['pg_cpu']:.2f};"
-                          f" sink counted {r['sink']})", flush=True)
+                          f" delivery CPU {r['delivery_cpu_us']:.0f} µs/msg; sink counted {r['sink']})", flush=True)
             if "postfix" in kinds:
                 for kind in ("phase", "overlap"):
                     r = self.postfix_run(kind)
@@ -389,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--nodes", default="1,2", help="delivery node counts to try")
     parser.add_argument("--only", default="phase,overlap,postfix")
+    parser.add_argument("--rows", type=int, default=8, help="HTML rows per e-mail (8: 3.4 KB signed; 18: 5.2 KB)")
     parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
     parser.add_argument("--postfix-concurrency", type=int, default=20, help="Postfix destination concurrency")
     parser.add_argument("--rss", type=int, default=0, help="deliveries to queue for the RSS check (0: skip)")

@@ -212,7 +212,14 @@ class Supervisor:
         self._restarts.pop(slot, None)
         worker = _Worker(self, slot, self._clock.seconds())
         self._running[slot] = worker
-        self._spawn(worker, slot)
+        # The worker starts with the terminal's Ctrl-C ignored: that survives exec, and then
+        # neither Python nor the reactor installs a handler of its own. Ignoring it only once
+        # running left a moment in which a Ctrl-C stopped a starting worker by itself.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._spawn(worker, slot)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         worker.pid = worker.transport.pid
         log.info("worker {slot} started (pid {pid})", slot=slot, pid=worker.pid)
 

@@ -26,11 +26,15 @@ def installed():
     where = Path(tempfile.mkdtemp(prefix="mailsvc-package-"))
     where.chmod(0o755)
     try:
+        # Built and installed as an operator would, without the checkout on the path: with it
+        # there (scripts/test puts it there), the venv came out without the plugin file.
+        env = outside_the_checkout()
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where / "dist"),
-                        str(ROOT)], check=True, cwd=where)
+                        str(ROOT)], check=True, cwd=where, env=env)
         (wheel,) = (where / "dist").glob("mailsvc-*.whl")
-        subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True)
-        subprocess.run([str(where / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd=where)
+        subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, env=env)
+        subprocess.run([str(where / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd=where,
+                       env=env)
         yield where, wheel
     finally:
         shutil.rmtree(where, ignore_errors=True)

@@ -4,7 +4,8 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts, ClientRate
+from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts
+from mailsvc.domain.clients import ClientRate, network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
 
@@ -171,23 +172,28 @@ async def test_waitlist(api):
     ],
 )
 def test_client_rate(taken_at, allowed):
-    clock = task.Clock()
-    rate = ClientRate(clock, WAITLIST_INTERVAL, WAITLIST_BURST)
-    got = []
-    for at in taken_at:
-        clock.advance(at - clock.seconds())
-        got.append(rate.take("192.0.2.1") is None)
+    rate = ClientRate(WAITLIST_INTERVAL, WAITLIST_BURST)
+    got = [rate.take("192.0.2.1", at) is None for at in taken_at]
     assert got == allowed
-    assert rate.take("192.0.2.2") is None  # another client has its own
+    assert rate.take("192.0.2.2", taken_at[-1]) is None  # another client has its own
 
 
 def test_client_rate_forgets_the_least_recently_seen_client():
-    clock = task.Clock()
-    rate = ClientRate(clock, 60, 1, most_clients=2)
-    assert [rate.take(c) for c in ("a", "b")] == [None, None]
-    assert rate.take("a") == 60  # refused, and seen again
-    assert rate.take("c") is None  # b is forgotten, a is kept
-    assert rate.take("a") is not None and rate.take("b") is None
+    rate = ClientRate(60, 1, most_clients=2)
+    assert [rate.take(c, 0) for c in ("a", "b")] == [None, None]
+    assert rate.take("a", 0) == 60  # refused, and seen again
+    assert rate.take("c", 0) is None  # b is forgotten, a is kept
+    assert rate.take("a", 0) is not None and rate.take("b", 0) is None
+
+
+@pytest.mark.parametrize(("host", "network"), [
+    ("192.0.2.7", "192.0.2.7"),
+    ("::ffff:192.0.2.7", "192.0.2.7"),
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+    (None, "local"),
+])
+def test_clients_count_by_network(host, network):
+    assert network_of(host) == network
 
 
 @pt.ensureDeferred

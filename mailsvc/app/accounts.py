@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from collections import OrderedDict
-
 from mailsvc import timefmt
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import NewKey, Token
+from mailsvc.domain.clients import ClientRate
 from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
@@ -20,36 +18,6 @@ from mailsvc.store.paging import Page
 #: Waitlist requests of one client address: a burst of 10, then one every 6 s (10 a minute).
 WAITLIST_BURST = 10
 WAITLIST_INTERVAL = 6.0
-#: Client addresses a node remembers for it; the least recently seen is forgotten first.
-WAITLIST_CLIENTS = 10_000
-
-
-class ClientRate:
-    """
-    A GCRA per client address kept in memory on one node: each node limits on its own, which
-    is enough for an unauthenticated form. At most ``most_clients`` are remembered; forgetting
-    one only gives it a fresh burst.
-    """
-
-    def __init__(self, clock, interval: float, burst: int, most_clients: int = WAITLIST_CLIENTS):
-        self._clock = clock
-        self._interval = interval
-        self._window = interval * burst
-        self._most_clients = most_clients
-        self._arrivals: OrderedDict[str, float] = OrderedDict()  # client → theoretical arrival
-
-    def take(self, client: str) -> int | None:
-        """None if ``client`` may go ahead (counted); else the whole seconds to wait."""
-        now = self._clock.seconds()
-        arrival = max(self._arrivals.get(client, now), now) + self._interval
-        if arrival - now > self._window:
-            self._arrivals.move_to_end(client)  # refused, but seen: kept longest
-            return max(1, math.ceil(arrival - now - self._window))
-        self._arrivals[client] = arrival
-        self._arrivals.move_to_end(client)
-        if len(self._arrivals) > self._most_clients:
-            self._arrivals.popitem(last=False)
-        return None
 
 
 class Accounts:
@@ -58,7 +26,7 @@ class Accounts:
         self._api_rate_per_sec = api_rate_per_sec
         self._db = db
         self._keyring = keyring
-        self._waitlist_rate = ClientRate(clock, WAITLIST_INTERVAL, WAITLIST_BURST)
+        self._waitlist_rate = ClientRate(WAITLIST_INTERVAL, WAITLIST_BURST)
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
@@ -117,7 +85,7 @@ class Accounts:
         gives the same answer, so the form does not tell who has joined; ``client`` (the
         caller's network address) is rate-limited, invalid addresses included.
         """
-        wait = self._waitlist_rate.take(client)
+        wait = self._waitlist_rate.take(client, self._clock.seconds())
         if wait is not None:
             raise RateLimited("Too many waitlist requests from this address; try again later.", wait)
         address = normalize_address("email", email).lower()

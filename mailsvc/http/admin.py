@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
-import ipaddress
 
 from mailsvc import timefmt
 from mailsvc.app.accounts import Accounts
+from mailsvc.domain.clients import network_of
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE, validation
@@ -45,22 +45,6 @@ def _waitlist_item(row: dict) -> dict:
         "email": row["email"],
         "created_at": timefmt.resource(row["created_at"]),
     }
-
-
-def client_of(request) -> str:
-    """
-    The network a request comes from, as rate limits count it: the peer's IPv4 address, or
-    the /64 of its IPv6 address (one host usually holds a whole /64).
-    """
-    host = getattr(request.getClientAddress(), "host", None)
-    if host is None:
-        return "local"  # a Unix socket
-    address = ipaddress.ip_address(host)
-    if address.version == 4:
-        return str(address)
-    if address.ipv4_mapped is not None:
-        return str(address.ipv4_mapped)
-    return str(ipaddress.ip_network(f"{address}/64", strict=False))
 
 
 class AdminResource:
@@ -105,7 +89,8 @@ class AdminResource:
     @route("POST", "/public/waitlist", access=PUBLIC)
     async def join_waitlist(self, request, _):
         # The same answer whether the address was there or not: the form tells nobody who joined.
-        email = await self._accounts.join_waitlist(read_json(request).get("email"), client_of(request))
+        client = network_of(getattr(request.getClientAddress(), "host", None))
+        email = await self._accounts.join_waitlist(read_json(request).get("email"), client)
         return {"object": "waitlist_entry", "email": email}
 
     @route("GET", "/healthz", access=PUBLIC)

@@ -7,19 +7,19 @@ enters the same ``accept()`` path as ``POST /emails``.
 
 Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
 client address (an IPv6 one by its /64) that failed too often on this node in the last minute
-is answered 421 at once, before any key is checked (``AuthFailures``).
+is answered 421 at once, before any key is checked (``ClientRate``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import re
 from collections.abc import Awaitable, Callable
 
 from twisted.internet import protocol
 
+from mailsvc.domain.clients import ClientRate, network_of
 from mailsvc.smtp.server import ESMTPServerProtocol
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
@@ -44,43 +44,6 @@ _RCPT = re.compile(rb"^TO:\s*<([^<>]+)>(.*)$", re.I)
 _HEADER_FIELD_START = re.compile(rb"\r\n(?![ \t])")
 
 
-class AuthFailures:
-    """
-    Failed AUTHs by client address on this node, as a GCRA: ``per_minute`` of them at once,
-    then one more every ``60 / per_minute`` seconds. In memory: each node guards its own key
-    checks, and an address that stops failing is forgotten within a minute.
-    """
-
-    #: Addresses remembered before the forgotten ones are swept out.
-    SWEEP_AT = 10_000
-
-    def __init__(self, per_minute: int = AUTH_FAILURES_PER_MINUTE):
-        self._interval = 60 / per_minute
-        self._tolerance = 60 - self._interval
-        self._due: dict[str, float] = {}  # each address's theoretical arrival time
-
-    @staticmethod
-    def client(host: str) -> str:
-        """The address an IP counts under: itself, or its /64 for IPv6 (one host's usual share)."""
-        try:
-            ip = ipaddress.ip_address(host)
-        except ValueError:
-            return host
-        if ip.version == 4:
-            return str(ip)
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-
-    def blocked(self, client: str, now: float) -> bool:
-        return self._due.get(client, now) - now > self._tolerance
-
-    def failed(self, client: str, now: float) -> None:
-        self._due[client] = max(self._due.get(client, now), now) + self._interval
-        if len(self._due) > self.SWEEP_AT:
-            self._due = {c: due for c, due in self._due.items() if due > now}
-
-
 class Submission:
     """What the protocol needs from the service (wired in compose)."""
 
@@ -90,14 +53,14 @@ class Submission:
         accept_message: Callable[[object, bytes, list[str], list[str]], Awaitable[str]],
         hostname: str,
         idle_timeout: float = 300,
-        auth_failures: AuthFailures | None = None,
+        auth_failures: ClientRate | None = None,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
         self.hostname = hostname.encode("idna")
         self.idle_timeout = idle_timeout
         #: Shared by every listener of the node.
-        self.auth_failures = auth_failures or AuthFailures()
+        self.auth_failures = auth_failures or ClientRate(60 / AUTH_FAILURES_PER_MINUTE, AUTH_FAILURES_PER_MINUTE)
 
 
 class SubmissionProtocol(ESMTPServerProtocol):
@@ -144,7 +107,7 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(503, "5.5.1", "Send EHLO first")
         if self._caller is not None:
             return self._reply(503, "5.5.1", "Already authenticated")
-        if self._service.auth_failures.blocked(self._client(), self._clock.seconds()):
+        if self._service.auth_failures.wait(self._client(), self._clock.seconds()) is not None:
             return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         mechanism, _, initial = rest.partition(b" ")
         mechanism = mechanism.upper()
@@ -202,13 +165,13 @@ class SubmissionProtocol(ESMTPServerProtocol):
     def _auth_failed(self, code: int, enhanced: str, text: str) -> None:
         """A failed AUTH exchange: answered, and counted for the connection and the client's address."""
         self._auth_failures += 1
-        self._service.auth_failures.failed(self._client(), self._clock.seconds())
+        self._service.auth_failures.count(self._client(), self._clock.seconds())
         self._reply(code, enhanced, text)
         if self._auth_failures >= MAX_AUTH_FAILURES:
             self._close(421, "4.7.0", "Too many failed authentications, closing connection")
 
     def _client(self) -> str:
-        return AuthFailures.client(self.transport.getPeer().host)
+        return network_of(self.transport.getPeer().host)
 
     # The transaction: only after AUTH; the message goes to accept().
 

@@ -8,10 +8,13 @@ disturbs no other test), with a 3 s lease, resolving through the loopback DNS se
 the recipients' domain → 127.0.0.1) and delivering to the in-process SMTP sink, which counts
 what it accepted per Message-ID. ``MAILSVC_CRASH_SEED`` replays the random crash points.
 
-How the set of deliveries a node held is taken exactly: the daemon is first SIGSTOPped, then
+The daemon runs as a node does by default on two cores: a parent and two workers, the first
+one delivering. A kill is of the whole node (parent and workers, as when its machine dies).
+
+How the set of deliveries a node held is taken exactly: the node is first SIGSTOPped, then
 the test waits until none of the cluster's client backends is executing a statement; from then
 on nothing commits on the daemon's behalf (a transaction it had open is rolled back when it
-dies or when the server stops), so the rows with a claim in its name (host:pid) read at that
+dies or when the server stops), so the rows with a claim in one of its names (host:pid) read at that
 point are what it held when it was killed (or when PostgreSQL went away). A delivery is "in
 doubt" at such a moment if it was held and its message had already reached the sink. Proven
 afterwards: every delivery delivered, every Message-ID at the sink, exactly one
@@ -87,6 +90,7 @@ class Daemon:
             MAILSVC_DELIVERY_LEASE_SECONDS=str(LEASE),
             MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS="true",
             MAILSVC_MAIL_HOSTNAME="mta.mailsvc.test",
+            MAILSVC_NODE_PROCESSES="2",  # a parent and two workers on any machine
         )
         self.process: subprocess.Popen | None = None
         self.starts = 0
@@ -114,13 +118,44 @@ class Daemon:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def workers(self) -> list[int]:
+        """The node's worker processes (none when ``node.processes`` is 1): the parent's children."""
+        try:
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+        except FileNotFoundError:
+            return []
+        return [int(pid) for pid in children.split()]
+
+    def node_pids(self) -> list[int]:
+        """Every process of the node, the parent first: their names (host:pid) are the claimants."""
+        return [self.process.pid, *self.workers()]
+
+    def freeze(self) -> list[int]:
+        """SIGSTOP the whole node, the parent first (a stopped parent starts no new worker)."""
+        self.process.send_signal(signal.SIGSTOP)
+        pids = self.node_pids()
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGSTOP)
+        return pids
+
+    def thaw(self) -> None:
+        for pid in reversed(self.node_pids()):
+            os.kill(pid, signal.SIGCONT)
+
     async def terminate(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         await blocking(self.process.wait, 60)
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
+        """The node dies at once, as with its machine: the parent and every worker are SIGKILLed
+        (a worker whose parent alone died would stop gracefully, which is no crash)."""
+        pids = self.freeze()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
         self.process.wait()
+        for pid in pids[1:]:
+            while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "X"):
+                time.sleep(0.01)
 
 
 class Store:
@@ -154,20 +189,29 @@ class Store:
             assert time.monotonic() < deadline, f"the daemon's backends stayed busy after SIGSTOP: {running}"
             time.sleep(0.02)
 
-    def claimed(self, pid: int) -> set:
-        """The deliveries the node of ``pid`` holds (its name is host:pid, see compose.py)."""
-        return {r[0] for r in self.rows("SELECT id FROM deliveries WHERE claim IS NOT NULL AND claimed_by = %s",
-                                        (f"{socket.gethostname()}:{pid}",))}
+    def claimed(self, pids: list[int]) -> set:
+        """The deliveries the processes of ``pids`` hold (a process's name is host:pid, see compose.py)."""
+        names = [f"{socket.gethostname()}:{pid}" for pid in pids]
+        return {r[0] for r in self.rows("SELECT id FROM deliveries WHERE claim IS NOT NULL AND claimed_by = ANY(%s)",
+                                        (names,))}
 
     def delivered(self) -> int:
         return self.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'")
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (Z: a zombie, dead but not yet reaped by its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "X"
+
+
 def frozen_claims(daemon: Daemon, store: Store) -> set:
-    """SIGSTOP the daemon and read the deliveries it holds (see the module's docstring)."""
-    daemon.process.send_signal(signal.SIGSTOP)
+    """SIGSTOP the node and read the deliveries it holds (see the module's docstring)."""
+    pids = daemon.freeze()
     store.quiet()
-    return store.claimed(daemon.process.pid)
+    return store.claimed(pids)
 
 
 def _accept(url: str, key: str, first: int) -> list[str]:
@@ -256,7 +300,7 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
                 await daemon.ready()  # a node that cannot reach its database at start exits (by design)
             else:
                 await blocking(cluster._run, "pg_ctl", "-D", str(cluster.data_dir), "-m", "fast", "-w", "stop")
-                daemon.process.send_signal(signal.SIGCONT)  # it now finds its connections gone
+                daemon.thaw()  # it now finds its connections gone
                 moments.append(("database restart", held, len(smtp_sink.messages)))
                 await sleep(2)
                 await blocking(cluster._start_server)
@@ -318,7 +362,7 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
         passed = True
     finally:
         if daemon.alive():
-            daemon.process.send_signal(signal.SIGCONT)
+            daemon.thaw()
             daemon.kill()
         if store is not None:
             store.conn.close()

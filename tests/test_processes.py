@@ -163,9 +163,17 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def command_line(pid: int) -> bytes:
+    """A process's command line; empty once it is gone (a child can be reaped between two reads)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def workers_of(daemon: subprocess.Popen) -> set[int]:
     """The twistd workers among the daemon's children (not the embedded PostgreSQL)."""
-    return {pid for pid in children(daemon.pid) if b"--worker" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+    return {pid for pid in children(daemon.pid) if b"--worker" in command_line(pid)}
 
 
 def serving_pid(server_port: int, client_port: int, pids: set[int]) -> int | None:

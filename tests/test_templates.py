@@ -336,3 +336,23 @@ async def test_templated_sends_go_through_the_one_accept_path(api):
         "SELECT recipient, status FROM deliveries WHERE email_id = %s ORDER BY recipient", (sent["id"],))
     assert [(r["recipient"], r["status"]) for r in statuses] == [("cy@example.com", "queued"),
                                                                  ("gone@example.com", "suppressed")]
+
+
+@pt.ensureDeferred
+async def test_a_templated_broadcast_stream_send_gets_each_recipients_link(api):
+    """The unsubscribe placeholder no variable names is left for the broadcast stream to fill."""
+    from tests.test_unsubscribe import deliveries, link_of, parse
+
+    _, key, _ = await sending_tenant(api)
+    await call(api, key, resend.Templates.create, {
+        **TEMPLATE, "alias": "news", "html": "<p>Hi {{{NAME}}}</p><a href=\"{{{RESEND_UNSUBSCRIBE_URL}}}\">x</a>"})
+    await call(api, key, resend.Templates.publish, "news")
+    code, sent, _ = await api.json("POST", "/emails", key, json={
+        "to": ["ann@example.com", "bob@example.com"], "stream": "broadcast",
+        "template": {"id": "news", "variables": {"NAME": "you & me"}}})
+    assert code == 200, sent
+    for recipient, raw in (await deliveries(api, sent["id"])).items():
+        message = parse(raw)
+        html = message.get_body(("html",)).get_content()
+        assert "<p>Hi you &amp; me</p>" in html and f'href="{link_of(message)}"' in html, recipient
+        assert "UNSUBSCRIBE_URL" not in raw.decode("ascii", "replace")

@@ -273,6 +273,13 @@ async def test_sending_with_a_template_with_the_sdk(api):
         assert error.code == 422 and error.message.startswith("template"), error.message
     error = await _sdk_error(api, key, resend.Emails.send, {**send, "template": {"id": "nothing"}})
     assert error.code == 422 and error.message.startswith("template")
+    # Another account's template, by id or alias, is no template of this one.
+    _, other_key, _ = await sending_tenant(api, domain="beta.example.com")
+    error = await _sdk_error(api, other_key, resend.Emails.send, {**send, "from": "b@beta.example.com"})
+    assert error.code == 422 and error.message.startswith("template: no template `welcome`")
+    error = await _sdk_error(api, other_key, resend.Emails.send, {
+        **send, "from": "b@beta.example.com", "template": {"id": template_id, "variables": {"NAME": "x"}}})
+    assert error.code == 422 and error.message.startswith("template: no template")
 
     # The unsubscribe placeholders may always be given.
     await call(api, key, resend.Templates.update,

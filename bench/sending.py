@@ -11,6 +11,10 @@ quotas and API rate raised (``PATCH /admin/v1/tenants/{id}``), a sending domain
 since verification needs public DNS. Every lookup the node makes goes to a closed loopback port.
 
 - http: ``wrk -t1 -c64`` posting one realistic e-mail (2 KB html, 1 recipient) to ``/emails``.
+- template: the same wrk, alternating in one run between a plain ``POST /emails`` with about
+  10 KB of html and a templated one (``template: {id, variables}``: a published 10 KB template
+  with 10 variables) that renders to the same size (issue 15: the templated send may cost at
+  most 10 % more server CPU per request).
 - batch: ``wrk -t1 -c8`` posting 100 such e-mails (distinct recipients) to ``/emails/batch``.
 - relay: Postfix's ``smtp-source`` into a throw-away Postfix instance (own config and queue
   directories) that relays over STARTTLS with SASL AUTH PLAIN to our submission port, as an
@@ -361,6 +365,45 @@ def micro() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Templates (issue 15)
+
+TEMPLATE_VARIABLES = [f"V{i}" for i in range(10)]
+
+
+def template_html(values: dict[str, str] | None = None) -> str:
+    """About 10 KB of html with 10 placeholders (each used twice), or the same filled in."""
+    def v(i: int) -> str:
+        return values[f"V{i}"] if values is not None else "{{{V" + str(i) + "}}}"
+
+    rows = "".join(
+        f'<tr><td style="padding:8px;font-family:Arial,sans-serif;font-size:14px;color:#333">'
+        f"Line {i} for {v(i % 10)}: your order #{40000 + i} has shipped and will arrive on {v((i + 3) % 10)}.</td></tr>"
+        for i in range(58)
+    )
+    return ('<!doctype html><html><body style="margin:0;background:#f4f4f4"><table width="600"><tr><td>'
+            f"<h1>Hello {v(0)}</h1>{rows}</td></tr></table></body></html>")
+
+
+TEMPLATE_VALUES = {name: f"value {i} for this customer" for i, name in enumerate(TEMPLATE_VARIABLES)}
+
+
+def templated_json() -> dict:
+    return {"to": ["customer@example.net"], "template": {"id": "bench-receipt", "variables": TEMPLATE_VALUES}}
+
+
+def plain_like_templated_json() -> dict:
+    return {"from": f"Acme <{SENDER}>", "to": ["customer@example.net"], "subject": "Your receipt",
+            "html": template_html(TEMPLATE_VALUES)}
+
+
+def publish_template(url: str, key: str) -> None:
+    common.api(f"{url}/templates", "POST", key, {
+        "name": "Bench receipt", "alias": "bench-receipt", "from": f"Acme <{SENDER}>", "subject": "Your receipt",
+        "html": template_html(), "variables": [{"key": k, "type": "string"} for k in TEMPLATE_VARIABLES]})
+    common.api(f"{url}/templates/bench-receipt/publish", "POST", key, {})
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def rounds(runs: list[dict], count: int, row, measure, *args) -> None:
@@ -384,7 +427,7 @@ def summary(name: str, unit: str, key: str, runs: list[dict], extra=lambda r: ""
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--only", default="http,batch,relay,smtp")
+    parser.add_argument("--only", default="http,template,batch,relay,smtp")
     parser.add_argument("--processes", default="1,2", help="server process counts to measure, e.g. 1 or 1,2")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk round")
@@ -424,6 +467,9 @@ def main(argv: list[str] | None = None) -> None:
         second_env = {**tenant.shared_env, "MAILSVC_NODE_ROLES": "api"}
         one = write_lua(root, "one", email_json(), key)
         batch = write_lua(root, "batch", [email_json(n) for n in range(100)], key)
+        publish_template(nodes[0].url, key)
+        plain10 = write_lua(root, "plain10k", plain_like_templated_json(), key)
+        templated = write_lua(root, "templated10k", templated_json(), key)
         print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and load generators share them; "
               f"load {load_average()}", flush=True)
         results: dict[str, list[dict]] = {}
@@ -442,6 +488,24 @@ def main(argv: list[str] | None = None) -> None:
                        lambda r: f"{r['rps']:>8.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['non_2xx']:>8} "
                                  f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} {r['errors']}",
                        http_round, active, data_dir, one, "/emails", args.connections, args.duration, 1)
+            if "template" in only:
+                print(f"\nPOST /emails with 10 KB html, plain then templated (10 variables), alternating, "
+                      f"wrk -t1 -c{args.connections} -d{args.duration}s, {label}")
+                print(f"{'run':>3} {'kind':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>8} "
+                      f"{'srv CPU':>8} {'CPU µs/req':>10} {'pg CPU':>7}")
+                for script in (plain10, templated):
+                    wrk_all([n.url + "/emails" for n in active], script, args.connections, 3)  # warm-up
+                for run in range(1, args.runs + 1):
+                    for kind, script in (("plain", plain10), ("templated", templated)):
+                        r = http_round(active, data_dir, script, "/emails", args.connections, args.duration, 1)
+                        results.setdefault(f"POST /emails 10 KB {kind} ({label})", []).append(r)
+                        print(f"{run:>3} {kind:>9} {r['rps']:>8.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} "
+                              f"{r['non_2xx']:>8} {r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} "
+                              f"{r['pg_cpu']:>7.0%} {r['errors']}", flush=True)
+                plain_cpu = min(r["cpu_us"] for r in results[f"POST /emails 10 KB plain ({label})"])
+                templated_cpu = min(r["cpu_us"] for r in results[f"POST /emails 10 KB templated ({label})"])
+                print(f"templated / plain server CPU per request (best runs): {templated_cpu / plain_cpu:.2f}"
+                      " (issue 15: at most 1.10)", flush=True)
             if "batch" in only:
                 wrk_all([n.url + "/emails/batch" for n in active], batch, args.batch_connections, 5)
                 print(f"\nPOST /emails/batch (100 emails), wrk -t1 -c{args.batch_connections} "

@@ -28,6 +28,7 @@ from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Submitter
+from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
@@ -38,11 +39,13 @@ from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
+from mailsvc.domain.documents import PlainDocuments
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.domains import DomainsResource
 from mailsvc.http.api.emails import EmailsResource
 from mailsvc.http.api.suppressions import SuppressionsResource
+from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
@@ -174,6 +177,7 @@ class Parts:
     emails: Emails | None = None
     submission: Submission | None = None
     submitter: Submitter | None = None
+    templates: Templates | None = None
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -189,6 +193,9 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ApiKeysResource(keyring))
     router.mount(AdminResource(accounts, db, metrics))
     router.mount(SuppressionsResource(clock, db))
+    # Templates; builder documents rendered by the plain renderer until the builder's lands.
+    templates = Templates(clock, db, PlainDocuments())
+    router.mount(TemplatesResource(templates))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
@@ -249,7 +256,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     submitter = Submitter(
         clock, db, idempotency_keys, domains.sending_domain, suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
-        schedules, unsubscribes=unsubscribes,
+        schedules, unsubscribes=unsubscribes, templates=templates.published,
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
                     schedules)
@@ -273,7 +280,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
-        emails=emails, submission=submission, submitter=submitter,
+        emails=emails, submission=submission, submitter=submitter, templates=templates,
     )
 
 

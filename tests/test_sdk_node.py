@@ -169,3 +169,46 @@ async def test_batch_always_sends_x_batch_validation(api, seen):
     assert [r["rcpt"] for r in rows] == ["r0@example.com", "r2@example.com"]
     total = await api.parts.db.fetchone("SELECT count(*) AS n FROM emails")
     assert total["n"] == 5  # nothing of the refused strict batch was stored
+
+
+@pt.ensureDeferred
+async def test_templates_and_a_templated_send(api, seen):
+    """resend.templates.* of the pinned SDK, and emails.send with a template by alias."""
+    _, key, _ = await sending_tenant(api)
+    template = {
+        "name": "Welcome", "alias": "welcome", "from": BODY["from"], "subject": "Hi {{{NAME}}}",
+        "replyTo": ["help@acme.example.com"], "html": "<p>Hi {{{NAME}}}, {{{COUNT}}} new</p>",
+        "variables": [{"key": "NAME", "type": "string"}, {"key": "COUNT", "type": "number", "fallbackValue": 0}],
+    }
+    created, = await run_node(api, key, [{"op": "templates.create", "args": [template]}])
+    assert created["error"] is None and created["data"]["object"] == "template"
+    template_id = created["data"]["id"]
+    results = await run_node(api, key, [
+        {"op": "templates.get", "args": ["welcome"]},
+        {"op": "templates.update", "args": ["welcome", {"subject": "Hello {{{NAME}}}"}]},
+        {"op": "templates.publish", "args": [template_id]},
+        {"op": "templates.list", "args": [{"limit": 10}]},
+        {"op": "templates.duplicate", "args": ["welcome"]},
+        {"op": "send", "payload": {"to": "ann@example.com",
+                                   "template": {"id": "welcome", "variables": {"NAME": "Ann", "COUNT": 3}}}},
+        {"op": "templates.remove", "args": [template_id]},
+        {"op": "templates.get", "args": [template_id]},
+    ])
+    got, updated, published, listed, duplicated, sent, removed, gone = results
+    assert got["error"] is None and got["data"]["id"] == template_id and got["data"]["status"] == "draft"
+    assert got["data"]["reply_to"] == ["help@acme.example.com"]
+    assert [(v["key"], v["fallback_value"]) for v in got["data"]["variables"]] == [("NAME", None), ("COUNT", 0)]
+    assert updated["data"] == {"id": template_id, "object": "template"}
+    assert published["data"] == {"id": template_id, "object": "template"}
+    assert listed["data"]["object"] == "list" and [t["id"] for t in listed["data"]["data"]] == [template_id]
+    assert duplicated["error"] is None and duplicated["data"]["id"] != template_id
+    assert sent["error"] is None
+    assert removed["data"] == {"object": "template", "id": template_id, "deleted": True}
+    assert gone["data"] is None and gone["error"]["statusCode"] == 404 and gone["error"]["name"] == "not_found"
+
+    posts = [r for r in seen if r["method"] == "POST" and r["path"] == "/templates"]
+    assert json.loads(posts[0]["body"])["reply_to"] == ["help@acme.example.com"]
+    row = await api.parts.db.fetchone("SELECT subject, html, recipients FROM emails WHERE id = %s",
+                                      (sent["data"]["id"],))
+    assert row["subject"] == "Hello Ann" and row["html"] == "<p>Hi Ann, 3 new</p>"
+    assert row["recipients"]["reply_to"] == ["help@acme.example.com"]

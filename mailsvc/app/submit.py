@@ -52,6 +52,7 @@ from mailsvc.domain.errors import (
     RateLimited,
     SendingDomainGone,
 )
+from mailsvc.domain.templates import Templated, Version
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
@@ -106,11 +107,12 @@ class ServiceSender:
 class Item:
     """
     One email of a request: ``read(now)`` gives its submission (raising Invalid for bad input,
-    inside the key's claim so that the refusal is kept); ``raw`` is a message submitted over
-    SMTP, kept as written but for the headers the service manages.
+    inside the key's claim so that the refusal is kept), or for a send that names a template
+    what completes it once the published version is looked up (``Templated``); ``raw`` is a
+    message submitted over SMTP, kept as written but for the headers the service manages.
     """
 
-    read: Callable[[datetime], Submission]
+    read: Callable[[datetime], Submission | Templated]
     raw: bytes | None = None
 
     @classmethod
@@ -203,6 +205,7 @@ class Submitter:
         fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
         schedules: Schedules,
         unsubscribes: Unsubscribes | None = None,
+        templates: Callable[[uuid.UUID, str], Awaitable[Version]] | None = None,
     ):
         self._clock = clock
         self._db = db
@@ -212,6 +215,7 @@ class Submitter:
         self._fetch = fetch_attachment
         self._schedules = schedules
         self._unsubscribes = unsubscribes
+        self._templates = templates
         self._writes: GroupCommit[_Request, list[AcceptedEmail]] = GroupCommit(
             self._write, CONCURRENT_WRITES, GROUP_REQUESTS, GROUP_BYTES)
 
@@ -269,9 +273,12 @@ class Submitter:
         refused: list[tuple[int, DomainError]] = []
         budget = Budget()  # broadcast-stream messages of the whole request
         domains: dict = {}  # each sending domain looked up once per request
+        versions: dict = {}  # each template looked up once per request
         for index, item in enumerate(items):
             try:
                 submission = item.read(now)
+                if isinstance(submission, Templated):
+                    submission = submission.complete(await self._published(sender, submission.key, versions))
                 if isinstance(submission.scheduled_at, SchedulePhrase):
                     when = await self._schedules.phrase(submission.scheduled_at, now)
                     submission = attrs.evolve(submission, scheduled_at=when)
@@ -295,6 +302,14 @@ class Submitter:
         except SendingDomainGone:
             raise not_verified(prepared[0].domain_name) from None
         return Outcome(accepted, refused)
+
+    async def _published(self, sender: Sender, key: str, versions: dict) -> Version:
+        """The published version of the template ``key`` names (once per request)."""
+        if self._templates is None:
+            raise Invalid("template", "template: templates are not available on this server")
+        if key not in versions:
+            versions[key] = await self._templates(sender.tenant.id, key)
+        return versions[key]
 
     async def _prepare(self, sender: Sender, submission: Submission, raw: bytes | None, links_base: str | None,
                        budget: Budget, domains: dict) -> Prepared:

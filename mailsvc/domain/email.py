@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import filetype
 
+from mailsvc.domain import placeholders
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.errors import Invalid, InvalidAttachment
 
@@ -34,8 +35,8 @@ MAX_SCHEDULE_CHARS = 256
 SCHEDULE_HORIZON = timedelta(days=30)
 STREAMS = ("transactional", "broadcast")
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-#: The per-recipient unsubscribe link in a body (SPEC broadcasts: ours and the vendor alias).
-UNSUBSCRIBE_PLACEHOLDER = re.compile(r"\{\{\{\s*(?:SVC|RESEND)_UNSUBSCRIBE_URL\s*\}\}\}")
+#: Placeholders of the per-recipient unsubscribe link (SPEC broadcasts: ours and the vendor alias).
+UNSUBSCRIBE_KEYS = frozenset({"SVC_UNSUBSCRIBE_URL", "RESEND_UNSUBSCRIBE_URL"})
 #: Set by the platform on the broadcast stream (RFC 8058): a client may not set them there.
 LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
@@ -399,21 +400,26 @@ def schedule_within(field: str, when: datetime | None, now: datetime) -> datetim
 
 
 def has_unsubscribe_placeholder(submission: Submission) -> bool:
-    return any(body and UNSUBSCRIBE_PLACEHOLDER.search(body) for body in (submission.html, submission.text))
+    return any(key in UNSUBSCRIBE_KEYS for body in (submission.html, submission.text) if body
+               for key, _ in placeholders.keys_in(body))
 
 
 def with_unsubscribe_url(submission: Submission, url: str) -> Submission:
     """
     The submission with ``{{{SVC_UNSUBSCRIBE_URL}}}`` (or the vendor-named alias) in its html and
-    text replaced by one recipient's link: HTML-escaped in html, as is in text.
+    text replaced by one recipient's link: HTML-escaped in html, as is in text (the one
+    placeholder scanner, ``mailsvc.domain.placeholders``; other placeholders are left as written).
     """
-    def fill(body: str | None, value: str) -> str | None:
-        return UNSUBSCRIBE_PLACEHOLDER.sub(lambda _: value, body) if body else body
+    def link(key: str, fallback: str | None) -> str | None:
+        return url if key in UNSUBSCRIBE_KEYS else None
+
+    def escape(value: str) -> str:
+        return html_escaping.escape(value, quote=True)
 
     return attrs.evolve(
         submission,
-        html=fill(submission.html, html_escaping.escape(url, quote=True)),
-        text=fill(submission.text, url),
+        html=placeholders.fill(submission.html, link, escape) if submission.html else submission.html,
+        text=placeholders.fill(submission.text, link) if submission.text else submission.text,
     )
 
 

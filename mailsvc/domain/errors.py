@@ -64,6 +64,20 @@ class Conflict(DomainError):
     """The request clashes with the resource's current state (an id already taken, ...)."""
 
 
+class AliasTaken(Conflict):
+    """Another template of the account has this alias."""
+
+    def __init__(self, alias: str):
+        super().__init__(f"alias: another template already has the alias `{alias}`")
+
+
+class PlanRequired(NotAllowed):
+    """A feature of the top plan only (builder documents, builder themes, brand import)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, reason="plan_required")
+
+
 class NotReschedulable(Conflict):
     """Only a scheduled email can be given another time."""
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 from mailsvc.domain.errors import (
+    AliasTaken,
     Conflict,
     DnsProviderFailed,
     DomainError,
@@ -20,6 +21,7 @@ from mailsvc.domain.errors import (
     NotCancelable,
     NotFound,
     NotReschedulable,
+    PlanRequired,
     QuotaExceeded,
     RateLimited,
 )
@@ -91,6 +93,8 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     NotAllowed: (403, "validation_error", lambda e: e.reason),
     LinkRefused: (403, "validation_error", "forbidden"),
     Conflict: (409, "conflict", None),
+    AliasTaken: (409, "alias_taken", None),
+    PlanRequired: (403, "plan_required", None),
     NotReschedulable: (409, "not_reschedulable", None),
     NotCancelable: (409, "not_cancelable", None),
     QuotaExceeded: (429, lambda e: f"{e.period}_quota_exceeded", "quota_exceeded"),

@@ -3,7 +3,8 @@
 //   node sdk.mjs '<steps as JSON>'
 //
 // The API key comes from RESEND_API_KEY and the service's address from RESEND_BASE_URL, both
-// read by the SDK itself. Each step is {"op": "send" | "batch", "payload": ..., "options": ...};
+// read by the SDK itself. Each step is {"op": "send" | "batch", "payload": ..., "options": ...},
+// or {"op": "templates.<method>", "args": [...]} for resend.templates.<method>(...args);
 // an attachment `content` written as {"$buffer": "<base64>"} becomes a Node Buffer first (what
 // an application passes). Prints one JSON array: the SDK's {data, error} for every step.
 import { Resend } from "resend";
@@ -26,6 +27,8 @@ for (const step of steps) {
     result = await resend.emails.send(step.payload, step.options);
   } else if (step.op === "batch") {
     result = await resend.batch.send(step.payload, step.options);
+  } else if (step.op.startsWith("templates.")) {
+    result = await resend.templates[step.op.slice("templates.".length)](...step.args);
   } else {
     throw new Error(`unknown step ${step.op}`);
   }

@@ -14,6 +14,7 @@ from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.submit import Item, Outcome, Submitter
 from mailsvc.domain.email import submission_from_json
 from mailsvc.domain.errors import DomainError, Invalid, NotFound
+from mailsvc.domain.templates import send_from_json
 from mailsvc.http import errors
 from mailsvc.http.body import read_json, read_json_value
 from mailsvc.http.errors import NATIVE
@@ -55,11 +56,18 @@ def _idempotency_key(request, scope: str, body) -> IdempotencyKey | None:
     return IdempotencyKey(header.decode("utf-8", "replace"), idempotency.request_hash(scope, body))
 
 
+def _read(body: dict, now, allow_attachments: bool = True):
+    """A send body read: a submission, or a templated send for the accept path to complete."""
+    if body.get("template") is not None:
+        return send_from_json(body, now, allow_attachments)
+    return submission_from_json(body, now, allow_attachments=allow_attachments)
+
+
 def _batch_item(item) -> Item:
     def submission(now):
         if not isinstance(item, dict):
             raise Invalid("body", "each email must be an object")
-        return submission_from_json(item, now, allow_attachments=False)
+        return _read(item, now, allow_attachments=False)
 
     return Item(submission)
 
@@ -98,7 +106,7 @@ class EmailsResource:
                 return Reply(200, {"object": "email", "id": str(accepted.id), "last_event": accepted.last_event})
             return Reply(200, {"id": str(accepted.id)})
 
-        item = Item(lambda now: submission_from_json(body, now))
+        item = Item(lambda now: _read(body, now))
         return await self._submitted(request, caller, f"send {request.surface}", body, [item], respond)
 
     @route("POST", "/emails/batch", access=SENDING, native=True)

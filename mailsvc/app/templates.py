@@ -1,0 +1,226 @@
+"""
+Templates (issue 15): a draft that ``PATCH`` edits and at most one published, immutable
+version that sends use (``published``, called by the one accept path ``app/submit``).
+``publish`` copies the draft into a new version and points ``current_version_id`` at it;
+``duplicate`` makes a new draft. A template is named by its id or its alias, within its
+account only: another account's id or alias is not found.
+
+A template may be made from a builder document (top plan only). Its HTML and text then come
+from a ``DocumentRenderer``: the plain one (``mailsvc.domain.documents``) until the template
+builder's renderer takes its place in ``compose.py``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Protocol
+
+from psycopg2 import errors as pgerrors
+
+from mailsvc import timefmt
+from mailsvc.domain.errors import AliasTaken, Invalid, NotFound, PlanRequired
+from mailsvc.domain.templates import (
+    ALIAS,
+    Variable,
+    Version,
+    duplicate_name,
+    preview,
+    template_fields,
+    version_of,
+)
+from mailsvc.domain.tenant import Tenant
+from mailsvc.ids import parse_uuid, uuid7
+from mailsvc.store import templates as rows
+from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import Page
+
+KIND = "Template"
+#: The plan builder documents need (SPEC: the top plan).
+TOP_PLAN = "scale"
+
+
+class DocumentRenderer(Protocol):
+    """Turns a builder document into (html, text)."""
+
+    def render(self, document: dict) -> tuple[str, str]: ...
+
+
+def template_key(text: str) -> uuid.UUID | str:
+    """A path's ``{key}``: a template id, or an alias; NotFound when it can be neither."""
+    parsed = parse_uuid(text)
+    if parsed is not None:
+        return parsed
+    if isinstance(text, str) and ALIAS.match(text):
+        return text
+    raise NotFound(KIND)
+
+
+def _content(row: dict) -> tuple:
+    """What makes a draft or version what it is (not ids or times)."""
+    return (row["sender"], row["subject"], list(row["reply_to"] or ()), row["html"], row["text"], row["builder"],
+            [(v["key"], v["type"], v.get("fallback_value")) for v in row["variables"] or ()])
+
+
+def _variables(given: tuple[Variable, ...], before: list[dict], now: datetime, clock) -> list[dict]:
+    """Stored variables: one kept (its id and created_at) when its key was declared before."""
+    old = {v["key"]: v for v in before}
+    stamp = timefmt.resource(now)
+    result = []
+    for v in given:
+        previous = old.get(v.key)
+        same = previous is not None and (previous["type"], previous.get("fallback_value")) == (v.type, v.fallback_value)
+        result.append({
+            "id": previous["id"] if previous else str(uuid7(clock.seconds())),
+            "key": v.key, "type": v.type, "fallback_value": v.fallback_value,
+            "created_at": previous["created_at"] if previous else stamp,
+            "updated_at": previous["updated_at"] if same else stamp,
+        })
+    return result
+
+
+class Templates:
+    def __init__(self, clock, db: Database, documents: DocumentRenderer):
+        self._clock = clock
+        self._db = db
+        self._documents = documents
+
+    def _now(self) -> datetime:
+        return timefmt.from_seconds(self._clock.seconds())
+
+    def _with_document(self, tenant: Tenant, fields: dict[str, Any]) -> dict[str, Any]:
+        """A builder document checked against the plan and rendered where html/text are not given."""
+        if "builder" not in fields:
+            return fields
+        if tenant.plan != TOP_PLAN:
+            raise PlanRequired("builder: builder documents are available on the top plan only")
+        html, text = self._documents.render(fields["builder"])
+        return {"html": html, "text": text, **fields}
+
+    async def _write(self, desc: str, fn, alias: str | None):
+        try:
+            return await self._db.run(desc, fn)
+        except pgerrors.UniqueViolation:  # the alias index: another template took it
+            raise AliasTaken(alias or "") from None
+
+    async def create(self, tenant: Tenant, body: dict) -> dict:
+        fields = self._with_document(tenant, template_fields(body, creating=True))
+        now = self._now()
+        fields["variables"] = _variables(fields.get("variables", ()), [], now, self._clock)
+        template_id = uuid7(self._clock.seconds())
+
+        async def insert(txn: Transaction) -> dict:
+            return await rows.insert(txn, template_id, tenant.id, fields, now)
+
+        return await self._write("create template", insert, fields.get("alias"))
+
+    async def _row(self, tenant_id: uuid.UUID, key: str) -> dict:
+        row = await rows.get(self._db, tenant_id, template_key(key))
+        if row is None:
+            raise NotFound(KIND)
+        return row
+
+    async def get(self, tenant_id: uuid.UUID, key: str) -> dict:
+        """The template as ``GET /templates/{key}`` shows it (its draft)."""
+        row = await self._row(tenant_id, key)
+        published = await rows.version(self._db, row["current_version_id"]) if row["current_version_id"] else None
+        return resource(row, published)
+
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        found, has_more = await rows.page(self._db, tenant_id, page)
+        return [list_item(row) for row in found], has_more
+
+    async def update(self, tenant: Tenant, key: str, body: dict) -> dict:
+        fields = self._with_document(tenant, template_fields(body, creating=False))
+        parsed = template_key(key)
+        now = self._now()
+
+        async def change(txn: Transaction) -> dict:
+            row = await rows.get(txn, tenant.id, parsed, lock=True)
+            if row is None:
+                raise NotFound(KIND)
+            written = dict(fields)
+            if "variables" in fields:
+                written["variables"] = _variables(fields["variables"], row["variables"] or [], now, self._clock)
+            return await rows.update(txn, row["id"], written, now)
+
+        return await self._write("update template", change, fields.get("alias"))
+
+    async def delete(self, tenant_id: uuid.UUID, key: str) -> uuid.UUID:
+        row = await self._db.run("delete template", rows.delete, tenant_id, template_key(key))
+        if row is None:
+            raise NotFound(KIND)
+        return row["id"]
+
+    async def publish(self, tenant_id: uuid.UUID, key: str) -> dict:
+        parsed = template_key(key)
+        now = self._now()
+
+        async def publish(txn: Transaction) -> dict:
+            row = await rows.get(txn, tenant_id, parsed, lock=True)
+            if row is None:
+                raise NotFound(KIND)
+            return await rows.publish(txn, row, uuid7(self._clock.seconds()), now)
+
+        return await self._db.run("publish template", publish)
+
+    async def duplicate(self, tenant_id: uuid.UUID, key: str) -> dict:
+        """A new draft with the original's draft, named "... (copy)", without the alias."""
+        original = await self._row(tenant_id, key)
+        now = self._now()
+        fields = {c: original[c] for c in ("sender", "subject", "reply_to", "html", "text", "builder")}
+        fields["name"] = duplicate_name(original["name"])
+        fields["variables"] = _variables(
+            tuple(version_of(original).variables), [], now, self._clock)
+        template_id = uuid7(self._clock.seconds())
+        return await self._db.run("duplicate template", rows.insert, template_id, tenant_id, fields, now)
+
+    async def preview(self, tenant_id: uuid.UUID, key: str, body: dict) -> dict:
+        return preview(version_of(await self._row(tenant_id, key)), body.get("variables"))
+
+    async def published(self, tenant_id: uuid.UUID, key: str) -> Version:
+        """What a send naming ``key`` renders: the published version (422 naming `template` else)."""
+        try:
+            parsed = template_key(key)
+        except NotFound:
+            parsed = None
+        row = await rows.published(self._db, tenant_id, parsed) if parsed is not None else None
+        if row is None:
+            raise Invalid("template", f"template: no template `{key}` (template.id must be a template id or alias)")
+        if row["version_id"] is None:
+            raise Invalid("template", f"template: the template `{key}` is not published; publish it to send with it")
+        return version_of(row)
+
+
+def resource(row: dict, published: dict | None) -> dict:
+    return {
+        "object": "template",
+        "id": str(row["id"]),
+        "current_version_id": str(row["current_version_id"]) if row["current_version_id"] else None,
+        "alias": row["alias"],
+        "name": row["name"],
+        "created_at": timefmt.resource(row["created_at"]),
+        "updated_at": timefmt.resource(row["updated_at"]),
+        "status": "published" if row["current_version_id"] else "draft",
+        "published_at": timefmt.resource(row["published_at"]),
+        "from": row["sender"],
+        "subject": row["subject"],
+        "reply_to": list(row["reply_to"]) or None,
+        "html": row["html"],
+        "text": row["text"],
+        "variables": row["variables"] or [],
+        "builder": row["builder"],
+        "has_unpublished_versions": published is None or _content(row) != _content(published),
+    }
+
+
+def list_item(row: dict) -> dict:
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "status": "published" if row["current_version_id"] else "draft",
+        "published_at": timefmt.resource(row["published_at"]),
+        "created_at": timefmt.resource(row["created_at"]),
+        "updated_at": timefmt.resource(row["updated_at"]),
+        "alias": row["alias"],
+    }

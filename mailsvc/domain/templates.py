@@ -1,0 +1,404 @@
+"""
+Templates: the rules of a template's fields (SPEC "Template", COMPAT.md §6), of its variables,
+and of a send that names one (``template: {id, variables}``); rendering a version with a send's
+values through the one placeholder scanner (``mailsvc.domain.placeholders``). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import html as html_escaping
+import math
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from mailsvc.domain import placeholders
+from mailsvc.domain.email import (
+    MAX_SUBJECT_BYTES,
+    Submission,
+    parse_mailbox,
+    parse_mailboxes,
+    refuse_control,
+    submission_from_json,
+)
+from mailsvc.domain.errors import Invalid
+from mailsvc.domain.htmltext import html_to_text
+
+MAX_VARIABLES = 50
+MAX_VALUE_CHARS = 2000
+MAX_NUMBER = 2**53 - 1
+NAME_MAX = 256
+#: COMPAT.md §10's rule for a duplicate's name, used for templates too.
+DUPLICATE_NAME_MAX = 70
+TYPES = ("string", "number")
+ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+VARIABLE_KEY = re.compile(r"^[A-Za-z0-9_]{1,50}\Z")
+#: Filled by the platform (contacts, unsubscribe links): a template may not declare them.
+UNSUBSCRIBE_KEYS = frozenset({"UNSUBSCRIBE_URL", "SVC_UNSUBSCRIBE_URL", "RESEND_UNSUBSCRIBE_URL"})
+RESERVED_KEYS = frozenset({"FIRST_NAME", "LAST_NAME", "EMAIL", "contact", "this", *UNSUBSCRIBE_KEYS})
+#: The fields a template write may carry (the body's names).
+FIELDS = ("name", "alias", "from", "subject", "reply_to", "html", "text", "variables", "builder")
+
+
+@attrs.frozen
+class Variable:
+    key: str
+    type: str
+    fallback_value: str | int | float | None = None
+
+
+@attrs.frozen
+class Version:
+    """What a send renders: a published version (or, for a preview, the draft)."""
+
+    sender: str | None
+    subject: str | None
+    reply_to: tuple[str, ...]
+    html: str
+    text: str | None
+    variables: tuple[Variable, ...]
+
+    def variable(self, key: str) -> Variable | None:
+        return next((v for v in self.variables if v.key == key), None)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(field: str, value: Any) -> int | float:
+    if not _is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        raise Invalid(field, f"{field} must be a number")
+    if abs(value) > MAX_NUMBER:
+        raise Invalid(field, f"{field} must be at most 2^53-1 in magnitude")
+    return value
+
+
+def number_text(value: int | float) -> str:
+    """A number as a template shows it: ``3``, ``2.5`` (never ``3.0``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _string(field: str, value: Any, max_chars: int | None = None, line: bool = False) -> str:
+    if not isinstance(value, str):
+        raise Invalid(field, f"{field} must be a string")
+    if max_chars is not None and len(value) > max_chars:
+        raise Invalid(field, f"{field} must be at most {max_chars} characters")
+    refuse_control(field, value, line=line)
+    return value
+
+
+def name_of(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("name", "name is required and must be a non-empty string")
+    return _string("name", value.strip(), NAME_MAX, line=True)
+
+
+def alias_of(value: Any) -> str | None:
+    """An alias, or None to have none (``null``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not ALIAS.match(value):
+        raise Invalid("alias", "alias must start with a letter or digit and hold at most 100 letters, digits,"
+                               " `_`, `.` or `-`")
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return value
+    raise Invalid("alias", "alias must not be a UUID (it would read as a template id)")
+
+
+def variables_of(value: Any) -> tuple[Variable, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise Invalid("variables", "variables must be an array of {key, type, fallback_value}")
+    if len(value) > MAX_VARIABLES:
+        raise Invalid("variables", f"variables: at most {MAX_VARIABLES} per template")
+    seen: set[str] = set()
+    result = []
+    for index, item in enumerate(value):
+        field = f"variables[{index}]"
+        if not isinstance(item, dict):
+            raise Invalid("variables", f"{field} must be an object with `key` and `type`")
+        key = item.get("key")
+        if not isinstance(key, str) or not VARIABLE_KEY.match(key):
+            raise Invalid("variables", f"{field}.key must be 1 to 50 letters, digits or underscores")
+        if key in RESERVED_KEYS:
+            raise Invalid("variables", f"{field}.key: `{key}` is reserved and cannot be declared")
+        if key in seen:
+            raise Invalid("variables", f"{field}.key: `{key}` is declared twice")
+        seen.add(key)
+        kind = item.get("type")
+        if kind not in TYPES:
+            raise Invalid("variables", f"{field}.type must be `string` or `number`")
+        fallback = item.get("fallback_value")
+        if fallback is not None:
+            if kind == "number":
+                fallback = _number(f"{field}.fallback_value", fallback)
+            else:
+                fallback = _string(f"{field}.fallback_value", fallback, MAX_VALUE_CHARS)
+        result.append(Variable(key, kind, fallback))
+    return tuple(result)
+
+
+def _subject(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    subject = _string("subject", value)
+    if "\r" in subject or "\n" in subject:
+        raise Invalid("subject", "subject must not contain line breaks")
+    refuse_control("subject", subject, line=True)
+    if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
+        raise Invalid("subject", f"subject must be at most {MAX_SUBJECT_BYTES} bytes")
+    return subject
+
+
+def _sender(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    parse_mailbox("from", value)
+    return value.strip()
+
+
+def _reply_to(value: Any) -> tuple[str, ...]:
+    return tuple(str(m) for m in parse_mailboxes("reply_to", value))
+
+
+def template_fields(body: dict, *, creating: bool) -> dict[str, Any]:
+    """
+    The fields of a create (``creating``: ``name`` required, and ``html`` unless a builder
+    document is given) or of a PATCH (only the keys present), validated; keyed by FIELDS,
+    ``from`` as ``sender``. Unknown keys are ignored (the SDKs send ``id`` and the like).
+    """
+    given = {k: body[k] for k in FIELDS if k in body}
+    fields: dict[str, Any] = {}
+    if creating or "name" in given:
+        fields["name"] = name_of(given.get("name"))
+    if "alias" in given:
+        fields["alias"] = alias_of(given["alias"])
+    if "from" in given:
+        fields["sender"] = _sender(given["from"])
+    if "subject" in given:
+        fields["subject"] = _subject(given["subject"])
+    if "reply_to" in given:
+        fields["reply_to"] = _reply_to(given["reply_to"])
+    if "builder" in given and given["builder"] is not None:
+        fields["builder"] = document_of(given["builder"])
+    if "html" in given and given["html"] is not None:
+        fields["html"] = _string("html", given["html"])
+        if not fields["html"]:
+            raise Invalid("html", "html must not be empty")
+    elif creating and "builder" not in fields:
+        raise Invalid("html", "html is required")
+    if "text" in given:
+        fields["text"] = None if given["text"] is None else _string("text", given["text"])
+    if "variables" in given:
+        fields["variables"] = variables_of(given["variables"])
+    return fields
+
+
+def duplicate_name(name: str) -> str:
+    return (name + " (copy)")[:DUPLICATE_NAME_MAX]
+
+
+# Builder documents (SPEC "Builder document"): checked for their shape here; rendering them is
+# a renderer's (``PlainDocuments`` until the builder lands).
+
+BLOCK_TYPES = ("heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code",
+               "social", "footer")
+MAX_BLOCKS = 500
+MAX_DEPTH = 4
+
+
+def document_of(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise Invalid("builder", "builder must be a builder document {version: 1, blocks: [...]}")
+    if value.get("version") != 1:
+        raise Invalid("builder", "builder.version must be 1")
+    blocks = value.get("blocks")
+    if not isinstance(blocks, list):
+        raise Invalid("builder", "builder.blocks must be an array of blocks")
+    count = 0
+    stack = [(blocks, "builder.blocks", 1)]
+    while stack:
+        some, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Invalid("builder", f"{path}: columns nest at most {MAX_DEPTH} deep")
+        for i, block in enumerate(some):
+            count += 1
+            if count > MAX_BLOCKS:
+                raise Invalid("builder", f"builder: at most {MAX_BLOCKS} blocks")
+            where = f"{path}[{i}]"
+            if not isinstance(block, dict) or block.get("type") not in BLOCK_TYPES:
+                raise Invalid("builder", f"{where}.type must be one of: {', '.join(BLOCK_TYPES)}")
+            if block["type"] == "columns":
+                columns = block.get("columns")
+                if not isinstance(columns, list) or not all(
+                        isinstance(c, dict) and isinstance(c.get("blocks"), list) for c in columns):
+                    raise Invalid("builder", f"{where}.columns must be an array of {{blocks: [...]}}")
+                for j, column in enumerate(columns):
+                    stack.append((column["blocks"], f"{where}.columns[{j}].blocks", depth + 1))
+    return value
+
+
+# Sending with a template.
+
+@attrs.frozen
+class TemplateRef:
+    """A send's ``template``: the template's id or alias, and the values given."""
+
+    key: str
+    values: Mapping[str, str | int | float]
+
+
+def template_ref(body: dict) -> TemplateRef:
+    """The send's ``template`` checked (COMPAT.md §2: never together with html or text)."""
+    value = body.get("template")
+    for part in ("html", "text", "react"):
+        if body.get(part) not in (None, ""):
+            raise Invalid("template", f"template cannot be combined with `{part}`")
+    if not isinstance(value, dict):
+        raise Invalid("template", "template must be an object {id, variables}")
+    key = value.get("id")
+    if not isinstance(key, str) or not key.strip():
+        raise Invalid("template", "template.id is required: a template id or alias")
+    values = value.get("variables")
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise Invalid("template", "template.variables must be an object of names to strings or numbers")
+    if len(values) > MAX_VARIABLES + len(UNSUBSCRIBE_KEYS):
+        raise Invalid("template", f"template.variables: at most {MAX_VARIABLES}")
+    for name, given in values.items():
+        field = f"template.variables.{name}"
+        if isinstance(given, str):
+            _string(field, given, MAX_VALUE_CHARS)
+        else:
+            _number(field, given)
+    return TemplateRef(key.strip(), dict(values))
+
+
+@attrs.frozen
+class Rendered:
+    subject: str | None
+    html: str
+    text: str | None
+
+
+def render(version: Version, values: Mapping[str, str | int | float], *, strict: bool = True) -> Rendered:
+    """
+    ``version`` filled with ``values``: escaped in html, as is in text and subject. Each value
+    must name a declared variable (or an unsubscribe placeholder) and match its type; a
+    declared variable a placeholder uses with no value, no fallback of its own and no
+    ``fallback_value`` is refused (``strict``) or left as written (a preview).
+    """
+    for name, given in values.items():
+        declared = version.variable(name)
+        if declared is None:
+            if name in UNSUBSCRIBE_KEYS:
+                continue
+            raise Invalid("template.variables",
+                          f"template.variables: `{name}` is not a variable of this template")
+        if declared.type == "number" and not _is_number(given):
+            raise Invalid("template.variables", f"template.variables: `{name}` must be a number")
+
+    def value_of(key: str, fallback: str | None) -> str | None:
+        if key in values:
+            given = values[key]
+            return given if isinstance(given, str) else number_text(given)
+        declared = version.variable(key)
+        if declared is None:
+            return None  # names no variable: left as written
+        if fallback is not None:
+            return fallback
+        if declared.fallback_value is not None:
+            fv = declared.fallback_value
+            return fv if isinstance(fv, str) else number_text(fv)
+        if strict:
+            raise Invalid("template.variables",
+                          f"template.variables: `{key}` has no value and no fallback value")
+        return None
+
+    def subject_value(key: str, fallback: str | None) -> str | None:
+        value = value_of(key, fallback)
+        if value is not None and ("\r" in value or "\n" in value):
+            raise Invalid("template.variables",
+                          f"template.variables: `{key}` is used in the subject and must not contain line breaks")
+        return value
+
+    html = placeholders.fill(version.html, value_of, _escape)
+    text = placeholders.fill(version.text, value_of) if version.text else version.text
+    subject = placeholders.fill(version.subject, subject_value) if version.subject else version.subject
+    return Rendered(subject, html, text)
+
+
+def _escape(value: str) -> str:
+    return html_escaping.escape(value, quote=True)
+
+
+def preview(version: Version, values: Any) -> dict:
+    """``POST /templates/{key}/preview``: the draft rendered with ``values`` (docs/decisions.md)."""
+    if values is None:
+        values = {}
+    checked = template_ref({"template": {"id": "preview", "variables": values}}).values
+    rendered = render(version, checked, strict=False)
+    text = rendered.text
+    if text is None and rendered.html:
+        text = html_to_text(rendered.html).strip() + "\n"
+    return {"object": "template_preview", "subject": rendered.subject, "html": rendered.html, "text": text}
+
+
+def templated_body(body: dict, ref: TemplateRef, version: Version) -> dict:
+    """
+    The send body a templated send stands for: the version rendered with the send's values,
+    its ``from``, ``subject`` and ``reply_to`` where the send has none (the send's win).
+    """
+    rendered = render(version, ref.values)
+    merged = {k: v for k, v in body.items() if k != "template"}
+    merged["html"] = rendered.html
+    if rendered.text is not None:
+        merged["text"] = rendered.text
+    if merged.get("from") in (None, "") and version.sender:
+        merged["from"] = version.sender
+    if merged.get("subject") in (None, "") and rendered.subject:
+        merged["subject"] = rendered.subject
+    if merged.get("reply_to") in (None, "", []) and version.reply_to:
+        merged["reply_to"] = list(version.reply_to)
+    return merged
+
+
+@attrs.frozen
+class Templated:
+    """
+    A send that names a template: ``complete`` turns the published version (looked up by the
+    accept path, ``Submitter``) into the submission.
+    """
+
+    key: str
+    complete: Callable[[Version], Submission]
+
+
+def send_from_json(body: dict, now: datetime, allow_attachments: bool = True) -> Templated:
+    """A templated send body (one whose ``template`` is set), checked as far as it can be alone."""
+    ref = template_ref(body)
+
+    def complete(version: Version) -> Submission:
+        return submission_from_json(templated_body(body, ref, version), now, allow_attachments)
+
+    return Templated(ref.key, complete)
+
+
+def version_of(row: Mapping[str, Any]) -> Version:
+    """A version (or draft) as stored (``mailsvc.store.templates``)."""
+    return Version(
+        sender=row["sender"], subject=row["subject"], reply_to=tuple(row["reply_to"] or ()),
+        html=row["html"], text=row["text"],
+        variables=tuple(Variable(v["key"], v["type"], v.get("fallback_value")) for v in row["variables"] or ()),
+    )

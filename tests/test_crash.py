@@ -111,7 +111,8 @@ class Daemon:
             try:
                 await blocking(requests.get, self.url + "/healthz", timeout=1)
                 return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
+                # Refused, or queued on the parent's socket while its workers start.
                 await sleep(0.1)
         raise AssertionError("the daemon did not listen in time")
 

@@ -154,3 +154,134 @@ async def test_field_rules(api):
     for method, body in (("GET", None), ("PATCH", [{"id": "t", "subscription": "opt_in"}])):
         code, reply, _ = await api.json(method, "/contacts/a@example.com/topics", key, json=body)
         assert (code, reply["name"]) == (404, "not_found") and set(reply) == {"statusCode", "name", "message"}
+
+
+@pt.ensureDeferred
+async def test_segments_and_membership_with_the_sdk(api):
+    _, key = await api.tenant()
+    segment = _body(await call(api, key, resend.Segments.create, {"name": "Newsletter"}))
+    assert segment["object"] == "segment" and segment["name"] == "Newsletter"
+    segment_id = segment["id"]
+    got = _body(await call(api, key, resend.Segments.get, segment_id))
+    assert got == {"object": "segment", "id": segment_id, "name": "Newsletter", "created_at": got["created_at"]}
+    assert _body(await call(api, key, resend.Segments.update, segment_id, {"name": "News"})) == {
+        "object": "segment", "id": segment_id}
+    other = _body(await call(api, key, resend.Segments.create, {"name": "Other"}))
+    listed = _body(await call(api, key, resend.Segments.list))
+    assert [(s["id"], s["name"]) for s in listed["data"]] == [(other["id"], "Other"), (segment_id, "News")]
+    assert set(listed["data"][0]) == {"id", "name", "created_at"}
+
+    # Segments on create, in both shapes.
+    ann = _body(await call(api, key, resend.Contacts.create, {"email": "ann@example.com",
+                                                              "segments": [{"id": segment_id}]}))
+    code, bob, _ = await api.json("POST", "/contacts", key, json={"email": "bob@example.com",
+                                                                  "segments": [segment_id, other["id"]]})
+    assert code == 201
+    await call(api, key, resend.Contacts.create, {"email": "carl@example.com"})
+    members = _body(await call(api, key, resend.Contacts.list, None, None, segment_id))
+    assert [c["email"] for c in members["data"]] == ["bob@example.com", "ann@example.com"]
+    code, same, _ = await api.json("GET", f"/contacts?segment_id={segment_id}", key)
+    assert [c["id"] for c in same["data"]] == [c["id"] for c in members["data"]]
+    page = _body(await call(api, key, resend.Contacts.list, None, {"limit": 1, "after": bob["id"]}, segment_id))
+    assert [c["email"] for c in page["data"]] == ["ann@example.com"] and page["has_more"] is False
+
+    added = _body(await call(api, key, resend.Contacts.Segments.add,
+                             {"segment_id": other["id"], "email": "carl@example.com"}))
+    assert added["id"] == other["id"] and added["object"] == "contact_segment"
+    # Again: nothing changes, same answer.
+    assert _body(await call(api, key, resend.Contacts.Segments.add,
+                            {"segment_id": other["id"], "contact_id": ann["id"]}))["id"] == other["id"]
+    of_bob = _body(await call(api, key, resend.Contacts.Segments.list, {"email": "bob@example.com"}))
+    assert sorted(s["name"] for s in of_bob["data"]) == ["News", "Other"]
+    removed = _body(await call(api, key, resend.Contacts.Segments.remove,
+                               {"segment_id": segment_id, "email": "bob@example.com"}))
+    assert removed == {"object": "contact_segment", "id": bob["id"], "audienceId": segment_id,
+                       "contact_id": bob["id"], "segment_id": segment_id, "deleted": True}
+    error = await _sdk_error(api, key, resend.Contacts.Segments.remove,
+                             {"segment_id": segment_id, "email": "bob@example.com"})
+    assert error.code == 404
+    code, members, _ = await api.json("GET", f"/segments/{other['id']}/contacts", key)
+    assert sorted(c["email"] for c in members["data"]) == ["ann@example.com", "bob@example.com", "carl@example.com"]
+
+    # Deleting a segment keeps its contacts.
+    assert _body(await call(api, key, resend.Segments.remove, other["id"])) == {
+        "object": "segment", "id": other["id"], "deleted": True}
+    assert len(_body(await call(api, key, resend.Contacts.list))["data"]) == 3
+    for path in (f"/segments/{other['id']}", f"/segments/{other['id']}/contacts", "/segments/not-a-uuid",
+                 f"/contacts?segment_id={other['id']}"):
+        code, reply, _ = await api.json("GET", path, key)
+        assert (code, reply["name"]) == (404, "not_found"), path
+
+
+@pt.ensureDeferred
+async def test_legacy_audience_paths_share_the_segments(api):
+    _, key = await api.tenant()
+    code, audience, _ = await api.json("POST", "/audiences", key, json={"name": "Registered"})
+    assert code == 201 and audience["object"] == "audience" and audience["name"] == "Registered"
+    audience_id = audience["id"]
+    # The same id is a segment, and the SDK's Audiences (which call /segments) see it.
+    assert _body(await call(api, key, resend.Audiences.get, audience_id))["name"] == "Registered"
+    code, got, _ = await api.json("GET", f"/audiences/{audience_id}", key)
+    assert got == {"object": "audience", "id": audience_id, "name": "Registered", "created_at": got["created_at"]}
+    code, listed, _ = await api.json("GET", "/audiences", key)
+    assert [a["id"] for a in listed["data"]] == [audience_id]
+
+    # The SDK's audience_id builds the legacy contact paths.
+    created = _body(await call(api, key, resend.Contacts.create, {"email": "ann@example.com",
+                                                                  "audience_id": audience_id}))
+    assert created["object"] == "audience_contact"
+    members = _body(await call(api, key, resend.Contacts.list, audience_id))
+    assert [c["email"] for c in members["data"]] == ["ann@example.com"]
+    code, of_segment, _ = await api.json("GET", f"/segments/{audience_id}/contacts", key)
+    assert [c["id"] for c in of_segment["data"]] == [created["id"]]
+    # The audience id does not filter a retrieval: a contact outside it is found too.
+    outside = _body(await call(api, key, resend.Contacts.create, {"email": "out@example.com"}))
+    got = _body(await call(api, key, resend.Contacts.get, audience_id, None, "out@example.com"))
+    assert got["object"] == "audience_contact" and got["id"] == outside["id"]
+    updated = _body(await call(api, key, resend.Contacts.update, {"audience_id": audience_id,
+                                                                  "id": outside["id"], "first_name": "Out"}))
+    assert updated == {"object": "audience_contact", "id": outside["id"]}
+    removed = _body(await call(api, key, resend.Contacts.remove, audience_id, outside["id"]))
+    assert removed["deleted"] is True and removed["contact"] == outside["id"]
+    # An unknown audience is 404 on every path.
+    unknown = str(uuid.uuid4())
+    for method, path in (("GET", f"/audiences/{unknown}"), ("GET", f"/audiences/{unknown}/contacts"),
+                         ("POST", f"/audiences/{unknown}/contacts"),
+                         ("GET", f"/audiences/{unknown}/contacts/ann@example.com")):
+        code, reply, _ = await api.json(method, path, key, json={"email": "x@example.com"})
+        assert (code, reply["name"], reply["message"]) == (404, "not_found", "Audience not found"), path
+    code, gone, _ = await api.json("DELETE", f"/audiences/{audience_id}", key)
+    assert gone == {"object": "audience", "id": audience_id, "deleted": True}
+    assert (await api.json("GET", f"/segments/{audience_id}", key))[0] == 404
+
+
+@pt.ensureDeferred
+async def test_another_account_sees_nothing(api):
+    _, key_a = await api.tenant()
+    _, key_b = await api.tenant()
+    code, segment, _ = await api.json("POST", "/segments", key_b, json={"name": "B"})
+    code, contact, _ = await api.json("POST", "/contacts", key_b, json={"email": "b@example.com",
+                                                                         "segments": [segment["id"]]})
+    s, c = segment["id"], contact["id"]
+    for method, path in (
+        ("GET", f"/contacts/{c}"), ("GET", "/contacts/b@example.com"), ("GET", "/contacts/b%40example.com"),
+        ("PATCH", f"/contacts/{c}"), ("PATCH", "/contacts/b@example.com"), ("DELETE", "/contacts/b@example.com"),
+        ("DELETE", f"/contacts/{c}"), ("GET", f"/contacts/{c}/segments"), ("GET", "/contacts/b@example.com/segments"),
+        ("GET", f"/contacts?segment_id={s}"), ("GET", f"/segments/{s}"), ("PATCH", f"/segments/{s}"),
+        ("DELETE", f"/segments/{s}"), ("GET", f"/segments/{s}/contacts"), ("GET", f"/audiences/{s}"),
+        ("DELETE", f"/audiences/{s}"), ("GET", f"/audiences/{s}/contacts"), ("POST", f"/audiences/{s}/contacts"),
+        ("POST", f"/contacts/b@example.com/segments/{s}"), ("DELETE", f"/contacts/b@example.com/segments/{s}"),
+        ("GET", f"/v1/contacts/{c}"), ("GET", "/v1/contacts/b@example.com"),
+    ):
+        code, reply, _ = await api.json(method, path, key_a, json={"name": "x", "email": "b@example.com"})
+        assert code == 404, (method, path, reply)
+    # A's own contact with B's address is A's alone; A's segment cannot take B's contact.
+    code, mine, _ = await api.json("POST", "/contacts", key_a, json={"email": "b@example.com"})
+    assert code == 201 and mine["id"] != c
+    code, seg_a, _ = await api.json("POST", "/segments", key_a, json={"name": "A"})
+    code, _, _ = await api.json("POST", f"/contacts/{c}/segments/{seg_a['id']}", key_a)
+    assert code == 404
+    code, listed, _ = await api.json("GET", "/contacts", key_a)
+    assert [x["id"] for x in listed["data"]] == [mine["id"]]
+    code, got, _ = await api.json("GET", "/contacts/b@example.com", key_b)
+    assert code == 200 and got["id"] == c

@@ -14,6 +14,8 @@ import pytest_twisted as pt
 import resend
 import resend.exceptions
 
+from mailsvc.app.contacts import Contacts
+from mailsvc.store.database import Database
 from tests.sdk import call
 
 
@@ -285,3 +287,127 @@ async def test_another_account_sees_nothing(api):
     assert [x["id"] for x in listed["data"]] == [mine["id"]]
     code, got, _ = await api.json("GET", "/contacts/b@example.com", key_b)
     assert code == 200 and got["id"] == c
+
+
+class CountingDatabase(Database):
+    """The real database, counting the statements its transactions send."""
+
+    statements = 0
+
+    async def run(self, desc, fn, *args, **kwargs):
+        outer = self
+
+        class Counted:
+            def __init__(self, txn):
+                self._txn = txn
+
+            def __getattr__(self, name):
+                return getattr(self._txn, name)
+
+            async def execute(self, *a):
+                outer.statements += 1
+                return await self._txn.execute(*a)
+
+            async def fetchall(self, *a):
+                outer.statements += 1
+                return await self._txn.fetchall(*a)
+
+            async def fetchone(self, *a):
+                outer.statements += 1
+                return await self._txn.fetchone(*a)
+
+        async def counted(txn, *a, **kw):
+            return await fn(Counted(txn), *a, **kw)
+
+        return await super().run(desc, counted, *args, **kwargs)
+
+
+@pt.ensureDeferred
+async def test_the_batch_saves_rows_independently(api):
+    tenant, key = await api.tenant()
+    code, segment, _ = await api.json("POST", "/segments", key, json={"name": "Imported"})
+    code, extra, _ = await api.json("POST", "/segments", key, json={"name": "Extra"})
+    await api.json("POST", "/contacts", key, json={"email": "typed@example.com", "properties": {"age": 40}})
+    rows = [
+        {"email": "ann@example.com", "first_name": "Ann", "properties": {"age": 30}, "segments": [{"id": extra["id"]}]},
+        {"email": "bad address"},
+        {"email": "bob@example.com", "properties": {f"k{i}": 1 for i in range(101)}},
+        {"email": "carl@example.com", "properties": {"1st": "x"}},
+        {"email": "dora@example.com", "properties": {"note": "x" * 2001}},
+        {"email": "ed@example.com", "properties": {"age": "forty"}},  # the account's type is number
+        {"email": "Ann@Example.com", "last_name": "Lee", "properties": {"age": 31}, "unsubscribed": True},
+        {"email": "fay@example.com", "topics": [{"id": "t", "subscription": "opt_in"}]},
+        {"email": "gus@example.com", "segments": [str(uuid.uuid4())]},
+        {"email": "hal@example.com", "properties": {"color": "red"}},
+        {"email": "ida@example.com", "properties": {"color": 7}},  # the batch's first row gave the type
+    ]
+    code, reply, _ = await api.json("POST", "/contacts/batch", key,
+                                    json={"contacts": rows, "segment_id": segment["id"]})
+    assert code == 200, reply
+    saved = {row["index"]: row["id"] for row in reply["data"]}
+    refused = {row["index"]: row["message"] for row in reply["errors"]}
+    assert sorted(saved) == [0, 6, 9] and sorted(refused) == [1, 2, 3, 4, 5, 7, 8, 10]
+    for index, field in ((1, "contacts[1].email"), (2, "contacts[2].properties"),
+                         (3, "contacts[3].properties.1st"), (4, "contacts[4].properties.note"),
+                         (5, "contacts[5].properties.age"), (7, "contacts[7].topics"),
+                         (8, "contacts[8].segments"), (10, "contacts[10].properties.color")):
+        assert refused[index].startswith(field), (index, refused[index])
+    # The same address twice: both rows saved on one contact, the last one winning field by field.
+    assert saved[0] == saved[6]
+    ann = await _contact(api, key, "ann@example.com")
+    assert (ann["first_name"], ann["last_name"], ann["unsubscribed"]) == ("Ann", "Lee", True)
+    assert ann["properties"] == {"age": {"value": 31, "type": "number"}}
+    code, members, _ = await api.json("GET", f"/segments/{segment['id']}/contacts", key)
+    assert sorted(c["email"] for c in members["data"]) == ["ann@example.com", "hal@example.com"]
+    code, members, _ = await api.json("GET", f"/segments/{extra['id']}/contacts", key)
+    assert [c["email"] for c in members["data"]] == ["ann@example.com"]
+    created = [e["email"] for e in await _events(api, "contact.created")]
+    assert sorted(created[1:]) == ["ann@example.com", "hal@example.com"]
+
+    # The batch as a whole: 1 to 1,000 rows, a known segment_id.
+    for body, field in (({"contacts": [{"email": f"x{i}@example.com"} for i in range(1001)]}, "contacts"),
+                        ({"contacts": []}, "contacts"), ({}, "contacts"),
+                        ({"contacts": [{"email": "a@example.com"}], "segment_id": str(uuid.uuid4())}, "segment_id")):
+        code, reply, _ = await api.json("POST", "/contacts/batch", key, json=body)
+        assert (code, reply["name"]) == (422, "validation_error") and reply["message"].startswith(field)
+
+
+async def _contact(api, key, key_or_email):
+    code, got, _ = await api.json("GET", f"/contacts/{key_or_email}", key)
+    assert code == 200, got
+    return got
+
+
+@pt.ensureDeferred
+async def test_a_batch_takes_the_same_few_statements_for_1_or_1000_rows(api):
+    tenant, key = await api.tenant()
+    tenant_id = uuid.UUID(tenant["id"])
+    code, segment, _ = await api.json("POST", "/segments", key, json={"name": "All"})
+    db = CountingDatabase(api.parts.db._reactor, api.parts.db.dsn, 2)
+    await db.start()
+    try:
+        contacts = Contacts(api.parts.db._reactor, db)
+
+        async def statements(rows: list[dict]) -> int:
+            db.statements = 0
+            data, errors = await contacts.batch(tenant_id, {"contacts": rows, "segment_id": segment["id"]})
+            assert len(data) == len(rows) and errors == []
+            return db.statements
+
+        def rows(n, start):
+            return [{"email": f"c{start + i}@example.com", "first_name": f"F{i}", "unsubscribed": i % 2 == 0,
+                     "properties": {"n": i, f"k{i % 5}": "v"}, "segments": [segment["id"]]} for i in range(n)]
+
+        one = await statements(rows(1, 0))
+        thousand = await statements(rows(1000, 1))
+        updated = await statements(rows(1000, 1))  # the same contacts again: all updates
+        # lock, types, segments, claim types, upsert, suppressions, memberships, read back, events
+        assert 5 <= one == thousand <= 10 and updated <= thousand, (one, thousand, updated)
+    finally:
+        db.stop()
+    code, listed, _ = await api.json("GET", f"/segments/{segment['id']}/contacts?limit=100", key)
+    assert listed["has_more"] is True
+    assert (await api.parts.db.fetchone("SELECT count(*) AS n FROM contacts"))["n"] == 1001
+    assert (await api.parts.db.fetchone("SELECT count(*) AS n FROM suppressions"))["n"] == 501
+    assert (await api.parts.db.fetchone(
+        "SELECT count(*) AS n FROM events WHERE type = 'contact.created'"))["n"] == 1001

@@ -23,10 +23,12 @@ from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.contacts import Contacts
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
+from mailsvc.app.segments import Segments
 from mailsvc.app.submit import Submitter
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
@@ -42,8 +44,10 @@ from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.documents import PlainDocuments
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.apikeys import ApiKeysResource
+from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
 from mailsvc.http.api.emails import EmailsResource
+from mailsvc.http.api.segments import AudiencesResource, SegmentsResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
@@ -178,6 +182,8 @@ class Parts:
     submission: Submission | None = None
     submitter: Submitter | None = None
     templates: Templates | None = None
+    contacts: Contacts | None = None
+    segments: Segments | None = None
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -196,6 +202,12 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # Templates; builder documents rendered by the plain renderer until the builder's lands.
     templates = Templates(clock, db, PlainDocuments())
     router.mount(TemplatesResource(templates))
+    # Contacts, segments and the legacy audience paths over the same segments.
+    contacts = Contacts(clock, db)
+    segments = Segments(clock, db)
+    router.mount(ContactsResource(contacts))
+    router.mount(SegmentsResource(segments, contacts))
+    router.mount(AudiencesResource(segments, contacts))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
@@ -281,6 +293,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
+        contacts=contacts, segments=segments,
     )
 
 

@@ -212,3 +212,55 @@ async def test_templates_and_a_templated_send(api, seen):
                                       (sent["data"]["id"],))
     assert row["subject"] == "Hello Ann" and row["html"] == "<p>Hi Ann, 3 new</p>"
     assert row["recipients"]["reply_to"] == ["help@acme.example.com"]
+
+
+@pt.ensureDeferred
+async def test_contacts_segments_and_audiences(api, seen):
+    """resend.contacts.*, resend.contacts.segments.*, resend.segments.* and resend.audiences.*
+    of the pinned SDK (which sends an address raw in the path)."""
+    _, key = await api.tenant()
+    (segment,) = await run_node(api, key, [{"op": "segments.create", "args": [{"name": "News"}]}])
+    assert segment["error"] is None and segment["data"]["object"] == "segment"
+    segment_id = segment["data"]["id"]
+    results = await run_node(api, key, [
+        {"op": "contacts.create", "args": [{"email": "ann@example.com", "firstName": "Ann", "unsubscribed": False,
+                                            "properties": {"plan": "pro", "seats": 2},
+                                            "segments": [{"id": segment_id}]}]},
+        {"op": "contacts.get", "args": [{"email": "ann@example.com"}]},
+        {"op": "contacts.update", "args": [{"email": "ann@example.com", "lastName": "Lee", "unsubscribed": True}]},
+        {"op": "contacts.list", "args": [{"segmentId": segment_id}]},
+        {"op": "contacts.create", "args": [{"email": "bob@example.com"}]},
+        {"op": "contacts.segments.add", "args": [{"email": "bob@example.com", "segmentId": segment_id}]},
+        {"op": "contacts.segments.list", "args": [{"email": "bob@example.com"}]},
+        {"op": "contacts.segments.remove", "args": [{"email": "bob@example.com", "segmentId": segment_id}]},
+        {"op": "segments.get", "args": [segment_id]},
+        {"op": "segments.update", "args": [segment_id, {"name": "Weekly"}]},
+        {"op": "audiences.list", "args": []},
+        {"op": "contacts.list", "args": []},
+        {"op": "contacts.remove", "args": [{"email": "bob@example.com"}]},
+        {"op": "segments.remove", "args": [segment_id]},
+        {"op": "contacts.get", "args": ["bob@example.com"]},
+    ])
+    (created, got, updated, members, bob, added, of_bob, removed, seg, renamed, audiences, listed, deleted,
+     seg_gone, gone) = results
+    assert created["error"] is None and created["data"]["object"] == "contact"
+    ann_id = created["data"]["id"]
+    assert got["data"]["id"] == ann_id and got["data"]["first_name"] == "Ann"
+    assert got["data"]["properties"] == {"plan": {"value": "pro", "type": "string"},
+                                         "seats": {"value": 2, "type": "number"}}
+    assert updated["data"] == {"object": "contact", "id": ann_id}
+    assert [c["id"] for c in members["data"]["data"]] == [ann_id]
+    assert members["data"]["data"][0]["unsubscribed"] is True
+    assert added["error"] is None and added["data"]["id"] == segment_id
+    assert [s["id"] for s in of_bob["data"]["data"]] == [segment_id]
+    assert removed["data"]["id"] == bob["data"]["id"] and removed["data"]["deleted"] is True
+    assert seg["data"]["name"] == "News" and renamed["data"] == {"object": "segment", "id": segment_id}
+    assert [a["name"] for a in audiences["data"]["data"]] == ["Weekly"]
+    assert [c["email"] for c in listed["data"]["data"]] == ["bob@example.com", "ann@example.com"]
+    assert deleted["data"]["contact"] == bob["data"]["id"] and deleted["data"]["deleted"] is True
+    assert seg_gone["data"]["deleted"] is True
+    assert gone["data"] is None and (gone["error"]["statusCode"], gone["error"]["name"]) == (404, "not_found")
+    record = await api.parts.db.fetchone("SELECT origin FROM suppressions WHERE email = 'ann@example.com'")
+    assert record["origin"] == "unsubscribe"
+    # The SDK put the address in the path raw.
+    assert any(r["path"] == "/contacts/ann@example.com" and r["method"] == "PATCH" for r in seen)

@@ -366,9 +366,9 @@ async def test_add_keeps_one_record_and_honours_the_strength_order(db):
     assert final["origin"] == "complaint"
 
     # A record removed is gone for good; adding again makes a new one.
-    removed = await suppressions.remove(db, tenant.id, "Z@Example.com")
+    removed = await suppressions.remove(db, tenant.id, "Z@Example.com", clock=clock)
     assert removed["id"] == manual["id"]
-    assert await suppressions.remove(db, tenant.id, "z@example.com") is None
-    assert await suppressions.remove(db, tenant.id, "no address") is None
+    assert await suppressions.remove(db, tenant.id, "z@example.com", clock=clock) is None
+    assert await suppressions.remove(db, tenant.id, "no address", clock=clock) is None
     again = await add("z@example.com", "manual")
     assert again["id"] != manual["id"] and again["origin"] == "manual"

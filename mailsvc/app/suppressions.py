@@ -40,12 +40,24 @@ async def get(
     return await rows.get(db_or_txn, tenant_id, key) if key is not None else None
 
 
+async def _in_transaction(db_or_txn: Database | Transaction, desc: str, fn, *args):
+    if isinstance(db_or_txn, Transaction):
+        return await fn(db_or_txn, *args)
+    return await db_or_txn.run(desc, fn, *args)
+
+
 async def remove(
-    db_or_txn: Database | Transaction, tenant_id: uuid.UUID, id_or_address: str | uuid.UUID
+    db_or_txn: Database | Transaction, tenant_id: uuid.UUID, id_or_address: str | uuid.UUID, *, clock
 ) -> dict | None:
-    """Take the record named by its id or address off the list; the removed row, or None."""
+    """
+    Take the record named by its id or address off the list; the removed row, or None. A
+    contact with the address is no longer ``unsubscribed`` (its ``contact.updated`` is recorded
+    in the same transaction, on ``clock``).
+    """
     key = _key(id_or_address)
-    return await rows.delete(db_or_txn, tenant_id, key) if key is not None else None
+    if key is None:
+        return None
+    return await _in_transaction(db_or_txn, "remove suppression", rows.delete, clock, tenant_id, key)
 
 
 async def remove_many(
@@ -53,13 +65,16 @@ async def remove_many(
     tenant_id: uuid.UUID,
     addresses: Iterable[str] = (),
     ids: Iterable[uuid.UUID] = (),
+    *,
+    clock,
 ) -> list[dict]:
     """Take these addresses and ids off the list; the rows removed (absent ones are skipped)."""
     normals = [normal for normal in map(rows.normal_or_none, addresses) if normal is not None]
     ids = list(ids)
     if not normals and not ids:
         return []
-    removed = await rows.delete_many(db_or_txn, tenant_id, normals, ids)
+    removed = await _in_transaction(
+        db_or_txn, "remove suppressions", rows.delete_many, clock, tenant_id, normals, ids)
     # In the order asked for, whichever key named the record.
     order = {key: i for i, key in enumerate([*normals, *ids])}
     return sorted(removed, key=lambda row: order.get(row["email"], order.get(row["id"], 0)))

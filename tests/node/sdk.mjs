@@ -4,7 +4,8 @@
 //
 // The API key comes from RESEND_API_KEY and the service's address from RESEND_BASE_URL, both
 // read by the SDK itself. Each step is {"op": "send" | "batch", "payload": ..., "options": ...},
-// or {"op": "templates.<method>", "args": [...]} for resend.templates.<method>(...args);
+// or {"op": "<resource>.<method>", "args": [...]} for resend.<resource>.<method>(...args), the
+// resource possibly nested ("contacts.segments.add");
 // an attachment `content` written as {"$buffer": "<base64>"} becomes a Node Buffer first (what
 // an application passes). Prints one JSON array: the SDK's {data, error} for every step.
 import { Resend } from "resend";
@@ -27,8 +28,11 @@ for (const step of steps) {
     result = await resend.emails.send(step.payload, step.options);
   } else if (step.op === "batch") {
     result = await resend.batch.send(step.payload, step.options);
-  } else if (step.op.startsWith("templates.")) {
-    result = await resend.templates[step.op.slice("templates.".length)](...step.args);
+  } else if (step.op.includes(".")) {
+    const path = step.op.split(".");
+    const method = path.pop();
+    const target = path.reduce((object, name) => object[name], resend);
+    result = await target[method](...step.args);
   } else {
     throw new Error(`unknown step ${step.op}`);
   }

@@ -59,7 +59,7 @@ class SuppressionsResource:
 
     @route("DELETE", "/suppressions/<path:key>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, key: str):
-        row = await suppressions.remove(self._db, caller.tenant.id, key)
+        row = await suppressions.remove(self._db, caller.tenant.id, key, clock=self._clock)
         if row is None:
             raise NotFound(KIND)
         if request.surface == NATIVE:
@@ -76,5 +76,5 @@ class SuppressionsResource:
     @route("POST", "/suppressions/batch/remove", access=FULL)
     async def batch_remove(self, request, caller: Caller):
         addresses, ids = removal(read_json(request))
-        gone = await suppressions.remove_many(self._db, caller.tenant.id, addresses, ids)
+        gone = await suppressions.remove_many(self._db, caller.tenant.id, addresses, ids, clock=self._clock)
         return {"data": [{"object": "suppression", "id": str(row["id"]), "deleted": True} for row in gone]}

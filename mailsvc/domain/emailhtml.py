@@ -122,7 +122,6 @@ class BuilderRenderer:
             "<mjml><mj-head>",
             f"<mj-title>{esc(document.preview_text)}</mj-title>",
             f"<mj-preview>{esc(document.preview_text)}</mj-preview>" if document.preview_text else "",
-            *self._fonts(theme),
             "<mj-attributes>",
             f'<mj-all font-family="{_attr(look.font)}" />',
             f'<mj-text font-size="{TEXT_SIZE}px" line-height="1.6" color="{theme.text_color}" />',
@@ -144,18 +143,22 @@ class BuilderRenderer:
                 '<meta name="supported-color-schemes" content="light dark">')
         mso = ("<!--[if mso]><style>body, table, td, div, p, a, li, blockquote, h1, h2, h3"
                f" {{ font-family: {look.fallback_font} !important; }}</style><![endif]-->")
-        out = out.replace("<head>", "<head>" + head, 1).replace("</head>", mso + "</head>", 1)
+        fonts = "".join(self._fonts(theme))
+        out = out.replace("<head>", "<head>" + head, 1).replace("</head>", fonts + mso + "</head>", 1)
         return out
 
     @staticmethod
     def _fonts(theme: Theme) -> Iterable[str]:
+        """The web fonts' style sheets, hidden from Outlook (MJML links only the fonts its own
+        elements name, not those of the headings this renderer writes)."""
         families = []
         for family in (theme.web_font, theme.heading_web_font):
             if family and family not in families:
                 families.append(family)
         for family in families:
-            href = WEB_FONTS_URL.format(family=quote(family, safe=""))
-            yield f'<mj-font name="{_attr(family)}" href="{_attr(href)}" />'
+            url = WEB_FONTS_URL.format(family=quote(family, safe=""))  # the family is letters, digits, spaces
+            yield (f'<!--[if !mso]><!--><link href="{_attr(url)}" rel="stylesheet" type="text/css">'
+                   f'<style type="text/css">@import url({url});</style><!--<![endif]-->')
 
     def _logo(self, look: _Look) -> str:
         theme = look.theme
@@ -197,7 +200,7 @@ class BuilderRenderer:
         theme = look.theme
         style = block.style
         common = f' padding="{_padding(block, default)}"'
-        if style.background:
+        if style.background and block.type != "button":  # a button's background is the button's
             common += f' container-background-color="{style.background}"'
         align = style.align or ("center" if block.type in ("button", "image", "social") else "left")
         if block.type == "image":
@@ -238,7 +241,8 @@ class BuilderRenderer:
                     f'line-height:1.25;font-weight:700;">{_runs(block.content(), look)}</h{block.level}>')
         if block.type == "text":
             size = style.font_size or TEXT_SIZE
-            return f'<p{classes} style="{base}font-size:{size}px;line-height:1.6;">{_runs(block.content(), look)}</p>'
+            return (f'<p{classes} style="{base}font-size:{size}px;line-height:1.6;">'
+                    f"{_runs(block.content(), look, themed=not style.background)}</p>")
         if block.type == "quote":
             size = style.font_size or TEXT_SIZE + 2
             return (f'<blockquote{classes} style="{base}font-size:{size}px;line-height:1.6;font-style:italic;'
@@ -284,7 +288,8 @@ def _padding(block: Block, default: tuple[int, int]) -> str:
     return f"{p.top}px {p.right}px {p.bottom}px {p.left}px"
 
 
-def _runs(runs: Iterable[Run], look: _Look) -> str:
+def _runs(runs: Iterable[Run], look: _Look, themed: bool = True) -> str:
+    """Runs as HTML; links take the dark scheme's colour unless their block has its own background."""
     out = []
     for run in runs:
         part = esc(run.text).replace("\n", "<br>")
@@ -293,7 +298,8 @@ def _runs(runs: Iterable[Run], look: _Look) -> str:
         if run.italic:
             part = f"<em>{part}</em>"
         if run.href:
-            part = (f'<a class="msv-a" href="{_attr(run.href)}" style="color:{look.theme.link_color};'
+            css = ' class="msv-a"' if themed else ""
+            part = (f'<a{css} href="{_attr(run.href)}" style="color:{look.theme.link_color};'
                     f'text-decoration:underline;">{part}</a>')
         out.append(part)
     return "".join(out)

@@ -23,6 +23,7 @@ from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
@@ -41,9 +42,10 @@ from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
-from mailsvc.domain.documents import PlainDocuments
+from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.apikeys import ApiKeysResource
+from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
 from mailsvc.http.api.emails import EmailsResource
@@ -199,8 +201,10 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ApiKeysResource(keyring))
     router.mount(AdminResource(accounts, db, metrics))
     router.mount(SuppressionsResource(clock, db))
-    # Templates; builder documents rendered by the plain renderer until the builder's lands.
-    templates = Templates(clock, db, PlainDocuments())
+    # Templates, and the template builder whose renderer turns their builder documents into
+    # html and text; its e-mails show the social icons this node serves at public_url.
+    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    templates = Templates(clock, db, renderer)
     router.mount(TemplatesResource(templates))
     # Contacts, segments and the legacy audience paths over the same segments.
     contacts = Contacts(clock, db)
@@ -208,6 +212,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ContactsResource(contacts))
     router.mount(SegmentsResource(segments, contacts))
     router.mount(AudiencesResource(segments, contacts))
+    builder = Builder(clock, db, renderer)
+    router.mount(BuilderResource(builder, social_icons()))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()

@@ -63,6 +63,8 @@ def test_the_wheel_carries_the_plugin_and_the_migrations_and_no_tests(installed)
     assert "twisted/plugins/__init__.py" not in names  # Twisted's own package keeps its __init__
     migrations = sorted((ROOT / "mailsvc" / "store" / "migrations").glob("*.sql"))
     assert migrations and all(f"mailsvc/store/migrations/{p.name}" in names for p in migrations)
+    icons = sorted((ROOT / "mailsvc" / "web" / "social").glob("*.png"))
+    assert len(icons) == 9 and all(f"mailsvc/web/social/{p.name}" in names for p in icons)
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
 
 

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 import pytest
 
 from mailsvc.domain import placeholders
-from mailsvc.domain.documents import PlainDocuments
 from mailsvc.domain.errors import Invalid
 from mailsvc.domain.templates import (
     Variable,
@@ -216,19 +215,3 @@ def test_a_templated_send_takes_the_versions_fields_where_the_send_has_none():
     assert (str(own.sender), own.subject, [str(m) for m in own.reply_to]) == (
         "Bob <bob@acme.example>", "Mine", ["b@acme.example"])
     assert own.text == ""
-
-
-def test_the_plain_document_renderer():
-    document = {"version": 1, "preview_text": "Soon", "blocks": [
-        {"type": "heading", "level": 2, "text": "Hello {{{NAME}}}"},
-        {"type": "text", "runs": [{"text": "Bold", "bold": True}, {"text": " <and> plain"}]},
-        {"type": "button", "label": "Go", "href": "https://acme.example/?a=1&b=2"},
-        {"type": "columns", "columns": [{"blocks": [{"type": "divider"}]}]},
-        {"type": "footer", "text": "Acme", "unsubscribe": True},
-    ]}
-    html, text = PlainDocuments().render(document)
-    assert "<h2>Hello {{{NAME}}}</h2>" in html and "<strong>Bold</strong> &lt;and&gt; plain" in html
-    assert 'href="https://acme.example/?a=1&amp;b=2"' in html and "<hr>" in html
-    assert "{{{RESEND_UNSUBSCRIBE_URL}}}" in html
-    assert text == ("Hello {{{NAME}}}\n\nBold <and> plain\n\nGo (https://acme.example/?a=1&b=2)\n\n---\n\nAcme\n\n"
-                    "Unsubscribe: {{{RESEND_UNSUBSCRIBE_URL}}}\n")

@@ -215,14 +215,14 @@ async def test_builder_documents_need_the_top_plan(api):
     _, top = await api.tenant(plan="scale")
     created = await call(api, top, resend.Templates.create, body)
     got = _body(await call(api, top, resend.Templates.get, created["id"]))
-    assert got["builder"] == document and "<h1>Hi {{{NAME}}}</h1>" in got["html"]
+    assert got["builder"] == document and ">Hi {{{NAME}}}</h1>" in got["html"] and "<mj-" not in got["html"]
     assert got["text"] == "Hi {{{NAME}}}\n\nGo (https://acme.example.com/)\n"
     code, shown, _ = await api.json("POST", f"/templates/{created['id']}/preview", top,
                                     json={"variables": {"NAME": "A"}})
-    assert code == 200 and "<h1>Hi A</h1>" in shown["html"] and shown["text"].startswith("Hi A\n")
+    assert code == 200 and ">Hi A</h1>" in shown["html"] and shown["text"].startswith("Hi A\n")
     document["blocks"][0]["text"] = "Hello"
     await call(api, top, resend.Templates.update, {"id": created["id"], "builder": document})
-    assert "<h1>Hello</h1>" in _body(await call(api, top, resend.Templates.get, created["id"]))["html"]
+    assert ">Hello</h1>" in _body(await call(api, top, resend.Templates.get, created["id"]))["html"]
     code, body, _ = await api.json("PATCH", f"/templates/{created['id']}", free, json={"name": "x"})
     assert code == 404
     mine = (await call(api, free, resend.Templates.create, TEMPLATE))["id"]

@@ -6,8 +6,10 @@ version that sends use (``published``, called by the one accept path ``app/submi
 account only: another account's id or alias is not found.
 
 A template may be made from a builder document (top plan only). Its HTML and text then come
-from a ``DocumentRenderer``: the plain one (``mailsvc.domain.documents``) until the template
-builder's renderer takes its place in ``compose.py``.
+from a ``DocumentRenderer`` (the template builder's, ``mailsvc.domain.emailhtml``, wired in
+``compose.py``) with the account's saved theme and brand, unless the same write gives its own
+html or text; such drafts are marked ``builder_rendered`` and re-rendered when the account's
+theme changes (``mailsvc.app.builder``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any, Protocol
 from psycopg2 import errors as pgerrors
 
 from mailsvc import timefmt
+from mailsvc.domain import themes
+from mailsvc.domain.documents import Document, document_of
 from mailsvc.domain.errors import AliasTaken, Invalid, NotFound, PlanRequired
 from mailsvc.domain.templates import (
     ALIAS,
@@ -31,6 +35,7 @@ from mailsvc.domain.templates import (
 )
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import parse_uuid, uuid7
+from mailsvc.store import builder as builder_rows
 from mailsvc.store import templates as rows
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
@@ -41,9 +46,9 @@ TOP_PLAN = "scale"
 
 
 class DocumentRenderer(Protocol):
-    """Turns a builder document into (html, text)."""
+    """Turns a checked builder document, shown with a theme and a brand, into (html, text)."""
 
-    def render(self, document: dict) -> tuple[str, str]: ...
+    def render(self, document: Document, theme: themes.Theme, brand: themes.Brand) -> tuple[str, str]: ...
 
 
 def template_key(text: str) -> uuid.UUID | str:
@@ -88,14 +93,20 @@ class Templates:
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
 
-    def _with_document(self, tenant: Tenant, fields: dict[str, Any]) -> dict[str, Any]:
+    async def _with_document(self, tenant: Tenant, fields: dict[str, Any]) -> dict[str, Any]:
         """A builder document checked against the plan and rendered where html/text are not given."""
         if "builder" not in fields:
+            if "html" in fields or "text" in fields:
+                return {**fields, "builder_rendered": False}
             return fields
         if tenant.plan != TOP_PLAN:
             raise PlanRequired("builder: builder documents are available on the top plan only")
-        html, text = self._documents.render(fields["builder"])
-        return {"html": html, "text": text, **fields}
+        profile = await builder_rows.profile(self._db, tenant.id)
+        theme = themes.theme_of(profile["theme"] if profile else None)
+        brand = themes.brand_of(profile["brand"] if profile else None)
+        html, text = self._documents.render(document_of(fields["builder"], "builder."), theme, brand)
+        own = "html" in fields or "text" in fields
+        return {"html": html, "text": text, **fields, "builder_rendered": not own}
 
     async def _write(self, desc: str, fn, alias: str | None):
         try:
@@ -104,7 +115,7 @@ class Templates:
             raise AliasTaken(alias or "") from None
 
     async def create(self, tenant: Tenant, body: dict) -> dict:
-        fields = self._with_document(tenant, template_fields(body, creating=True))
+        fields = await self._with_document(tenant, template_fields(body, creating=True))
         now = self._now()
         fields["variables"] = _variables(fields.get("variables", ()), [], now, self._clock)
         template_id = uuid7(self._clock.seconds())
@@ -131,7 +142,7 @@ class Templates:
         return [list_item(row) for row in found], has_more
 
     async def update(self, tenant: Tenant, key: str, body: dict) -> dict:
-        fields = self._with_document(tenant, template_fields(body, creating=False))
+        fields = await self._with_document(tenant, template_fields(body, creating=False))
         parsed = template_key(key)
         now = self._now()
 
@@ -168,7 +179,8 @@ class Templates:
         """A new draft with the original's draft, named "... (copy)", without the alias."""
         original = await self._row(tenant_id, key)
         now = self._now()
-        fields = {c: original[c] for c in ("sender", "subject", "reply_to", "html", "text", "builder")}
+        fields = {c: original[c]
+                  for c in ("sender", "subject", "reply_to", "html", "text", "builder", "builder_rendered")}
         fields["name"] = duplicate_name(original["name"])
         fields["variables"] = _variables(
             tuple(version_of(original).variables), [], now, self._clock)

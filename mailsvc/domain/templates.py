@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from mailsvc.domain import placeholders
+from mailsvc.domain import documents, placeholders
 from mailsvc.domain.email import (
     MAX_SUBJECT_BYTES,
     Submission,
@@ -208,43 +208,11 @@ def duplicate_name(name: str) -> str:
     return (name + " (copy)")[:DUPLICATE_NAME_MAX]
 
 
-# Builder documents (SPEC "Builder document"): checked for their shape here; rendering them is
-# a renderer's (``PlainDocuments`` until the builder lands).
-
-BLOCK_TYPES = ("heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code",
-               "social", "footer")
-MAX_BLOCKS = 500
-MAX_DEPTH = 4
-
+# Builder documents (SPEC "Builder document"): checked by ``mailsvc.domain.documents`` (paths
+# start with ``builder.``) and stored as given; rendered by the template builder's renderer.
 
 def document_of(value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise Invalid("builder", "builder must be a builder document {version: 1, blocks: [...]}")
-    if value.get("version") != 1:
-        raise Invalid("builder", "builder.version must be 1")
-    blocks = value.get("blocks")
-    if not isinstance(blocks, list):
-        raise Invalid("builder", "builder.blocks must be an array of blocks")
-    count = 0
-    stack = [(blocks, "builder.blocks", 1)]
-    while stack:
-        some, path, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise Invalid("builder", f"{path}: columns nest at most {MAX_DEPTH} deep")
-        for i, block in enumerate(some):
-            count += 1
-            if count > MAX_BLOCKS:
-                raise Invalid("builder", f"builder: at most {MAX_BLOCKS} blocks")
-            where = f"{path}[{i}]"
-            if not isinstance(block, dict) or block.get("type") not in BLOCK_TYPES:
-                raise Invalid("builder", f"{where}.type must be one of: {', '.join(BLOCK_TYPES)}")
-            if block["type"] == "columns":
-                columns = block.get("columns")
-                if not isinstance(columns, list) or not all(
-                        isinstance(c, dict) and isinstance(c.get("blocks"), list) for c in columns):
-                    raise Invalid("builder", f"{where}.columns must be an array of {{blocks: [...]}}")
-                for j, column in enumerate(columns):
-                    stack.append((column["blocks"], f"{where}.columns[{j}].blocks", depth + 1))
+    documents.document_of(value, "builder.")
     return value
 
 

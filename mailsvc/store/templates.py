@@ -17,12 +17,13 @@ from mailsvc.store.paging import Page
 
 COLUMNS = (
     "id, tenant_id, alias, name, sender, subject, reply_to, html, text, builder, variables,"
-    " current_version_id, published_at, created_at, updated_at"
+    " current_version_id, published_at, created_at, updated_at, builder_rendered"
 )
 VERSION_COLUMNS = "id, template_id, sender, subject, reply_to, html, text, builder, variables, created_at"
 #: Columns a write may set, and how each is sent.
 _JSON = frozenset({"builder", "variables"})
-WRITABLE = frozenset({"alias", "name", "sender", "subject", "reply_to", "html", "text", "builder", "variables"})
+WRITABLE = frozenset({"alias", "name", "sender", "subject", "reply_to", "html", "text", "builder", "variables",
+                      "builder_rendered"})
 
 
 def _value(column: str, value: Any) -> Any:

@@ -23,6 +23,7 @@ from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
@@ -47,6 +48,8 @@ from mailsvc.http.api.emails import EmailsResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
+from mailsvc.http.dashboard.ui import UiResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -178,6 +181,16 @@ class Parts:
     submission: Submission | None = None
     submitter: Submitter | None = None
     templates: Templates | None = None
+    dashboard: Dashboard | None = None
+
+
+def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
+    settings = config.dashboard
+    return Dashboard(
+        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
+        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
+        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+    )
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -188,8 +201,12 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
     limiter = RateLimiter(clock, db, config.api.burst_factor)
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec)
+    dashboard = dashboard_of(clock, config, db, master)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
-                    public_origins=config.public.cors_origins)
+                    public_origins=config.public.cors_origins, sessions=dashboard,
+                    dashboard_origins=config.dashboard.origins)
+    router.mount(AuthResource(dashboard, config.http.public_url))
+    router.mount(UiResource(db))
     router.mount(ApiKeysResource(keyring))
     router.mount(AdminResource(accounts, db, metrics))
     router.mount(SuppressionsResource(clock, db))
@@ -246,6 +263,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                          on_failure=count_failure)
     domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
     router.mount(DomainsResource(domains))
+    router.mount(DashboardReads(dashboard, db, domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
@@ -280,7 +298,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
-        emails=emails, submission=submission, submitter=submitter, templates=templates,
+        emails=emails, submission=submission, submitter=submitter, templates=templates, dashboard=dashboard,
     )
 
 
@@ -418,6 +436,9 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         address = port.getHost()
         node.parts["http_port"] = address.port
         log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+        if inherited is None:
+            first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
+            announce_first_owner(config, first, address.port)
 
         if config.smtp.submission:
             node.parts["smtp_ports"] = []
@@ -437,6 +458,16 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)
     node.parts["assembled"] = parts
+
+
+def announce_first_owner(config: Config, first: tuple[dict, str] | None, port: int) -> None:
+    """Log the set-password link of a fresh install's first user (scripts/serve shows it)."""
+    if first is None:
+        return
+    user, token = first
+    base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
+    log.info("dashboard: {email} sets a password at {link}", email=user["email"],
+             link=set_password_link(base, token))
 
 
 async def reseal(config: Config, db: Database, master: bytes) -> None:
@@ -466,6 +497,10 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     try:
         await migrate(db)
         await reseal(config, db, master)
+        dashboard = dashboard_of(reactor, config, db, master)
+        accounts = Accounts(reactor, db, KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"),
+                                                  config.api.key_tag, 0), config.api.rate_per_sec)
+        first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
     finally:
         db.stop()
 
@@ -478,6 +513,7 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     address = ports[processes.listener("http", config.http.listen)].getHost()
     node.parts["http_port"] = address.port
     log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    announce_first_owner(config, first, address.port)
     node.parts["smtp_ports"] = []
     for description in config.smtp.submission:
         node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)

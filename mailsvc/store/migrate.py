@@ -19,6 +19,13 @@ _LOCK = 0x6D61696C  # "mail"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
+#: Numbers taken by work on other branches that is not merged here yet (contacts: 11, the
+#: builder: 12): they may be missing, and are applied whenever they arrive, even after a
+#: higher one (``migrate`` applies every file whose number is not recorded). Emptied once
+#: every reserved number has landed.
+RESERVED = frozenset({11, 12})
+
+
 class MigrationError(Exception):
     pass
 
@@ -32,12 +39,15 @@ def migration_files() -> list[tuple[int, str, str]]:
             found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     found.sort()
     versions = [v for v, _, _ in found]
-    if versions != list(range(1, len(versions) + 1)):
+    expected = [v for v in range(1, (versions[-1] if versions else 0) + 1) if v in versions or v not in RESERVED]
+    if versions != expected:
         raise MigrationError(f"migration numbers are not 1..n without gaps: {versions}")
     return found
 
 
-SCHEMA_VERSION = len(migration_files())
+#: The numbers of the packaged migrations, and the highest.
+SCHEMA_VERSIONS = [v for v, _, _ in migration_files()]
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 
 async def migrate(db: Database) -> list[int]:
@@ -54,11 +64,11 @@ async def migrate(db: Database) -> list[int]:
         )
         rows = await txn.fetchall("SELECT version FROM schema_migrations")
         applied = {row["version"] for row in rows}
-        newer = {v for v in applied if v > len(files)}
+        newer = {v for v in applied if v > files[-1][0]}
         if newer:
             raise MigrationError(
                 f"the database has schema version {max(newer)}, newer than this code "
-                f"({len(files)}); refusing to run"
+                f"({files[-1][0]}); refusing to run"
             )
         done = []
         for version, name, sql in files:

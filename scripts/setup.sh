@@ -2,7 +2,7 @@
 # Debian packages: the PostgreSQL server (embedded store) and python3-venv. Python packages:
 # the project and its test extras, re-installed only when setup.cfg changes.
 # With MAILSVC_TEST_DEPS=1 (scripts/test sets it) also what only the tests use: swaks (with
-# Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started),
+# Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started), Chromium,
 # Node.js and npm when missing, and the pinned npm SDK of tests/node (re-installed only when
 # its package files change).
 set -euo pipefail
@@ -25,6 +25,8 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   [ -x /usr/sbin/smtp-sink ] && [ -x /usr/sbin/smtp-source ] || missing+=(postfix)
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
+  # The dashboard's browser tests: Debian's Chromium, driven by Playwright's Python client.
+  command -v chromium >/dev/null || missing+=(chromium)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

@@ -63,6 +63,9 @@ def test_the_wheel_carries_the_plugin_and_the_migrations_and_no_tests(installed)
     assert "twisted/plugins/__init__.py" not in names  # Twisted's own package keeps its __init__
     migrations = sorted((ROOT / "mailsvc" / "store" / "migrations").glob("*.sql"))
     assert migrations and all(f"mailsvc/store/migrations/{p.name}" in names for p in migrations)
+    # The web UI (served at /ui/) travels in the package.
+    ui = sorted(p for p in (ROOT / "mailsvc" / "web").iterdir() if p.suffix in (".html", ".js", ".css"))
+    assert ui and all(f"mailsvc/web/{p.name}" in names for p in ui)
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
 
 

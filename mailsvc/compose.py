@@ -25,6 +25,7 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
+from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
@@ -53,6 +54,8 @@ from mailsvc.http.api.segments import AudiencesResource, SegmentsResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
+from mailsvc.http.dashboard.ui import UiResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -186,6 +189,16 @@ class Parts:
     templates: Templates | None = None
     contacts: Contacts | None = None
     segments: Segments | None = None
+    dashboard: Dashboard | None = None
+
+
+def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
+    settings = config.dashboard
+    return Dashboard(
+        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
+        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
+        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+    )
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -196,8 +209,12 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
     limiter = RateLimiter(clock, db, config.api.burst_factor)
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec)
+    dashboard = dashboard_of(clock, config, db, master)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
-                    public_origins=config.public.cors_origins)
+                    public_origins=config.public.cors_origins, sessions=dashboard,
+                    dashboard_origins=config.dashboard.origins)
+    router.mount(AuthResource(dashboard, config.http.public_url))
+    router.mount(UiResource(db))
     router.mount(ApiKeysResource(keyring))
     router.mount(AdminResource(accounts, db, metrics))
     router.mount(SuppressionsResource(clock, db))
@@ -264,6 +281,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                          on_failure=count_failure)
     domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
     router.mount(DomainsResource(domains))
+    router.mount(DashboardReads(dashboard, db, domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
@@ -299,7 +317,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments,
+        contacts=contacts, segments=segments, dashboard=dashboard,
     )
 
 
@@ -437,6 +455,9 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         address = port.getHost()
         node.parts["http_port"] = address.port
         log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+        if inherited is None:
+            first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
+            announce_first_owner(config, first, address.port)
 
         if config.smtp.submission:
             node.parts["smtp_ports"] = []
@@ -456,6 +477,16 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)
     node.parts["assembled"] = parts
+
+
+def announce_first_owner(config: Config, first: tuple[dict, str] | None, port: int) -> None:
+    """Log the set-password link of a fresh install's first user (scripts/serve shows it)."""
+    if first is None:
+        return
+    user, token = first
+    base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
+    log.info("dashboard: {email} sets a password at {link}", email=user["email"],
+             link=set_password_link(base, token))
 
 
 async def reseal(config: Config, db: Database, master: bytes) -> None:
@@ -485,6 +516,10 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     try:
         await migrate(db)
         await reseal(config, db, master)
+        dashboard = dashboard_of(reactor, config, db, master)
+        accounts = Accounts(reactor, db, KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"),
+                                                  config.api.key_tag, 0), config.api.rate_per_sec)
+        first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
     finally:
         db.stop()
 
@@ -497,6 +532,7 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     address = ports[processes.listener("http", config.http.listen)].getHost()
     node.parts["http_port"] = address.port
     log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    announce_first_owner(config, first, address.port)
     node.parts["smtp_ports"] = []
     for description in config.smtp.submission:
         node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)

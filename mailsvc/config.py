@@ -150,6 +150,18 @@ class PublicConfig:
     cors_origins: tuple[str, ...] = ()
 
 
+@_section
+class DashboardConfig:
+    #: Origins (scheme://host[:port]) of dashboards served elsewhere, answered CORS with credentials.
+    origins: tuple[str, ...] = ()
+    session_idle: int = 7200
+    session_lifetime: int = 604800
+    link_lifetime: int = 259200
+    #: An address: at start, if the database has no user yet, an account with this owner is
+    #: made and its set-password link logged (scripts/serve sets it).
+    first_user: str = ""
+
+
 SECTIONS: dict[str, type] = {
     "database": DatabaseConfig,
     "state": StateConfig,
@@ -168,6 +180,7 @@ SECTIONS: dict[str, type] = {
     "node": NodeConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
+    "dashboard": DashboardConfig,
 }
 
 KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler"})
@@ -192,6 +205,7 @@ class Config:
     node: NodeConfig = NodeConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
+    dashboard: DashboardConfig = DashboardConfig()
 
     @property
     def hostname(self) -> str:
@@ -252,6 +266,9 @@ def _check(config: Config) -> Config:
     for name in ("concurrency_per_endpoint", "max_in_flight", "host_concurrency", "host_rate_per_sec"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")
+    for name in ("session_idle", "session_lifetime", "link_lifetime"):
+        if getattr(config.dashboard, name) < 60:
+            raise ConfigError(f"dashboard.{name}: must be at least 60 seconds")
     return config
 
 

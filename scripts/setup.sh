@@ -3,9 +3,9 @@
 # the project and its test extras, re-installed only when setup.cfg changes.
 # With MAILSVC_TEST_DEPS=1 (scripts/test sets it) also what only the tests use: swaks (with
 # Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started),
-# Node.js and npm when missing, Chromium (the builder's browser tests drive Debian's package
-# through Playwright; no browser is ever downloaded), and the pinned npm SDK of tests/node
-# (re-installed only when its package files change).
+# Node.js and npm when missing, Chromium (the builder's and the dashboard's browser tests drive
+# Debian's package through Playwright; no browser is ever downloaded), and the pinned npm SDK
+# of tests/node (re-installed only when its package files change).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"
@@ -26,7 +26,8 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   [ -x /usr/sbin/smtp-sink ] && [ -x /usr/sbin/smtp-source ] || missing+=(postfix)
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
-  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  # The builder's and the dashboard's browser tests: Debian's Chromium, driven by Playwright.
+  command -v chromium >/dev/null || missing+=(chromium)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

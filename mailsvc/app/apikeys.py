@@ -28,12 +28,16 @@ from mailsvc.store.paging import Page
 
 @attrs.frozen
 class Caller:
-    """Who is calling: the account, and the key's scope."""
+    """Who is calling: the account, and the key's scope (or, for a dashboard session, its user)."""
 
     tenant: Tenant
-    key_id: uuid.UUID
+    key_id: uuid.UUID | None
     permission: str
     domain_id: uuid.UUID | None
+    #: A dashboard session's user, role and session (None for an API key).
+    user_id: uuid.UUID | None = None
+    role: str | None = None
+    session_id: uuid.UUID | None = None
 
     @property
     def full_access(self) -> bool:

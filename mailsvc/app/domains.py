@@ -285,6 +285,18 @@ class Domains:
             raise NotFound("Domain")
         return self._view(row, await store.keys_of(self._db, domain_id))
 
+    async def live_records(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> tuple[DomainView, list[str]]:
+        """The domain, and what DNS answers now for each of its records (as a check finds it)."""
+        row = await store.get_domain(self._db, tenant_id, domain_id)
+        if row is None:
+            raise NotFound("Domain")
+        keys = await store.keys_of(self._db, domain_id)
+        records, dkim_keys = self._records(row, keys)
+        findings = await check_records(
+            self._resolver, row["name"], records, dkim_keys, self._settings.mx_host, self._settings.spf_include,
+        )
+        return self._view(row, keys), [findings[r.key] for r in records]
+
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
         return await store.list_domains(self._db, tenant_id, page)
 

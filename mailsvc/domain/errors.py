@@ -141,3 +141,7 @@ class SendingDomainGone(NotAllowed):
     def __init__(self):
         super().__init__("The sending domain is not verified. Please, add and verify your domain.",
                          reason="domain_not_verified")
+
+
+class SignInRefused(DomainError):
+    """Wrong address or password, an unusable or used set-password link: never says which."""

@@ -24,6 +24,7 @@ from mailsvc.domain.errors import (
     PlanRequired,
     QuotaExceeded,
     RateLimited,
+    SignInRefused,
 )
 
 MAIN = "main"
@@ -103,6 +104,7 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     IdempotencyKeyReused: (409, "invalid_idempotent_request", None),
     IdempotencyKeyInFlight: (409, "concurrent_idempotent_requests", None),
     DnsProviderFailed: (422, lambda e: e.code, None),
+    SignInRefused: (401, "invalid_credentials", None),
 }
 
 

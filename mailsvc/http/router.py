@@ -10,8 +10,11 @@ its caller from that check.
 A resource is a class whose handlers are marked with ``route``: each handler is written once
 and registered on the surfaces it serves (``native=True`` also mounts it under ``/v1``); the
 surface only changes how its body and errors are shaped, and the handler reads it as
-``request.surface``. Handlers are ``async def handler(self, request, caller, **path_args)``
-returning a JSON-able dict or a ``Reply``; ``Router.mount(resource)`` registers them.
+``request.surface``. Every handler an API key may call is also served under ``/dashboard`` to a
+dashboard session (``SESSION``: the session cookie, its CSRF token on state-changing methods,
+the account's shared rate limit, the main envelope), so the dashboard runs the same code.
+Handlers are ``async def handler(self, request, caller, **path_args)`` returning a JSON-able
+dict or a ``Reply``; ``Router.mount(resource)`` registers them.
 """
 
 from __future__ import annotations
@@ -42,6 +45,22 @@ PUBLIC = "public"
 OPERATOR = "operator"
 FULL = "full_access"
 SENDING = "sending_access"
+#: A dashboard session: its cookie, and its CSRF token on state-changing methods.
+SESSION = "session"
+#: No credentials, but a dashboard route (``/auth/*``): dashboard CORS, refused cross-site.
+SIGN_IN = "sign_in"
+
+#: The session cookie and the header carrying its CSRF token (docs/decisions.md, "Dashboard").
+SESSION_COOKIE = b"mailsvc_session"
+CSRF_HEADER = b"x-csrf-token"
+#: Methods that change nothing, and need no CSRF token.
+SAFE_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})
+#: Where the dashboard's routes live (and ``/me``): each answers CORS for ``dashboard.origins`` only.
+DASHBOARD_PREFIXES = ("/auth/", "/dashboard/")
+
+
+def is_dashboard_path(path: str) -> bool:
+    return path == "/me" or path.startswith(DASHBOARD_PREFIXES)
 
 JSON = b"application/json"
 
@@ -66,6 +85,7 @@ class Route:
     access: str
     surface: str
     native: bool
+    dashboard: bool = True
 
 
 class Admission:
@@ -107,14 +127,18 @@ class Admission:
         return self._outcome
 
 
-def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False):
+def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False,
+          dashboard: bool = True):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
     also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
+    A route an API key may call is also served at ``/dashboard`` + ``path`` to a session,
+    unless ``dashboard`` is False.
     """
 
     def mark(handler):
-        handler.routes = (*getattr(handler, "routes", ()), Route(method, path, access, surface, native))
+        handler.routes = (*getattr(handler, "routes", ()),
+                          Route(method, path, access, surface, native, dashboard))
         return handler
 
     return mark
@@ -129,6 +153,8 @@ class Router:
         operator_token: str,
         request_timeout: float = 60,
         public_origins: tuple[str, ...] = (),
+        sessions=None,
+        dashboard_origins: tuple[str, ...] = (),
     ):
         self.app = Klein()
         self._clock = clock
@@ -138,6 +164,10 @@ class Router:
         self._request_timeout = request_timeout
         self._public_origins = frozenset(origin.rstrip("/") for origin in public_origins)
         self._public_methods: dict[str, set[str]] = {}
+        #: ``authenticate(token) -> Caller | None`` and ``csrf_matches(token, presented)``
+        #: (mailsvc.app.dashboard.Dashboard); None: no dashboard.
+        self._sessions = sessions
+        self._dashboard_origins = frozenset(origin.rstrip("/") for origin in dashboard_origins)
         self._access: dict[str, str] = {}  # endpoint name → who may call it
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
@@ -153,16 +183,25 @@ class Router:
                 self._register(r.path, r.method, r.access, r.surface, handler)
                 if r.native:
                     self._register("/v1" + r.path, r.method, r.access, NATIVE, handler)
+                if r.dashboard and r.access in (FULL, SENDING):
+                    self._register("/dashboard" + r.path, r.method, SESSION, MAIN, handler)
 
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]]) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
+        dashboard = is_dashboard_path(path)
+        if dashboard and access not in (SESSION, SIGN_IN):
+            raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
 
         def endpoint(request, **kwargs):
             request.route_name = path
             request.surface = surface
             if cors:
                 self._allow_origin(request)
+            if dashboard:
+                self._allow_dashboard_origin(request)
+                # Nothing private stays in a cache, nor comes back with the back button.
+                request.setHeader(b"Cache-Control", b"no-store")
             d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
             return shielded(d)
 
@@ -170,6 +209,8 @@ class Router:
         self._access[f"{method} {path}"] = access
         if cors:
             self._add_preflight(path, method)
+        if dashboard:
+            self._add_preflight(path, method, dashboard=True)
 
     def admit(self, request, method: bytes, path: bytes) -> Admission | None:
         """
@@ -197,17 +238,24 @@ class Router:
             return None
         return self._access.get(rule.endpoint)
 
-    def _add_preflight(self, path: str, method: str) -> None:
-        """SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins."""
+    def _add_preflight(self, path: str, method: str, dashboard: bool = False) -> None:
+        """
+        SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins,
+        the dashboard's routes for ``dashboard.origins`` (with credentials).
+        """
         methods = self._public_methods.setdefault(path, set())
         if not methods:
 
             def preflight(request, **_):
                 request.route_name = path
                 request.setResponseCode(204)
-                if self._allow_origin(request):
+                allowed = self._allow_dashboard_origin(request) if dashboard else self._allow_origin(request)
+                if allowed:
                     request.setHeader(b"Access-Control-Allow-Methods", ", ".join(sorted(methods)).encode())
-                    request.setHeader(b"Access-Control-Allow-Headers", b"Content-Type, X-Request-Id")
+                    request.setHeader(
+                        b"Access-Control-Allow-Headers",
+                        b"Content-Type, X-Request-Id, X-CSRF-Token" if dashboard else b"Content-Type, X-Request-Id",
+                    )
                     request.setHeader(b"Access-Control-Max-Age", PREFLIGHT_MAX_AGE)
                 return b""
 
@@ -223,6 +271,28 @@ class Router:
         request.setHeader(b"Access-Control-Allow-Origin", origin)
         request.setHeader(b"Access-Control-Expose-Headers", b"X-Request-Id")
         return True
+
+    def _allow_dashboard_origin(self, request) -> bool:
+        """Let a ``dashboard.origins`` page read this response, with its cookie; other origins get nothing."""
+        request.setHeader(b"Vary", b"Origin")
+        origin = request.getHeader(b"origin")
+        if origin is None or origin.decode("latin-1") not in self._dashboard_origins:
+            return False
+        request.setHeader(b"Access-Control-Allow-Origin", origin)
+        request.setHeader(b"Access-Control-Allow-Credentials", b"true")
+        request.setHeader(b"Access-Control-Expose-Headers", b"X-Request-Id")
+        return True
+
+    def _same_site_or_listed(self, request) -> bool:
+        """A state-changing dashboard request comes from this host's pages or a listed origin."""
+        origin = request.getHeader(b"origin")
+        if origin is None:
+            return True  # not a browser's cross-origin request (browsers send Origin on those)
+        text = origin.decode("latin-1")
+        if text in self._dashboard_origins:
+            return True
+        host = request.getHeader(b"host")
+        return host is not None and text.split("://", 1)[-1] == host.decode("latin-1")
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
         try:
@@ -257,6 +327,12 @@ class Router:
     async def _authorize(self, request, access: str) -> Caller | None:
         if access == PUBLIC:
             return None
+        if access == SIGN_IN:
+            if request.method not in SAFE_METHODS and not self._same_site_or_listed(request):
+                raise CROSS_SITE
+            return None
+        if access == SESSION:
+            return await self._session(request)
         presented = _bearer(request)
         if access == OPERATOR:
             if presented is None:
@@ -272,6 +348,27 @@ class Router:
             raise ApiError(403, "invalid_api_key", "API key is invalid")
         if access == FULL and not caller.full_access:
             raise ApiError(401, "restricted_api_key", "This API key is restricted to only send emails.")
+        await self._rate(caller)
+        return caller
+
+    async def _session(self, request) -> Caller:
+        """The caller of a session cookie, checked for CSRF on state-changing methods."""
+        token = session_token(request)
+        if token is None or self._sessions is None:
+            raise NO_SESSION
+        caller = await self._sessions.authenticate(token)
+        if caller is None:
+            raise NO_SESSION
+        if request.method not in SAFE_METHODS:
+            presented = request.getHeader(CSRF_HEADER)
+            if not self._same_site_or_listed(request) or not self._sessions.csrf_matches(
+                    token, presented.decode("latin-1") if presented is not None else None):
+                raise BAD_CSRF
+        await self._rate(caller)
+        return caller
+
+    async def _rate(self, caller: Caller) -> None:
+        """The account's shared API rate, for its keys and its sessions alike."""
         wait = await self._limiter.take(caller.tenant.id, caller.tenant.api_rate_per_sec)
         if wait is not None:
             raise ApiError(
@@ -279,7 +376,6 @@ class Router:
                 "Too many requests. You can only make a limited number of requests per second.",
                 headers={"Retry-After": str(wait)},
             )
-        return caller
 
     def _reply(self, request, result) -> bytes:
         if not isinstance(result, Reply):
@@ -308,6 +404,17 @@ class Router:
         return self.error(request, errors.surface_of(request.path), errors.METHOD_NOT_ALLOWED)
 
 
+NO_SESSION = ApiError(401, "session_required", "Sign in first: the session is missing, expired or revoked.")
+BAD_CSRF = ApiError(403, "invalid_csrf_token", "The CSRF token is missing or does not match the session.")
+CROSS_SITE = ApiError(403, "invalid_origin", "This request must come from the dashboard's own pages.")
+
+
+def session_token(request) -> str | None:
+    """The dashboard session cookie's token, if the request carries one."""
+    value = request.received_cookies.get(SESSION_COOKIE)
+    return value.decode("latin-1") if value else None
+
+
 def _bearer(request) -> str | None:
     header = request.getHeader(b"authorization")
     if header is None or not header.startswith(b"Bearer ") or len(header) <= len(b"Bearer "):
@@ -315,4 +422,5 @@ def _bearer(request) -> str | None:
     return header[len(b"Bearer ") :].decode("latin-1")
 
 
-__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "MAIN", "NATIVE"]
+__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SIGN_IN", "MAIN",
+           "NATIVE"]

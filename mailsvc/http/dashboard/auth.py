@@ -1,0 +1,244 @@
+"""
+The dashboard's own routes: sign-in (``/auth/*``), ``/me``, the account's users and
+invitations, and the reads only a dashboard needs (``/dashboard/*``); docs/decisions.md,
+"Dashboard". The resources of the main API are served under ``/dashboard`` by their own
+handlers (``Router.mount``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from twisted.logger import Logger
+
+from mailsvc import timefmt
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.dashboard import Dashboard, SignedIn
+from mailsvc.app.domains import Domains
+from mailsvc.domain.clients import network_of
+from mailsvc.domain.errors import NotFound
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.router import OPERATOR, SESSION, SESSION_COOKIE, SIGN_IN, Reply, route, session_token
+from mailsvc.ids import parse_uuid
+from mailsvc.store import dashboard as reads
+from mailsvc.store.database import Database
+
+log = Logger()
+
+#: Where the web UI takes a set-password token (in the fragment: never sent to a server).
+SET_PASSWORD_PATH = "/ui/#/set-password/"
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def base_url(request, public_url: str) -> str:
+    """The configured public URL, or the scheme and Host the client used."""
+    if public_url:
+        return public_url.rstrip("/")
+    scheme = "https" if request.isSecure() else "http"
+    host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
+    return f"{scheme}://{host}"
+
+
+def set_password_link(base: str, token: str) -> str:
+    return base + SET_PASSWORD_PATH + token
+
+
+def _is_loopback(request) -> bool:
+    host = (request.getHeader(b"host") or b"").decode("latin-1").lower()
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    peer = getattr(request.getClientAddress(), "host", None)
+    try:
+        peer_loopback = peer is not None and ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        peer_loopback = False
+    return peer_loopback and (name in _LOOPBACK_NAMES or name.endswith(".localhost"))
+
+
+class Cookies:
+    """The session cookie: ``HttpOnly; Secure; SameSite=Lax; Path=/``, ``Secure`` dropped only
+    for plain HTTP on loopback (development), with a warning."""
+
+    def __init__(self, lifetime_seconds: int):
+        self._lifetime = lifetime_seconds
+        self._warned = False
+
+    def _secure(self, request) -> str:
+        if request.isSecure() or not _is_loopback(request):
+            return "; Secure"
+        if not self._warned:
+            self._warned = True
+            log.warn("dashboard session cookie sent without Secure: plain HTTP on loopback (development only)")
+        return ""
+
+    def issue(self, request, token: str) -> str:
+        return (f"{SESSION_COOKIE.decode()}={token}; Max-Age={self._lifetime}; Path=/; HttpOnly"
+                f"{self._secure(request)}; SameSite=Lax")
+
+    def clear(self, request) -> str:
+        return f"{SESSION_COOKIE.decode()}=; Max-Age=0; Path=/; HttpOnly{self._secure(request)}; SameSite=Lax"
+
+
+def user_json(row: dict) -> dict:
+    return {
+        "object": "user",
+        "id": str(row["id"]),
+        "email": row["email"],
+        "role": row["role"],
+        "status": "active" if row["password_hash"] else "invited",
+        "created_at": timefmt.resource(row["created_at"]),
+    }
+
+
+def tenant_summary(tenant) -> dict:
+    return {
+        "object": "account", "id": str(tenant.id), "name": tenant.name, "plan": tenant.plan,
+        "status": tenant.status, "sandbox": tenant.sandbox, "daily_quota": tenant.daily_quota,
+        "monthly_quota": tenant.monthly_quota, "max_domains": tenant.max_domains,
+        "send_rate_per_sec": tenant.send_rate_per_sec, "api_rate_per_sec": tenant.api_rate_per_sec,
+    }
+
+
+def _id(text: str, kind: str):
+    parsed = parse_uuid(text)
+    if parsed is None:
+        raise NotFound(kind)
+    return parsed
+
+
+class AuthResource:
+    def __init__(self, dashboard: Dashboard, public_url: str):
+        self._dashboard = dashboard
+        self._public_url = public_url
+        self._cookies = Cookies(dashboard.settings.lifetime_seconds)
+
+    def _signed_in(self, request, signed: SignedIn) -> Reply:
+        return Reply(200, {**user_json(signed.user), "csrf_token": self._dashboard.csrf_token(signed.token)},
+                     headers={"Set-Cookie": self._cookies.issue(request, signed.token)})
+
+    @route("POST", "/auth/login", access=SIGN_IN)
+    async def login(self, request, _):
+        client = network_of(getattr(request.getClientAddress(), "host", None))
+        return self._signed_in(request, await self._dashboard.login(read_json(request), client))
+
+    @route("POST", "/auth/logout", access=SESSION)
+    async def logout(self, request, caller: Caller):
+        await self._dashboard.logout(session_token(request))
+        return Reply(200, {"object": "session", "deleted": True},
+                     headers={"Set-Cookie": self._cookies.clear(request)})
+
+    @route("POST", "/auth/password", access=SIGN_IN)
+    async def set_password(self, request, _):
+        """With a link's ``token``; signed in, ``POST /dashboard/password`` with the current one."""
+        return self._signed_in(request, await self._dashboard.set_password(read_json(request)))
+
+    @route("POST", "/dashboard/password", access=SESSION)
+    async def change_password(self, request, caller: Caller):
+        return self._signed_in(request, await self._dashboard.set_password(read_json(request), caller))
+
+    @route("GET", "/me", access=SESSION)
+    async def me(self, request, caller: Caller):
+        user = await self._dashboard.tenant_user(caller.tenant.id, caller.user_id)
+        return {
+            **user_json(user),
+            "account": tenant_summary(caller.tenant),
+            "usage": await self._dashboard.usage(caller.tenant),
+            "csrf_token": self._dashboard.csrf_token(session_token(request)),
+        }
+
+    # Users and invitations
+
+    @route("GET", "/dashboard/users", access=SESSION)
+    async def users(self, request, caller: Caller):
+        return {"object": "list", "has_more": False,
+                "data": [user_json(row) for row in await self._dashboard.users(caller.tenant.id)]}
+
+    @route("POST", "/dashboard/users", access=SESSION)
+    async def invite(self, request, caller: Caller):
+        row, token = await self._dashboard.invite(caller, read_json(request))
+        link = set_password_link(base_url(request, self._public_url), token)
+        return Reply(201, {**user_json(row), "set_password_url": link})
+
+    @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION)
+    async def reset_link(self, request, caller: Caller, user_id: str):
+        row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
+        return {**user_json(row), "set_password_url": set_password_link(base_url(request, self._public_url), token)}
+
+    @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
+    async def remove(self, request, caller: Caller, user_id: str):
+        await self._dashboard.remove_user(caller, parse_uuid(user_id))
+        return {"object": "user", "id": user_id, "deleted": True}
+
+    # The operator creates an account's first user
+
+    @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE)
+    async def create_user(self, request, _, tenant_id: str):
+        body = read_json(request)
+        row = await self._dashboard.create_user(_id(tenant_id, "Tenant"), {"role": "owner", **body})
+        link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
+        return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
+
+
+def _event(row: dict) -> dict:
+    data = row["data"]
+    return {"id": str(row["id"]), "type": row["type"], "created_at": timefmt.resource(row["created_at"]),
+            "recipient": data.get("to") if isinstance(data.get("to"), str) else None,
+            "data": data}
+
+
+class DashboardReads:
+    """What a dashboard shows beyond the API's own resources."""
+
+    def __init__(self, dashboard: Dashboard, db: Database, domains: Domains):
+        self._dashboard = dashboard
+        self._db = db
+        self._domains = domains
+
+    @route("GET", "/dashboard/stats", access=SESSION)
+    async def stats(self, request, caller: Caller):
+        """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
+        return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
+                "usage": await self._dashboard.usage(caller.tenant)}
+
+    @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION)
+    async def timeline(self, request, caller: Caller, email_id: str):
+        parsed = _id(email_id, "Email")
+        rows = await reads.email_timeline(self._db, caller.tenant.id, parsed)
+        if rows is None:
+            raise NotFound("Email")
+        deliveries = await reads.email_deliveries(self._db, caller.tenant.id, parsed)
+        return {
+            "object": "list", "has_more": False, "data": [_event(row) for row in rows],
+            "deliveries": [{"recipient": d["recipient"], "status": d["status"], "attempts": d["attempts"],
+                            "last_response": d["last_response"],
+                            "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
+        }
+
+    @route("GET", "/dashboard/search/emails", access=SESSION)
+    async def search(self, request, caller: Caller):
+        text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
+        rows = await reads.search_emails(self._db, caller.tenant.id, text, 50)
+        return {"object": "list", "has_more": False, "data": [{
+            "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
+            "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
+        } for r in rows]}
+
+    @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION)
+    async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
+        rows = await reads.webhook_deliveries(self._db, caller.tenant.id, _id(webhook_id, "Webhook"), 50)
+        return {"object": "list", "has_more": False, "data": [{
+            "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
+            "response_status": r["last_status"], "response": (r["last_response"] or "")[:500],
+            "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
+            "created_at": timefmt.resource(r["created_at"]),
+        } for r in rows]}
+
+    @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
+    async def live_dns(self, request, caller: Caller, domain_id: str):
+        """Each record with its stored status and what DNS answers now (match, mismatch, temporary)."""
+        view, live = await self._domains.live_records(caller.tenant.id, _id(domain_id, "Domain"))
+        return {"object": "list", "has_more": False, "data": [
+            {"record": r.record, "name": r.name, "type": r.type, "value": r.value, "priority": r.priority,
+             "status": status, "live": found}
+            for (r, status), found in zip(view.records, live, strict=True)
+        ]}

@@ -1,0 +1,205 @@
+"""Rows of the dashboard: users, sessions, the sign-in throttle, and the reads only the dashboard makes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime
+
+from mailsvc.store.database import Database, Transaction
+
+_USER_COLUMNS = "id, tenant_id, email, role, password_hash, password_version, created_at, updated_at"
+
+
+# Users
+
+
+async def insert_user(txn: Transaction | Database, user_id: uuid.UUID, tenant_id: uuid.UUID, email: str,
+                      role: str, now: datetime) -> dict | None:
+    """The new user, or None when the address already has one."""
+    return await txn.fetchone(
+        "INSERT INTO users (id, tenant_id, email, role, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s)"
+        f" ON CONFLICT (email) DO NOTHING RETURNING {_USER_COLUMNS}",
+        (user_id, tenant_id, email, role, now, now),
+    )
+
+
+async def user_by_email(db: Database | Transaction, email: str) -> dict | None:
+    return await db.fetchone(f"SELECT {_USER_COLUMNS} FROM users WHERE email = %s", (email,))
+
+
+async def user_by_id(db: Database | Transaction, user_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(f"SELECT {_USER_COLUMNS} FROM users WHERE id = %s", (user_id,))
+
+
+async def tenant_user(db: Database | Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> dict | None:
+    return await db.fetchone(
+        f"SELECT {_USER_COLUMNS} FROM users WHERE tenant_id = %s AND id = %s", (tenant_id, user_id)
+    )
+
+
+async def users_of(db: Database, tenant_id: uuid.UUID) -> list[dict]:
+    return await db.fetchall(f"SELECT {_USER_COLUMNS} FROM users WHERE tenant_id = %s ORDER BY id", (tenant_id,))
+
+
+async def first_user(db: Database) -> dict | None:
+    return await db.fetchone(f"SELECT {_USER_COLUMNS} FROM users ORDER BY id LIMIT 1")
+
+
+async def set_password(txn: Transaction, user_id: uuid.UUID, version: int, password_hash: str,
+                       now: datetime) -> dict | None:
+    """Set the password if it is still at ``version`` (a link is used once); None otherwise."""
+    return await txn.fetchone(
+        "UPDATE users SET password_hash = %s, password_version = password_version + 1, updated_at = %s"
+        f" WHERE id = %s AND password_version = %s RETURNING {_USER_COLUMNS}",
+        (password_hash, now, user_id, version),
+    )
+
+
+async def rehash(db: Database, user_id: uuid.UUID, old_hash: str, new_hash: str) -> None:
+    await db.execute("UPDATE users SET password_hash = %s WHERE id = %s AND password_hash = %s",
+                     (new_hash, user_id, old_hash))
+
+
+async def delete_user(txn: Transaction | Database, tenant_id: uuid.UUID, user_id: uuid.UUID) -> dict | None:
+    return await txn.fetchone(
+        f"DELETE FROM users WHERE tenant_id = %s AND id = %s RETURNING {_USER_COLUMNS}", (tenant_id, user_id)
+    )
+
+
+async def owners_left(txn: Transaction | Database, tenant_id: uuid.UUID) -> int:
+    row = await txn.fetchone(
+        "SELECT count(*) AS n FROM users WHERE tenant_id = %s AND role = 'owner' AND password_hash IS NOT NULL",
+        (tenant_id,),
+    )
+    return int(row["n"])
+
+
+# Sessions
+
+
+async def insert_session(db: Database | Transaction, session_id: uuid.UUID, token_hash: bytes, user: dict,
+                         now: datetime, expires_at: datetime) -> None:
+    await db.execute(
+        "INSERT INTO sessions (id, token_hash, user_id, tenant_id, created_at, last_seen_at, expires_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (session_id, token_hash, user["id"], user["tenant_id"], now, now, expires_at),
+    )
+
+
+async def live_session(db: Database, token_hash: bytes, now: datetime, idle_since: datetime) -> dict | None:
+    """The session of a token that is neither revoked, past its expiry nor idle since before ``idle_since``."""
+    return await db.fetchone(
+        "SELECT s.id, s.user_id, s.tenant_id, s.last_seen_at, s.expires_at, u.email, u.role"
+        " FROM sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > %s AND s.last_seen_at > %s",
+        (token_hash, now, idle_since),
+    )
+
+
+async def touch_session(db: Database, session_id: uuid.UUID, now: datetime) -> None:
+    await db.execute("UPDATE sessions SET last_seen_at = %s WHERE id = %s AND revoked_at IS NULL",
+                     (now, session_id))
+
+
+async def revoke_session(db: Database, token_hash: bytes, now: datetime) -> None:
+    await db.execute("UPDATE sessions SET revoked_at = %s WHERE token_hash = %s AND revoked_at IS NULL",
+                     (now, token_hash))
+
+
+async def revoke_sessions_of(txn: Transaction | Database, user_id: uuid.UUID, now: datetime) -> None:
+    await txn.execute("UPDATE sessions SET revoked_at = %s WHERE user_id = %s AND revoked_at IS NULL",
+                      (now, user_id))
+
+
+# The sign-in throttle (a GCRA per key, as store/api_rate.py)
+
+_FAIL = """
+INSERT INTO login_throttle (key, tat) VALUES (%(key)s, %(now)s + %(interval)s)
+ON CONFLICT (key) DO UPDATE SET tat = GREATEST(login_throttle.tat, %(now)s) + %(interval)s
+RETURNING tat
+"""
+
+
+async def throttle_state(db: Database, keys: list[str]) -> dict[str, float]:
+    """The theoretical arrival time of each throttled key that has one."""
+    rows = await db.fetchall("SELECT key, tat FROM login_throttle WHERE key = ANY(%s)", (keys,))
+    return {row["key"]: float(row["tat"]) for row in rows}
+
+
+async def count_failure(db: Database, key: str, now: float, interval: float) -> None:
+    await db.fetchone(_FAIL, {"key": key, "now": now, "interval": interval})
+
+
+# Reads of the dashboard
+
+
+async def email_timeline(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict] | None:
+    """The events of one e-mail of the account, oldest first; None when it has no such e-mail."""
+    found = await db.fetchone("SELECT 1 FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
+    if found is None:
+        return None
+    return await db.fetchall(
+        "SELECT id, type, data, created_at FROM events"
+        " WHERE data ? 'email_id' AND (data ->> 'email_id') = %s AND tenant_id = %s ORDER BY id LIMIT 500",
+        (str(email_id), tenant_id),
+    )
+
+
+async def email_deliveries(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict]:
+    return await db.fetchall(
+        "SELECT recipient, status, attempts, last_response, updated_at FROM deliveries"
+        " WHERE tenant_id = %s AND email_id = %s ORDER BY recipient",
+        (tenant_id, email_id),
+    )
+
+
+async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, limit: int) -> list[dict]:
+    """The latest e-mails whose subject, sender or recipients hold ``text`` (case-insensitive)."""
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return await db.fetchall(
+        "SELECT id, sender, recipients, subject, last_event, status, created_at, scheduled_at FROM emails"
+        " WHERE tenant_id = %s AND (subject ILIKE %s OR sender ILIKE %s OR recipients::text ILIKE %s)"
+        " ORDER BY id DESC LIMIT %s",
+        (tenant_id, pattern, pattern, pattern, limit),
+    )
+
+
+async def daily_stats(db: Database, tenant_id: uuid.UUID, since: date) -> dict[date, dict]:
+    """Per day from ``since``: recipients accepted (``sent``) and the delivery outcomes."""
+    days: dict[date, dict] = {}
+    rows = await db.fetchall(
+        "SELECT to_date(substr(period, 5), 'YYYY-MM-DD') AS day, count FROM usage"
+        " WHERE tenant_id = %s AND period LIKE 'day:%%' AND period >= %s",
+        (tenant_id, f"day:{since:%Y-%m-%d}"),
+    )
+    for row in rows:
+        days.setdefault(row["day"], {})["sent"] = int(row["count"])
+    rows = await db.fetchall(
+        "SELECT day, delivered, bounced, complained FROM delivery_stats WHERE tenant_id = %s AND day >= %s",
+        (tenant_id, since),
+    )
+    for row in rows:
+        days.setdefault(row["day"], {}).update(
+            delivered=int(row["delivered"]), bounced=int(row["bounced"]), complained=int(row["complained"]))
+    return days
+
+
+async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str) -> dict[str, int]:
+    rows = await db.fetchall("SELECT period, count FROM usage WHERE tenant_id = %s AND period IN (%s, %s)",
+                             (tenant_id, day, month))
+    return {row["period"]: int(row["count"]) for row in rows}
+
+
+async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, limit: int) -> list[dict]:
+    return await db.fetchall(
+        "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
+        " w.created_at FROM webhook_deliveries w JOIN events e ON e.id = w.event_id"
+        " WHERE w.tenant_id = %s AND w.webhook_id = %s ORDER BY w.created_at DESC, w.event_id DESC LIMIT %s",
+        (tenant_id, webhook_id, limit),
+    )
+
+
+async def email_html(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> str | None:
+    """The HTML of one e-mail of the account ('' when it has none); None when there is no such e-mail."""
+    row = await db.fetchone("SELECT html FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
+    return None if row is None else (row["html"] or "")

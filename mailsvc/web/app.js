@@ -1,0 +1,499 @@
+// The dashboard: a small client of /auth, /me and /dashboard/* with hash routes (#/emails).
+// No framework, no build step, nothing from another origin (docs/decisions.md, "Dashboard").
+
+import { ApiError, del, get, patch, post, session } from "/ui/api.js";
+import { badge, copyButton, field, h, svg, table, when } from "/ui/dom.js";
+
+const app = document.getElementById("app");
+
+const NAV = [
+  ["#/", "Overview"], ["#/emails", "E-mails"], ["#/domains", "Domains"], ["#/api-keys", "API keys"],
+  ["#/webhooks", "Webhooks"], ["#/suppressions", "Suppressions"], ["#/contacts", "Contacts"],
+  ["#/templates", "Templates"], ["#/builder", "Builder"], ["#/broadcasts", "Broadcasts"],
+  ["#/settings", "Settings"],
+];
+const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
+  "email.failed", "email.suppressed", "domain.updated", "contact.created", "contact.updated", "contact.deleted"];
+
+// Shell
+
+function main(...children) {
+  const node = h("main#main", { id: "main", tabindex: "-1" }, children);
+  return node;
+}
+
+function shell(current, ...content) {
+  const me = session.me;
+  const toggle = h("button.menu-toggle.secondary", { type: "button", "aria-expanded": "false", "aria-controls": "nav" }, "Menu");
+  const nav = h("nav#nav", { id: "nav", "aria-label": "Sections" },
+    h("ul", NAV.map(([href, label]) => h("li", h("a", {
+      href, "aria-current": href === current ? "page" : null,
+    }, label)))));
+  toggle.addEventListener("click", () => {
+    const open = nav.classList.toggle("open");
+    toggle.setAttribute("aria-expanded", String(open));
+  });
+  const signOut = h("button.secondary", { type: "button", id: "sign-out" }, "Sign out");
+  signOut.addEventListener("click", signOutNow);
+  return [
+    h("a.skip", { href: "#main", onclick: (e) => { e.preventDefault(); document.getElementById("main").focus(); } },
+      "Skip to content"),
+    h("header.top", h("strong.brand", "mailsvc"), toggle,
+      h("span.who", me ? `${me.email} · ${me.account.name}` : ""), signOut),
+    h("div.layout", nav, main(content)),
+  ];
+}
+
+function render(nodes) {
+  app.replaceChildren(...[nodes].flat());
+  const target = document.querySelector("main h1");
+  if (target) { target.setAttribute("tabindex", "-1"); target.focus({ preventScroll: true }); }
+}
+
+function notice(error) {
+  const text = error instanceof ApiError ? `${error.message} (${error.status} ${error.name})` : String(error.message || error);
+  return h("p.error", { role: "alert" }, text);
+}
+
+function form(onsubmit, ...children) {
+  const node = h("form", children);
+  const status = h("div.status", { role: "status", "aria-live": "polite" });
+  node.append(status);
+  node.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    status.replaceChildren();
+    const button = node.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    try {
+      const shown = await onsubmit(new FormData(node), node);
+      if (shown) status.replaceChildren(shown);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401 && session.me) return toLogin();
+      status.replaceChildren(notice(error));
+    } finally {
+      if (button) button.disabled = false;
+    }
+  });
+  return node;
+}
+
+function input(name, attrs = {}) {
+  return h("input", { name, type: "text", ...attrs });
+}
+
+function select(name, options, value) {
+  return h("select", { name }, options.map(([v, label]) => h("option", { value: v, selected: v === value }, label)));
+}
+
+function action(label, fn, cls = "secondary small") {
+  const button = h(`button.${cls.split(" ").join(".")}`, { type: "button" }, label);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try { await fn(); } catch (error) { button.after(notice(error)); } finally { button.disabled = false; }
+  });
+  return button;
+}
+
+// Sign-in
+
+function toLogin() {
+  session.me = null;
+  session.csrf = null;
+  location.replace("#/login");
+  route();
+}
+
+async function signOutNow() {
+  try { await post("/auth/logout"); } catch { /* already gone */ }
+  session.me = null;
+  session.csrf = null;
+  app.replaceChildren();
+  location.replace("#/login");
+  route();
+}
+
+function loginPage() {
+  return h("main.center", { id: "main", tabindex: "-1" },
+    h("section.card.narrow",
+      h("h1", "Sign in to mailsvc"),
+      form(async (data) => {
+        const me = await post("/auth/login", { email: data.get("email"), password: data.get("password") });
+        session.csrf = me.csrf_token;
+        location.hash = "#/";
+      },
+      field("E-mail address", input("email", { type: "email", autocomplete: "username", required: true })),
+      field("Password", input("password", { type: "password", autocomplete: "current-password", required: true })),
+      h("button.primary", { type: "submit" }, "Sign in"))));
+}
+
+function setPasswordPage(token) {
+  return h("main.center", { id: "main", tabindex: "-1" },
+    h("section.card.narrow",
+      h("h1", "Choose your password"),
+      form(async (data) => {
+        if (data.get("password") !== data.get("again")) throw new Error("The two passwords differ.");
+        const me = await post("/auth/password", { token, password: data.get("password") });
+        session.csrf = me.csrf_token;
+        location.replace("#/");
+      },
+      field("New password", input("password", { type: "password", autocomplete: "new-password", required: true, minlength: 10 }),
+        "At least 10 characters."),
+      field("Repeat it", input("again", { type: "password", autocomplete: "new-password", required: true })),
+      h("button.primary", { type: "submit" }, "Set password and sign in"))));
+}
+
+// Overview
+
+function chart(days) {
+  const width = 720, height = 220, pad = 28;
+  const max = Math.max(1, ...days.map((d) => Math.max(d.sent, d.delivered + d.bounced + d.complained)));
+  const step = (width - pad) / days.length;
+  const y = (v) => height - pad - (v / max) * (height - 2 * pad);
+  const bars = days.flatMap((d, i) => {
+    const x = pad + i * step;
+    const title = `${d.day}: ${d.sent} sent, ${d.delivered} delivered, ${d.bounced} bounced, ${d.complained} complained`;
+    return [
+      svg("rect", { x: x + 1, y: y(d.sent), width: step / 2 - 1, height: height - pad - y(d.sent), class: "bar-sent" },
+        svg("title", {}, title)),
+      svg("rect", { x: x + step / 2, y: y(d.delivered), width: step / 2 - 1, height: height - pad - y(d.delivered), class: "bar-delivered" },
+        svg("title", {}, title)),
+      svg("rect", { x: x + step / 2, y: y(d.delivered + d.bounced + d.complained), width: step / 2 - 1,
+        height: y(d.delivered) - y(d.delivered + d.bounced + d.complained), class: "bar-failed" }, svg("title", {}, title)),
+    ];
+  });
+  return svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart",
+    "aria-label": "Sends and outcomes per day over 30 days" },
+  svg("line", { x1: pad, y1: height - pad, x2: width, y2: height - pad, class: "axis" }),
+  svg("text", { x: 0, y: pad, class: "tick" }, String(max)),
+  svg("text", { x: pad, y: height - 8, class: "tick" }, days[0].day),
+  svg("text", { x: width - 80, y: height - 8, class: "tick" }, days[days.length - 1].day),
+  bars);
+}
+
+function meter(label, used, limit) {
+  return h("div.meter",
+    h("div.meter-label", h("span", label), h("span", `${used.toLocaleString()} / ${limit.toLocaleString()}`)),
+    h("progress", { max: limit, value: Math.min(used, limit), "aria-label": `${label}: ${used} of ${limit}` }));
+}
+
+async function overviewPage() {
+  const stats = await get("/dashboard/stats");
+  const totals = stats.days.reduce((t, d) => ({ sent: t.sent + d.sent, delivered: t.delivered + d.delivered,
+    bounced: t.bounced + d.bounced, complained: t.complained + d.complained }), { sent: 0, delivered: 0, bounced: 0, complained: 0 });
+  return shell("#/",
+    h("h1", "Overview"),
+    h("section.cards",
+      ...Object.entries(totals).map(([k, v]) => h("div.card.stat", h("span.stat-value", String(v)), h("span.muted", `${k} (30 days)`)))),
+    h("section.card", h("h2", "Sends and outcomes per day"), chart(stats.days),
+      h("p.legend", h("span.key.k-sent", "sent"), h("span.key.k-delivered", "delivered"), h("span.key.k-failed", "bounced or complained"))),
+    h("section.card", h("h2", "Quota"),
+      meter("Today", stats.usage.day, stats.usage.daily_quota),
+      meter("This month", stats.usage.month, stats.usage.monthly_quota)));
+}
+
+// E-mails
+
+function emailRows(items) {
+  return items.map((e) => h("tr",
+    h("td", h("a", { href: `#/emails/${e.id}` }, e.subject || "(no subject)")),
+    h("td", [].concat(e.to || []).join(", ")),
+    h("td", badge(e.last_event)),
+    h("td", when(e.created_at))));
+}
+
+async function emailsPage(query) {
+  const list = query
+    ? await get(`/dashboard/search/emails?q=${encodeURIComponent(query)}`)
+    : await get("/dashboard/emails?limit=50");
+  const search = form(async (data) => {
+    const q = String(data.get("q") || "").trim();
+    location.hash = q ? `#/emails?q=${encodeURIComponent(q)}` : "#/emails";
+  }, h("div.inline", field("Search subject, sender or recipient", input("q", { type: "search", value: query || "" })),
+    h("button.primary", { type: "submit" }, "Search")));
+  return shell("#/emails", h("h1", "E-mails"), search,
+    table(["Subject", "To", "Status", "Sent"], emailRows(list.data)));
+}
+
+async function emailPage(id) {
+  const [email, events, attachments] = await Promise.all([
+    get(`/dashboard/emails/${encodeURIComponent(id)}`),
+    get(`/dashboard/emails/${encodeURIComponent(id)}/events`),
+    get(`/dashboard/emails/${encodeURIComponent(id)}/attachments`).catch(() => ({ data: [] })),
+  ]);
+  const headers = [["From", email.from], ["To", [].concat(email.to || []).join(", ")], ["Cc", [].concat(email.cc || []).join(", ")],
+    ["Reply-To", [].concat(email.reply_to || []).join(", ")], ["Subject", email.subject], ["Created", when(email.created_at)],
+    ["Status", email.last_event]];
+  return shell("#/emails",
+    h("p", h("a", { href: "#/emails" }, "← All e-mails")),
+    h("h1", email.subject || "(no subject)"),
+    h("section.card", h("h2", "Headers"), h("dl.pairs", headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)]))),
+    h("section.card", h("h2", "HTML"),
+      email.html
+        ? h("iframe.preview", { title: "HTML preview of the e-mail", sandbox: "", referrerpolicy: "no-referrer",
+          src: `/dashboard/emails/${encodeURIComponent(id)}/html` })
+        : h("p.muted", "No HTML part.")),
+    h("section.card", h("h2", "Text"), email.text ? h("pre.text", email.text) : h("p.muted", "No text part.")),
+    h("section.card", h("h2", "Attachments"),
+      table(["File", "Type", "Size"], attachments.data.map((a) => h("tr",
+        h("td", a.download_url ? h("a", { href: a.download_url, rel: "noreferrer" }, a.filename || a.id) : (a.filename || a.id)),
+        h("td", a.content_type), h("td", `${a.size} B`))))),
+    h("section.card", h("h2", "Events"),
+      h("ol.timeline", events.data.length ? events.data.map((e) => h("li",
+        badge(e.type.replace("email.", "")), " ", h("time", when(e.created_at)),
+        e.data && e.data.to ? h("span.muted", ` ${[].concat(e.data.to).join(", ")}`) : null,
+        e.data && e.data.bounce ? h("span.muted", ` ${e.data.bounce.message || ""}`) : null)) : h("li.muted", "No events yet.")),
+      table(["Recipient", "Delivery", "Attempts", "Last answer"], events.deliveries.map((d) => h("tr",
+        h("td", d.recipient), h("td", badge(d.status)), h("td", String(d.attempts)), h("td", d.last_response || "—"))))));
+}
+
+// Domains
+
+async function domainsPage() {
+  const list = await get("/dashboard/domains");
+  return shell("#/domains", h("h1", "Domains"),
+    h("section.card", h("h2", "Add a domain"), form(async (data) => {
+      const made = await post("/dashboard/domains", { name: data.get("name") });
+      location.hash = `#/domains/${made.id}`;
+    }, h("div.inline", field("Domain name", input("name", { required: true, placeholder: "example.com" })),
+      h("button.primary", { type: "submit" }, "Add domain")))),
+    table(["Domain", "Status", "Region", "Created"], list.data.map((d) => h("tr",
+      h("td", h("a", { href: `#/domains/${d.id}` }, d.name)), h("td", badge(d.status)), h("td", d.region), h("td", when(d.created_at))))));
+}
+
+async function domainPage(id) {
+  const path = `/dashboard/domains/${encodeURIComponent(id)}`;
+  const domain = await get(path);
+  // What DNS answers now is looked up live: the page shows first, the answers fill in.
+  const cells = domain.records.map(() => h("td", { "aria-live": "polite" }, "checking…"));
+  get(`${path}/dns`).then((live) => {
+    domain.records.forEach((r, i) => {
+      const found = live.data.find((x) => x.name === r.name && x.type === r.type && x.value === r.value);
+      cells[i].replaceChildren(found ? badge(found.live) : "—");
+    });
+  }).catch(() => cells.forEach((c) => c.replaceChildren("unavailable")));
+  return shell("#/domains",
+    h("p", h("a", { href: "#/domains" }, "← All domains")),
+    h("h1", domain.name, " ", badge(domain.status)),
+    h("section.card", h("h2", "DNS records"),
+      h("p.muted", `Publish these records in the zone of ${domain.name}, then verify.`),
+      table(["Type", "Name", "Value", "Status", "DNS now"], domain.records.map((r, i) => h("tr",
+        h("td", r.type, r.priority !== undefined ? ` ${r.priority}` : ""),
+        h("td", h("code", r.name), " ", copyButton(r.name, "Copy name")),
+        h("td.value", h("code", r.value), " ", copyButton(r.value, "Copy value")),
+        h("td", badge(r.status)), cells[i])))),
+    h("section.card", h("h2", "Verify"), action("Verify now", async () => {
+      await post(`${path}/verify`);
+      route();
+    }, "primary")),
+    h("section.card", h("h2", "TLS policy"), form(async (data) => {
+      await patch(path, { tls: data.get("tls") });
+      return h("p.ok", "Saved.");
+    }, field("When delivering", select("tls", [["opportunistic", "Opportunistic: TLS when offered"],
+      ["enforced", "Enforced: never in plain text"]], domain.tls)), h("button.primary", { type: "submit" }, "Save"))),
+    h("section.card", h("h2", "Set up with Cloudflare"), form(async (data) => {
+      const done = await post(`${path}/dns-provider/cloudflare`, { api_token: data.get("api_token") });
+      return h("p.ok", `Records written${done && done.zone ? ` to ${done.zone}` : ""}.`);
+    }, field("Cloudflare API token", input("api_token", { type: "password", required: true, autocomplete: "off" }),
+      "A token with DNS Edit and Zone Read on this zone; it is used once and not kept."),
+    h("button.primary", { type: "submit" }, "Write the records"))),
+    h("section.card", h("h2", "Delete"), action(`Delete ${domain.name}`, async () => {
+      await del(path);
+      location.hash = "#/domains";
+    }, "danger small")));
+}
+
+// API keys
+
+async function apiKeysPage() {
+  const list = await get("/dashboard/api-keys");
+  return shell("#/api-keys", h("h1", "API keys"),
+    h("section.card", h("h2", "Create a key"), form(async (data, node) => {
+      const made = await post("/dashboard/api-keys", { name: data.get("name"), permission: data.get("permission") });
+      node.reset();
+      return h("div.token", { id: "new-token" },
+        h("p", "Your new key. It is shown only this once: copy it now."),
+        h("code", made.token), " ", copyButton(made.token, "Copy key"),
+        h("p", h("a", { href: "#/api-keys", onclick: () => setTimeout(route) }, "Done")));
+    }, h("div.inline", field("Name", input("name", { required: true, maxlength: 50 })),
+      field("Permission", select("permission", [["full_access", "Full access"], ["sending_access", "Sending only"]], "full_access")),
+      h("button.primary", { type: "submit" }, "Create")))),
+    table(["Name", "Created", "Last used", ""], list.data.map((k) => {
+      const name = input("name", { value: k.name, "aria-label": `New name for ${k.name}` });
+      return h("tr",
+        h("td", name), h("td", when(k.created_at)), h("td", when(k.last_used_at)),
+        h("td.actions", action("Rename", async () => { await patch(`/dashboard/api-keys/${k.id}`, { name: name.value }); route(); }),
+          action("Revoke", async () => { await del(`/dashboard/api-keys/${k.id}`); route(); }, "danger small")));
+    })));
+}
+
+// Webhooks
+
+function eventBoxes(chosen = []) {
+  return h("fieldset.events", h("legend", "Events"), EVENTS.map((e) => {
+    const box = h("input", { type: "checkbox", name: "events", value: e, checked: chosen.includes(e) });
+    return h("label.check", box, e);
+  }));
+}
+
+async function webhooksPage() {
+  const list = await get("/dashboard/webhooks");
+  return shell("#/webhooks", h("h1", "Webhooks"),
+    h("section.card", h("h2", "Add an endpoint"), form(async (data) => {
+      const made = await post("/dashboard/webhooks", { endpoint: data.get("endpoint"), events: data.getAll("events") });
+      location.hash = `#/webhooks/${made.id}`;
+    }, field("Endpoint URL", input("endpoint", { type: "url", required: true, placeholder: "https://example.com/hooks" })),
+    eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook"))),
+    table(["Endpoint", "Events", "Status", "Created"], list.data.map((w) => h("tr",
+      h("td", h("a", { href: `#/webhooks/${w.id}` }, w.endpoint)), h("td", w.events.join(", ")), h("td", badge(w.status)),
+      h("td", when(w.created_at))))));
+}
+
+async function webhookPage(id) {
+  const path = `/dashboard/webhooks/${encodeURIComponent(id)}`;
+  const [hook, deliveries] = await Promise.all([get(path), get(`${path}/deliveries`)]);
+  const secret = hook.signing_secret;
+  return shell("#/webhooks",
+    h("p", h("a", { href: "#/webhooks" }, "← All webhooks")),
+    h("h1", "Webhook"),
+    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd", h("code", hook.endpoint)), h("dt", "Status"), h("dd", badge(hook.status)),
+      secret ? [h("dt", "Signing secret"), h("dd", h("code.secret", secret), " ", copyButton(secret, "Copy secret"))] : null),
+    h("div.row",
+      action(hook.status === "enabled" ? "Disable" : "Enable", async () => {
+        await patch(path, { status: hook.status === "enabled" ? "disabled" : "enabled" });
+        route();
+      }),
+      action("Rotate secret", async () => { await post(`${path}/signing-secret/rotate`); route(); }),
+      action("Delete", async () => { await del(path); location.hash = "#/webhooks"; }, "danger small"))),
+    h("section.card", h("h2", "Events"), form(async (data) => {
+      await patch(path, { events: data.getAll("events") });
+      return h("p.ok", "Saved.");
+    }, eventBoxes(hook.events), h("button.primary", { type: "submit" }, "Save events"))),
+    h("section.card", h("h2", "Recent deliveries"),
+      table(["Event", "State", "Response", "Attempts", "Last attempt"], deliveries.data.map((d) => h("tr",
+        h("td", d.event), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
+        h("td", String(d.attempts)), h("td", when(d.last_attempt_at)))))));
+}
+
+// Suppressions
+
+async function suppressionsPage(origin) {
+  const list = await get(`/dashboard/suppressions${origin ? `?origin=${encodeURIComponent(origin)}` : ""}`);
+  const filter = select("origin", [["", "All origins"], ["hard_bounce", "Hard bounce"], ["complaint", "Complaint"],
+    ["unsubscribe", "Unsubscribe"], ["manual", "Manual"]], origin || "");
+  filter.addEventListener("change", () => { location.hash = filter.value ? `#/suppressions?origin=${filter.value}` : "#/suppressions"; });
+  return shell("#/suppressions", h("h1", "Suppressions"),
+    h("section.card", h("h2", "Add an address"), form(async (data) => {
+      await post("/dashboard/suppressions", { email: data.get("email") });
+      route();
+    }, h("div.inline", field("E-mail address", input("email", { type: "email", required: true })),
+      h("button.primary", { type: "submit" }, "Suppress")))),
+    field("Origin", filter),
+    table(["Address", "Origin", "Since", ""], list.data.map((s) => h("tr",
+      h("td", s.email), h("td", badge(s.origin || "")), h("td", when(s.created_at)),
+      h("td", action("Remove", async () => { await del(`/dashboard/suppressions/${encodeURIComponent(s.id || s.email)}`); route(); }))))));
+}
+
+// Pages to come
+
+function laterPage(current, title, why) {
+  return shell(current, h("h1", title), h("section.card", h("p", why)));
+}
+
+// Settings
+
+async function settingsPage() {
+  const me = session.me;
+  const users = await get("/dashboard/users");
+  const owner = me.role === "owner";
+  const a = me.account;
+  return shell("#/settings", h("h1", "Settings"),
+    h("section.card", h("h2", "Account"), h("dl.pairs",
+      [["Name", a.name], ["Plan", a.plan], ["Status", a.status], ["Daily quota", a.daily_quota], ["Monthly quota", a.monthly_quota],
+        ["Domains", a.max_domains === null ? "unlimited" : a.max_domains], ["Send rate", `${a.send_rate_per_sec}/s`],
+        ["API rate", `${a.api_rate_per_sec}/s`]].flatMap(([k, v]) => [h("dt", k), h("dd", String(v))]))),
+    h("section.card", h("h2", "Users"),
+      table(["Address", "Role", "Status", ""], users.data.map((u) => h("tr",
+        h("td", u.email), h("td", u.role), h("td", badge(u.status)),
+        h("td.actions", owner && u.id !== me.id ? [
+          action("New password link", async (ev) => {
+            const made = await post(`/dashboard/users/${u.id}/password-link`);
+            document.getElementById("invite-status").replaceChildren(linkShown(made));
+          }),
+          action("Remove", async () => { await del(`/dashboard/users/${u.id}`); route(); }, "danger small")] : null)))),
+      h("div#invite-status", { id: "invite-status", role: "status" }),
+      owner ? form(async (data, node) => {
+        const made = await post("/dashboard/users", { email: data.get("email"), role: data.get("role") });
+        node.reset();
+        return linkShown(made);
+      }, h("h3", "Invite a user"), h("div.inline", field("E-mail address", input("email", { type: "email", required: true })),
+        field("Role", select("role", [["member", "Member"], ["owner", "Owner"]], "member")),
+        h("button.primary", { type: "submit" }, "Invite"))) : h("p.muted", "Only owners invite users.")),
+    h("section.card", h("h2", "Change your password"), form(async (data, node) => {
+      const me2 = await post("/dashboard/password", { current_password: data.get("current"), password: data.get("password") });
+      session.csrf = me2.csrf_token;
+      node.reset();
+      return h("p.ok", "Password changed; your other sessions were signed out.");
+    }, field("Current password", input("current", { type: "password", autocomplete: "current-password", required: true })),
+    field("New password", input("password", { type: "password", autocomplete: "new-password", required: true, minlength: 10 })),
+    h("button.primary", { type: "submit" }, "Change password"))));
+}
+
+function linkShown(made) {
+  return h("div.token", h("p", `Send this link to ${made.email}; it works once:`),
+    h("code", made.set_password_url), " ", copyButton(made.set_password_url, "Copy link"));
+}
+
+// Routing
+
+const PAGES = [
+  [/^#\/?$/, () => overviewPage()],
+  [/^#\/emails\/([\w-]+)$/, (m) => emailPage(m[1])],
+  [/^#\/emails(?:\?q=(.*))?$/, (m) => emailsPage(m[1] ? decodeURIComponent(m[1]) : "")],
+  [/^#\/domains\/([\w-]+)$/, (m) => domainPage(m[1])],
+  [/^#\/domains$/, () => domainsPage()],
+  [/^#\/api-keys$/, () => apiKeysPage()],
+  [/^#\/webhooks\/([\w-]+)$/, (m) => webhookPage(m[1])],
+  [/^#\/webhooks$/, () => webhooksPage()],
+  [/^#\/suppressions(?:\?origin=(\w+))?$/, (m) => suppressionsPage(m[1])],
+  [/^#\/contacts$/, () => laterPage("#/contacts", "Contacts and segments",
+    "Contacts, segments and CSV import arrive with the contacts API; this page will search, edit and import them.")],
+  [/^#\/templates$/, () => laterPage("#/templates", "Templates", "Templates get their pages in the next release.")],
+  [/^#\/builder$/, () => laterPage("#/builder", "Builder", "The visual builder gets its page in the next release.")],
+  [/^#\/broadcasts$/, () => laterPage("#/broadcasts", "Broadcasts", "Broadcasts get their pages in the next release.")],
+  [/^#\/settings$/, () => settingsPage()],
+];
+
+let generation = 0;
+
+async function route() {
+  const hash = location.hash || "#/";
+  const mine = ++generation;
+  const setPassword = hash.match(/^#\/set-password\/([\w-]+)$/);
+  if (setPassword) { render(setPasswordPage(setPassword[1])); return; }
+  if (hash === "#/login") { render(loginPage()); return; }
+  // Nothing private is on screen while the session is checked (the back button after sign-out).
+  app.replaceChildren(h("main", { id: "main", tabindex: "-1" }, h("p.muted", "Loading…")));
+  try {
+    const me = await get("/me");
+    session.me = me;
+    session.csrf = me.csrf_token;
+  } catch (error) {
+    if (mine !== generation) return;
+    if (error instanceof ApiError && error.status === 401) { toLogin(); return; }
+    render(h("main", { id: "main" }, notice(error)));
+    return;
+  }
+  const page = PAGES.find(([pattern]) => pattern.test(hash));
+  let nodes;
+  try {
+    nodes = page ? await page[1](hash.match(page[0])) : shell(hash, h("h1", "Not found"), h("p", "There is no such page."));
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) { toLogin(); return; }
+    nodes = shell(hash, h("h1", "Something went wrong"), notice(error));
+  }
+  if (mine === generation) render(nodes);
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("pageshow", (event) => { if (event.persisted) route(); });
+route();

@@ -1,0 +1,384 @@
+"""
+The dashboard's HTTP side (issue 20): users, sign-in, cookie sessions, CSRF, CORS, /me and
+/dashboard/* on the real PostgreSQL; the browser tests are in test_dashboard_browser.py.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from http.cookies import SimpleCookie
+
+import pytest
+import pytest_twisted as pt
+
+from mailsvc.config import load
+from mailsvc.http.router import SAFE_METHODS, SESSION
+from tests.test_sending import BODY, sending_tenant
+
+LISTED = "https://dash.example.com"
+OTHER = "https://evil.example"
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def config(dns_server):
+    """A listed dashboard origin; names resolve through the test DNS server (webhook endpoints)."""
+    dns_server.a("hooks.example.com", "8.8.8.8")
+    return dns_server.configure(load(None, environ={"MAILSVC_DASHBOARD_ORIGINS": f"{LISTED}/"}))
+
+
+class Session:
+    """A signed-in browser, as far as HTTP goes: its cookie and CSRF token."""
+
+    def __init__(self, api, token: str, csrf: str, user: dict):
+        self.api, self.token, self.csrf, self.user = api, token, csrf, user
+
+    async def json(self, method: str, path: str, csrf: bool = True, headers=None, **kwargs):
+        headers = {"Cookie": f"mailsvc_session={self.token}", **(headers or {})}
+        if csrf:
+            headers["X-CSRF-Token"] = self.csrf
+        return await self.api.json(method, path, headers=headers, **kwargs)
+
+
+def cookie_of(response) -> tuple[str, str]:
+    """The Set-Cookie header and the session token it sets."""
+    (header,) = response.headers.getRawHeaders("set-cookie")
+    cookie = SimpleCookie()
+    cookie.load(header)
+    return header, cookie["mailsvc_session"].value
+
+
+async def first_user(api, email: str = "owner@example.com", **tenant_fields) -> tuple[dict, str, dict]:
+    """A tenant (its full-access key) and its first user, created by the operator: (tenant, key, user)."""
+    tenant, key = await api.tenant(**tenant_fields)
+    code, user, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                                   json={"email": email})
+    assert code == 201, user
+    return tenant, key, user
+
+
+def link_token(user: dict) -> str:
+    return user["set_password_url"].rsplit("/", 1)[1]
+
+
+async def signed_in(api, email: str = "owner@example.com", **tenant_fields) -> tuple[dict, str, Session]:
+    tenant, key, user = await first_user(api, email, **tenant_fields)
+    code, body, response = await api.json("POST", "/auth/password",
+                                          json={"token": link_token(user), "password": PASSWORD})
+    assert code == 200, body
+    _, token = cookie_of(response)
+    return tenant, key, Session(api, token, body["csrf_token"], body)
+
+
+async def login(api, email: str, password: str, **kwargs):
+    return await api.json("POST", "/auth/login", json={"email": email, "password": password}, **kwargs)
+
+
+@pt.ensureDeferred
+async def test_operator_creates_the_first_user_whose_link_sets_a_password_once(api):
+    tenant, _, user = await first_user(api, "Owner@Example.COM")
+    assert user["email"] == "owner@example.com" and user["role"] == "owner" and user["status"] == "invited"
+    assert user["tenant_id"] == tenant["id"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ui/#/set-password/[\w-]+", user["set_password_url"])
+    # The same address again: one user per address.
+    code, body, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                                   json={"email": "owner@example.com"})
+    assert code == 409
+    code, body, _ = await api.json("POST", "/admin/v1/tenants/0190e6c4-0000-7000-8000-000000000000/users",
+                                   api.operator_token, json={"email": "x@example.com"})
+    assert code == 404
+    code, body, _ = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": "short"})
+    assert code == 422 and body["name"] == "validation_error"
+    code, body, response = await api.json("POST", "/auth/password",
+                                          json={"token": link_token(user), "password": PASSWORD})
+    assert code == 200 and body["email"] == "owner@example.com" and body["csrf_token"]
+    # The link worked once.
+    code, body, _ = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": PASSWORD})
+    assert code == 401 and body == {"statusCode": 401, "name": "invalid_credentials",
+                                    "message": "This link was already used; ask for a new one."}
+    code, body, _ = await api.json("POST", "/auth/password", json={"token": "x" * 40, "password": PASSWORD})
+    assert code == 401
+    # Only the argon2id hash is stored.
+    row = await api.parts.db.fetchone("SELECT password_hash FROM users")
+    assert row["password_hash"].startswith("$argon2id$") and PASSWORD not in row["password_hash"]
+
+
+@pt.ensureDeferred
+async def test_sign_in_cookie_attributes_me_and_sign_out(api):
+    tenant, _, session = await signed_in(api)
+    code, body, response = await login(api, "OWNER@example.com", PASSWORD)
+    assert code == 200
+    header, token = cookie_of(response)
+    # Plain HTTP on loopback (this test): Secure is dropped, everything else is there.
+    attributes = [a.strip() for a in header.split(";")]
+    assert attributes[0] == f"mailsvc_session={token}" and len(token) >= 40
+    assert {"HttpOnly", "SameSite=Lax", "Path=/"} <= set(attributes) and "Secure" not in attributes
+    # Any other host (a proxy in front, a real name): Secure.
+    code, _, response = await login(api, "owner@example.com", PASSWORD, headers={"Host": "mail.example.com"})
+    header, _ = cookie_of(response)
+    assert code == 200 and {"Secure", "HttpOnly", "SameSite=Lax", "Path=/"} <= {a.strip() for a in header.split(";")}
+    # Only a hash of the token is stored.
+    rows = await api.parts.db.fetchall("SELECT token_hash FROM sessions")
+    assert all(token.encode() not in bytes(r["token_hash"]) for r in rows)
+
+    me = Session(api, token, body["csrf_token"], body)
+    code, got, response = await me.json("GET", "/me")
+    assert code == 200 and got["email"] == "owner@example.com" and got["role"] == "owner"
+    assert got["account"]["id"] == tenant["id"] and got["account"]["plan"] == tenant["plan"]
+    assert got["usage"] == {"day": 0, "daily_quota": tenant["daily_quota"], "month": 0,
+                            "monthly_quota": tenant["monthly_quota"]}
+    assert got["csrf_token"] == body["csrf_token"]
+    assert response.headers.getRawHeaders("cache-control") == ["no-store"]
+
+    code, out, response = await me.json("POST", "/auth/logout")
+    assert code == 200 and cookie_of(response)[1] == ""
+    code, err, _ = await me.json("GET", "/me")
+    assert code == 401 and err["name"] == "session_required"
+    # The other session lives on.
+    assert (await session.json("GET", "/me"))[0] == 200
+
+
+@pt.ensureDeferred
+async def test_refusals_do_not_tell_whether_an_address_exists(api):
+    await signed_in(api)
+    wrong = await login(api, "owner@example.com", "not the password")
+    unknown = await login(api, "nobody@example.com", "not the password")
+    malformed = await login(api, "not an address", "x")
+    for code, body, _ in (wrong, unknown, malformed):
+        assert code == 401 and body == {"statusCode": 401, "name": "invalid_credentials",
+                                        "message": "The e-mail address or the password is wrong."}
+
+
+@pt.ensureDeferred
+async def test_failed_sign_ins_are_throttled_per_address_and_per_client(api):
+    await signed_in(api)
+    for _ in range(5):
+        assert (await login(api, "owner@example.com", "wrong password"))[0] == 401
+    # The address is throttled, even with the right password; another address is not.
+    code, body, response = await login(api, "owner@example.com", PASSWORD)
+    assert code == 429 and body["name"] == "rate_limit_exceeded"
+    assert int(response.headers.getRawHeaders("retry-after")[0]) > 0
+    assert (await login(api, "nobody@example.com", "wrong password"))[0] == 401
+    # An unknown address is throttled alike (nothing tells it apart).
+    for _ in range(4):
+        await login(api, "nobody@example.com", "wrong password")
+    assert (await login(api, "nobody@example.com", "wrong password"))[0] == 429
+    # One client trying many addresses: 20 failures, then refused for any address.
+    for n in range(10):
+        await login(api, f"other{n}@example.com", "wrong password")
+    code, _, _ = await login(api, "fresh@example.com", "wrong password")
+    assert code == 429
+
+
+@pt.ensureDeferred
+async def test_expired_idle_and_revoked_sessions_get_401(api):
+    _, _, first = await signed_in(api)
+    _, second_body, response = await login(api, "owner@example.com", PASSWORD)
+    second = Session(api, cookie_of(response)[1], second_body["csrf_token"], second_body)
+    _, third_body, response = await login(api, "owner@example.com", PASSWORD)
+    third = Session(api, cookie_of(response)[1], third_body["csrf_token"], third_body)
+    db = api.parts.db
+    for s in (first, second, third):
+        assert (await s.json("GET", "/dashboard/api-keys"))[0] == 200
+    await db.execute("UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = "
+                     "(SELECT id FROM sessions ORDER BY id LIMIT 1)")
+    await db.execute("UPDATE sessions SET last_seen_at = now() - interval '3 hours' WHERE id = "
+                     "(SELECT id FROM sessions ORDER BY id LIMIT 1 OFFSET 1)")
+    for s in (first, second):
+        code, body, _ = await s.json("GET", "/dashboard/api-keys")
+        assert code == 401 and body["name"] == "session_required"
+    assert (await third.json("GET", "/me"))[0] == 200
+    # A password change ends every session of the user (the new one is handed back).
+    code, changed, response = await third.json("POST", "/dashboard/password",
+                                               json={"current_password": PASSWORD, "password": "a new long password"})
+    assert code == 200
+    assert (await third.json("GET", "/me"))[0] == 401
+    fourth = Session(api, cookie_of(response)[1], changed["csrf_token"], changed)
+    assert (await fourth.json("GET", "/me"))[0] == 200
+    assert (await login(api, "owner@example.com", PASSWORD))[0] == 401
+    # No cookie, or a made-up one.
+    assert (await api.json("GET", "/me"))[0] == 401
+    assert (await Session(api, "made-up", "x", {}).json("GET", "/dashboard/api-keys"))[0] == 401
+
+
+def session_routes(router) -> list[tuple[str, str]]:
+    """(method, path with sample ids) of every state-changing route a session may call."""
+    found = []
+    for rule in router.app.url_map.iter_rules():
+        method, _, path = rule.endpoint.partition(" ")
+        if router._access.get(rule.endpoint) != SESSION or method.encode() in SAFE_METHODS:
+            continue
+        found.append((method, re.sub(r"<(?:path:)?\w+>", str(uuid.uuid4()), path)))
+    return sorted(found)
+
+
+@pt.ensureDeferred
+async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changing_route(api):
+    _, _, session = await signed_in(api)
+    routes = session_routes(api.parts.router)
+    paths = {p for _, p in routes}
+    assert len(routes) >= 30 and "/auth/logout" in paths and "/dashboard/users" in paths
+    assert any(p.startswith("/dashboard/emails") for p in paths)
+    assert any(p.startswith("/dashboard/api-keys") for p in paths)
+    for method, path in routes:
+        for headers in ({}, {"X-CSRF-Token": "forged"}, {"X-CSRF-Token": session.csrf + "x"}):
+            code, body, _ = await session.json(method, path, csrf=False, json={}, headers=headers)
+            assert (code, body["name"]) == (403, "invalid_csrf_token"), (method, path, headers)
+    # With the token, from another site's page: refused too.
+    code, body, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"}, headers={"Origin": OTHER})
+    assert code == 403
+    # With the token: it works (the same handler as POST /api-keys).
+    code, body, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "from the dashboard"})
+    assert code == 200 and body["token"].startswith("re_") and set(body) == {"object", "id", "token"}
+    # A sign-in posted from another site's page is refused.
+    code, body, _ = await login(api, "owner@example.com", PASSWORD, headers={"Origin": OTHER})
+    assert code == 403 and body["name"] == "invalid_origin"
+
+
+@pt.ensureDeferred
+async def test_a_session_of_one_account_gets_404_on_another_accounts_ids(api):
+    _, key_a, session_a = await signed_in(api, "a@example.com")
+    _, key_b, _ = await sending_tenant(api, "beta.example.com")
+    _, domain_b, _ = await api.json("GET", "/domains", key_b)
+    domain_id = domain_b["data"][0]["id"]
+    _, sent, _ = await api.json("POST", "/emails", key_b, json={**BODY, "from": "b@beta.example.com"})
+    _, hook, _ = await api.json("POST", "/webhooks", key_b,
+                                json={"endpoint": "https://hooks.example.com/x", "events": ["email.sent"]})
+    _, keys_b, _ = await api.json("GET", "/api-keys", key_b)
+    key_id = keys_b["data"][0]["id"]
+    for method, path in [
+        ("GET", f"/dashboard/domains/{domain_id}"), ("GET", f"/dashboard/domains/{domain_id}/dns"),
+        ("POST", f"/dashboard/domains/{domain_id}/verify"), ("DELETE", f"/dashboard/domains/{domain_id}"),
+        ("GET", f"/dashboard/emails/{sent['id']}"), ("GET", f"/dashboard/emails/{sent['id']}/events"),
+        ("GET", f"/dashboard/emails/{sent['id']}/html"),
+        ("GET", f"/dashboard/webhooks/{hook['id']}"), ("PATCH", f"/dashboard/webhooks/{hook['id']}"),
+        ("GET", f"/dashboard/webhooks/{hook['id']}/deliveries"),
+        ("DELETE", f"/dashboard/api-keys/{key_id}"), ("PATCH", f"/dashboard/api-keys/{key_id}"),
+    ]:
+        code, body, _ = await session_a.json(method, path, json={"name": "x"})
+        if path.endswith("/deliveries"):
+            assert (code, body["data"]) == (200, []), path  # a filter on the account: nothing of B's
+        else:
+            assert code == 404 and body["name"] == "not_found", (method, path, body)
+    # B's key still works, B's domain is still there.
+    assert (await api.json("GET", f"/domains/{domain_id}", key_b))[0] == 200
+
+
+@pt.ensureDeferred
+async def test_cors_answers_with_credentials_only_for_the_dashboard_origins(api):
+    _, _, session = await signed_in(api)
+
+    def cors(response) -> dict:
+        return {k.decode().lower(): v[0].decode() for k, v in response.headers.getAllRawHeaders()
+                if k.lower().startswith(b"access-control")}
+
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-csrf-token"}
+    response, _ = await api.request("OPTIONS", "/dashboard/api-keys", headers={"Origin": LISTED, **preflight})
+    assert response.code == 204 and cors(response) == {
+        "access-control-allow-origin": LISTED, "access-control-allow-credentials": "true",
+        "access-control-allow-methods": "GET, POST", "access-control-max-age": "600",
+        "access-control-allow-headers": "Content-Type, X-Request-Id, X-CSRF-Token",
+        "access-control-expose-headers": "X-Request-Id"}
+    code, _, response = await session.json("GET", "/me", headers={"Origin": LISTED})
+    assert code == 200 and cors(response)["access-control-allow-credentials"] == "true"
+    code, _, response = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                           headers={"Origin": LISTED})
+    assert code == 200 and cors(response)["access-control-allow-origin"] == LISTED
+    for origin in (OTHER, LISTED + ".evil.example", "null"):
+        response, _ = await api.request("OPTIONS", "/auth/login", headers={"Origin": origin, **preflight})
+        assert cors(response) == {}
+        code, _, response = await session.json("GET", "/me", headers={"Origin": origin})
+        assert cors(response) == {}
+        code, _, response = await login(api, "owner@example.com", PASSWORD, headers={"Origin": origin})
+        assert code == 403 and cors(response) == {}
+    # The main API still answers no CORS at all.
+    response, _ = await api.request("GET", "/api-keys", headers={"Origin": LISTED})
+    assert cors(response) == {}
+
+
+@pt.ensureDeferred
+async def test_dashboard_serves_the_api_handlers_under_the_shared_rate_limit(api):
+    tenant, key, session = await signed_in(api)
+    code, made, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "Production"})
+    assert code == 200
+    _, by_key, _ = await api.json("GET", "/api-keys", key)
+    _, by_session, _ = await session.json("GET", "/dashboard/api-keys")
+    assert by_session == by_key and {k["name"] for k in by_session["data"]} == {"Default", "Production"}
+    # Errors in the main shape.
+    code, body, _ = await session.json("POST", "/dashboard/domains", json={"name": "not a domain"})
+    assert code == 422 and set(body) == {"statusCode", "name", "message"}
+    # One rate for the account's keys and sessions: 1/s with a burst of 2.
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"api_rate_per_sec": 1})
+    api.parts.keyring.forget_tenant(uuid.UUID(tenant["id"]))
+    codes = [(await api.json("GET", "/api-keys", key))[0] for _ in range(2)]
+    codes.append((await session.json("GET", "/dashboard/api-keys"))[0])
+    assert codes == [200, 200, 429]
+
+
+@pt.ensureDeferred
+async def test_owners_invite_members_who_cannot_manage_users(api):
+    _, _, owner = await signed_in(api)
+    code, invited, _ = await owner.json("POST", "/dashboard/users", json={"email": "mia@example.com"})
+    assert code == 201 and invited["role"] == "member" and invited["status"] == "invited"
+    code, body, response = await api.json("POST", "/auth/password",
+                                          json={"token": link_token(invited), "password": PASSWORD})
+    member = Session(api, cookie_of(response)[1], body["csrf_token"], body)
+    code, listed, _ = await member.json("GET", "/dashboard/users")
+    assert code == 200 and [(u["email"], u["status"]) for u in listed["data"]] == [
+        ("owner@example.com", "active"), ("mia@example.com", "active")]
+    code, body, _ = await member.json("POST", "/dashboard/users", json={"email": "x@example.com"})
+    assert code == 403
+    code, body, _ = await member.json("DELETE", f"/dashboard/users/{owner.user['id']}")
+    assert code == 403
+    # An owner's reset link for the member; removing the member ends their sessions.
+    code, reset, _ = await owner.json("POST", f"/dashboard/users/{invited['id']}/password-link")
+    assert code == 200 and reset["set_password_url"] != invited["set_password_url"]
+    code, _, _ = await owner.json("DELETE", f"/dashboard/users/{invited['id']}")
+    assert code == 200 and (await member.json("GET", "/me"))[0] == 401
+
+
+@pt.ensureDeferred
+async def test_dashboard_reads_timeline_stats_preview_and_search(api):
+    tenant, key, domain_id = await sending_tenant(api)
+    code, user, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                                   json={"email": "owner@example.com"})
+    _, body, response = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": PASSWORD})
+    session = Session(api, cookie_of(response)[1], body["csrf_token"], body)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
+    _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "subject": "Invoice <b>42</b>"})
+    code, timeline, _ = await session.json("GET", f"/dashboard/emails/{sent['id']}/events")
+    assert code == 200 and [e["type"] for e in timeline["data"]] == ["email.sent", "email.delivered"]
+    assert timeline["deliveries"][0]["recipient"] == "ann@example.com"
+    response, html = await api.request("GET", f"/dashboard/emails/{sent['id']}/html",
+                                       headers={"Cookie": f"mailsvc_session={session.token}"})
+    assert response.code == 200 and html == b"<p>Hi Ann</p>"
+    csp = response.headers.getRawHeaders("content-security-policy")[0]
+    assert "sandbox" in csp and "script-src" not in csp and "default-src 'none'" in csp
+    code, found, _ = await session.json("GET", "/dashboard/search/emails?q=invoice")
+    assert [e["id"] for e in found["data"]] == [sent["id"]]
+    assert (await session.json("GET", "/dashboard/search/emails?q=nothing%25"))[1]["data"] == []
+    code, stats, _ = await session.json("GET", "/dashboard/stats")
+    assert code == 200 and len(stats["days"]) == 30 and stats["days"][-1]["sent"] == 1
+    assert stats["usage"]["day"] == 1
+    code, dns, _ = await session.json("GET", f"/dashboard/domains/{domain_id}/dns")
+    assert code == 200 and {r["live"] for r in dns["data"]} <= {"match", "mismatch", "temporary"}
+    _, me, _ = await session.json("GET", "/me")
+    assert me["usage"]["day"] == 1
+
+
+@pt.ensureDeferred
+async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
+    response, _ = await api.request("GET", "/", allow_redirects=False)
+    assert response.code == 302 and response.headers.getRawHeaders("location") == ["/ui/"]
+    response, page = await api.request("GET", "/ui/")
+    assert response.code == 200 and b'<script type="module" src="/ui/app.js"></script>' in page
+    csp = response.headers.getRawHeaders("content-security-policy")[0]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert b"<script>" not in page and b" on" not in page.lower().replace(b" one", b"")
+    response, script = await api.request("GET", "/ui/app.js")
+    assert response.code == 200 and response.headers.getRawHeaders("content-type") == ["text/javascript; charset=utf-8"]
+    assert b"innerHTML" not in script
+    for path in ("/nope", "/ui/nope.js", "/ui/../setup.cfg", "/emailsx"):
+        code, body, _ = await api.json("GET", path)
+        assert code == 404 and body["name"] == "not_found", path

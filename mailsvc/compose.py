@@ -22,6 +22,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
+from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
@@ -44,6 +45,7 @@ from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.http.admin import AdminResource
+from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
@@ -212,8 +214,6 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ContactsResource(contacts))
     router.mount(SegmentsResource(segments, contacts))
     router.mount(AudiencesResource(segments, contacts))
-    builder = Builder(clock, db, renderer)
-    router.mount(BuilderResource(builder, social_icons()))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
@@ -221,9 +221,16 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     notifications = Notifications(db)
     # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
     resolver = build_resolver(clock, config.dns.servers)
-    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets)
+    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
+                                config.security.test_public_addresses)
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
+    # The builder, its AI helper (any OpenAI-compatible provider, through the same client) and
+    # brand import (the account's website through the one gate; logos kept in PostgreSQL).
+    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
+    builder = Builder(clock, db, renderer, ai)
+    router.mount(BuilderResource(builder, social_icons()))
+    router.mount(AiResource(ai))
     webhook_registry = WebhookRegistry(
         clock, db, addresses,
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),

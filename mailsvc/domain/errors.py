@@ -141,3 +141,30 @@ class SendingDomainGone(NotAllowed):
     def __init__(self):
         super().__init__("The sending domain is not verified. Please, add and verify your domain.",
                          reason="domain_not_verified")
+
+
+class AiFailed(DomainError):
+    """
+    The AI helper gave no document; ``code`` is the SPEC's name: ``ai_disabled``,
+    ``ai_rate_limited``, ``ai_quota_exceeded``, ``ai_busy``, ``ai_unavailable``, ``ai_timeout``,
+    ``ai_invalid_output``, ``ai_refused``. ``retry_after`` (seconds) for the minute rate.
+    """
+
+    STATUS = {"ai_disabled": 403, "ai_refused": 422, "ai_rate_limited": 429, "ai_quota_exceeded": 429}
+
+    def __init__(self, code: str, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def status(self) -> int:
+        return self.STATUS.get(self.code, 502)
+
+
+class BrandFailed(DomainError):
+    """A brand import could not read the site: ``brand_url_forbidden`` or ``brand_fetch_failed``."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code

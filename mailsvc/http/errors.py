@@ -6,7 +6,9 @@ import json
 from collections.abc import Callable
 
 from mailsvc.domain.errors import (
+    AiFailed,
     AliasTaken,
+    BrandFailed,
     Conflict,
     DnsProviderFailed,
     DomainError,
@@ -103,6 +105,8 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     IdempotencyKeyReused: (409, "invalid_idempotent_request", None),
     IdempotencyKeyInFlight: (409, "concurrent_idempotent_requests", None),
     DnsProviderFailed: (422, lambda e: e.code, None),
+    AiFailed: (502, lambda e: e.code, None),
+    BrandFailed: (422, lambda e: e.code, None),
 }
 
 
@@ -116,10 +120,13 @@ def from_domain(error: DomainError) -> ApiError:
     status, name, code = _TABLE[cls]
     if isinstance(error, DnsProviderFailed) and error.unavailable:
         status = 502
+    if isinstance(error, AiFailed):
+        status = error.status
     name = name(error) if callable(name) else name
     code = code(error) if callable(code) else code
     field = error.field if isinstance(error, Invalid) else "api_token" if isinstance(error, DnsProviderFailed) else None
-    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, RateLimited) else None
+    wait = error.retry_after if isinstance(error, RateLimited | AiFailed) else None
+    headers = {"Retry-After": str(wait)} if wait else None
     return ApiError(status, name, error.message, field=field, headers=headers, native_code=code)
 
 

@@ -24,6 +24,7 @@ from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.brand import BrandImporter
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.domains import Domains, Settings, SigningKeys
@@ -47,6 +48,7 @@ from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
+from mailsvc.http.api.brand import BrandResource
 from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
@@ -231,6 +233,11 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     builder = Builder(clock, db, renderer, ai)
     router.mount(BuilderResource(builder, social_icons()))
     router.mount(AiResource(ai))
+    brand = BrandImporter(
+        clock, db, fetcher, builder, ai, config.brand, tuple(int(p) for p in config.security.test_extra_ports),
+        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+    )
+    router.mount(BrandResource(brand, config.http.public_url))
     webhook_registry = WebhookRegistry(
         clock, db, addresses,
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),

@@ -22,7 +22,9 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from mailsvc import manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
+from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.brand import BrandImporter
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
@@ -45,7 +47,9 @@ from mailsvc.dns.resolver import build_resolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.http.admin import AdminResource
+from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
+from mailsvc.http.api.brand import BrandResource
 from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
@@ -229,8 +233,6 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ContactsResource(contacts))
     router.mount(SegmentsResource(segments, contacts))
     router.mount(AudiencesResource(segments, contacts))
-    builder = Builder(clock, db, renderer)
-    router.mount(BuilderResource(builder, social_icons()))
 
     def count_failure(desc: str) -> None:
         metrics.loop_failures.labels(desc).inc()
@@ -238,9 +240,21 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     notifications = Notifications(db)
     # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
     resolver = build_resolver(clock, config.dns.servers)
-    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets)
+    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
+                                config.security.test_public_addresses)
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
+    # The builder, its AI helper (any OpenAI-compatible provider, through the same client) and
+    # brand import (the account's website through the one gate; logos kept in PostgreSQL).
+    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
+    builder = Builder(clock, db, renderer, ai)
+    router.mount(BuilderResource(builder, social_icons()))
+    router.mount(AiResource(ai))
+    brand = BrandImporter(
+        clock, db, fetcher, builder, ai, config.brand, tuple(int(p) for p in config.security.test_extra_ports),
+        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+    )
+    router.mount(BrandResource(brand, config.http.public_url))
     webhook_registry = WebhookRegistry(
         clock, db, addresses,
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),

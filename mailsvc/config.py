@@ -76,6 +76,11 @@ class SecurityConfig:
     master_key: str = ""
     old_master_keys: tuple[str, ...] = ()
     ca_file: str = ""
+    #: Tests only: addresses (or networks) the address check treats as public, so that a
+    #: "public" name of the tests' DNS server can point at a second loopback address.
+    test_public_addresses: tuple[str, ...] = ()
+    #: Tests only: ports brand import fetches beside 80 and 443 (loopback test servers).
+    test_extra_ports: tuple[str, ...] = ()
 
 
 @_section
@@ -101,6 +106,22 @@ class AiConfig:
     base_url: str = ""
     api_key: str = ""
     model: str = ""
+    #: Seconds both provider round trips (the answer and its one repair) have in all.
+    timeout: int = 50
+    #: Provider calls in flight on one node; more answer 502 ai_busy.
+    concurrency: int = 4
+    #: Generations a month on the top plan (other plans have none), and per minute.
+    monthly_quota: int = 500
+    per_minute: int = 10
+    #: Tokens the model may answer with.
+    max_tokens: int = 8000
+
+
+@_section
+class BrandConfig:
+    #: Seconds one import may spend fetching, and how many fetches it may make.
+    timeout: int = 20
+    max_fetches: int = 20
 
 
 @_section
@@ -174,6 +195,7 @@ SECTIONS: dict[str, type] = {
     "tls": TlsConfig,
     "mail": MailConfig,
     "ai": AiConfig,
+    "brand": BrandConfig,
     "api": ApiConfig,
     "domains": DomainsConfig,
     "webhooks": WebhooksConfig,
@@ -199,6 +221,7 @@ class Config:
     tls: TlsConfig = TlsConfig()
     mail: MailConfig = MailConfig()
     ai: AiConfig = AiConfig()
+    brand: BrandConfig = BrandConfig()
     api: ApiConfig = ApiConfig()
     domains: DomainsConfig = DomainsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
@@ -269,6 +292,22 @@ def _check(config: Config) -> Config:
     for name in ("session_idle", "session_lifetime", "link_lifetime"):
         if getattr(config.dashboard, name) < 60:
             raise ConfigError(f"dashboard.{name}: must be at least 60 seconds")
+    for name in ("timeout", "concurrency", "per_minute", "max_tokens"):
+        if getattr(config.ai, name) < 1:
+            raise ConfigError(f"ai.{name}: must be at least 1")
+    if config.ai.timeout >= config.http.request_timeout:
+        raise ConfigError("ai.timeout: must be below http.request_timeout")
+    if config.ai.monthly_quota < 0:
+        raise ConfigError("ai.monthly_quota: must be 0 or more")
+    if config.ai.provider and not config.ai.base_url:
+        raise ConfigError("ai.base_url: required when ai.provider is set")
+    if not 1 <= config.brand.timeout < config.http.request_timeout:
+        raise ConfigError("brand.timeout: must be at least 1 and below http.request_timeout")
+    if not 2 <= config.brand.max_fetches <= 100:
+        raise ConfigError("brand.max_fetches: must be between 2 and 100")
+    for port in config.security.test_extra_ports:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"security.test_extra_ports: {port!r} is not a port")
     return config
 
 

@@ -5,13 +5,14 @@ rendering of an unsaved document (``POST /template-builder/render``, an extensio
 editor's preview). Saving the theme re-renders, in the same transaction, every template draft
 that holds the renderer's output of its document; published versions keep their bytes.
 
-The AI figures of the capabilities are zeros until the AI issue fills them.
+The AI figures of the capabilities come from the AI helper (issue 19, ``app/ai.py``); brand
+import is offered on the top plan.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from mailsvc import timefmt
 from mailsvc.app.templates import TOP_PLAN, DocumentRenderer
@@ -40,11 +41,18 @@ def _json_brand(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
+class AiFigures(Protocol):
+    """The AI helper's side of the capabilities (``mailsvc.app.ai.AiHelper``)."""
+
+    async def figures(self, tenant: Tenant) -> dict[str, Any]: ...
+
+
 class Builder:
-    def __init__(self, clock, db: Database, renderer: DocumentRenderer):
+    def __init__(self, clock, db: Database, renderer: DocumentRenderer, ai: AiFigures | None = None):
         self._clock = clock
         self._db = db
         self._renderer = renderer
+        self._ai = ai
 
     async def _profile(self, tenant_id: uuid.UUID) -> tuple[dict | None, dict | None]:
         row = await rows.profile(self._db, tenant_id)
@@ -64,18 +72,20 @@ class Builder:
         shown = await self.theme(tenant)
         domain = await rows.first_verified_domain(self._db, tenant.id)
         top = tenant.plan == TOP_PLAN
+        ai = await self._ai.figures(tenant) if self._ai is not None else {
+            "enabled": False, "monthly_quota": 0, "used": 0, "remaining": 0, "per_minute": 0}
         return {
             "object": "template_builder",
             "plan": tenant.plan,
             "required_plan": TOP_PLAN,
             "builder": top,
-            "ai_available": False,
-            "ai": {"enabled": False, "monthly_quota": 0, "used": 0, "remaining": 0, "per_minute": 0},
+            "ai_available": ai["enabled"],
+            "ai": ai,
             "theme": shown["theme"],
             "theme_saved": shown["theme_saved"],
             "brand": shown["brand"],
             "brand_saved": shown["brand_saved"],
-            "brand_import": False,
+            "brand_import": top,
             "suggested_website": f"https://{registered_domain(domain)}" if domain else "",
         }
 

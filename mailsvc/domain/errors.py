@@ -145,3 +145,24 @@ class SendingDomainGone(NotAllowed):
 
 class SignInRefused(DomainError):
     """Wrong address or password, an unusable or used set-password link: never says which."""
+
+
+class AiFailed(DomainError):
+    """
+    The AI helper gave no document; ``code`` is the SPEC's name: ``ai_disabled``,
+    ``ai_rate_limited``, ``ai_quota_exceeded``, ``ai_busy``, ``ai_unavailable``, ``ai_timeout``,
+    ``ai_invalid_output``, ``ai_refused``. ``retry_after`` (seconds) for the minute rate.
+    """
+
+    def __init__(self, code: str, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.retry_after = retry_after
+
+
+class BrandFailed(DomainError):
+    """A brand import could not read the site: ``brand_url_forbidden`` or ``brand_fetch_failed``."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code

@@ -6,7 +6,9 @@ import json
 from collections.abc import Callable
 
 from mailsvc.domain.errors import (
+    AiFailed,
     AliasTaken,
+    BrandFailed,
     Conflict,
     DnsProviderFailed,
     DomainError,
@@ -105,7 +107,13 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     IdempotencyKeyInFlight: (409, "concurrent_idempotent_requests", None),
     DnsProviderFailed: (422, lambda e: e.code, None),
     SignInRefused: (401, "invalid_credentials", None),
+    AiFailed: (502, lambda e: e.code, None),
+    BrandFailed: (422, lambda e: e.code, None),
 }
+
+
+#: The AI helper's failures that are not the provider's (502): SPEC "Template builder and brand".
+AI_STATUS = {"ai_disabled": 403, "ai_refused": 422, "ai_rate_limited": 429, "ai_quota_exceeded": 429}
 
 
 def from_domain(error: DomainError) -> ApiError:
@@ -118,10 +126,13 @@ def from_domain(error: DomainError) -> ApiError:
     status, name, code = _TABLE[cls]
     if isinstance(error, DnsProviderFailed) and error.unavailable:
         status = 502
+    if isinstance(error, AiFailed):
+        status = AI_STATUS.get(error.code, status)
     name = name(error) if callable(name) else name
     code = code(error) if callable(code) else code
     field = error.field if isinstance(error, Invalid) else "api_token" if isinstance(error, DnsProviderFailed) else None
-    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, RateLimited) else None
+    wait = error.retry_after if isinstance(error, RateLimited | AiFailed) else None
+    headers = {"Retry-After": str(wait)} if wait else None
     return ApiError(status, name, error.message, field=field, headers=headers, native_code=code)
 
 

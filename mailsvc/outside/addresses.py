@@ -87,17 +87,21 @@ class PublicAddresses:
     kept is checked again on every use.
     """
 
-    def __init__(self, clock, resolver, allow_private: bool = False):
+    def __init__(self, clock, resolver, allow_private: bool = False, treated_as_public: Iterable[str] = ()):
         self._clock = clock
         self._resolver = resolver
         self._allow_private = allow_private
+        # ``security.test_public_addresses``: networks a test's "public" names point into.
+        self._public_for_tests = tuple(ipaddress.ip_network(n.strip(), strict=False) for n in treated_as_public)
         self._cache: dict[str, tuple[list[IPAddress], float]] = {}
         self._resolving: dict[str, list[defer.Deferred]] = {}
 
-    def _checked(self, host: str, addresses: Iterable[IPAddress]) -> IPAddress:
+    def _checked(self, host: str, addresses: Iterable[IPAddress], trusted: bool = False) -> IPAddress:
         addresses = list(addresses)
-        if not self._allow_private:
+        if not (self._allow_private or trusted):
             for address in addresses:
+                if any(address in network for network in self._public_for_tests):
+                    continue
                 why = refusal(address)
                 if why is not None:
                     shown = host if str(address) == host else f"{host} ({address})"
@@ -106,18 +110,20 @@ class PublicAddresses:
         addresses.sort(key=lambda a: a.version)
         return addresses[0]
 
-    async def check(self, host: str) -> IPAddress:
+    async def check(self, host: str, trusted: bool = False) -> IPAddress:
+        """The address to connect to; ``trusted`` (a target the operator configured, such as
+        the AI provider) is resolved and pinned the same way, without the address rule."""
         host = host.strip().rstrip(".").lower()
         if not host:
             raise TargetRefused("the URL names no host", "malformed")
         address = literal(host)
         if address is not None:
-            return self._checked(host, [address])
+            return self._checked(host, [address], trusted)
         try:
             name = host.encode("idna").decode("ascii")
         except UnicodeError:
             raise TargetRefused(f"{host} is not a valid host name", "malformed") from None
-        return self._checked(host, await self._resolved(name))
+        return self._checked(host, await self._resolved(name), trusted)
 
     async def _resolved(self, name: str) -> list[IPAddress]:
         now = self._clock.seconds()

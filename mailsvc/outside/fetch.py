@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import NamedTuple
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import attrs
 from OpenSSL import SSL
@@ -273,15 +273,19 @@ class Fetcher:
         allow_http: bool = False,
         ports: tuple[int, ...] | None = None,
         truncate: bool = False,
+        trusted: bool = False,
     ) -> Fetched:
-        """One exchange within ``timeout`` seconds, from the address check to the last byte."""
+        """One exchange within ``timeout`` seconds, from the address check to the last byte.
+        ``trusted``: the operator configured this target (the AI provider); it is resolved,
+        pinned and bounded alike, but private addresses are allowed."""
 
         def timed_out(result, seconds):
             # Whatever the cancelled exchange ended with, it ended because time ran out.
             return Failure(FetchFailed("timeout", f"no complete response within {seconds:g} s"))
 
         exchange = defer.ensureDeferred(
-            self._exchange(method, url, max_bytes, timeout, headers or {}, body, allow_http, ports, truncate)
+            self._exchange(method, url, max_bytes, timeout, headers or {}, body, allow_http, ports, truncate,
+                           trusted)
         )
         exchange.addTimeout(timeout, self._reactor, onTimeoutCancel=timed_out)
         try:
@@ -291,10 +295,34 @@ class Fetcher:
         except Exception as e:
             raise _failure_reason(e) from None
 
-    async def _exchange(self, method, url, max_bytes, timeout, headers, body, allow_http, ports, truncate):
+    async def follow(
+        self, url: str, *, max_bytes: int, deadline: float, ports: tuple[int, ...], spend: Callable[[], None],
+        max_hops: int = 10, truncate: bool = False,
+    ) -> tuple[str, Fetched]:
+        """
+        GET ``url`` (http or https), following redirects: each hop is a request of its own, its
+        target checked again (address, scheme, ``ports``) before anything is sent to it.
+        ``spend()`` is called before every hop (it raises when the caller's budget of fetches is
+        used); everything ends by ``deadline`` (the clock's seconds). → (final URL, response).
+        """
+        for _ in range(max_hops + 1):
+            spend()
+            left = deadline - self._reactor.seconds()
+            if left <= 0:
+                raise FetchFailed("timeout", "the time for fetching ran out")
+            fetched = await self.request(b"GET", url, max_bytes=max_bytes, timeout=left, allow_http=True,
+                                         ports=ports, truncate=truncate)
+            location = fetched.headers.get("location")
+            if fetched.status not in (301, 302, 303, 307, 308) or not location:
+                return url, fetched
+            url = urljoin(url, location.strip())
+        raise FetchFailed("redirect", f"more than {max_hops} redirects")
+
+    async def _exchange(self, method, url, max_bytes, timeout, headers, body, allow_http, ports, truncate,
+                        trusted=False):
         target = _target(url, allow_http, ports)
         try:
-            address = await self._addresses.check(target.host)
+            address = await self._addresses.check(target.host, trusted)
         except Unresolvable as e:
             raise FetchFailed("dns", e.message) from None
         client = HTTPClient(self._agent_for(address, self._tls_for(target.host), timeout), data_to_body_producer=_Body)

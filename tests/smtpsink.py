@@ -156,6 +156,10 @@ class Sink:
             if entry in self._waiting:
                 self._waiting.remove(entry)
 
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
     def _changed(self) -> None:
         for condition, d in list(self._waiting):
             if condition():

@@ -71,6 +71,7 @@ async def test_listed_key_gets_a_prompt_in_the_running_node_and_others_are_refus
         "MAILSVC_DATABASE_DSN": fresh_dsn,
         "MAILSVC_HTTP_LISTEN": "tcp:0:interface=127.0.0.1",
         "MAILSVC_MANHOLE_LISTEN": "tcp:0:interface=127.0.0.1",
+        "MAILSVC_SMTP_SUBMISSION": "",  # not the default ports (465, 587, ...), which may be taken
         "MAILSVC_NODE_ROLES": "api",
     })
     failures = []

@@ -438,9 +438,9 @@ async function contactsPage(query) {
   field("Segment", filter), h("button.primary", { type: "submit" }, "Search")));
   const items = list.data;
   // Newest first: "Older" follows the last id, "Newer" precedes the first one.
-  const older = items.length && (before || list.has_more)
+  const older = items.length > 0 && (before || list.has_more)
     ? h("a.button", { href: contactsHash({ q, segment, after: items[items.length - 1].id }) }, "Older →") : null;
-  const newer = items.length && (after || (before && list.has_more))
+  const newer = items.length > 0 && (after || (before && list.has_more))
     ? h("a.button", { href: contactsHash({ q, segment, before: items[0].id }) }, "← Newer") : null;
   return shell("#/contacts", h("h1", "Contacts and segments"),
     h("section#contact-list.card", h("h2", "Contacts"), search, listed,

@@ -221,6 +221,14 @@ async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changin
     assert len(routes) >= 30 and "/auth/logout" in paths and "/dashboard/users" in paths
     assert any(p.startswith("/dashboard/emails") for p in paths)
     assert any(p.startswith("/dashboard/api-keys") for p in paths)
+    # The contacts API (issue 16) is served to the session too, every write of it guarded.
+    methods = {(m, re.sub(r"[0-9a-f-]{36}", "{id}", p)) for m, p in routes}
+    assert {
+        ("POST", "/dashboard/contacts"), ("POST", "/dashboard/contacts/batch"), ("PATCH", "/dashboard/contacts/{id}"),
+        ("DELETE", "/dashboard/contacts/{id}"), ("POST", "/dashboard/contacts/{id}/segments/{id}"),
+        ("DELETE", "/dashboard/contacts/{id}/segments/{id}"), ("POST", "/dashboard/segments"),
+        ("PATCH", "/dashboard/segments/{id}"), ("DELETE", "/dashboard/segments/{id}"),
+    } <= methods
     for method, path in routes:
         for headers in ({}, {"X-CSRF-Token": "forged"}, {"X-CSRF-Token": session.csrf + "x"}):
             code, body, _ = await session.json(method, path, csrf=False, json={}, headers=headers)
@@ -317,6 +325,35 @@ async def test_dashboard_serves_the_api_handlers_under_the_shared_rate_limit(api
 
 
 @pt.ensureDeferred
+async def test_contacts_and_segments_are_served_to_the_session(api):
+    _, key, session = await signed_in(api)
+    code, segment, _ = await session.json("POST", "/dashboard/segments", json={"name": "VIP"})
+    assert code == 201
+    code, reply, _ = await session.json("POST", "/dashboard/contacts/batch", json={
+        "contacts": [{"email": "ann@example.com", "first_name": "Ann"}, {"email": "no address"}],
+        "segment_id": segment["id"]})
+    assert code == 200 and [r["index"] for r in reply["data"]] == [0] and reply["errors"][0]["index"] == 1
+    code, found, _ = await session.json("GET", "/dashboard/contacts?q=an&limit=10")
+    assert code == 200 and [c["email"] for c in found["data"]] == ["ann@example.com"]
+    ann = found["data"][0]["id"]
+    code, _, _ = await session.json("PATCH", f"/dashboard/contacts/{ann}", json={"properties": {"age": 30}})
+    assert code == 200
+    # The same rows as the key sees.
+    code, by_key, _ = await api.json("GET", f"/contacts/{ann}", key)
+    assert by_key["properties"] == {"age": {"value": 30, "type": "number"}}
+    code, members, _ = await session.json("GET", f"/dashboard/segments/{segment['id']}/contacts")
+    assert [c["id"] for c in members["data"]] == [ann]
+    # Another account's session sees none of it.
+    _, _, other = await signed_in(api, "b@example.com")
+    for method, path in (("GET", f"/dashboard/contacts/{ann}"), ("PATCH", f"/dashboard/contacts/{ann}"),
+                         ("DELETE", f"/dashboard/segments/{segment['id']}"),
+                         ("POST", f"/dashboard/contacts/{ann}/segments/{segment['id']}")):
+        code, body, _ = await other.json(method, path, json={"first_name": "x"})
+        assert code == 404 and body["name"] == "not_found", (method, path, body)
+    assert (await other.json("GET", "/dashboard/contacts"))[1]["data"] == []
+
+
+@pt.ensureDeferred
 async def test_owners_invite_members_who_cannot_manage_users(api):
     _, _, owner = await signed_in(api)
     code, invited, _ = await owner.json("POST", "/dashboard/users", json={"email": "mia@example.com"})
@@ -379,6 +416,9 @@ async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
     response, script = await api.request("GET", "/ui/app.js")
     assert response.code == 200 and response.headers.getRawHeaders("content-type") == ["text/javascript; charset=utf-8"]
     assert b"innerHTML" not in script
+    for name in ("dom.js", "api.js", "csv.js"):
+        response, script = await api.request("GET", f"/ui/{name}")
+        assert response.code == 200 and b"innerHTML" not in script and b"insertAdjacentHTML" not in script, name
     for path in ("/nope", "/ui/nope.js", "/ui/../setup.cfg", "/emailsx"):
         code, body, _ = await api.json("GET", path)
         assert code == 404 and body["name"] == "not_found", path

@@ -2,6 +2,7 @@
 version with a send's values, and the plain builder-document renderer (no I/O)."""
 
 import time
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -53,6 +54,10 @@ def test_the_scanner(text, html, raw):
 
     assert placeholders.fill(text, lookup, lambda v: escape(v, quote=True)) == html
     assert placeholders.fill(text, lookup) == raw
+    # A text scanned once (a published version a process keeps) fills the same.
+    scanned = placeholders.scan(text)
+    assert placeholders.fill_scanned(scanned, lookup, lambda v: escape(v, quote=True)) == html
+    assert placeholders.fill_scanned(scanned, lookup) == raw
 
 
 def test_a_placeholder_body_longer_than_the_cap_is_left_as_written():
@@ -121,6 +126,24 @@ def test_render_refusals(values, message):
     with pytest.raises(Invalid) as e:
         render(version(), values)
     assert e.value.message.startswith(message), e.value.message
+
+
+@pytest.mark.parametrize("values", [
+    {"NAME": "<Ann>", "COUNT": 2}, {"NAME": "x", "PLACE": "&"}, {}, {"NAME": "a\r\nBcc: x@y"}, {"COUNT": 1},
+])
+def test_a_prepared_version_renders_and_refuses_as_the_text_does(values):
+    """``prepare`` (what a kept published version gets) changes nothing a send sees, refusals included."""
+    html = "<p>{{{NAME}}} {{{COUNT}}} {{{NAME}}} {{{PLACE|x}}} {{{PLACE}}} {{{OTHER}}} {{{ NAME }}}</p>"
+
+    def outcome(v: Version):
+        try:
+            return render(v, values)
+        except Invalid as e:
+            return e.message
+
+    plain, prepared = version(html=html, text=html), version(html=html, text=html).prepare()
+    assert outcome(plain) == outcome(prepared)
+    assert outcome(prepared) == outcome(prepared)  # and again, from the same scan
 
 
 def test_unsubscribe_values_may_always_be_given():
@@ -215,3 +238,36 @@ def test_a_templated_send_takes_the_versions_fields_where_the_send_has_none():
     assert (str(own.sender), own.subject, [str(m) for m in own.reply_to]) == (
         "Bob <bob@acme.example>", "Mine", ["b@acme.example"])
     assert own.text == ""
+
+
+def test_the_published_cache_keeps_versions_for_a_while_and_forgets_on_a_change_here():
+    from twisted.internet.task import Clock
+
+    from mailsvc.app.templates import PublishedCache
+
+    clock, tenant, other = Clock(), uuid.uuid4(), uuid.uuid4()
+    cache = PublishedCache(clock, 5.0)
+    v = version()
+    cache.keep(tenant, "welcome", v, cache.generation, clock.seconds())
+    cache.keep(other, "welcome", v, cache.generation, clock.seconds())
+    assert cache.get(tenant, "welcome") is v and cache.get(tenant, "other") is None
+    clock.advance(4.9)
+    assert cache.get(tenant, "welcome") is v
+    clock.advance(0.1)  # kept 5 s from the lookup
+    assert cache.get(tenant, "welcome") is None and cache.get(other, "welcome") is None
+
+    cache.keep(tenant, "welcome", v, cache.generation, clock.seconds())
+    cache.keep(other, "welcome", v, cache.generation, clock.seconds())
+    cache.forget(tenant)  # a publish, delete or alias change of this account on this process
+    assert cache.get(tenant, "welcome") is None and cache.get(other, "welcome") is v
+
+    # A lookup that began before a forget is not kept: it may have read the old version.
+    generation = cache.generation
+    cache.forget(other)
+    cache.keep(tenant, "welcome", v, generation, clock.seconds())
+    assert cache.get(tenant, "welcome") is None
+
+    # A version too large for the cache is used but not kept.
+    huge = version(html="{{{NAME}}}" * (PublishedCache.MAX_WEIGHT // 4 // 300))
+    cache.keep(tenant, "huge", huge, cache.generation, clock.seconds())
+    assert cache.get(tenant, "huge") is None

@@ -145,14 +145,20 @@ class Contacts:
         await self._claim_types(txn, tenant_id, {k: t for k, t in first_types.items() if k not in known})
         touched = [state for state in states.values() if state.saved]
         written = await rows.upsert(txn, tenant_id, [_row(state) for state in touched], now)
-        inserted = {row["email"]: row["inserted"] for row in written}
-        by_email = {row["email"]: row["id"] for row in written}
+        now_rows = {row["email"]: row for row in written}
+        by_email = {email: row["id"] for email, row in now_rows.items()}
         unsubscribing = [state.email for state in touched if state.unsubscribed]
         if unsubscribing:
             await suppression_rows.add_many(txn, self._clock, tenant_id, unsubscribing, "unsubscribe", contacts=False)
         await rows.add_members(
             txn, [(s, by_email[state.email]) for state in touched for s in state.segments], now)
-        await self._record(txn, tenant_id, [(by_email[state.email], inserted[state.email]) for state in touched])
+        # Each contact as it now reads: the suppression records added just above count too (a
+        # create or batch row never removes one), so no statement reads the contacts back.
+        unsubscribed = set(unsubscribing)
+        await events.record_many(txn, self._clock, [
+            (tenant_id, "contact.created" if row["inserted"] else "contact.updated",
+             event_data({**row, "unsubscribed": row["unsubscribed"] or row["email"] in unsubscribed}))
+            for row in (now_rows[state.email] for state in touched)])
         return Saved({index: by_email[email] for index, email in ids.items()}, errors)
 
     async def _claim_types(self, txn: Transaction, tenant_id: uuid.UUID, types: dict[str, str]) -> None:

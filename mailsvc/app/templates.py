@@ -43,6 +43,8 @@ from mailsvc.store.paging import Page
 KIND = "Template"
 #: The plan builder documents need (SPEC: the top plan).
 TOP_PLAN = "scale"
+#: How long a process keeps a published version it looked up (``PublishedCache``).
+PUBLISHED_CACHE_SECONDS = 5.0
 
 
 class DocumentRenderer(Protocol):
@@ -84,11 +86,80 @@ def _variables(given: tuple[Variable, ...], before: list[dict], now: datetime, c
     return result
 
 
+class PublishedCache:
+    """
+    The published versions a process looked up for sends, by (account, id or alias as
+    written), each kept ``seconds`` and prepared once for rendering (``Version.prepare``), so
+    that a templated send needs no statement and no scan. A version never changes; what can
+    change is which version (if any) an id or alias names: on this process ``forget`` (called
+    by ``Templates`` on publish, delete and an alias change) applies that at once; a publish,
+    delete or alias change made by another process or node reaches this one within
+    ``seconds``. Only found, published versions are kept: a template published or created
+    elsewhere is seen at once. At most MAX_ENTRIES versions of about MAX_WEIGHT bytes together.
+    """
+
+    MAX_ENTRIES = 1000
+    MAX_WEIGHT = 64 * 1024 * 1024
+
+    def __init__(self, clock, seconds: float):
+        self._clock = clock
+        self._seconds = seconds
+        self._entries: dict[tuple[uuid.UUID, uuid.UUID | str], tuple[float, Version, int]] = {}
+        self._weight = 0
+        #: Bumped by every ``forget``: a lookup that began before one is not kept.
+        self._generation = 0
+
+    def get(self, tenant_id: uuid.UUID, key: uuid.UUID | str) -> Version | None:
+        entry = self._entries.get((tenant_id, key))
+        if entry is None:
+            return None
+        if self._clock.seconds() - entry[0] >= self._seconds:
+            self._drop((tenant_id, key))
+            return None
+        return entry[1]
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def keep(self, tenant_id: uuid.UUID, key: uuid.UUID | str, version: Version, generation: int,
+             since: float) -> None:
+        """
+        Keep ``version`` (prepared), looked up from ``since`` on, unless a ``forget`` came
+        meanwhile or it would take more than a quarter of MAX_WEIGHT.
+        """
+        if generation != self._generation:
+            return
+        weight = version.weight()
+        if weight > self.MAX_WEIGHT // 4:
+            return
+        version.prepare()
+        self._drop((tenant_id, key))
+        if len(self._entries) >= self.MAX_ENTRIES or self._weight + weight > self.MAX_WEIGHT:
+            self._entries.clear()
+            self._weight = 0
+        self._entries[tenant_id, key] = (since, version, weight)
+        self._weight += weight
+
+    def _drop(self, key: tuple[uuid.UUID, uuid.UUID | str]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._weight -= entry[2]
+
+    def forget(self, tenant_id: uuid.UUID) -> None:
+        """Drop the account's versions (one of its templates was published, deleted or renamed here)."""
+        self._generation += 1
+        for key in [key for key in self._entries if key[0] == tenant_id]:
+            self._drop(key)
+
+
 class Templates:
-    def __init__(self, clock, db: Database, documents: DocumentRenderer):
+    def __init__(self, clock, db: Database, documents: DocumentRenderer,
+                 cache_seconds: float = PUBLISHED_CACHE_SECONDS):
         self._clock = clock
         self._db = db
         self._documents = documents
+        self._published = PublishedCache(clock, cache_seconds)
 
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
@@ -155,10 +226,17 @@ class Templates:
                 written["variables"] = _variables(fields["variables"], row["variables"] or [], now, self._clock)
             return await rows.update(txn, row["id"], written, now)
 
-        return await self._write("update template", change, fields.get("alias"))
+        try:
+            return await self._write("update template", change, fields.get("alias"))
+        finally:
+            if "alias" in fields:  # the old alias names nothing now, the new one this template
+                self._published.forget(tenant.id)
 
     async def delete(self, tenant_id: uuid.UUID, key: str) -> uuid.UUID:
-        row = await self._db.run("delete template", rows.delete, tenant_id, template_key(key))
+        try:
+            row = await self._db.run("delete template", rows.delete, tenant_id, template_key(key))
+        finally:
+            self._published.forget(tenant_id)
         if row is None:
             raise NotFound(KIND)
         return row["id"]
@@ -173,7 +251,10 @@ class Templates:
                 raise NotFound(KIND)
             return await rows.publish(txn, row, uuid7(self._clock.seconds()), now)
 
-        return await self._db.run("publish template", publish)
+        try:
+            return await self._db.run("publish template", publish)
+        finally:
+            self._published.forget(tenant_id)
 
     async def duplicate(self, tenant_id: uuid.UUID, key: str) -> dict:
         """A new draft with the original's draft, named "... (copy)", without the alias."""
@@ -191,17 +272,28 @@ class Templates:
         return preview(version_of(await self._row(tenant_id, key)), body.get("variables"))
 
     async def published(self, tenant_id: uuid.UUID, key: str) -> Version:
-        """What a send naming ``key`` renders: the published version (422 naming `template` else)."""
+        """
+        What a send naming ``key`` renders: the published version (422 naming `template`
+        else), from this process's ``PublishedCache`` when it was looked up lately.
+        """
         try:
             parsed = template_key(key)
         except NotFound:
             parsed = None
-        row = await rows.published(self._db, tenant_id, parsed) if parsed is not None else None
+        if parsed is None:
+            raise Invalid("template", f"template: no template `{key}` (template.id must be a template id or alias)")
+        kept = self._published.get(tenant_id, parsed)
+        if kept is not None:
+            return kept
+        generation, since = self._published.generation, self._clock.seconds()
+        row = await rows.published(self._db, tenant_id, parsed)
         if row is None:
             raise Invalid("template", f"template: no template `{key}` (template.id must be a template id or alias)")
         if row["version_id"] is None:
             raise Invalid("template", f"template: the template `{key}` is not published; publish it to send with it")
-        return version_of(row)
+        version = version_of(row)
+        self._published.keep(tenant_id, parsed, version, generation, since)
+        return version
 
 
 def resource(row: dict, published: dict | None) -> dict:

@@ -14,7 +14,9 @@ shape, or a key the caller does not know is left exactly as written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+import attrs
 
 OPEN = "{{{"
 CLOSE = "}}}"
@@ -28,39 +30,92 @@ MAX_BODY = 2200
 ValueOf = Callable[[str, "str | None"], "str | None"]
 
 
+def _placeholders(text: str) -> Iterator[tuple[int, int, str, str | None]]:
+    """
+    The scan: ``(start, end, key, fallback)`` of each placeholder of ``text`` in order,
+    ``text[start:end]`` being the placeholder as written. What can never be one (a key of
+    another shape, a body longer than MAX_BODY) is not yielded: it stays part of the text.
+    """
+    done = 0
+    n = len(text)
+    while done < n:
+        start = text.find(OPEN, done)
+        if start < 0:
+            return
+        end = text.find(CLOSE, start + 3)
+        if end < 0:
+            return
+        start = text.rfind(OPEN, start, end)  # the innermost opening before this close
+        done = end + 3
+        if end - start - 3 > MAX_BODY:
+            continue
+        key, bar, fallback = text[start + 3:end].partition("|")
+        key = key.strip()
+        if KEY.match(key):
+            yield start, done, key, (fallback if bar else None)
+
+
 def fill(text: str, value_of: ValueOf, escape: Callable[[str], str] | None = None) -> str:
     """``text`` with each placeholder replaced by ``value_of(key, fallback)`` (``escape``d)."""
     if OPEN not in text:
         return text
     out: list[str] = []
     done = 0  # text[:done] is in out
-    n = len(text)
-    while done < n:
-        start = text.find(OPEN, done)
-        if start < 0:
-            break
-        end = text.find(CLOSE, start + 3)
-        if end < 0:
-            break
-        start = text.rfind(OPEN, start, end)  # the innermost opening before this close
-        body = text[start + 3:end] if end - start - 3 <= MAX_BODY else None
-        value = _value(body, value_of) if body is not None else None
-        if value is None:
-            out.append(text[done:end + 3])
-        else:
+    for start, end, key, fallback in _placeholders(text):
+        value = value_of(key, fallback)
+        if value is not None:
             out.append(text[done:start])
             out.append(escape(value) if escape is not None else value)
-        done = end + 3
+            done = end
     out.append(text[done:])
     return "".join(out)
 
 
-def _value(body: str, value_of: ValueOf) -> str | None:
-    key, bar, fallback = body.partition("|")
-    key = key.strip()
-    if not KEY.match(key):
-        return None
-    return value_of(key, fallback if bar else None)
+@attrs.frozen
+class Scanned:
+    """
+    A text cut at its placeholders once (``scan``), to be filled many times (``fill_scanned``,
+    the same result as ``fill`` on the text): ``keys`` are the distinct (key, fallback) pairs
+    in the order of their first use, ``pieces`` (the text before, the index of its pair in
+    ``keys``, the placeholder as written), ``tail`` the text after the last.
+    """
+
+    keys: tuple[tuple[str, str | None], ...]
+    pieces: tuple[tuple[str, int, str], ...]
+    tail: str
+
+
+def scan(text: str) -> Scanned:
+    """``text`` cut at its placeholders (the scan of ``fill``, linear in its length)."""
+    keys: dict[tuple[str, str | None], int] = {}
+    pieces = []
+    done = 0
+    for start, end, key, fallback in _placeholders(text) if OPEN in text else ():
+        index = keys.setdefault((key, fallback), len(keys))
+        pieces.append((text[done:start], index, text[start:end]))
+        done = end
+    return Scanned(tuple(keys), tuple(pieces), text[done:])
+
+
+def fill_scanned(scanned: Scanned, value_of: ValueOf, escape: Callable[[str], str] | None = None) -> str:
+    """
+    ``fill`` of the text ``scanned`` was made from, for a ``value_of`` that always gives the
+    same for the same (key, fallback): it is asked once per pair, in the order of first use
+    (so the first refusal it raises is the one ``fill`` would raise).
+    """
+    if not scanned.pieces:
+        return scanned.tail
+    values = []
+    for key, fallback in scanned.keys:
+        value = value_of(key, fallback)
+        values.append(escape(value) if value is not None and escape is not None else value)
+    out: list[str] = []
+    for before, index, written in scanned.pieces:
+        value = values[index]
+        out.append(before)
+        out.append(written if value is None else value)
+    out.append(scanned.tail)
+    return "".join(out)
 
 
 def keys_in(text: str) -> list[tuple[str, str | None]]:

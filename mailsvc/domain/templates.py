@@ -61,9 +61,47 @@ class Version:
     html: str
     text: str | None
     variables: tuple[Variable, ...]
+    #: What the sends of a kept version reuse (``prepare``): the variables by key, and html,
+    #: text and subject cut at their placeholders.
+    _made: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False, hash=False)
 
     def variable(self, key: str) -> Variable | None:
-        return next((v for v in self.variables if v.key == key), None)
+        return self.declared().get(key)
+
+    def declared(self) -> dict[str, Variable]:
+        """The variables by key."""
+        found = self._made.get("variables")
+        if found is None:
+            found = self._made["variables"] = {v.key: v for v in self.variables}
+        return found
+
+    def prepare(self) -> Version:
+        """Scan html, text and subject once, for the many sends of a version that is kept."""
+        for part in _PARTS:
+            if part not in self._made:
+                self._made[part] = placeholders.scan(getattr(self, part) or "")
+        return self
+
+    def fill(self, part: str, value_of: placeholders.ValueOf, escape: Callable[[str], str] | None = None) -> str:
+        """
+        ``placeholders.fill`` of ``html``, ``text`` or ``subject``, from its scan once prepared
+        (``value_of`` must then give the same for the same key and fallback, as ``render``'s does).
+        """
+        scanned = self._made.get(part)
+        if scanned is None:
+            return placeholders.fill(getattr(self, part), value_of, escape)
+        return placeholders.fill_scanned(scanned, value_of, escape)
+
+    def weight(self) -> int:
+        """
+        About the bytes it holds once prepared (what a cache of versions counts, known before
+        preparing): its text, and some 300 bytes of objects per placeholder (at most one per ``}}}``).
+        """
+        parts = [getattr(self, part) or "" for part in _PARTS]
+        return sum(len(p) + 300 * p.count(placeholders.CLOSE) for p in parts) + 200 * len(self.variables)
+
+
+_PARTS = ("html", "text", "subject")
 
 
 def _is_number(value: Any) -> bool:
@@ -267,27 +305,28 @@ def render(version: Version, values: Mapping[str, str | int | float], *, strict:
     declared variable a placeholder uses with no value, no fallback of its own and no
     ``fallback_value`` is refused (``strict``) or left as written (a preview).
     """
+    declared = version.declared()
     for name, given in values.items():
-        declared = version.variable(name)
-        if declared is None:
+        variable = declared.get(name)
+        if variable is None:
             if name in UNSUBSCRIBE_KEYS:
                 continue
             raise Invalid("template.variables",
                           f"template.variables: `{name}` is not a variable of this template")
-        if declared.type == "number" and not _is_number(given):
+        if variable.type == "number" and not _is_number(given):
             raise Invalid("template.variables", f"template.variables: `{name}` must be a number")
 
     def value_of(key: str, fallback: str | None) -> str | None:
         if key in values:
             given = values[key]
             return given if isinstance(given, str) else number_text(given)
-        declared = version.variable(key)
-        if declared is None:
+        variable = declared.get(key)
+        if variable is None:
             return None  # names no variable: left as written
         if fallback is not None:
             return fallback
-        if declared.fallback_value is not None:
-            fv = declared.fallback_value
+        if variable.fallback_value is not None:
+            fv = variable.fallback_value
             return fv if isinstance(fv, str) else number_text(fv)
         if strict:
             raise Invalid("template.variables",
@@ -301,9 +340,9 @@ def render(version: Version, values: Mapping[str, str | int | float], *, strict:
                           f"template.variables: `{key}` is used in the subject and must not contain line breaks")
         return value
 
-    html = placeholders.fill(version.html, value_of, _escape)
-    text = placeholders.fill(version.text, value_of) if version.text else version.text
-    subject = placeholders.fill(version.subject, subject_value) if version.subject else version.subject
+    html = version.fill("html", value_of, _escape)
+    text = version.fill("text", value_of) if version.text else version.text
+    subject = version.fill("subject", subject_value) if version.subject else version.subject
     return Rendered(subject, html, text)
 
 

@@ -95,18 +95,23 @@ async def upsert(txn: Transaction, tenant_id: uuid.UUID, rows: list[dict], now: 
     """
     Write whole contacts (``id``, ``email``, ``first_name``, ``last_name``, ``properties``):
     new addresses are inserted with their ``id``, known ones keep theirs and take the values.
-    One statement for all; each row returned with ``inserted``.
+    One statement for all; each row returned as written (``id``, ``email``, names,
+    ``created_at``, ``updated_at``), with ``inserted`` and ``unsubscribed`` (whether the
+    address was on the suppression list when the statement began).
     """
     if not rows:
         return []
     ordered = sorted(rows, key=lambda r: r["email"])  # one lock order for every writer
     return await txn.fetchall(
-        "INSERT INTO contacts (id, tenant_id, email, first_name, last_name, properties, created_at, updated_at)"
+        "WITH c AS (INSERT INTO contacts"
+        " (id, tenant_id, email, first_name, last_name, properties, created_at, updated_at)"
         " SELECT r.id, %s, r.email, r.first_name, r.last_name, r.properties, %s, %s"
         " FROM jsonb_to_recordset(%s) AS r (id uuid, email text, first_name text, last_name text, properties jsonb)"
         " ON CONFLICT (tenant_id, email) DO UPDATE SET first_name = excluded.first_name,"
         " last_name = excluded.last_name, properties = excluded.properties, updated_at = excluded.updated_at"
-        " RETURNING id, email, (xmax = 0) AS inserted",
+        " RETURNING id, tenant_id, email, first_name, last_name, created_at, updated_at, (xmax = 0) AS inserted)"
+        " SELECT c.id, c.email, c.first_name, c.last_name, c.created_at, c.updated_at, c.inserted,"
+        f" (s.id IS NOT NULL) AS unsubscribed FROM c {_JOIN}",
         (tenant_id, now, now, Json([{**r, "id": str(r["id"])} for r in ordered])),
     )
 
@@ -152,6 +157,13 @@ async def page(db: Database, tenant_id: uuid.UUID, page: Page, prefix: str | Non
         conditions.append("m.segment_id = %s")
         values.append(segment_id)
         where, order, params = page.clause("m.contact_id")
+        if page.after is not None or page.before is not None:
+            # The cursor bounds both sides of the join: PostgreSQL does not carry an inequality
+            # across ``c.id = m.contact_id``, and a merge join then walked the account's
+            # contacts from the newest down to the cursor (160 ms at 400,000 contacts down).
+            bound, _, bound_params = page.clause("c.id")
+            conditions.append(bound)
+            values.append(bound_params[0])
     if prefix is not None:
         conditions.append(
             "(c.email LIKE %s OR lower(c.first_name) LIKE %s OR lower(c.last_name) LIKE %s)")

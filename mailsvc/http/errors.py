@@ -7,6 +7,9 @@ from collections.abc import Callable
 
 from mailsvc.domain.errors import (
     AliasTaken,
+    BroadcastInProgress,
+    BroadcastNotCancelable,
+    BroadcastNotDraft,
     Conflict,
     DnsProviderFailed,
     DomainError,
@@ -97,6 +100,9 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     PlanRequired: (403, "plan_required", None),
     NotReschedulable: (409, "not_reschedulable", None),
     NotCancelable: (409, "not_cancelable", None),
+    BroadcastNotDraft: (409, "broadcast_not_draft", None),
+    BroadcastNotCancelable: (409, "broadcast_not_cancelable", None),
+    BroadcastInProgress: (409, "broadcast_in_progress", None),
     QuotaExceeded: (429, lambda e: f"{e.period}_quota_exceeded", "quota_exceeded"),
     RateLimited: (429, "rate_limit_exceeded", None),
     IdempotencyKeyInvalid: (400, "invalid_idempotency_key", None),

@@ -12,11 +12,13 @@ from __future__ import annotations
 import email
 import email.policy
 import re
+from collections import Counter
 
 import pytest
 import pytest_twisted as pt
 import resend
 import treq
+from twisted.internet import defer
 
 from tests.mta import DOMAIN
 from tests.sdk import call
@@ -115,3 +117,42 @@ async def test_the_node_sdk_drives_broadcasts(mta):
     subjects = sorted(email.message_from_bytes(m.data, policy=email.policy.default)["Subject"]
                       for m in mta.sink.messages)
     assert subjects == ["Hello F0", "Hello F1", "Hello F2"]
+
+
+@pytest.mark.slow  # two nodes, 2,000 recipients delivered
+@pt.ensureDeferred
+async def test_two_broadcast_nodes_split_the_work_with_no_duplicate(start_mta_with):
+    first = await start_mta_with(MAILSVC_BROADCASTS_CHUNK="50")
+    second = await start_mta_with(MAILSVC_BROADCASTS_CHUNK="50")
+    first.route("example.net")
+    tenant, key, _ = await signing_sender(first)
+    code, _, _ = await first.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", first.operator_token,
+                                  json={"daily_quota": 10_000})
+    assert code == 200
+    segment_id = await contacts(first, key, 2000)
+    code, created, _ = await first.json("POST", "/broadcasts", key, json={
+        "segment_id": segment_id, "from": f"Acme <news@{DOMAIN}>", "subject": "For {{{FIRST_NAME}}}",
+        "html": "<p>Hi {{{FIRST_NAME}}}</p>", "send": True})
+    assert code == 200, created
+    written = {"first": 0, "second": 0}
+
+    async def node(name, mta):
+        for _ in range(1000):
+            n = await mta.parts.fanout.step()
+            written[name] += n
+            got = await mta.parts.db.fetchone("SELECT status FROM broadcasts WHERE id = %s", (created["id"],))
+            if got["status"] == "sent":
+                return
+        raise AssertionError("not sent")
+
+    await defer.gatherResults([defer.ensureDeferred(node("first", first)),
+                               defer.ensureDeferred(node("second", second))], consumeErrors=True)
+    assert written["first"] > 0 and written["second"] > 0, written
+    assert written["first"] + written["second"] == 2000
+    rows = await first.parts.db.fetchall("SELECT recipient FROM deliveries")
+    assert len(rows) == 2000 and len({r["recipient"] for r in rows}) == 2000
+    await first.sink.wait_for(2000, timeout=120)
+    await first.settled()
+    await second.settled()
+    assert Counter(m.rcpt_to[0] for m in first.sink.messages) == Counter(
+        {f"c{i}@example.net": 1 for i in range(2000)})

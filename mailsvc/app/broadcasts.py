@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
@@ -38,6 +39,7 @@ from mailsvc.domain.htmltext import html_to_text
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import parse_uuid, uuid7
 from mailsvc.loop import Loop
+from mailsvc.mail import mime
 from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
 from mailsvc.store.broadcasts import CHANNEL
@@ -54,6 +56,9 @@ LEASE_SECONDS = 60
 PAUSED_RECHECK = timedelta(seconds=60)
 #: Chunks one run of the fan-out writes before giving the loop back (it runs again at once).
 CHUNKS_PER_RUN = 8
+#: Chunks of one broadcast in flight at once on a node: one is rendered while another's accept
+#: statement runs.
+PARALLEL_CHUNKS = 2
 #: Delivery statuses counted in ``stats`` (the keys always shown), from the delivery rows.
 STATS = ("delivered", "bounced", "complained", "suppressed", "failed", "delivery_delayed")
 _STAT_OF_STATUS = {"delivered": "delivered", "bounced": "bounced", "complained": "complained",
@@ -312,11 +317,11 @@ class Fanout:
             ready = await rows.ready(self._db, self._now(), 16)
             progressed = False
             for broadcast in ready:
-                n = await self.write_chunk(broadcast)
-                if n is not None:
+                done = await self.write_chunks(broadcast)
+                if done:
                     progressed = True
-                    written += n
-                    chunks += 1
+                    written += sum(done)
+                    chunks += len(done)
             if not progressed:
                 return written
         self._loop.wake()  # more to write: run again at once, after giving the loop back
@@ -324,31 +329,56 @@ class Fanout:
 
     async def write_chunk(self, b: dict) -> int | None:
         """One chunk of ``b`` written; the recipients recorded, or None when there was none to take."""
+        done = await self.write_chunks(b, 1)
+        return done[0] if done else None
+
+    async def write_chunks(self, b: dict, parallel: int = PARALLEL_CHUNKS) -> list[int]:
+        """
+        Up to ``parallel`` chunks of ``b`` claimed (within the quota left) and written at once, so
+        that one is rendered while another's statement runs; the recipients each recorded.
+        """
         now = self._now()
         tenant = await self._tenant(b["tenant_id"])
         if tenant is None:
-            return None
+            return []
         if tenant.status == "suspended":
             await self._fail(b, "account_suspended", now)
-            return None
+            return []
         if tenant.status == "paused":
             await rows.wait(self._db, b["id"], "account_paused", now + PAUSED_RECHECK, now)
-            return None
+            return []
         left, period = await rows.remaining_quota(self._db, tenant.id, tenant.daily_quota, tenant.monthly_quota, now)
         if left <= 0:
             # Nothing may be charged today: unless nothing is left to write, wait for tomorrow.
             if await rows.finish(self._db, b["id"], now) is None:
                 await rows.wait(self._db, b["id"], f"{period}_quota", rules.next_utc_day(now), now)
-            return None
+            return []
         if b["wait_reason"] is not None:
             await rows.wait(self._db, b["id"], None, None, now)
-        lease = uuid.uuid4()
-        claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now, self.lease_seconds,
-                                     min(self.chunk, left))
-        if not claimed:
+        leases = []
+        while len(leases) < parallel and left > 0:
+            lease = uuid.uuid4()
+            claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now,
+                                         self.lease_seconds, min(self.chunk, left))
+            if not claimed:
+                break
+            left -= len(claimed)
+            leases.append((lease, claimed))
+        if not leases:
             if await rows.finish(self._db, b["id"], now) is not None:
                 log.info("broadcast {id} sent", id=b["id"])
-            return None
+            return []
+        if len(leases) == 1:
+            done = [await self._written(b, tenant, *leases[0], now)]
+        else:
+            done = await defer.gatherResults(
+                [defer.ensureDeferred(self._written(b, tenant, lease, claimed, now)) for lease, claimed in leases],
+                consumeErrors=True)
+        return [n for n in done if n is not None]
+
+    async def _written(self, b: dict, tenant: Tenant, lease: uuid.UUID, claimed: list[dict],
+                       now: datetime) -> int | None:
+        """A claimed chunk handed to the accept path; what refuses it makes the broadcast wait or fail."""
         try:
             return await self._submit(b, tenant, lease, claimed)
         except QuotaExceeded as e:
@@ -375,7 +405,10 @@ class Fanout:
             log.warn("broadcast {id} failed: {reason}", id=b["id"], reason=reason)
 
     async def _submit(self, b: dict, tenant: Tenant, lease: uuid.UUID, claimed: list[dict]) -> int:
-        content = Content(b["subject"], b["html"], b["text"], b["preview_text"])
+        # The plain text derived from the html (when the broadcast has none) is derived once,
+        # its placeholders kept, then filled per recipient (values raw, as in any text part).
+        text = b["text"] if b["text"] or not b["html"] else mime.text_from_html(b["html"])
+        content = Content(b["subject"], b["html"], text, b["preview_text"])
         sender = parse_mailbox("from", b["sender"])
         reply_to = parse_mailboxes("reply_to", list(b["reply_to"] or ()))
         tags = (("broadcast_id", str(b["id"])),)

@@ -293,6 +293,8 @@ class Fanout:
         self.chunk = chunk
         self.lease_seconds = lease_seconds
         self._loop = Loop(clock, self.desc, interval, self.step, on_failure=on_failure)
+        #: Per broadcast, the last contact this node claimed: where its next claim starts.
+        self._keyset: dict[uuid.UUID, uuid.UUID] = {}
 
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
@@ -358,10 +360,17 @@ class Fanout:
         leases = []
         while len(leases) < parallel and left > 0:
             lease = uuid.uuid4()
+            after = self._keyset.get(b["id"])
             claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now,
-                                         self.lease_seconds, min(self.chunk, left))
+                                         self.lease_seconds, min(self.chunk, left), after)
+            if not claimed and after is not None:
+                # Past the end: from the start again, for chunks released or whose lease expired.
+                claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now,
+                                             self.lease_seconds, min(self.chunk, left))
             if not claimed:
+                self._keyset.pop(b["id"], None)
                 break
+            self._keyset[b["id"]] = claimed[-1]["contact_id"]
             left -= len(claimed)
             leases.append((lease, claimed))
         if not leases:

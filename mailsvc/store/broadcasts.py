@@ -29,6 +29,8 @@ LIST_COLUMNS = "id, name, segment_id, status, scheduled_at, sent_at, created_at"
 WRITABLE = frozenset({"name", "segment_id", "sender", "subject", "reply_to", "preview_text", "html", "text"})
 #: NOTIFY channel that wakes the fan-out (a broadcast queued, released or resumed).
 CHANNEL = "broadcasts"
+#: A membership at least this large is followed by an ANALYZE of the recipients.
+ANALYZE_AFTER = 10_000
 
 
 async def insert(db: Database | Transaction, broadcast_id: uuid.UUID, tenant_id: uuid.UUID,
@@ -125,10 +127,14 @@ async def start_next(txn: Transaction, now: datetime) -> dict | None:
         return None
     if row["segment_id"] is None:
         return await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
-    await txn.execute(
+    inserted = await txn.execute(
         "INSERT INTO broadcast_recipients (broadcast_id, contact_id)"
         " SELECT %s, contact_id FROM segment_contacts WHERE segment_id = %s",
         (row["id"], row["segment_id"]))
+    if inserted >= ANALYZE_AFTER:
+        # So many new rows at once: the planner learns of them now, not at autovacuum's turn
+        # (the chunks' claims must use the index of pending rows).
+        await txn.execute("ANALYZE broadcast_recipients")
     return await txn.fetchone(
         "UPDATE broadcasts b SET status = 'sending', started_at = %s, updated_at = %s,"
         " total = (SELECT count(*) FROM broadcast_recipients r WHERE r.broadcast_id = b.id)"
@@ -168,21 +174,25 @@ async def remaining_quota(db: Database, tenant_id: uuid.UUID, daily: int, monthl
 
 
 async def claim(txn: Transaction, broadcast_id: uuid.UUID, lease: uuid.UUID, now: datetime, seconds: float,
-                limit: int) -> list[dict]:
+                limit: int, after: uuid.UUID | None = None) -> list[dict]:
     """
-    The next chunk of pending recipients (in contact order, skipping rows another node has
-    locked or leased) leased to ``lease``, with the contacts as they are now (``email`` None:
-    the contact was deleted since the send started).
+    The next chunk of pending recipients by keyset (contact order, from just after ``after``,
+    the last contact this node claimed), skipping rows another node has locked or leased, leased
+    to ``lease``, with the contacts as they are now (``email`` None: the contact was deleted since
+    the send started). The keyset keeps each claim from walking again over the index entries of
+    the rows already written (dead until vacuumed).
     """
+    keyset = " AND contact_id > %s" if after is not None else ""
     return await txn.fetchall(
         "WITH chunk AS (SELECT contact_id FROM broadcast_recipients"
         "   WHERE broadcast_id = %s AND state = 'pending' AND (lease_until IS NULL OR lease_until < %s)"
-        "   ORDER BY contact_id LIMIT %s FOR UPDATE SKIP LOCKED),"
+        f"{keyset} ORDER BY contact_id LIMIT %s FOR UPDATE SKIP LOCKED),"
         " leased AS (UPDATE broadcast_recipients r SET lease = %s, lease_until = %s FROM chunk"
         "   WHERE r.broadcast_id = %s AND r.contact_id = chunk.contact_id RETURNING r.contact_id)"
         " SELECT l.contact_id, c.email, c.first_name, c.last_name, c.properties"
         " FROM leased l LEFT JOIN contacts c ON c.id = l.contact_id ORDER BY l.contact_id",
-        (broadcast_id, now, limit, lease, now + timedelta(seconds=seconds), broadcast_id))
+        (broadcast_id, now, *([after] if after is not None else []), limit, lease,
+         now + timedelta(seconds=seconds), broadcast_id))
 
 
 def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID, rows: list[tuple[uuid.UUID, uuid.UUID | None, str]]) \

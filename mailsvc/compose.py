@@ -25,6 +25,7 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.brand import BrandImporter
+from mailsvc.app.broadcasts import Broadcasts, Fanout
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
@@ -50,6 +51,7 @@ from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.brand import BrandResource
+from mailsvc.http.api.broadcasts import BroadcastsResource
 from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
@@ -72,6 +74,7 @@ from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from mailsvc.store import broadcasts as broadcast_rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.accept import DELIVERIES
@@ -85,7 +88,7 @@ log = Logger()
 
 #: How often gathered ``last_used_at`` values are written.
 LAST_USED_FLUSH_SECONDS = 5
-#: How often scheduled emails whose time has come are looked for.
+#: How often scheduled emails (and broadcasts) whose time has come are looked for.
 SCHEDULE_RELEASE_SECONDS = 1
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
@@ -194,6 +197,8 @@ class Parts:
     contacts: Contacts | None = None
     segments: Segments | None = None
     dashboard: Dashboard | None = None
+    broadcasts: Broadcasts | None = None
+    fanout: Fanout | None = None
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -311,6 +316,18 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
                     schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
+    # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
+    # the one accept path (broadcasts role).
+    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url)
+    router.mount(BroadcastsResource(broadcasts))
+    fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
+                    lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
+
+    async def start_fanout() -> None:
+        await notifications.listen(broadcast_rows.CHANNEL, fanout.wake)
+        fanout.start()
+
+    role_parts.append(RolePart("broadcasts", fanout.desc, start_fanout, fanout.stop))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
@@ -324,14 +341,16 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
+    release_broadcasts = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS,
+                              broadcasts.release_due, on_failure=count_failure)
     if "scheduler" in config.node.roles:
-        loops += [check_domains, release]
+        loops += [check_domains, release, release_broadcasts]
     return Parts(
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard,
+        contacts=contacts, segments=segments, dashboard=dashboard, broadcasts=broadcasts, fanout=fanout,
     )
 
 

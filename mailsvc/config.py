@@ -152,13 +152,21 @@ class WebhooksConfig:
 
 @_section
 class NodeConfig:
-    roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
+    roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler", "broadcasts")
     #: Worker processes serving the node's sockets; 0: one per core.
     processes: int = 0
 
     @property
     def process_count(self) -> int:
         return self.processes or os.cpu_count() or 1
+
+
+@_section
+class BroadcastsConfig:
+    #: Recipients one chunk of the fan-out takes (one accept statement).
+    chunk: int = 500
+    #: Seconds a chunk is held by the node that claimed it before another may take it over.
+    lease_seconds: int = 60
 
 
 @_section
@@ -200,12 +208,13 @@ SECTIONS: dict[str, type] = {
     "domains": DomainsConfig,
     "webhooks": WebhooksConfig,
     "node": NodeConfig,
+    "broadcasts": BroadcastsConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
 }
 
-KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler"})
+KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler", "broadcasts"})
 
 
 @attrs.frozen(kw_only=True)
@@ -226,6 +235,7 @@ class Config:
     domains: DomainsConfig = DomainsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     node: NodeConfig = NodeConfig()
+    broadcasts: BroadcastsConfig = BroadcastsConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()
@@ -286,6 +296,9 @@ def _check(config: Config) -> Config:
             raise ConfigError(f"delivery.{name}: must be at least 1")
     if config.delivery.relay_tls not in ("starttls", "implicit", "none"):
         raise ConfigError("delivery.relay_tls: must be starttls, implicit or none")
+    for name in ("chunk", "lease_seconds"):
+        if getattr(config.broadcasts, name) < 1:
+            raise ConfigError(f"broadcasts.{name}: must be at least 1")
     for name in ("concurrency_per_endpoint", "max_in_flight", "host_concurrency", "host_rate_per_sec"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")

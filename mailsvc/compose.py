@@ -39,11 +39,15 @@ from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
+from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
+from mailsvc.delivery.policy import PeerPolicy, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
+from mailsvc.delivery.tlsrpt import TlsReports
 from mailsvc.dns.resolver import build_resolver
+from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.http.admin import AdminResource
@@ -87,6 +91,9 @@ log = Logger()
 LAST_USED_FLUSH_SECONDS = 5
 #: How often scheduled emails whose time has come are looked for.
 SCHEDULE_RELEASE_SECONDS = 1
+#: How often a node writes its TLS report counts, and looks for finished days to report.
+TLS_COUNTS_SECONDS = 30
+TLS_REPORTS_SECONDS = 3600
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
 
@@ -194,6 +201,7 @@ class Parts:
     contacts: Contacts | None = None
     segments: Segments | None = None
     dashboard: Dashboard | None = None
+    tls_reports: TlsReports | None = None
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -276,8 +284,10 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     signing_keys = SigningKeys(
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
     )
+    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
+    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname)
     worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     return_path = ReturnPath(clock, db, verp_key)
 
@@ -324,19 +334,24 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
+    if "delivery" in config.node.roles:
+        loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
+                          on_failure=count_failure))
     if "scheduler" in config.node.roles:
-        loops += [check_domains, release]
+        loops += [check_domains, release,
+                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure)]
     return Parts(
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard,
+        contacts=contacts, segments=segments, dashboard=dashboard, tls_reports=tls_reports,
     )
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
-                     signing_keys: SigningKeys, on_failure, on_outcome) -> delivery.DeliveryWorker:
+                     signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
+                     tls_reports: TlsReports) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -344,6 +359,12 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
         relay = Destination(settings.relay_host, settings.relay_port, ENFORCED, relay=True)
     relay_auth = (settings.relay_username, settings.relay_password) if settings.relay_username else None
     trust = TrustRoots(config.security.ca_file)
+    store = TrustStore(config.security.ca_file)
+    policies = None
+    if settings.mta_sts or settings.dane:
+        secure = SecureResolver(clock, config.dns.servers or _system_servers()) if settings.dane else None
+        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else _NoFetcher(),
+                            config.security.test_mta_sts_port or 443, tls_reports.count)
 
     async def connect(destination: Destination) -> OutboundSMTP:
         if destination.relay:
@@ -359,9 +380,16 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             address = await addresses.check(destination.host)
             endpoint_type = endpoints.TCP4ClientEndpoint if address.version == 4 else endpoints.TCP6ClientEndpoint
             endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
-            # MX hosts are not verified (no MTA-STS/DANE yet): TLS protects against passive
-            # eavesdropping; "enforced" means never in plain text.
-            protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, tls.unverified_client_options())
+            if destination.auth is not None:
+                # MTA-STS or DANE: the certificate is checked once TLS is up (crypto/peers.py).
+                creator = RecordingClientTLS(destination.host)
+                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, creator,
+                                        peer_policy=PeerPolicy(destination.auth, creator, store, tls_reports.count))
+            else:
+                # No policy: TLS protects against passive eavesdropping; "enforced" means never
+                # in plain text.
+                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy,
+                                        tls.unverified_client_options())
         await endpoints.connectProtocol(endpoint, protocol)
         return protocol
 
@@ -373,8 +401,29 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             settings.batch, settings.max_in_flight, relay,
         ),
         signing_keys,
-        on_failure=on_failure, on_outcome=on_outcome,
+        on_failure=on_failure, on_outcome=on_outcome, policies=policies,
     )
+
+
+class _NoFetcher:
+    """delivery.mta_sts off: no policy is ever fetched."""
+
+    async def get(self, *args, **kwargs):
+        raise RuntimeError("MTA-STS is switched off (delivery.mta_sts)")
+
+
+def _system_servers() -> tuple[str, ...]:
+    """The nameservers of /etc/resolv.conf, for the DNSSEC-validated lookups."""
+    servers = []
+    try:
+        with open("/etc/resolv.conf", encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "nameserver":
+                    servers.append(parts[1] if ":" not in parts[1] else f"[{parts[1]}]:53")
+    except OSError:
+        pass
+    return tuple(servers) or ("127.0.0.1:53",)
 
 
 def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:

@@ -68,6 +68,15 @@ class DeliveryConfig:
     relay_tls: str = "starttls"
     relay_username: str = ""
     relay_password: str = ""
+    #: Honour recipients' MTA-STS policies (RFC 8461) and DANE TLSA records (RFC 7672; needs a
+    #: validating resolver in dns.servers that sets the AD bit).
+    mta_sts: bool = True
+    dane: bool = True
+    #: The sending IP/host class adaptive shaping keys its limits on (one per IP pool).
+    source: str = "default"
+    #: Limits of a destination nobody configured, before any throttling.
+    default_concurrency: int = 10
+    default_rate_per_sec: int = 50
 
 
 @_section
@@ -81,6 +90,8 @@ class SecurityConfig:
     test_public_addresses: tuple[str, ...] = ()
     #: Tests only: ports brand import fetches beside 80 and 443 (loopback test servers).
     test_extra_ports: tuple[str, ...] = ()
+    #: Tests only: the port MTA-STS policies are fetched from (0: 443, as RFC 8461 requires).
+    test_mta_sts_port: int = 0
 
 
 @_section
@@ -151,6 +162,22 @@ class WebhooksConfig:
 
 
 @_section
+class SpamConfig:
+    #: spamd's address (host:port) for the spam score; empty: scoring is off.
+    spamd: str = ""
+    timeout: int = 15
+    #: Broadcasts at send: a score at or over this refuses the send (0: never refused).
+    broadcast_threshold: str = "0"
+
+
+@_section
+class DmarcConfig:
+    #: The largest report message, compressed attachment and XML document taken.
+    max_message_bytes: int = 10 * 1024 * 1024
+    max_xml_bytes: int = 20 * 1024 * 1024
+
+
+@_section
 class NodeConfig:
     roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
     #: Worker processes serving the node's sockets; 0: one per core.
@@ -200,6 +227,8 @@ SECTIONS: dict[str, type] = {
     "domains": DomainsConfig,
     "webhooks": WebhooksConfig,
     "node": NodeConfig,
+    "spam": SpamConfig,
+    "dmarc": DmarcConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
@@ -226,6 +255,8 @@ class Config:
     domains: DomainsConfig = DomainsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     node: NodeConfig = NodeConfig()
+    spam: SpamConfig = SpamConfig()
+    dmarc: DmarcConfig = DmarcConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()

@@ -26,6 +26,9 @@ class Destination:
     tls_policy: str
     #: The configured smarthost (relay mode) rather than a recipient's MX.
     relay: bool = False
+    #: How the MX host's certificate is authenticated (``delivery.policy.Authentication``:
+    #: DANE or MTA-STS); None: not at all.
+    auth: object = None
 
 
 class ConnectFailed(Exception):

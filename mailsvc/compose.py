@@ -45,11 +45,13 @@ from mailsvc.delivery.connections import Connections, Destination
 from mailsvc.delivery.policy import PeerPolicy, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
+from mailsvc.delivery.shaping import SYNC_SECONDS, Shaper
 from mailsvc.delivery.tlsrpt import TlsReports
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
+from mailsvc.domain.shaping import Limits
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
@@ -202,6 +204,7 @@ class Parts:
     segments: Segments | None = None
     dashboard: Dashboard | None = None
     tls_reports: TlsReports | None = None
+    shaper: Shaper | None = None
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -228,7 +231,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(AuthResource(dashboard, config.http.public_url))
     router.mount(UiResource(db))
     router.mount(ApiKeysResource(keyring))
-    router.mount(AdminResource(accounts, db, metrics))
+    router.mount(AdminResource(accounts, db, metrics, config.delivery.source))
     router.mount(SuppressionsResource(clock, db))
     # Templates, and the template builder whose renderer turns their builder documents into
     # html and text; its e-mails show the social icons this node serves at public_url.
@@ -286,8 +289,13 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     )
     # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
     tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname)
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    shaper = Shaper(clock, db, config.delivery.source,
+                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
+                    on_change=metrics.destination_limits)
     worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports)
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
+                              shaper)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     return_path = ReturnPath(clock, db, verp_key)
 
@@ -335,6 +343,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
     if "delivery" in config.node.roles:
+        loops.append(Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=count_failure))
         loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
                           on_failure=count_failure))
     if "scheduler" in config.node.roles:
@@ -345,13 +354,13 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard, tls_reports=tls_reports,
+        contacts=contacts, segments=segments, dashboard=dashboard, tls_reports=tls_reports, shaper=shaper,
     )
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
                      signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
-                     tls_reports: TlsReports) -> delivery.DeliveryWorker:
+                     tls_reports: TlsReports, shaper: Shaper) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -395,13 +404,13 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
 
     node_name = f"{socket.gethostname()}:{os.getpid()}"
     return delivery.DeliveryWorker(
-        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination),
+        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination, shaper=shaper),
         delivery.Settings(
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
         signing_keys,
-        on_failure=on_failure, on_outcome=on_outcome, policies=policies,
+        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe,
     )
 
 

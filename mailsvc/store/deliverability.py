@@ -60,3 +60,57 @@ async def tls_report_sent(db: Database, domain: str, day, outcome: str) -> None:
     await db.execute(
         "INSERT INTO tls_reports_sent (domain, day, outcome) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
         (domain, day, outcome), desc="tls report sent")
+
+
+# -- Adaptive shaping ----------------------------------------------------------------------
+
+
+async def destination_defaults(db: Database) -> list[dict]:
+    return await db.fetchall("SELECT pattern, concurrency, rate_per_sec FROM destination_defaults ORDER BY pattern",
+                             desc="destination defaults")
+
+
+async def set_destination_default(db: Database, pattern: str, concurrency: int, rate: float) -> None:
+    await db.execute(
+        "INSERT INTO destination_defaults (pattern, concurrency, rate_per_sec) VALUES (%s, %s, %s)"
+        " ON CONFLICT (pattern) DO UPDATE SET concurrency = EXCLUDED.concurrency,"
+        " rate_per_sec = EXCLUDED.rate_per_sec", (pattern, concurrency, rate), desc="set destination default")
+
+
+async def delete_destination_default(db: Database, pattern: str) -> bool:
+    rows = await db.fetchall("DELETE FROM destination_defaults WHERE pattern = %s RETURNING pattern", (pattern,),
+                             desc="delete destination default")
+    return bool(rows)
+
+
+async def destination_limits(db: Database, source: str) -> list[dict]:
+    return await db.fetchall(
+        "SELECT destination, concurrency, rate_per_sec, throttled_at, changed_at FROM destination_limits"
+        " WHERE source = %s ORDER BY destination", (source,), desc="destination limits")
+
+
+async def throttle_destination(db: Database, source: str, destination: str, concurrency: int, rate: float,
+                               now: float) -> None:
+    """A shrink: never raises what another node has already lowered further."""
+    await db.execute(
+        "INSERT INTO destination_limits (source, destination, concurrency, rate_per_sec, throttled_at, changed_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (source, destination) DO UPDATE SET"
+        " concurrency = LEAST(destination_limits.concurrency, EXCLUDED.concurrency),"
+        " rate_per_sec = LEAST(destination_limits.rate_per_sec, EXCLUDED.rate_per_sec),"
+        " throttled_at = EXCLUDED.throttled_at, changed_at = EXCLUDED.changed_at",
+        (source, destination, concurrency, rate, now, now), desc="throttle destination")
+
+
+async def recover_destination(db: Database, source: str, destination: str, concurrency: int, rate: float,
+                              now: float, quiet_since: float) -> None:
+    """A step back up, unless some node throttled the destination since ``quiet_since``."""
+    await db.execute(
+        "UPDATE destination_limits SET concurrency = %s, rate_per_sec = %s, changed_at = %s"
+        " WHERE source = %s AND destination = %s AND changed_at <= %s",
+        (concurrency, rate, now, source, destination, quiet_since), desc="recover destination")
+
+
+async def forget_destination(db: Database, source: str, destination: str) -> bool:
+    rows = await db.fetchall("DELETE FROM destination_limits WHERE source = %s AND destination = %s"
+                             " RETURNING destination", (source, destination), desc="forget destination")
+    return bool(rows)

@@ -297,7 +297,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                               lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
                               shaper)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, verp_key)
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
 
     async def start_delivery() -> None:
         await notifications.listen(DELIVERIES, worker.wake)

@@ -172,8 +172,8 @@ class SpamConfig:
 
 @_section
 class DmarcConfig:
-    #: The largest report message, compressed attachment and XML document taken.
-    max_message_bytes: int = 10 * 1024 * 1024
+    #: The largest decompressed XML document of an aggregate report taken (the message itself
+    #: is bounded by the inbound listener's 10 MiB).
     max_xml_bytes: int = 20 * 1024 * 1024
 
 

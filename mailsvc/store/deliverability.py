@@ -114,3 +114,48 @@ async def forget_destination(db: Database, source: str, destination: str) -> boo
     rows = await db.fetchall("DELETE FROM destination_limits WHERE source = %s AND destination = %s"
                              " RETURNING destination", (source, destination), desc="forget destination")
     return bool(rows)
+
+
+# -- DMARC aggregate reports ---------------------------------------------------------------
+
+
+async def domain_of_return_path_host(db: Database, host: str) -> dict | None:
+    """The domain whose return-path host is ``host`` (index ``domains_return_path_host``)."""
+    return await db.fetchone(
+        "SELECT id, name, tenant_id FROM domains WHERE return_path || '.' || name = %s LIMIT 1", (host,),
+        desc="domain of return path host")
+
+
+async def save_dmarc_report(db: Database, report_id, domain_id, report) -> bool:
+    """False when the same report (organisation and id) was stored before."""
+
+    async def save(txn):
+        rows = await txn.fetchall(
+            "INSERT INTO dmarc_reports (id, domain_id, org_name, report_id, begin_at, end_at, policy)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (domain_id, org_name, report_id) DO NOTHING"
+            " RETURNING id", (report_id, domain_id, report.org_name, report.report_id, report.begin, report.end,
+                              report.policy))
+        if not rows:
+            return False
+        day = report.begin.date()
+        for row in report.rows:
+            await txn.execute(
+                "INSERT INTO dmarc_records (report_id, day, source_ip, count, disposition, dkim_aligned,"
+                " spf_aligned, header_from) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (report_id, day, row.source_ip, row.count, row.disposition, row.dkim_aligned, row.spf_aligned,
+                 row.header_from))
+        return True
+
+    return await db.run("save dmarc report", save)
+
+
+async def dmarc_days(db: Database, domain_id, since) -> list[dict]:
+    """Per day and source: messages, and those with DKIM and SPF aligned."""
+    return await db.fetchall(
+        "SELECT r.day, r.source_ip, sum(r.count)::bigint AS messages,"
+        " sum(CASE WHEN r.dkim_aligned THEN r.count ELSE 0 END)::bigint AS dkim_pass,"
+        " sum(CASE WHEN r.spf_aligned THEN r.count ELSE 0 END)::bigint AS spf_pass,"
+        " array_agg(DISTINCT rep.org_name) AS reporters"
+        " FROM dmarc_records r JOIN dmarc_reports rep ON rep.id = r.report_id"
+        " WHERE rep.domain_id = %s AND r.day >= %s GROUP BY r.day, r.source_ip ORDER BY r.day DESC, messages DESC",
+        (domain_id, since), desc="dmarc days")

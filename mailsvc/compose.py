@@ -33,6 +33,7 @@ from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
+from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Submitter
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
@@ -61,6 +62,7 @@ from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
 from mailsvc.http.api.emails import EmailsResource
 from mailsvc.http.api.segments import AudiencesResource, SegmentsResource
+from mailsvc.http.api.spam import SpamResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
@@ -70,6 +72,7 @@ from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.loop import Loop
+from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import Metrics
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import Fetcher, TrustRoots
@@ -205,6 +208,7 @@ class Parts:
     dashboard: Dashboard | None = None
     tls_reports: TlsReports | None = None
     shaper: Shaper | None = None
+    spam: SpamChecks | None = None
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -237,7 +241,11 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # html and text; its e-mails show the social icons this node serves at public_url.
     renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
     templates = Templates(clock, db, renderer)
-    router.mount(TemplatesResource(templates))
+    # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
+    spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
+                      config.hostname, float(config.spam.broadcast_threshold or 0))
+    router.mount(TemplatesResource(templates, spam))
+    router.mount(SpamResource(spam))
     # Contacts, segments and the legacy audience paths over the same segments.
     contacts = Contacts(clock, db)
     segments = Segments(clock, db)
@@ -355,6 +363,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
         contacts=contacts, segments=segments, dashboard=dashboard, tls_reports=tls_reports, shaper=shaper,
+        spam=spam,
     )
 
 

@@ -298,6 +298,11 @@ def _check(config: Config) -> Config:
     unknown = set(config.node.roles) - KNOWN_ROLES
     if unknown:
         raise ConfigError(f"node.roles: unknown role {sorted(unknown)[0]!r}")
+    try:
+        if float(config.spam.broadcast_threshold or 0) < 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError("spam.broadcast_threshold: a score of 0 (never refuse) or more") from None
     if config.node.processes < 0:
         raise ConfigError("node.processes: must be 0 (one per core) or more")
     for name in ("pool_size",):

@@ -74,9 +74,10 @@ class DeliveryConfig:
     dane: bool = True
     #: The sending IP/host class adaptive shaping keys its limits on (one per IP pool).
     source: str = "default"
-    #: Limits of a destination nobody configured, before any throttling.
+    #: Limits of a destination nobody configured, before any throttling (rate 0: none until
+    #: the destination throttles; then it starts from 50 a second).
     default_concurrency: int = 10
-    default_rate_per_sec: int = 50
+    default_rate_per_sec: int = 0
 
 
 @_section

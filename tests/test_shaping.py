@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 from mailsvc.delivery.shaping import Shaper, TooLateForSlot, destination_of
 from mailsvc.domain.shaping import Limits, default_for, is_throttling, recovered, throttled
 
-FALLBACK = Limits(10, 50)
+FALLBACK = Limits(10, 0)
 
 
 @pytest.mark.parametrize(("code", "enhanced", "text", "throttling"), [
@@ -30,6 +30,7 @@ def test_which_replies_throttle(code, enhanced, text, throttling):
     (Limits(10, 50), Limits(5, 25)),
     (Limits(1, 0.3), Limits(1, 0.2)),
     (Limits(3, 1), Limits(1, 0.5)),
+    (Limits(10, 0), Limits(5, 50)),  # no rate limit yet: from 100/s
 ])
 def test_throttling_halves(before, after):
     assert throttled(before) == after
@@ -38,6 +39,8 @@ def test_throttling_halves(before, after):
 @pytest.mark.parametrize(("limits", "ceiling", "after"), [
     (Limits(1, 1), Limits(10, 50), Limits(2, 1.25)),
     (Limits(10, 45), Limits(10, 50), Limits(10, 50)),
+    (Limits(5, 50), Limits(10, 0), Limits(6, 62.5)),
+    (Limits(5, 90), Limits(10, 0), Limits(6, 0)),  # past 100/s: unlimited again
 ])
 def test_recovery_is_slow_and_capped(limits, ceiling, after):
     assert recovered(limits, ceiling) == after
@@ -125,7 +128,7 @@ async def test_a_421_storm_shrinks_the_destination_and_success_grows_it_back(mta
     await shaper.written()
     (row,) = await mta.parts.db.fetchall(
         "SELECT destination, concurrency, rate_per_sec FROM destination_limits")
-    assert row["destination"] == "example.net" and row["concurrency"] < 10 and row["rate_per_sec"] < 50
+    assert row["destination"] == "example.net" and row["concurrency"] < 10 and 0 < row["rate_per_sec"] <= 50
     shrunk = row["concurrency"]
     _, metrics = await mta.request("GET", "/metrics", mta.operator_token)
     assert f'mailsvc_destination_concurrency_limit{{destination="example.net"}} {float(shrunk)}'.encode() in metrics

@@ -174,7 +174,8 @@ class Shaper:
         if start >= deadline:
             self.release(host)
             raise TooLateForSlot()
-        gate.next_start = start + 1.0 / max(self.limits(destination).rate_per_sec, 0.001)
+        rate = self.limits(destination).rate_per_sec
+        gate.next_start = start + (1.0 / rate if rate > 0 else 0.0)  # 0: no rate limit
         if start > now:
             await task.deferLater(self._clock, start - now, lambda: None)
         return destination

@@ -16,6 +16,9 @@ import re
 import attrs
 
 MIN_RATE = 0.2
+#: A rate of 0 is "no limit" (destinations nobody configured, until they throttle): a first
+#: shrink starts from this many messages a second, and growing back past it lifts the limit.
+UNLIMITED_BASE = 100.0
 RECOVER_SECONDS = 60.0
 RECOVER_FACTOR = 1.25
 _SLOW_DOWN = re.compile(r"too many|rate|limit|throttl|slow down|temporarily deferred|unusual", re.IGNORECASE)
@@ -37,12 +40,18 @@ def is_throttling(code: int, enhanced: str, text: str) -> bool:
 
 
 def throttled(limits: Limits) -> Limits:
-    return Limits(max(1, limits.concurrency // 2), max(MIN_RATE, limits.rate_per_sec / 2))
+    rate = limits.rate_per_sec if limits.rate_per_sec > 0 else UNLIMITED_BASE
+    return Limits(max(1, limits.concurrency // 2), max(MIN_RATE, rate / 2))
 
 
 def recovered(limits: Limits, ceiling: Limits) -> Limits:
-    return Limits(min(ceiling.concurrency, limits.concurrency + 1),
-                  min(ceiling.rate_per_sec, limits.rate_per_sec * RECOVER_FACTOR))
+    concurrency = min(ceiling.concurrency, limits.concurrency + 1)
+    if limits.rate_per_sec <= 0:
+        return Limits(concurrency, 0.0)
+    if ceiling.rate_per_sec <= 0:
+        grown = limits.rate_per_sec * RECOVER_FACTOR
+        return Limits(concurrency, 0.0 if grown >= UNLIMITED_BASE else grown)
+    return Limits(concurrency, min(ceiling.rate_per_sec, limits.rate_per_sec * RECOVER_FACTOR))
 
 
 def default_for(host: str, defaults: dict[str, Limits], fallback: Limits) -> Limits:

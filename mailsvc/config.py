@@ -68,6 +68,16 @@ class DeliveryConfig:
     relay_tls: str = "starttls"
     relay_username: str = ""
     relay_password: str = ""
+    #: Honour recipients' MTA-STS policies (RFC 8461) and DANE TLSA records (RFC 7672; needs a
+    #: validating resolver in dns.servers that sets the AD bit).
+    mta_sts: bool = True
+    dane: bool = True
+    #: The sending IP/host class adaptive shaping keys its limits on (one per IP pool).
+    source: str = "default"
+    #: Limits of a destination nobody configured, before any throttling (rate 0: none until
+    #: the destination throttles; then it starts from 50 a second).
+    default_concurrency: int = 10
+    default_rate_per_sec: int = 0
 
 
 @_section
@@ -81,6 +91,8 @@ class SecurityConfig:
     test_public_addresses: tuple[str, ...] = ()
     #: Tests only: ports brand import fetches beside 80 and 443 (loopback test servers).
     test_extra_ports: tuple[str, ...] = ()
+    #: Tests only: the port MTA-STS policies are fetched from (0: 443, as RFC 8461 requires).
+    test_mta_sts_port: int = 0
 
 
 @_section
@@ -151,6 +163,22 @@ class WebhooksConfig:
 
 
 @_section
+class SpamConfig:
+    #: spamd's address (host:port) for the spam score; empty: scoring is off.
+    spamd: str = ""
+    timeout: int = 15
+    #: Broadcasts at send: a score at or over this refuses the send (0: never refused).
+    broadcast_threshold: str = "0"
+
+
+@_section
+class DmarcConfig:
+    #: The largest decompressed XML document of an aggregate report taken (the message itself
+    #: is bounded by the inbound listener's 10 MiB).
+    max_xml_bytes: int = 20 * 1024 * 1024
+
+
+@_section
 class NodeConfig:
     roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler", "broadcasts")
     #: Worker processes serving the node's sockets; 0: one per core.
@@ -209,6 +237,8 @@ SECTIONS: dict[str, type] = {
     "webhooks": WebhooksConfig,
     "node": NodeConfig,
     "broadcasts": BroadcastsConfig,
+    "spam": SpamConfig,
+    "dmarc": DmarcConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
@@ -236,6 +266,8 @@ class Config:
     webhooks: WebhooksConfig = WebhooksConfig()
     node: NodeConfig = NodeConfig()
     broadcasts: BroadcastsConfig = BroadcastsConfig()
+    spam: SpamConfig = SpamConfig()
+    dmarc: DmarcConfig = DmarcConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()
@@ -277,6 +309,11 @@ def _check(config: Config) -> Config:
     unknown = set(config.node.roles) - KNOWN_ROLES
     if unknown:
         raise ConfigError(f"node.roles: unknown role {sorted(unknown)[0]!r}")
+    try:
+        if float(config.spam.broadcast_threshold or 0) < 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError("spam.broadcast_threshold: a score of 0 (never refuse) or more") from None
     if config.node.processes < 0:
         raise ConfigError("node.processes: must be 0 (one per core) or more")
     for name in ("pool_size",):

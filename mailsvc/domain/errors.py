@@ -117,6 +117,10 @@ class IdempotencyKeyInFlight(DomainError):
     """Same key while the first request still runs."""
 
 
+class SpamCheckUnavailable(DomainError):
+    """No spam score can be had: spamd is not configured (``spam.spamd``) or did not answer."""
+
+
 class DnsProviderFailed(DomainError):
     """A DNS provider refused or failed a set-up; ``code`` is the SPEC's ``dnsprov_*`` name."""
 

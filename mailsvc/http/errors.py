@@ -30,6 +30,7 @@ from mailsvc.domain.errors import (
     QuotaExceeded,
     RateLimited,
     SignInRefused,
+    SpamCheckUnavailable,
 )
 
 MAIN = "main"
@@ -112,6 +113,7 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
     IdempotencyKeyReused: (409, "invalid_idempotent_request", None),
     IdempotencyKeyInFlight: (409, "concurrent_idempotent_requests", None),
     DnsProviderFailed: (422, lambda e: e.code, None),
+    SpamCheckUnavailable: (503, "spam_check_unavailable", None),
     SignInRefused: (401, "invalid_credentials", None),
     AiFailed: (502, lambda e: e.code, None),
     BrandFailed: (422, lambda e: e.code, None),

@@ -25,6 +25,7 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.brand import BrandImporter
+from mailsvc.app.broadcasts import Broadcasts, Fanout
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
@@ -33,28 +34,37 @@ from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
+from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Submitter
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
+from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
+from mailsvc.delivery.policy import PeerPolicy, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
+from mailsvc.delivery.shaping import SYNC_SECONDS, Shaper
+from mailsvc.delivery.tlsrpt import TlsReports
 from mailsvc.dns.resolver import build_resolver
+from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
+from mailsvc.domain.shaping import Limits
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.brand import BrandResource
+from mailsvc.http.api.broadcasts import BroadcastsResource
 from mailsvc.http.api.builder import BuilderResource, social_icons
 from mailsvc.http.api.contacts import ContactsResource
 from mailsvc.http.api.domains import DomainsResource
 from mailsvc.http.api.emails import EmailsResource
 from mailsvc.http.api.segments import AudiencesResource, SegmentsResource
+from mailsvc.http.api.spam import SpamResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
@@ -64,6 +74,7 @@ from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.loop import Loop
+from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import Metrics
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import Fetcher, TrustRoots
@@ -72,6 +83,7 @@ from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from mailsvc.store import broadcasts as broadcast_rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.accept import DELIVERIES
@@ -85,8 +97,11 @@ log = Logger()
 
 #: How often gathered ``last_used_at`` values are written.
 LAST_USED_FLUSH_SECONDS = 5
-#: How often scheduled emails whose time has come are looked for.
+#: How often scheduled emails (and broadcasts) whose time has come are looked for.
 SCHEDULE_RELEASE_SECONDS = 1
+#: How often a node writes its TLS report counts, and looks for finished days to report.
+TLS_COUNTS_SECONDS = 30
+TLS_REPORTS_SECONDS = 3600
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
 
@@ -194,6 +209,11 @@ class Parts:
     contacts: Contacts | None = None
     segments: Segments | None = None
     dashboard: Dashboard | None = None
+    broadcasts: Broadcasts | None = None
+    fanout: Fanout | None = None
+    tls_reports: TlsReports | None = None
+    shaper: Shaper | None = None
+    spam: SpamChecks | None = None
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -220,13 +240,17 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(AuthResource(dashboard, config.http.public_url))
     router.mount(UiResource(db))
     router.mount(ApiKeysResource(keyring))
-    router.mount(AdminResource(accounts, db, metrics))
+    router.mount(AdminResource(accounts, db, metrics, config.delivery.source))
     router.mount(SuppressionsResource(clock, db))
     # Templates, and the template builder whose renderer turns their builder documents into
     # html and text; its e-mails show the social icons this node serves at public_url.
     renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
     templates = Templates(clock, db, renderer)
-    router.mount(TemplatesResource(templates))
+    # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
+    spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
+                      config.hostname, float(config.spam.broadcast_threshold or 0))
+    router.mount(TemplatesResource(templates, spam))
+    router.mount(SpamResource(spam))
     # Contacts, segments and the legacy audience paths over the same segments.
     contacts = Contacts(clock, db)
     segments = Segments(clock, db)
@@ -276,10 +300,17 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     signing_keys = SigningKeys(
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
     )
+    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
+    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname)
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    shaper = Shaper(clock, db, config.delivery.source,
+                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
+                    on_change=metrics.destination_limits)
     worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
+                              shaper)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, verp_key)
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
 
     async def start_delivery() -> None:
         await notifications.listen(DELIVERIES, worker.wake)
@@ -311,6 +342,18 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
                     schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
+    # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
+    # the one accept path (broadcasts role).
+    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url)
+    router.mount(BroadcastsResource(broadcasts))
+    fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
+                    lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
+
+    async def start_fanout() -> None:
+        await notifications.listen(broadcast_rows.CHANNEL, fanout.wake)
+        fanout.start()
+
+    role_parts.append(RolePart("broadcasts", fanout.desc, start_fanout, fanout.stop))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
@@ -324,19 +367,28 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
+    release_broadcasts = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS,
+                              broadcasts.release_due, on_failure=count_failure)
+    if "delivery" in config.node.roles:
+        loops.append(Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=count_failure))
+        loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
+                          on_failure=count_failure))
     if "scheduler" in config.node.roles:
-        loops += [check_domains, release]
+        loops += [check_domains, release, release_broadcasts,
+                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure)]
     return Parts(
         db, metrics, keyring, accounts, router, site, loops,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard,
+        contacts=contacts, segments=segments, dashboard=dashboard, broadcasts=broadcasts, fanout=fanout,
+        tls_reports=tls_reports, shaper=shaper, spam=spam,
     )
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
-                     signing_keys: SigningKeys, on_failure, on_outcome) -> delivery.DeliveryWorker:
+                     signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
+                     tls_reports: TlsReports, shaper: Shaper) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -344,6 +396,12 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
         relay = Destination(settings.relay_host, settings.relay_port, ENFORCED, relay=True)
     relay_auth = (settings.relay_username, settings.relay_password) if settings.relay_username else None
     trust = TrustRoots(config.security.ca_file)
+    store = TrustStore(config.security.ca_file)
+    policies = None
+    if settings.mta_sts or settings.dane:
+        secure = SecureResolver(clock, config.dns.servers or _system_servers()) if settings.dane else None
+        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else _NoFetcher(),
+                            config.security.test_mta_sts_port or 443, tls_reports.count)
 
     async def connect(destination: Destination) -> OutboundSMTP:
         if destination.relay:
@@ -359,22 +417,50 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             address = await addresses.check(destination.host)
             endpoint_type = endpoints.TCP4ClientEndpoint if address.version == 4 else endpoints.TCP6ClientEndpoint
             endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
-            # MX hosts are not verified (no MTA-STS/DANE yet): TLS protects against passive
-            # eavesdropping; "enforced" means never in plain text.
-            protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, tls.unverified_client_options())
+            if destination.auth is not None:
+                # MTA-STS or DANE: the certificate is checked once TLS is up (crypto/peers.py).
+                creator = RecordingClientTLS(destination.host)
+                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, creator,
+                                        peer_policy=PeerPolicy(destination.auth, creator, store, tls_reports.count))
+            else:
+                # No policy: TLS protects against passive eavesdropping; "enforced" means never
+                # in plain text.
+                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy,
+                                        tls.unverified_client_options())
         await endpoints.connectProtocol(endpoint, protocol)
         return protocol
 
     node_name = f"{socket.gethostname()}:{os.getpid()}"
     return delivery.DeliveryWorker(
-        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination),
+        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination, shaper=shaper),
         delivery.Settings(
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
         signing_keys,
-        on_failure=on_failure, on_outcome=on_outcome,
+        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe,
     )
+
+
+class _NoFetcher:
+    """delivery.mta_sts off: no policy is ever fetched."""
+
+    async def get(self, *args, **kwargs):
+        raise RuntimeError("MTA-STS is switched off (delivery.mta_sts)")
+
+
+def _system_servers() -> tuple[str, ...]:
+    """The nameservers of /etc/resolv.conf, for the DNSSEC-validated lookups."""
+    servers = []
+    try:
+        with open("/etc/resolv.conf", encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "nameserver":
+                    servers.append(parts[1] if ":" not in parts[1] else f"[{parts[1]}]:53")
+    except OSError:
+        pass
+    return tuple(servers) or ("127.0.0.1:53",)
 
 
 def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:

@@ -68,6 +68,16 @@ class DeliveryConfig:
     relay_tls: str = "starttls"
     relay_username: str = ""
     relay_password: str = ""
+    #: Honour recipients' MTA-STS policies (RFC 8461) and DANE TLSA records (RFC 7672; needs a
+    #: validating resolver in dns.servers that sets the AD bit).
+    mta_sts: bool = True
+    dane: bool = True
+    #: The sending IP/host class adaptive shaping keys its limits on (one per IP pool).
+    source: str = "default"
+    #: Limits of a destination nobody configured, before any throttling (rate 0: none until
+    #: the destination throttles; then it starts from 50 a second).
+    default_concurrency: int = 10
+    default_rate_per_sec: int = 0
 
 
 @_section
@@ -81,6 +91,8 @@ class SecurityConfig:
     test_public_addresses: tuple[str, ...] = ()
     #: Tests only: ports brand import fetches beside 80 and 443 (loopback test servers).
     test_extra_ports: tuple[str, ...] = ()
+    #: Tests only: the port MTA-STS policies are fetched from (0: 443, as RFC 8461 requires).
+    test_mta_sts_port: int = 0
 
 
 @_section
@@ -151,14 +163,38 @@ class WebhooksConfig:
 
 
 @_section
+class SpamConfig:
+    #: spamd's address (host:port) for the spam score; empty: scoring is off.
+    spamd: str = ""
+    timeout: int = 15
+    #: Broadcasts at send: a score at or over this refuses the send (0: never refused).
+    broadcast_threshold: str = "0"
+
+
+@_section
+class DmarcConfig:
+    #: The largest decompressed XML document of an aggregate report taken (the message itself
+    #: is bounded by the inbound listener's 10 MiB).
+    max_xml_bytes: int = 20 * 1024 * 1024
+
+
+@_section
 class NodeConfig:
-    roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler")
+    roles: tuple[str, ...] = ("api", "delivery", "webhooks", "scheduler", "broadcasts")
     #: Worker processes serving the node's sockets; 0: one per core.
     processes: int = 0
 
     @property
     def process_count(self) -> int:
         return self.processes or os.cpu_count() or 1
+
+
+@_section
+class BroadcastsConfig:
+    #: Recipients one chunk of the fan-out takes (one accept statement).
+    chunk: int = 500
+    #: Seconds a chunk is held by the node that claimed it before another may take it over.
+    lease_seconds: int = 60
 
 
 @_section
@@ -200,12 +236,15 @@ SECTIONS: dict[str, type] = {
     "domains": DomainsConfig,
     "webhooks": WebhooksConfig,
     "node": NodeConfig,
+    "broadcasts": BroadcastsConfig,
+    "spam": SpamConfig,
+    "dmarc": DmarcConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
 }
 
-KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler"})
+KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler", "broadcasts"})
 
 
 @attrs.frozen(kw_only=True)
@@ -226,6 +265,9 @@ class Config:
     domains: DomainsConfig = DomainsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     node: NodeConfig = NodeConfig()
+    broadcasts: BroadcastsConfig = BroadcastsConfig()
+    spam: SpamConfig = SpamConfig()
+    dmarc: DmarcConfig = DmarcConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()
@@ -267,6 +309,11 @@ def _check(config: Config) -> Config:
     unknown = set(config.node.roles) - KNOWN_ROLES
     if unknown:
         raise ConfigError(f"node.roles: unknown role {sorted(unknown)[0]!r}")
+    try:
+        if float(config.spam.broadcast_threshold or 0) < 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError("spam.broadcast_threshold: a score of 0 (never refuse) or more") from None
     if config.node.processes < 0:
         raise ConfigError("node.processes: must be 0 (one per core) or more")
     for name in ("pool_size",):
@@ -286,6 +333,9 @@ def _check(config: Config) -> Config:
             raise ConfigError(f"delivery.{name}: must be at least 1")
     if config.delivery.relay_tls not in ("starttls", "implicit", "none"):
         raise ConfigError("delivery.relay_tls: must be starttls, implicit or none")
+    for name in ("chunk", "lease_seconds"):
+        if getattr(config.broadcasts, name) < 1:
+            raise ConfigError(f"broadcasts.{name}: must be at least 1")
     for name in ("concurrency_per_endpoint", "max_in_flight", "host_concurrency", "host_rate_per_sec"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")

@@ -73,6 +73,20 @@ class Metrics:
             "mailsvc_deliveries_in_flight", "Deliveries this node has claimed and not yet finished.",
         )
         self.in_flight = self._gauge("mailsvc_http_requests_in_flight", "HTTP requests being handled.")
+        # Adaptive shaping: the current limits of each destination (an MX host's registered
+        # domain) this node has seen throttle or recover; the same on every node (PostgreSQL).
+        self.destination_concurrency = Gauge(
+            "mailsvc_destination_concurrency_limit", "Connections allowed at once to a destination.",
+            ["destination"], registry=self.registry, multiprocess_mode="max",
+        )
+        self.destination_rate = Gauge(
+            "mailsvc_destination_rate_limit", "Messages a second allowed to a destination.",
+            ["destination"], registry=self.registry, multiprocess_mode="max",
+        )
+
+    def destination_limits(self, destination: str, limits) -> None:
+        self.destination_concurrency.labels(destination).set(limits.concurrency)
+        self.destination_rate.labels(destination).set(limits.rate_per_sec)
 
     def _gauge(self, name: str, documentation: str) -> Gauge | _SharedGauge:
         # "livesum": the node's value is the sum of its live workers' values.

@@ -5,7 +5,8 @@
 # Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started),
 # Node.js and npm when missing, Chromium (the builder's and the dashboard's browser tests drive
 # Debian's package through Playwright; no browser is ever downloaded), and the pinned npm SDK
-# of tests/node (re-installed only when its package files change).
+# of tests/node (re-installed only when its package files change), and SpamAssassin's spamd
+# (the spam score; network tests off, packaged rules only).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"
@@ -28,6 +29,10 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   command -v npm >/dev/null || missing+=(npm)
   # The builder's and the dashboard's browser tests: Debian's Chromium, driven by Playwright.
   command -v chromium >/dev/null || missing+=(chromium)
+  # The spam score (issue 23): Debian's SpamAssassin with its packaged rules (never sa-update);
+  # the tests start their own spamd on loopback.
+  command -v spamd >/dev/null || missing+=(spamd)
+  command -v spamassassin >/dev/null || missing+=(spamassassin)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

@@ -43,7 +43,30 @@ class _ServerFailure(Exception):
     """Answered as SERVFAIL."""
 
 
+class TLSARecord(dns.UnknownRecord):
+    """A TLSA record (type 52; twisted.names has no class of its own for it)."""
+
+    TYPE = 52
+
+
 class _Factory(server.DNSServerFactory):
+    #: Zones whose answers carry the AD bit (see DNSServer.sign).
+    signed: set[str]
+
+    def _responseFromMessage(self, message, **kwargs):  # noqa: N802 (Twisted's name)
+        response = super()._responseFromMessage(message=message, **kwargs)
+        # As a validating resolver does (RFC 6840 §5.7): AD only for a query that asked for it
+        # (AD or DO set), and only when every name asked is in a signed zone.
+        asked = bool(getattr(message, "authenticData", 0)) or bool(getattr(message, "dnssecOK", False))
+        names = [q.name.name.decode("ascii").lower().rstrip(".") for q in message.queries]
+        if asked and names and all(self._is_signed(n) for n in names):
+            response.authenticData = 1
+        return response
+
+    def _is_signed(self, name: str) -> bool:
+        labels = name.split(".")
+        return any(".".join(labels[i:]) in self.signed for i in range(len(labels)))
+
     def gotResolverError(self, failure, protocol, message, address):  # noqa: N802 (Twisted's name)
         if failure.check(_ServerFailure):  # asked for by the test: no error in the log
             self.sendReply(protocol, self._responseFromMessage(message=message, rCode=dns.ESERVER), address)
@@ -78,6 +101,7 @@ class DNSServer:
         self._zones = _Zones()
         self._ports = []
         self.port = 0
+        self.signed: set[str] = set()
 
     @property
     def address(self) -> str:
@@ -89,6 +113,7 @@ class DNSServer:
 
     def start(self) -> None:
         factory = _Factory(authorities=[self._zones])
+        factory.signed = self.signed
         for _ in range(20):  # a free UDP port whose TCP twin is free too
             protocol = dns.DNSDatagramProtocol(factory)  # one per attempt: a protocol binds once
             udp = reactor.listenUDP(0, protocol, interface="127.0.0.1")
@@ -150,6 +175,14 @@ class DNSServer:
 
     def cname(self, name: str, target: str) -> None:
         self.add(name, dns.Record_CNAME(target, ttl=TTL))
+
+    def tlsa(self, name: str, usage: int, selector: int, matching: int, data: bytes) -> None:
+        self.add(name, TLSARecord(bytes((usage, selector, matching)) + data, ttl=TTL))
+
+    def sign(self, zone: str) -> None:
+        """Answers for names under ``zone`` carry the AD bit, as a validating resolver's answers
+        for a DNSSEC-signed, validated zone do."""
+        self.signed.add(zone.lower().rstrip("."))
 
     def fail(self, name: str) -> None:
         self._zones.failing.add(name.lower().rstrip("."))

@@ -95,6 +95,8 @@ class Sink:
         self.commit_at_end_of_data = False
         #: When set, a new connection's greeting waits until this Deferred fires.
         self.greeting_gate: defer.Deferred | None = None
+        #: Server TLS options presented at STARTTLS (None: the self-signed localhost pair).
+        self.certificate = None
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -120,6 +122,8 @@ class Sink:
         await task.deferLater(reactor, 0, lambda: None)
 
     def tls_options(self):
+        if self.certificate is not None:
+            return self.certificate
         return ssl.PrivateCertificate.loadPEM(self.cert_pem + b"\n" + self._key_pem).options()
 
     # -- record -------------------------------------------------------------------------

@@ -47,7 +47,8 @@ async def test_create_retrieve_list_update_delete_with_the_sdk(api):
         ("bounces", "MX", MX_HOST), ("bounces", "TXT", f"v=spf1 include:{SPF_INCLUDE} ~all"),
     }
     assert next(r for r in spf if r["type"] == "MX")["priority"] == 10
-    assert [(r["name"], r["value"]) for r in records if r["record"] == "DMARC"] == [("_dmarc", "v=DMARC1; p=none;")]
+    assert [(r["name"], r["value"]) for r in records if r["record"] == "DMARC"] == [
+        ("_dmarc", f"v=DMARC1; p=none; rua=mailto:dmarc@bounces.{created['name']};")]
     assert all(r["status"] == "not_started" and r["ttl"] == "Auto" for r in records)
 
     got = await call(api, key, resend.Domains.get, created["id"])

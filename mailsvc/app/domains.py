@@ -11,7 +11,7 @@ import secrets
 import string
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -39,8 +39,8 @@ from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateL
 from mailsvc.ids import uuid7
 from mailsvc.mail import dkim
 from mailsvc.mail.dkim import Signer
+from mailsvc.store import deliverability, events
 from mailsvc.store import domains as store
-from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -285,6 +285,34 @@ class Domains:
             raise NotFound("Domain")
         return self._view(row, await store.keys_of(self._db, domain_id))
 
+    async def dmarc(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, days: int = 30) -> dict:
+        """
+        What receivers' DMARC aggregate reports say of the domain's mail over the last ``days``
+        UTC days: per day, each source's messages and the share with DKIM and SPF aligned.
+        """
+        row = await store.get_domain(self._db, tenant_id, domain_id)
+        if row is None:
+            raise NotFound("Domain")
+        today = timefmt.from_seconds(self._clock.seconds()).date()
+        rows = await deliverability.dmarc_days(self._db, domain_id, today - timedelta(days=days - 1))
+        by_day: dict = {}
+        for r in rows:
+            by_day.setdefault(r["day"], []).append(r)
+        out = []
+        for day, sources in sorted(by_day.items(), reverse=True):
+            total = sum(s["messages"] for s in sources)
+            out.append({
+                "date": day.isoformat(), "messages": total,
+                "dkim_pass_rate": _rate(sum(s["dkim_pass"] for s in sources), total),
+                "spf_pass_rate": _rate(sum(s["spf_pass"] for s in sources), total),
+                "sources": [{"source_ip": s["source_ip"], "messages": s["messages"],
+                             "dkim_pass_rate": _rate(s["dkim_pass"], s["messages"]),
+                             "spf_pass_rate": _rate(s["spf_pass"], s["messages"]),
+                             "reporters": sorted(s["reporters"])} for s in sources],
+            })
+        return {"object": "dmarc_summary", "domain_id": str(domain_id), "domain": row["name"], "days": days,
+                "data": out}
+
     async def live_records(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> tuple[DomainView, list[str]]:
         """The domain, and what DNS answers now for each of its records (as a check finds it)."""
         row = await store.get_domain(self._db, tenant_id, domain_id)
@@ -350,7 +378,8 @@ class Domains:
             f"dkim:{k['selector']}": DkimKey(k["selector"], k["algorithm"], k["public_key"]) for k in keys
         }
         records = records_of(
-            row["return_path"], list(dkim_keys.values()), self._settings.mx_host, self._settings.spf_include
+            row["return_path"], list(dkim_keys.values()), self._settings.mx_host, self._settings.spf_include,
+            row["name"],
         )
         return records, dkim_keys
 
@@ -457,3 +486,7 @@ def _zones_around(name: str) -> list[str]:
     labels = name.split(".")
     candidates = [".".join(labels[i:]) for i in range(len(labels))]
     return candidates[: candidates.index(top) + 1] if top in candidates else [name]
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return None if not whole else round(part / whole, 4)

@@ -58,7 +58,7 @@ from mailsvc.ids import uuid7
 from mailsvc.mail import mime
 from mailsvc.outside.fetch import FetchFailed, TargetRefused
 from mailsvc.store import accept
-from mailsvc.store.accept import DELIVERIES, AcceptRows
+from mailsvc.store.accept import DELIVERIES, AcceptRows, Guard
 from mailsvc.store.database import Database
 from mailsvc.store.groupcommit import GroupCommit
 
@@ -192,6 +192,8 @@ class _Request:
     claim: Claim | None
     answers: Answers | None
     refused: list[tuple[int, DomainError]]
+    #: What the caller writes in the same statement, given the outcome (a broadcast's chunk).
+    also: Callable[[Outcome], Guard | None] | None = None
 
 
 class Submitter:
@@ -237,6 +239,7 @@ class Submitter:
         answers: Answers | None = None,
         batch: Literal["strict", "permissive"] | None = None,
         links_base: str | None = None,
+        also: Callable[[Outcome], Guard | None] | None = None,
     ) -> Outcome | Replay:
         """
         Accept ``items`` (one email, or a batch: a strict one is refused whole when an item is,
@@ -244,17 +247,19 @@ class Submitter:
         "broadcast"). With an ``idempotency_key`` (and the edge's ``answers``, which give what
         is stored for it), a request made again gets the stored ``Replay`` instead.
         ``links_base`` is where unsubscribe links point (``scheme://host``; default: the
-        configured public URL).
+        configured public URL). ``also``, given the outcome, gives a guarded write of the
+        caller's (``store.accept.Guard``) that is part of the same statement: a broadcast records
+        its chunk's recipients with their e-mails, in one transaction, only while it holds them.
         """
         if idempotency_key is None:
-            return await self._submit(sender, items, source, None, answers, batch, links_base)
+            return await self._submit(sender, items, source, None, answers, batch, links_base, also)
         if answers is None:
             raise TypeError("an idempotency key needs the answers to keep")
         claimed = await self._keys.claim(sender.tenant.id, idempotency_key)
         if isinstance(claimed, Replay):
             return claimed
         try:
-            return await self._submit(sender, items, source, claimed, answers, batch, links_base)
+            return await self._submit(sender, items, source, claimed, answers, batch, links_base, also)
         except DomainError as e:
             if keeps(e):
                 await self._keys.complete(self._db, claimed, *answers.refused(e))
@@ -266,7 +271,8 @@ class Submitter:
             raise
 
     async def _submit(self, sender: Sender, items: Sequence[Item], source: str, claim: Claim | None,
-                      answers: Answers | None, batch: str | None, links_base: str | None) -> Outcome:
+                      answers: Answers | None, batch: str | None, links_base: str | None,
+                      also: Callable[[Outcome], Guard | None] | None = None) -> Outcome:
         check_account(sender.tenant)
         now = self.now()
         prepared: list[Prepared] = []
@@ -295,7 +301,7 @@ class Submitter:
             if claim is not None:
                 await self._keys.complete(self._db, claim, *answers.accepted(outcome))
             return outcome
-        request = _Request(sender, prepared, source, claim, answers, refused)
+        request = _Request(sender, prepared, source, claim, answers, refused, also)
         size = sum(len(p.message) + sum(map(len, p.messages.values())) for p in prepared)
         try:
             accepted = await self._writes.add(request, size)
@@ -441,6 +447,10 @@ class Submitter:
             outcomes.append(accepted)
             charged = sum(1 for p in one.prepared for r in p.submission.recipients if r.lower() not in lower)
             rows.charge(tenant.id, charged, tenant.daily_quota, tenant.monthly_quota)
+            if one.also is not None:
+                guard = one.also(Outcome(accepted, one.refused))
+                if guard is not None:
+                    rows.guards.append(guard)
             if one.claim is not None:
                 status, body = one.answers.accepted(Outcome(accepted, one.refused))
                 rows.completions.append((status, body, one.claim.tenant_id, one.claim.key, one.claim.token))

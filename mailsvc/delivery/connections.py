@@ -14,6 +14,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mailsvc.delivery.shaping import TooLateForSlot
 from mailsvc.smtp.outbound import OutboundSMTP, TransactionResult
 
 log = Logger()
@@ -26,6 +27,9 @@ class Destination:
     tls_policy: str
     #: The configured smarthost (relay mode) rather than a recipient's MX.
     relay: bool = False
+    #: How the MX host's certificate is authenticated (``delivery.policy.Authentication``:
+    #: DANE or MTA-STS); None: not at all.
+    auth: object = None
 
 
 class ConnectFailed(Exception):
@@ -50,8 +54,12 @@ class Connections:
         connect: Callable[[Destination], Awaitable[OutboundSMTP]],
         per_destination: int,
         idle_seconds: float = 5,
+        shaper=None,
     ):
         self._clock = clock
+        #: Adaptive shaping (``delivery.shaping.Shaper``): a slot of the MX host's destination
+        #: (concurrency and rate shared by every host of one provider) before anything else.
+        self._shaper = shaper
         self._connect = connect
         self._per_destination = per_destination
         self._idle_seconds = idle_seconds
@@ -73,6 +81,19 @@ class Connections:
         """
         if self._clock.seconds() >= deadline:
             raise TooLate()
+        if self._shaper is None or destination.relay:
+            return await self._send(destination, sender, recipients, message, deadline, may_send)
+        try:
+            await self._shaper.acquire(destination.host, deadline)
+        except TooLateForSlot:
+            raise TooLate() from None
+        try:
+            return await self._send(destination, sender, recipients, message, deadline, may_send)
+        finally:
+            self._shaper.release(destination.host)
+
+    async def _send(self, destination: Destination, sender: str, recipients: list[str], message: bytes,
+                    deadline: float, may_send) -> TransactionResult:
         slot = self._slots.get(destination)
         if slot is None:
             slot = self._slots[destination] = _Slot(destination, defer.DeferredSemaphore(self._per_destination))

@@ -22,7 +22,10 @@ import uuid
 
 from twisted.logger import Logger
 
-from mailsvc.mail import reports, verp
+from mailsvc import ids
+from mailsvc.domain.domains import DMARC_REPORTS_LOCAL
+from mailsvc.mail import dmarc, reports, verp
+from mailsvc.store import deliverability as reports_store
 from mailsvc.store import deliveries as outcomes_store
 from mailsvc.store import returns as store
 from mailsvc.store.database import Database
@@ -35,21 +38,28 @@ ROLE_ADDRESSES = ("postmaster", "abuse", "fbl")
 
 
 class ReturnPath:
-    def __init__(self, clock, db: Database, verp_key: bytes):
+    def __init__(self, clock, db: Database, verp_key: bytes, max_dmarc_xml: int = 20 * 1024 * 1024):
         self._clock = clock
         self._db = db
         self._key = verp_key
+        self._max_dmarc_xml = max_dmarc_xml
 
     async def accepts(self, address: str) -> bool:
         local, _, host = address.rpartition("@")
         host = host.rstrip(".").lower()
         if not await store.is_return_path_host(self._db, host):
             return False
-        if local.lower() in ROLE_ADDRESSES:
+        if local.lower() in (*ROLE_ADDRESSES, DMARC_REPORTS_LOCAL):
             return True
         return verp.delivery_of(self._key, address) is not None
 
     async def deliver(self, mail_from: str, recipients: list[str], message: bytes) -> None:
+        aggregate = [r for r in recipients if r.rpartition("@")[0].lower() == DMARC_REPORTS_LOCAL]
+        if aggregate:
+            await self._dmarc(aggregate, message)
+            recipients = [r for r in recipients if r not in aggregate]
+            if not recipients:
+                return
         report = reports.parse(message)
         if report is None:
             log.info("return path: dropped a message from <{sender}> that is no DSN or feedback report",
@@ -70,6 +80,28 @@ class ReturnPath:
                 outcomes.setdefault(outcome.delivery_id, outcome)
         if outcomes:
             await outcomes_store.record(self._db, self._clock, list(outcomes.values()))
+
+    async def _dmarc(self, recipients: list[str], message: bytes) -> None:
+        """
+        DMARC aggregate reports to dmarc@<return-path host>: stored for the domain of that host,
+        and only about that domain (a report's policy domain must be the domain or under it).
+        """
+        for recipient in recipients:
+            host = recipient.rpartition("@")[2].rstrip(".").lower()
+            domain = await reports_store.domain_of_return_path_host(self._db, host)
+            if domain is None:
+                continue
+            try:
+                parsed = [dmarc.parse(d) for d in dmarc.documents(message, self._max_dmarc_xml)]
+            except dmarc.ReportRefused as e:
+                log.info("return path: a DMARC report to {rcpt} was refused: {why}", rcpt=recipient, why=str(e))
+                return
+            for report in parsed:
+                if report.domain != domain["name"] and not report.domain.endswith("." + domain["name"]):
+                    log.info("return path: a DMARC report about {other} sent to {rcpt}; dropped",
+                             other=report.domain, rcpt=recipient)
+                    continue
+                await reports_store.save_dmarc_report(self._db, ids.uuid7(self._clock.seconds()), domain["id"], report)
 
     async def _bounces(self, recipient: str, report: reports.DeliveryReport) -> list[Outcome]:
         named, deliveries = await self._named_by_verp(recipient)

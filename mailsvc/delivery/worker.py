@@ -39,6 +39,7 @@ from mailsvc import timefmt
 from mailsvc.app.domains import SigningKeys
 from mailsvc.deferreds import when_done
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
+from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
@@ -130,8 +131,13 @@ class DeliveryWorker:
         keys: SigningKeys,
         on_failure: Callable[[str], None] | None = None,
         on_outcome: Callable[[str], None] | None = None,
+        policies: Policies | None = None,
+        on_reply: Callable[[str, object], None] | None = None,
     ):
         self._clock = clock
+        self._policies = policies
+        #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
+        self._on_reply = on_reply
         self._db = db
         self._routes = routes
         self._connections = connections
@@ -258,6 +264,15 @@ class DeliveryWorker:
             for w in group:
                 self._defer(w, token, "unreachable", None, None, str(e))
             return
+        except PolicyDeferral as e:
+            for w in group:
+                self._defer(w, token, "blocked", None, None, str(e))
+            return
+        except Exception:
+            log.failure("choosing the destinations of {domain} failed", domain=email["domain"])
+            for w in group:
+                self._defer(w, token, "transient", None, None, "internal error")
+            return
         try:
             message = self._signed(t, signatures)
         except Exception:
@@ -297,6 +312,8 @@ class DeliveryWorker:
                 for w in group:
                     self._defer(w, token, "transient", None, None, "internal error")
                 return
+            if self._on_reply is not None and not destination.relay:
+                self._on_reply(destination.host, result)
             by_recipient = {r.recipient: r for r in result.recipients}
             for w in group:
                 self._settle(w, token, by_recipient[w.recipient], destination)
@@ -326,7 +343,10 @@ class DeliveryWorker:
                 raise RouteUnknown("relay mode, but no smarthost is configured (delivery.relay_host)")
             return [self._settings.relay]
         route = await self._routes.route(group[0].recipient.rpartition("@")[2])
-        return [Destination(host, self._settings.port, email["tls"] or "opportunistic") for host in route.hosts]
+        tls = email["tls"] or "opportunistic"
+        if self._policies is not None:
+            return await self._policies.destinations(route.domain, route.hosts, self._settings.port, tls)
+        return [Destination(host, self._settings.port, tls) for host in route.hosts]
 
     def _settle(self, w: Work, token, result: RecipientResult, destination: Destination) -> None:
         reply = result.reply

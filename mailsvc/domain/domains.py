@@ -22,6 +22,14 @@ TLS_POLICIES = ("opportunistic", "enforced")
 DEFAULT_RETURN_PATH = "bounces"
 MX_PRIORITY = 10
 DMARC_SUGGESTED = "v=DMARC1; p=none;"
+#: The local part of the return-path host's address that takes DMARC aggregate reports.
+DMARC_REPORTS_LOCAL = "dmarc"
+
+
+def dmarc_suggested(return_path_host: str) -> str:
+    """The suggested policy: monitoring only, aggregate reports to our return-path host (the same
+    organizational domain, so no external-destination record is needed, RFC 7489 §7.1)."""
+    return f"{DMARC_SUGGESTED} rua=mailto:{DMARC_REPORTS_LOCAL}@{return_path_host};"
 NAME_MAX = 253
 
 #: Outcomes of looking one record up.
@@ -184,7 +192,8 @@ def dkim_value(key: DkimKey) -> str:
     return f"v=DKIM1; k={key.key_type}; p={key.public_key}"
 
 
-def records_of(return_path: str, keys: list[DkimKey], mx_host: str, spf_include: str) -> list[Record]:
+def records_of(return_path: str, keys: list[DkimKey], mx_host: str, spf_include: str,
+               domain: str = "") -> list[Record]:
     """DKIM per selector, the return path's MX and SPF, then the advisory DMARC record."""
     records = [
         Record(f"dkim:{k.selector}", "dkim", "DKIM", f"{k.selector}._domainkey", "TXT", dkim_value(k))
@@ -193,7 +202,8 @@ def records_of(return_path: str, keys: list[DkimKey], mx_host: str, spf_include:
     records += [
         Record("return_path_mx", "return_path", "SPF", return_path, "MX", mx_host, MX_PRIORITY),
         Record("return_path_spf", "spf", "SPF", return_path, "TXT", f"v=spf1 include:{spf_include} ~all"),
-        Record("dmarc", "dmarc", "DMARC", "_dmarc", "TXT", DMARC_SUGGESTED, required=False),
+        Record("dmarc", "dmarc", "DMARC", "_dmarc", "TXT",
+               dmarc_suggested(f"{return_path}.{domain}") if domain else DMARC_SUGGESTED, required=False),
     ]
     return records
 

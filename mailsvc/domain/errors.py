@@ -117,6 +117,10 @@ class IdempotencyKeyInFlight(DomainError):
     """Same key while the first request still runs."""
 
 
+class SpamCheckUnavailable(DomainError):
+    """No spam score can be had: spamd is not configured (``spam.spamd``) or did not answer."""
+
+
 class DnsProviderFailed(DomainError):
     """A DNS provider refused or failed a set-up; ``code`` is the SPEC's ``dnsprov_*`` name."""
 
@@ -166,3 +170,25 @@ class BrandFailed(DomainError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+class BroadcastNotDraft(Conflict):
+    """The broadcast is no longer a draft (PATCH; send or delete once sent, canceled or failed)."""
+
+
+class BroadcastNotCancelable(Conflict):
+    """Only a scheduled, queued or sending broadcast can be canceled."""
+
+
+class BroadcastInProgress(Conflict):
+    """The broadcast is queued or sending: it cannot be sent again or deleted."""
+
+
+class LeaseLost(DomainError):
+    """
+    A write guarded by a lease (a broadcast's chunk) found the lease no longer held: it expired
+    and another node took the work over, or the work was canceled. Nothing of it was stored.
+    """
+
+    def __init__(self, what: str = "lease"):
+        super().__init__(f"the {what} is no longer held; nothing was written")

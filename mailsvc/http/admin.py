@@ -10,11 +10,11 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
-from mailsvc.http.errors import NATIVE, validation
+from mailsvc.http.errors import NATIVE, not_found, validation
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import OPERATOR, PUBLIC, Reply, route
 from mailsvc.metrics import CONTENT_TYPE, Metrics
-from mailsvc.store import health
+from mailsvc.store import deliverability, health
 from mailsvc.store.database import Database
 
 
@@ -38,6 +38,10 @@ def tenant_json(tenant: Tenant) -> dict:
     }
 
 
+def _epoch(seconds: float | None) -> str | None:
+    return None if seconds is None else timefmt.iso(timefmt.from_seconds(seconds))
+
+
 def _waitlist_item(row: dict) -> dict:
     return {
         "object": "waitlist_entry",
@@ -48,10 +52,57 @@ def _waitlist_item(row: dict) -> dict:
 
 
 class AdminResource:
-    def __init__(self, accounts: Accounts, db: Database, metrics: Metrics):
+    def __init__(self, accounts: Accounts, db: Database, metrics: Metrics, source: str = "default"):
         self._accounts = accounts
         self._db = db
         self._metrics = metrics
+        self._source = source
+
+    # -- adaptive shaping (issue 23) -------------------------------------------------------
+
+    @route("GET", "/admin/v1/destinations", access=OPERATOR, surface=NATIVE)
+    async def destinations(self, request, _):
+        """The current limits of every throttled destination, and the operator's starting limits."""
+        rows = await deliverability.destination_limits(self._db, self._source)
+        defaults = await deliverability.destination_defaults(self._db)
+        return {
+            "object": "list",
+            "source": self._source,
+            "data": [{"object": "destination", "destination": r["destination"], "concurrency": r["concurrency"],
+                      "rate_per_sec": round(r["rate_per_sec"], 3),
+                      "throttled_at": _epoch(r["throttled_at"]), "changed_at": _epoch(r["changed_at"])}
+                     for r in rows],
+            "defaults": [{"object": "destination_default", "pattern": r["pattern"], "concurrency": r["concurrency"],
+                          "rate_per_sec": r["rate_per_sec"]} for r in defaults],
+        }
+
+    @route("PUT", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
+    async def set_destination_default(self, request, _, pattern: str):
+        pattern = pattern.strip().lower().rstrip(".")
+        if not pattern or len(pattern) > 253 or any(c.isspace() or c in "/*" for c in pattern):
+            raise validation("pattern: a host name or a domain suffix", "pattern")
+        body = read_json(request)
+        concurrency, rate = body.get("concurrency"), body.get("rate_per_sec")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or not 1 <= concurrency <= 1000:
+            raise validation("concurrency: an integer from 1 to 1000", "concurrency")
+        if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate <= 100000:
+            raise validation("rate_per_sec: a number over 0, at most 100000", "rate_per_sec")
+        await deliverability.set_destination_default(self._db, pattern, concurrency, float(rate))
+        return {"object": "destination_default", "pattern": pattern, "concurrency": concurrency,
+                "rate_per_sec": float(rate)}
+
+    @route("DELETE", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
+    async def delete_destination_default(self, request, _, pattern: str):
+        if not await deliverability.delete_destination_default(self._db, pattern.strip().lower()):
+            raise not_found("destination default")
+        return {"object": "destination_default", "pattern": pattern, "deleted": True}
+
+    @route("DELETE", "/admin/v1/destinations/<destination>", access=OPERATOR, surface=NATIVE)
+    async def reset_destination(self, request, _, destination: str):
+        """Back to the starting limits (every node reads it within 15 s)."""
+        if not await deliverability.forget_destination(self._db, self._source, destination.strip().lower()):
+            raise not_found("destination")
+        return {"object": "destination", "destination": destination, "deleted": True}
 
     @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE)
     async def create_tenant(self, request, _):

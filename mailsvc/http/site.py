@@ -31,7 +31,7 @@ MIB = 1024 * 1024
 #: SPEC §Limits "Body size": (path prefixes, limit). Anything else: 1 MiB.
 BODY_LIMITS: tuple[tuple[tuple[bytes, ...], int], ...] = (
     ((b"/emails", b"/v1/emails"), 50 * MIB),
-    ((b"/templates", b"/broadcasts", b"/v1/templates", b"/template-builder"), 5 * MIB),
+    ((b"/templates", b"/broadcasts", b"/v1/templates", b"/v1/broadcasts", b"/template-builder"), 5 * MIB),
 )
 DEFAULT_BODY_LIMIT = 1 * MIB
 

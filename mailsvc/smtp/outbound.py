@@ -206,7 +206,8 @@ class OutboundSMTP(LineOnlyReceiver):
 
     def __init__(self, clock, helo_name: str, tls_policy: str = OPPORTUNISTIC,
                  tls_options=None, command_timeout: float = 300, data_timeout: float = 600,
-                 auth: tuple[str, str] | None = None, allow_plaintext_auth: bool = False):
+                 auth: tuple[str, str] | None = None, allow_plaintext_auth: bool = False,
+                 peer_policy=None):
         if tls_policy not in TLS_POLICIES:
             raise ValueError(f"tls_policy must be one of {TLS_POLICIES}")
         if tls_policy == ENFORCED and tls_options is None:
@@ -226,6 +227,9 @@ class OutboundSMTP(LineOnlyReceiver):
         self.helo_name = helo_name.encode("ascii")
         self.tls_policy = tls_policy
         self.tls_options = tls_options
+        #: MTA-STS or DANE (``delivery.policy.PeerPolicy``): ``check()`` → why the server's
+        #: certificate does not do (None: it does), ``enforce``, ``report(result)``.
+        self.peer_policy = peer_policy
         self.command_timeout = command_timeout
         self.data_timeout = data_timeout
         self.extensions: dict[str, str] = {}
@@ -490,10 +494,37 @@ class OutboundSMTP(LineOnlyReceiver):
             else:
                 tls_refusal = reply
         if self.tls_policy == ENFORCED and not self.encrypted:
+            if self.peer_policy is not None:
+                self.peer_policy.report("starttls-not-supported")
             self._quit_now()
             raise SessionDeferral(Reply(450, "4.7.4", "TLS is required, but was not offered"), "blocked")
+        if self.peer_policy is not None:
+            self._check_peer()
         if self._auth is not None:
             await self._authenticate(tls_refusal)
+
+    def _check_peer(self):
+        """
+        The server's certificate under MTA-STS or DANE, once TLS is up and before any
+        transaction: a failure is reported, and under an enforced policy the session ends
+        (every recipient deferred ``blocked``; a policy failure never bounces).
+        """
+        policy = self.peer_policy
+        if not self.encrypted:
+            policy.report("starttls-not-supported")
+            failure = "starttls-not-supported: the server offers no STARTTLS"
+        else:
+            try:
+                failure = policy.check()
+            except Exception as e:
+                failure = f"validation-failure: {type(e).__name__}"
+            policy.report(failure.partition(":")[0] if failure else None)
+        if failure and policy.enforce:
+            self._quit_now()
+            raise SessionDeferral(Reply(450, "4.7.5", f"{policy.name} policy not met: {failure}"), "blocked")
+        if failure:
+            log.info("{policy} policy (testing) not met by {host}: {why}", policy=policy.name,
+                     host=getattr(policy, "host", "?"), why=failure)
 
     async def _authenticate(self, tls_refusal: Reply | None):
         """

@@ -12,7 +12,7 @@ from datetime import datetime
 import attrs
 from psycopg2 import errors as pgerrors
 
-from mailsvc.domain.errors import IdempotencyClaimLost, QuotaExceeded, SendingDomainGone
+from mailsvc.domain.errors import IdempotencyClaimLost, LeaseLost, QuotaExceeded, SendingDomainGone
 from mailsvc.store import events
 from mailsvc.store.database import Database
 from mailsvc.store.idempotency import COMPLETE
@@ -30,6 +30,20 @@ DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_
 #: Starts the text that fails the statement when a quota or an idempotency claim refuses it.
 _QUOTA_REFUSED = "mailsvc quota refused: "
 _CLAIM_LOST = "mailsvc claim lost: "
+_LEASE_LOST = "mailsvc lease lost: "
+
+
+@attrs.frozen
+class Guard:
+    """
+    A data-modifying statement (``sql`` RETURNING a row per row it changed) written as part of
+    an accept statement, which it fails (``LeaseLost``) unless it changed exactly ``expected``
+    rows: a broadcast's chunk records its recipients this way, only while it holds their lease.
+    """
+
+    sql: str
+    parameters: list
+    expected: int
 
 
 @attrs.define
@@ -44,6 +58,8 @@ class AcceptRows:
     charges: dict[uuid.UUID, list[int]] = attrs.Factory(dict)
     #: Idempotency outcomes: (status, response, tenant_id, key, claim token).
     completions: list[tuple] = attrs.Factory(list)
+    #: Guarded writes of the same transaction (``Guard``).
+    guards: list[Guard] = attrs.Factory(list)
 
     def charge(self, tenant_id: uuid.UUID, count: int, daily: int, monthly: int) -> None:
         if count:
@@ -81,6 +97,12 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
         inserted.append("new_events")
         channels.append(events.CHANNEL)
     verdicts, verdict_parameters = [], []
+    for n, guard in enumerate(rows.guards):
+        ctes.append(f"guarded_{n} AS ({guard.sql})")
+        parameters += guard.parameters
+        # A guard that changed fewer rows than it must fails the statement: a text, no integer.
+        verdicts.append(f"(CASE WHEN (SELECT count(*) FROM guarded_{n}) = %s THEN '0' ELSE %s END)::int")
+        verdict_parameters += [guard.expected, _LEASE_LOST]
     if rows.completions:
         for n, completion in enumerate(rows.completions):
             ctes.append(f"completed_{n} AS ({COMPLETE})")
@@ -124,6 +146,8 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
                 raise QuotaExceeded(period) from None
         if _CLAIM_LOST in str(e):
             raise IdempotencyClaimLost() from None
+        if _LEASE_LOST in str(e):
+            raise LeaseLost() from None
         raise
     except pgerrors.ForeignKeyViolation as e:
         # A sending domain deleted (on another node) since it was looked up and cached.

@@ -90,6 +90,14 @@ class DomainsResource:
             return Reply(204)
         return {"object": "domain", "id": str(parsed), "deleted": True}
 
+    @route("GET", "/domains/<domain_id>/dmarc", access=FULL, native=True)
+    async def dmarc(self, request, caller: Caller, domain_id: str):
+        """An extension of the main surface: DMARC aggregate reports read back (issue 23)."""
+        raw = (request.args.get(b"days") or [b"30"])[0]
+        if not raw.isdigit() or not 1 <= int(raw) <= 366:
+            raise Invalid("days", "days must be a number of days from 1 to 366")
+        return await self._domains.dmarc(caller.tenant.id, _domain_id(domain_id), int(raw))
+
     @route("POST", "/domains/<domain_id>/verify", access=FULL, native=True)
     async def verify(self, request, caller: Caller, domain_id: str):
         row = await self._domains.verify(caller.tenant.id, _domain_id(domain_id))

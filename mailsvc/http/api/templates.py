@@ -7,6 +7,7 @@ template and a delete with 204.
 from __future__ import annotations
 
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.spam import SpamChecks
 from mailsvc.app.templates import Templates
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
@@ -15,8 +16,9 @@ from mailsvc.http.router import FULL, Reply, route
 
 
 class TemplatesResource:
-    def __init__(self, templates: Templates):
+    def __init__(self, templates: Templates, spam: SpamChecks | None = None):
         self._templates = templates
+        self._spam = spam
 
     async def _written(self, request, caller: Caller, row: dict, status: int = 200) -> Reply:
         if request.surface == NATIVE:
@@ -61,5 +63,8 @@ class TemplatesResource:
 
     @route("POST", "/templates/<key>/preview", access=FULL, native=True)
     async def preview(self, request, caller: Caller, key: str):
-        return await self._templates.preview(caller.tenant.id, key, read_json(request))
+        preview = await self._templates.preview(caller.tenant.id, key, read_json(request))
+        if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview
+            preview["spam"] = await self._spam.preview_score(preview, None)
+        return preview
 

@@ -1,0 +1,204 @@
+"""
+Broadcast fan-out (issue 17): a broadcast to a 100,000-contact segment (contacts made with
+generate_series), 2 KB of personalised HTML (first name, a property, the contact's own
+unsubscribe link), fanned out by one node with the ``broadcasts`` role, then by two. Timed from
+``POST /broadcasts`` (``send: true``) until every e-mail is accepted (every recipient row
+written by its accept statement), and separately until every one is delivered to a Postfix
+``smtp-sink`` on loopback by one delivery node running meanwhile. The broadcast nodes' RSS is
+sampled throughout: it must stay flat (nothing per recipient is kept beyond one chunk).
+
+Processes (each stopped at the end): an API node (roles api,scheduler) that owns an embedded
+PostgreSQL cluster in a throw-away directory; 1 or 2 broadcast nodes (role broadcasts) and one
+delivery node (role delivery), same database and master key; the tests' loopback DNS server
+(MX of example.net → 127.0.0.1); ``smtp-sink -c``.
+
+    bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
+    .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from bench import common
+from bench.common import ROOT, free_port, load_average
+from bench.delivery import DOMAIN, RCPT_DOMAIN, Sink
+
+#: About 2 KB once filled: a greeting, a property, the unsubscribe link and a body of text.
+PARAGRAPH = ("<p style=\"margin:0 0 12px;font:15px/1.5 Helvetica,Arial,sans-serif;color:#333\">Our spring"
+             " release brings faster sends, clearer reports and a new editor. Read what changed and"
+             " how to get the most out of it in this month's letter.</p>")
+HTML = ("<html><body><table width=\"100%\"><tr><td>"
+        "<h1 style=\"font:bold 22px Helvetica,Arial,sans-serif\">Hello {{{FIRST_NAME|there}}},</h1>"
+        "<p>Your plan: <b>{{{contact.plan|free}}}</b> in {{{contact.city|your city}}}.</p>"
+        + PARAGRAPH * 9
+        + "<p style=\"font-size:12px;color:#999\"><a href=\"{{{RESEND_UNSUBSCRIBE_URL}}}\">Unsubscribe</a>"
+          " from these letters.</p></td></tr></table></body></html>")
+
+
+def start_node(root, name: str, env: dict) -> common.Node:
+    return common.Node(root, name, "bench.delivery", env=env)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.root = common.scratch_dir("mailsvc-bench-broadcast-")
+        self.nodes: list[common.Node] = []
+        self.api: common.Node | None = None
+        self.sink: Sink | None = None
+        self.dns: subprocess.Popen | None = None
+        self.runs = 0
+
+    def setup(self) -> None:
+        self.dns = subprocess.Popen([sys.executable, "-m", "bench.delivery", "--serve-dns"], cwd=ROOT,
+                                    env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+        dns_port = int(self.dns.stdout.readline())
+        self.sink = Sink(self.root)
+        self.common = {
+            "MAILSVC_DNS_SERVERS": f"127.0.0.1:{dns_port}",
+            "MAILSVC_DELIVERY_PORT": str(self.sink.port),
+            "MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true",
+            "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
+            "MAILSVC_SMTP_SUBMISSION": "",
+            "MAILSVC_SMTP_INBOUND": "tcp:0:interface=127.0.0.1",
+            "MAILSVC_BROADCASTS_CHUNK": str(self.args.chunk),
+        }
+        http = free_port()
+        self.url = f"http://127.0.0.1:{http}"
+        self.api = start_node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
+                                                 "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
+        self.api.wait_ready()
+        self.tenant = common.tenant_with_domain(self.url, self.api.state, DOMAIN, {
+            "api_rate_per_sec": 1_000_000, "send_rate_per_sec": 1_000_000,
+            "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
+        self.shared = {**self.common, **self.tenant.shared_env}
+        _, segment = common.api(self.url + "/segments", "POST", self.tenant.key, {"name": "Everyone"})
+        self.segment_id = segment["id"]
+        began = time.monotonic()
+        self.sql(
+            "INSERT INTO contacts (id, tenant_id, email, first_name, last_name, properties, created_at, updated_at)"
+            " SELECT gen_random_uuid(), %s, 'c' || n || '@' || %s, 'First' || n, 'Last' || n,"
+            " jsonb_build_object('plan', CASE WHEN n %% 3 = 0 THEN 'pro' ELSE 'team' END, 'city', 'City ' || n %% 97),"
+            " now(), now() FROM generate_series(1, %s) AS n",
+            (self.tenant.id, RCPT_DOMAIN, self.args.contacts))
+        self.sql("INSERT INTO segment_contacts (segment_id, contact_id, created_at)"
+                 " SELECT %s, id, now() FROM contacts WHERE tenant_id = %s", (self.segment_id, self.tenant.id))
+        self.sql("ANALYZE")
+        print(f"{self.args.contacts} contacts in {time.monotonic() - began:.1f} s", flush=True)
+        # One delivery node throughout, as a deployment runs it beside the fan-out.
+        self.delivery = self.start("delivery", "delivery")
+
+    def start(self, name: str, roles: str) -> common.Node:
+        self.runs += 1
+        node = start_node(self.root, f"{name}{self.runs}", {**self.shared, "MAILSVC_NODE_ROLES": roles})
+        self.nodes.append(node)
+        node.wait_ready()
+        return node
+
+    def sql(self, statement: str, args=()) -> list[tuple]:
+        return self.tenant.sql(statement, args)
+
+    def count(self, broadcast_id: str, what: str) -> int:
+        if what == "written":
+            return self.sql("SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = %s AND state = 'written'",
+                            (broadcast_id,))[0][0]
+        return self.sql("SELECT count(*) FROM broadcast_recipients r JOIN deliveries d ON d.email_id = r.email_id"
+                        " WHERE r.broadcast_id = %s AND d.status = 'delivered'", (broadcast_id,))[0][0]
+
+    def one(self, nodes: int) -> dict:
+        fanout = [self.start("b", "broadcasts") for _ in range(nodes)]
+        samples: dict[int, list[int]] = {n.pid: [] for n in fanout}
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                for n in fanout:
+                    samples[n.pid].append(n.rss_kib())
+                stop.wait(0.5)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        sink_before = self.sink.count()
+        began = time.monotonic()
+        _, created = common.api(self.url + "/broadcasts", "POST", self.tenant.key, {
+            "segment_id": self.segment_id, "from": f"Bench <news@{DOMAIN}>", "subject": "News for {{{FIRST_NAME}}}",
+            "html": HTML, "send": True, "name": f"bench {nodes} node(s)"})
+        broadcast_id = created["id"]
+        total = self.args.contacts
+        accepted_at = delivered_at = None
+        progress = []
+        while delivered_at is None:
+            now = time.monotonic()
+            if now - began > self.args.timeout:
+                raise SystemExit(f"not done in {self.args.timeout} s: {self.count(broadcast_id, 'written')} written,"
+                                 f" {self.count(broadcast_id, 'delivered')} delivered")
+            if accepted_at is None:
+                written = self.count(broadcast_id, "written")
+                progress.append((round(now - began, 1), written))
+                if written >= total:
+                    accepted_at = time.monotonic()
+            elif self.count(broadcast_id, "delivered") >= total:
+                delivered_at = time.monotonic()
+            for n in self.nodes:
+                if n.exited():
+                    raise SystemExit(f"{n.dir.name} exited; see {n.dir}/server.log")
+            time.sleep(0.2)
+        stop.set()
+        sampler.join()
+        for n in fanout:
+            n.stop()
+            self.nodes.remove(n)
+        size = self.sql("SELECT avg(length(message))::int FROM deliveries d JOIN broadcast_recipients r"
+                        " ON r.email_id = d.email_id WHERE r.broadcast_id = %s", (broadcast_id,))[0][0]
+        rss = {str(pid): {"first_mib": s[0] // 1024, "max_mib": max(s) // 1024, "last_mib": s[-1] // 1024,
+                          "median_mib": int(statistics.median(s)) // 1024} for pid, s in samples.items() if s}
+        return {
+            "broadcast_nodes": nodes, "recipients": total,
+            "accepted_s": round(accepted_at - began, 1), "delivered_s": round(delivered_at - began, 1),
+            "accepted_per_s": round(total / (accepted_at - began)),
+            "sink_count": self.sink.count() - sink_before, "message_bytes": size,
+            "rss": rss, "progress_every_5s": progress[::25], "load": load_average(),
+        }
+
+    def run(self) -> None:
+        self.setup()
+        results = [self.one(int(n)) for n in self.args.nodes.split(",")]
+        print(json.dumps(results, indent=2), flush=True)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self.api is not None:
+            self.api.stop(owner=True)
+        if self.sink is not None:
+            self.sink.stop()
+        if self.dns is not None:
+            self.dns.terminate()
+            self.dns.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--contacts", type=int, default=100_000)
+    parser.add_argument("--nodes", default="1,2", help="broadcast node counts to try")
+    parser.add_argument("--chunk", type=int, default=500, help="broadcasts.chunk")
+    parser.add_argument("--timeout", type=int, default=1800)
+    args = parser.parse_args(argv)
+    common.require(("smtp-sink",), "bench/delivery.sh")
+    bench = Bench(args)
+    try:
+        bench.run()
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()

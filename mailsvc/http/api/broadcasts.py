@@ -1,0 +1,76 @@
+"""
+Broadcasts: main ``/broadcasts`` (SPEC "Broadcasts", COMPAT.md §10; where they differ SPEC
+wins: create answers 200) and native ``/v1/broadcasts``, which answers a write with the whole
+broadcast and a delete with 204. ``POST /broadcasts/{id}/preview`` (absent from the hosted
+API) renders the message for a contact, for the UI.
+"""
+
+from __future__ import annotations
+
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.broadcasts import Broadcasts
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.pagination import envelope, page_of
+from mailsvc.http.router import FULL, Reply, route
+
+
+def _base_url(request) -> str:
+    """Where the sender reached this service (the unsubscribe links' base without public_url)."""
+    host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
+    return f"{'https' if request.isSecure() else 'http'}://{host}"
+
+
+class BroadcastsResource:
+    def __init__(self, broadcasts: Broadcasts):
+        self._broadcasts = broadcasts
+
+    async def _written(self, request, caller: Caller, row: dict, main: dict | None = None) -> Reply:
+        if request.surface == NATIVE:
+            return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row["id"])))
+        return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row["id"])})
+
+    @route("POST", "/broadcasts", access=FULL, native=True)
+    async def create(self, request, caller: Caller):
+        row = await self._broadcasts.create(caller.tenant, read_json(request), _base_url(request))
+        return await self._written(request, caller, row)
+
+    @route("GET", "/broadcasts", access=FULL, native=True)
+    async def list(self, request, caller: Caller):
+        items, has_more = await self._broadcasts.list(caller.tenant.id, page_of(request.args, None))
+        return envelope(items, has_more)
+
+    @route("GET", "/broadcasts/<broadcast_id>", access=FULL, native=True)
+    async def retrieve(self, request, caller: Caller, broadcast_id: str):
+        return await self._broadcasts.get(caller.tenant.id, broadcast_id)
+
+    @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True)
+    async def update(self, request, caller: Caller, broadcast_id: str):
+        row = await self._broadcasts.update(caller.tenant.id, broadcast_id, read_json(request))
+        return await self._written(request, caller, row)
+
+    @route("DELETE", "/broadcasts/<broadcast_id>", access=FULL, native=True)
+    async def delete(self, request, caller: Caller, broadcast_id: str):
+        gone = await self._broadcasts.delete(caller.tenant.id, broadcast_id)
+        if request.surface == NATIVE:
+            return Reply(204)
+        return {"object": "broadcast", "id": str(gone), "deleted": True}
+
+    @route("POST", "/broadcasts/<broadcast_id>/send", access=FULL, native=True)
+    async def send(self, request, caller: Caller, broadcast_id: str):
+        row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request), _base_url(request))
+        return await self._written(request, caller, row, {"id": str(row["id"])})
+
+    @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True)
+    async def cancel(self, request, caller: Caller, broadcast_id: str):
+        row = await self._broadcasts.cancel(caller.tenant.id, broadcast_id)
+        return await self._written(request, caller, row)
+
+    @route("POST", "/broadcasts/<broadcast_id>/duplicate", access=FULL, native=True)
+    async def duplicate(self, request, caller: Caller, broadcast_id: str):
+        row = await self._broadcasts.duplicate(caller.tenant.id, broadcast_id)
+        return await self._written(request, caller, row)
+
+    @route("POST", "/broadcasts/<broadcast_id>/preview", access=FULL, native=True)
+    async def preview(self, request, caller: Caller, broadcast_id: str):
+        return await self._broadcasts.preview(caller.tenant.id, broadcast_id, read_json(request))

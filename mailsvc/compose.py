@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import manhole, processes
+from mailsvc import __version__, manhole, processes
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.apikeys import KeyRing
@@ -53,6 +53,7 @@ from mailsvc.http.api.segments import AudiencesResource, SegmentsResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -186,6 +187,8 @@ class Parts:
     templates: Templates | None = None
     contacts: Contacts | None = None
     segments: Segments | None = None
+    #: What ``GET /admin/v1`` tells of this node (version, roles; the onion address once published).
+    node_info: dict = attrs.Factory(dict)
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -199,7 +202,9 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins)
     router.mount(ApiKeysResource(keyring))
-    router.mount(AdminResource(accounts, db, metrics))
+    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
+    router.mount(AdminResource(accounts, db, metrics, node_info))
+    router.mount(OpenApiResource(router, config.http.public_url))
     router.mount(SuppressionsResource(clock, db))
     # Templates, and the template builder whose renderer turns their builder documents into
     # html and text; its e-mails show the social icons this node serves at public_url.
@@ -295,7 +300,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     if "scheduler" in config.node.roles:
         loops += [check_domains, release]
     return Parts(
-        db, metrics, keyring, accounts, router, site, loops,
+        db, metrics, keyring, accounts, router, site, loops, node_info=node_info,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,

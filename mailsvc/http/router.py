@@ -68,6 +68,16 @@ class Route:
     native: bool
 
 
+@attrs.frozen
+class Mounted:
+    """One (method, path) the router serves: what ``mailsvc.http.openapi`` documents."""
+
+    method: str
+    path: str  # Klein's form: /api-keys/<key_id>, /contacts/<path:key>
+    access: str
+    surface: str
+
+
 class Admission:
     """
     The check of a request's credentials for a route's ``access``, begun when its headers came
@@ -139,6 +149,8 @@ class Router:
         self._public_origins = frozenset(origin.rstrip("/") for origin in public_origins)
         self._public_methods: dict[str, set[str]] = {}
         self._access: dict[str, str] = {}  # endpoint name → who may call it
+        #: Every route served, in mount order (the OpenAPI document is generated from it).
+        self.mounted: list[Mounted] = []
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -168,6 +180,7 @@ class Router:
 
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
+        self.mounted.append(Mounted(method, path, access, surface))
         if cors:
             self._add_preflight(path, method)
 

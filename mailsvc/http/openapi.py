@@ -68,7 +68,8 @@ SEND = obj(
 CONTACT = obj(email=STR, first_name=NULLABLE_STR, last_name=NULLABLE_STR, unsubscribed=BOOL,
               properties=OBJECT, segments={"type": "array", "items": obj(id=STR)})
 TENANT_FIELDS = dict(name=STR, status=STR, status_reason=NULLABLE_STR, daily_quota=INT, monthly_quota=INT,
-                     send_rate_per_sec=INT, api_rate_per_sec=INT, delivery_mode=STR, max_domains=INT,
+                     send_rate_per_sec=INT, api_rate_per_sec=INT, delivery_mode=STR,
+                     max_domains={"type": ["integer", "null"]},
                      plan={"enum": ["free", "starter", "growth", "scale"]})
 RESOURCE = obj(("object", "id"), object=STR, id=STR)  # the {object, id} reply of a write
 ID = obj(("id",), id=STR)
@@ -89,6 +90,7 @@ class Op:
     headers: tuple[tuple[str, dict], ...] = ()
     errors: tuple[int, ...] = ()  # statuses beside those every route of its kind may answer
     content_type: str = "application/json"  # of the success replies
+    also: tuple[str, ...] = ()  # other content types a success may have (an export's CSV)
 
 
 OPERATIONS: dict[str, Op] = {
@@ -154,7 +156,7 @@ OPERATIONS: dict[str, Op] = {
     "GET /emails/<email_id>/attachments": Op("List an e-mail's attachments", ok={200: listing()}, query=PAGE),
     "GET /emails/<email_id>/attachments/<attachment_id>": Op("Retrieve an attachment"),
     "GET /public/attachments/<token>": Op("Download an attachment through its signed link", ok={200: None},
-                                          content_type="application/octet-stream"),
+                                          content_type="application/octet-stream", errors=(403,)),
     # Webhooks
     "POST /webhooks": Op("Create a webhook", obj(("endpoint", "events"), endpoint=STR,
                                                  events={"type": "array", "items": STR}),
@@ -209,11 +211,13 @@ OPERATIONS: dict[str, Op] = {
     "GET /usage": Op("The account's sends and recipients today and this month against its quotas",
                      ok={200: USAGE}),
     # Public pages, health, metrics, this document
-    "GET /public/unsubscribe/<token>": Op("The unsubscribe page", ok={200: None}, content_type="text/html"),
+    "GET /public/unsubscribe/<token>": Op("The unsubscribe page", ok={200: None}, content_type="text/html",
+                                          errors=(403,)),
     "POST /public/unsubscribe/<token>": Op("Unsubscribe (RFC 8058 one-click or the page's form)", ok={200: None},
-                                           content_type="text/html"),
+                                           content_type="text/html", errors=(403,)),
     "POST /public/waitlist": Op("Join the waitlist", obj(("email",), email=STR),
-                                {200: obj(("object", "email"), object={"const": "waitlist_entry"})}),
+                                {200: obj(("object", "email"), object={"const": "waitlist_entry"})},
+                                errors=(429,)),
     "GET /healthz": Op("Health: the database answers", ok={200: obj(("status",), status=STR)}, errors=(503,)),
     "GET /openapi.json": Op("This document", ok={200: OBJECT}),
     "GET /metrics": Op("Prometheus metrics", ok={200: None}, content_type="text/plain"),
@@ -225,7 +229,8 @@ OPERATIONS: dict[str, Op] = {
     "PATCH /admin/v1/tenants/<tenant_id>": Op("Update a tenant", obj(**TENANT_FIELDS), {200: TENANT}),
     "GET /admin/v1/tenants/<tenant_id>/usage": Op("A tenant's usage against its quotas", ok={200: USAGE}),
     "GET /admin/v1/waitlist": Op("Export the waitlist", ok={200: listing()},
-                                 query=(*PAGE, ("format", {"enum": ["json", "csv"]}))),
+                                 query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
+                                 also=("text/csv",)),
     "GET /admin/v1": Op("This node: version, roles, the onion address when published",
                         ok={200: obj(("object", "version"), object={"const": "node"})}),
 }
@@ -326,6 +331,8 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
             responses[str(status)] = {"description": "Done", "content": {op.content_type: {}}}
         else:
             responses[str(status)] = {"description": "Done", "content": {op.content_type: {"schema": schema}}}
+        for other in op.also:
+            responses[str(status)].setdefault("content", {})[other] = {}
     statuses = {500, *op.errors}
     if mounted.access != PUBLIC:
         statuses |= {401, 403}
@@ -355,6 +362,34 @@ def _surface_tag(mounted: Mounted) -> str:
     return "native" if mounted.surface == NATIVE else "main"
 
 
+def _link_created(paths: dict[str, dict]) -> None:
+    """
+    OpenAPI links from each create (POST on a collection answering an ``id``) to the routes
+    under that collection's ``/{param}``, the new id as the parameter: clients (and
+    schemathesis's stateful phase) follow them from a created resource to its operations.
+    """
+    for path, item in paths.items():
+        create = item.get("post")
+        if create is None or path.endswith("}"):
+            continue
+        for status, response in create["responses"].items():
+            schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+            if not status.startswith("2") or "id" not in schema.get("required", ()):
+                continue
+            links = {}
+            for other, other_item in paths.items():
+                match = re.fullmatch(re.escape(path) + r"/\{(\w+)\}(/.*)?", other)
+                if match is None:
+                    continue
+                for operation in other_item.values():
+                    links[operation["operationId"]] = {
+                        "operationId": operation["operationId"],
+                        "parameters": {f"path.{match.group(1)}": "$response.body#/id"},
+                    }
+            if links:
+                response["links"] = links
+
+
 def document(mounted: list[Mounted], server_url: str | None = None) -> dict:
     """The OpenAPI 3.1 document of these routes; raises ``Undocumented`` naming any without an entry."""
     missing = sorted({_key(m) for m in mounted if _key(m) not in OPERATIONS})
@@ -364,6 +399,7 @@ def document(mounted: list[Mounted], server_url: str | None = None) -> dict:
     for m in mounted:
         oas_path, params = _openapi_path(m.path)
         paths.setdefault(oas_path, {})[m.method.lower()] = _operation(m, OPERATIONS[_key(m)], params)
+    _link_created(paths)
     doc = {
         "openapi": "3.1.0",
         "info": {

@@ -29,6 +29,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+from mailsvc import logs
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
@@ -238,12 +239,16 @@ class Router:
         return True
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
+        context = {"request_id": request.request_id, "tenant": None}
+        logs.REQUEST.set(context)
         try:
             admission = request.admission
             if admission is not None and admission.access == access:
                 caller = await admission.caller()
             else:
                 caller = await self._authorize(request, access)
+            if caller is not None:
+                context["tenant"] = str(caller.tenant.id)
             if request.body_too_large:
                 raise BODY_TOO_LARGE
             running = defer.ensureDeferred(handler(request, caller, **kwargs))

@@ -28,6 +28,10 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   command -v npm >/dev/null || missing+=(npm)
   # The builder's and the dashboard's browser tests: Debian's Chromium, driven by Playwright.
   command -v chromium >/dev/null || missing+=(chromium)
+  # The package test builds the .deb (dpkg-buildpackage, debhelper) with Debian's python3.
+  command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
+  command -v dh >/dev/null || missing+=(debhelper)
+  /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import manhole, processes
+from mailsvc import __version__, manhole, processes, timefmt
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
@@ -70,6 +70,7 @@ from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
 from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
 from mailsvc.http.dashboard.ui import UiResource
+from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -84,7 +85,7 @@ from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import broadcasts as broadcast_rows
-from mailsvc.store import events
+from mailsvc.store import events, stats
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, DatabaseUnavailable
@@ -104,6 +105,8 @@ TLS_COUNTS_SECONDS = 30
 TLS_REPORTS_SECONDS = 3600
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
+#: How often a node samples the database's figures for /metrics (mail by plan, queues).
+SAMPLE_METRICS_SECONDS = 15
 
 
 def build(config: Config, inherited: processes.Inherited | None = None,
@@ -214,6 +217,8 @@ class Parts:
     tls_reports: TlsReports | None = None
     shaper: Shaper | None = None
     spam: SpamChecks | None = None
+    #: What ``GET /admin/v1`` tells of this node (version, roles; the onion address once published).
+    node_info: dict = attrs.Factory(dict)
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
@@ -223,6 +228,36 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboar
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
     )
+
+
+class LagProbe:
+    """Ticks every INTERVAL seconds; how late each tick ran is the event loop's lag."""
+
+    INTERVAL = 1.0
+
+    def __init__(self, clock, report: Callable[[float], None]):
+        self._clock = clock
+        self._report = report
+        self._last: float | None = None
+
+    async def tick(self) -> None:
+        now = self._clock.seconds()
+        if self._last is not None:
+            self._report(max(0.0, now - self._last - self.INTERVAL))
+        self._last = now
+
+
+@attrs.frozen
+class StatsOf:
+    """mailsvc.store.stats bound to one database (what Metrics.sample reads)."""
+
+    db: Database
+
+    async def mail_today(self, day):
+        return await stats.mail_today(self.db, day)
+
+    async def queues(self):
+        return await stats.queues(self.db)
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -240,7 +275,9 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(AuthResource(dashboard, config.http.public_url))
     router.mount(UiResource(db))
     router.mount(ApiKeysResource(keyring))
-    router.mount(AdminResource(accounts, db, metrics, config.delivery.source))
+    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
+    router.mount(AdminResource(accounts, db, metrics, node_info, config.delivery.source))
+    router.mount(OpenApiResource(router, config.http.public_url))
     router.mount(SuppressionsResource(clock, db))
     # Templates, and the template builder whose renderer turns their builder documents into
     # html and text; its e-mails show the social icons this node serves at public_url.
@@ -361,9 +398,18 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
     metrics.in_flight.set_function(lambda: site.in_flight)
 
+    lag = LagProbe(clock, metrics.loop_lag.set)
+
+    async def sample_metrics() -> None:
+        metrics.pool_use(*db.pool_use())
+        day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
+        await metrics.sample(StatsOf(db), day)
+
     loops = [
         Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
              on_failure=count_failure),
+        Loop(clock, "event loop lag", LagProbe.INTERVAL, lag.tick, on_failure=count_failure),
+        Loop(clock, "sample metrics", SAMPLE_METRICS_SECONDS, sample_metrics, on_failure=count_failure),
     ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=count_failure)
@@ -377,7 +423,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         loops += [check_domains, release, release_broadcasts,
                   Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure)]
     return Parts(
-        db, metrics, keyring, accounts, router, site, loops,
+        db, metrics, keyring, accounts, router, site, loops, node_info=node_info,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
         dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
         emails=emails, submission=submission, submitter=submitter, templates=templates,

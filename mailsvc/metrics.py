@@ -7,7 +7,7 @@ multiprocess mode), so that any of them answers ``/metrics`` for all.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -83,10 +83,42 @@ class Metrics:
             "mailsvc_destination_rate_limit", "Messages a second allowed to a destination.",
             ["destination"], registry=self.registry, multiprocess_mode="max",
         )
+        # Sampled from the database by ``sample`` (the same figures on every node of a database:
+        # take max() across nodes, not sum()). Per-tenant figures are in the operator API only.
+        self.mail_today = Gauge(
+            "mailsvc_mail_today",
+            "Recipients of mail accepted today (UTC) by plan class and state: accepted (all),"
+            " sent, deferred, bounced, complained, failed, queued, scheduled, canceled.",
+            ["plan", "state"], registry=self.registry, multiprocess_mode="livemax",
+        )
+        self.queue = Gauge(
+            "mailsvc_queue", "Delivery queue (deliveries due) and webhook backlog (requests pending):"
+            " depth (count) and age (seconds since the oldest was due or created).",
+            ["queue", "measure"], registry=self.registry, multiprocess_mode="livemax",
+        )
+        # Hook for the broadcasts branch: set mailsvc_broadcast_progress{state} (recipients of
+        # broadcasts in progress, by state) from a sampler appended to ``samplers``.
+        self.broadcast_progress = Gauge(
+            "mailsvc_broadcast_progress", "Recipients of the broadcasts in progress, by state.",
+            ["state"], registry=self.registry, multiprocess_mode="livemax",
+        )
+        #: Async functions run by the node's "sample metrics" loop after the built-in sampling.
+        self.samplers: list[Callable[[], Awaitable[None]]] = []
+        self.pool = self._gauge_labelled(
+            "mailsvc_postgres_pool", "This worker's PostgreSQL pool: size, in_use, waiting (callers queued).",
+            ["measure"],
+        )
+        self.loop_lag = Gauge(
+            "mailsvc_event_loop_lag_seconds", "How late the last 1-second tick of the event loop ran.",
+            registry=self.registry, multiprocess_mode="livemax",
+        )
 
     def destination_limits(self, destination: str, limits) -> None:
         self.destination_concurrency.labels(destination).set(limits.concurrency)
         self.destination_rate.labels(destination).set(limits.rate_per_sec)
+
+    def _gauge_labelled(self, name: str, documentation: str, labels: list[str]) -> Gauge:
+        return Gauge(name, documentation, labels, registry=self.registry, multiprocess_mode="livesum")
 
     def _gauge(self, name: str, documentation: str) -> Gauge | _SharedGauge:
         # "livesum": the node's value is the sum of its live workers' values.
@@ -102,6 +134,30 @@ class Metrics:
     def process_gone(shared_dir: str, pid: int) -> None:
         """The gauges of a worker that exited no longer count (its counters still do)."""
         multiprocess.mark_process_dead(pid, shared_dir)
+
+    async def sample(self, stats, day) -> None:
+        """Set the database-sampled gauges (``stats``: mailsvc.store.stats bound to a database)."""
+        rows = await stats.mail_today(day)
+        totals: dict[str, int] = {}
+        self.mail_today.clear()
+        for row in rows:
+            state = "sent" if row["status"] == "delivered" else row["status"]
+            self.mail_today.labels(row["plan"], state).set(row["n"])
+            totals[row["plan"]] = totals.get(row["plan"], 0) + row["n"]
+        for plan, n in totals.items():
+            self.mail_today.labels(plan, "accepted").set(n)
+        queues = await stats.queues()
+        self.queue.labels("delivery", "depth").set(queues["queue_depth"])
+        self.queue.labels("delivery", "age").set(queues["queue_age"])
+        self.queue.labels("webhooks", "depth").set(queues["webhook_backlog"])
+        self.queue.labels("webhooks", "age").set(queues["webhook_age"])
+        for sampler in self.samplers:
+            await sampler()
+
+    def pool_use(self, size: int, in_use: int, waiting: int) -> None:
+        self.pool.labels("size").set(size)
+        self.pool.labels("in_use").set(in_use)
+        self.pool.labels("waiting").set(waiting)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self._requests.labels(route, method, str(status)).inc()

@@ -33,6 +33,10 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   # the tests start their own spamd on loopback.
   command -v spamd >/dev/null || missing+=(spamd)
   command -v spamassassin >/dev/null || missing+=(spamassassin)
+  # The package test builds the .deb (dpkg-buildpackage, debhelper) with Debian's python3.
+  command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
+  command -v dh >/dev/null || missing+=(debhelper)
+  /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

@@ -10,7 +10,7 @@ from mailsvc.domain.clients import ClientRate
 from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
-from mailsvc.store import accounts, deliveries
+from mailsvc.store import accounts, deliveries, usage
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
@@ -57,6 +57,30 @@ class Accounts:
         if tenant is None:
             raise NotFound("Tenant")
         return tenant
+
+    async def usage(self, tenant: Tenant) -> dict:
+        """
+        The tenant's sends and recipients today and this month (UTC) against its quotas
+        (``GET /v1/usage``, ``GET /admin/v1/tenants/{id}/usage``). ``ai`` stays zero until the
+        AI features count their use (the AI branch fills it).
+        """
+        now = self._now()
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        month = day.replace(day=1)
+        found = await usage.counts(self._db, tenant.id, day, month)
+
+        def period(start, emails: int, recipients: int, quota: int) -> dict:
+            return {"start": timefmt.iso(start), "emails": emails, "recipients": recipients,
+                    "quota": quota, "remaining": max(quota - recipients, 0)}
+
+        return {
+            "object": "usage",
+            "tenant_id": str(tenant.id),
+            "plan": tenant.plan,
+            "day": period(day, found["day_emails"], found["day_recipients"], tenant.daily_quota),
+            "month": period(month, found["month_emails"], found["month_recipients"], tenant.monthly_quota),
+            "ai": {"used": 0, "quota": 0},
+        }
 
     async def update_tenant(self, tenant_id: str, body: dict) -> Tenant:
         parsed = parse_uuid(tenant_id)

@@ -12,7 +12,7 @@ from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE, not_found, validation
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import OPERATOR, PUBLIC, Reply, route
+from mailsvc.http.router import FULL, OPERATOR, PUBLIC, Reply, route
 from mailsvc.metrics import CONTENT_TYPE, Metrics
 from mailsvc.store import deliverability, health
 from mailsvc.store.database import Database
@@ -52,11 +52,18 @@ def _waitlist_item(row: dict) -> dict:
 
 
 class AdminResource:
-    def __init__(self, accounts: Accounts, db: Database, metrics: Metrics, source: str = "default"):
+    def __init__(self, accounts: Accounts, db: Database, metrics: Metrics, node_info: dict | None = None,
+                 source: str = "default"):
         self._accounts = accounts
         self._db = db
         self._metrics = metrics
+        self._node_info = node_info if node_info is not None else {}
         self._source = source
+
+    @route("GET", "/admin/v1", access=OPERATOR, surface=NATIVE)
+    async def node(self, request, _):
+        """This node: its version and roles, and its onion address once published (tor.onion)."""
+        return {"object": "node", **self._node_info}
 
     # -- adaptive shaping (issue 23) -------------------------------------------------------
 
@@ -118,6 +125,14 @@ class AdminResource:
     @route("PATCH", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
     async def update_tenant(self, request, _, tenant_id: str):
         return tenant_json(await self._accounts.update_tenant(tenant_id, read_json(request)))
+
+    @route("GET", "/admin/v1/tenants/<tenant_id>/usage", access=OPERATOR, surface=NATIVE)
+    async def tenant_usage(self, request, _, tenant_id: str):
+        return await self._accounts.usage(await self._accounts.tenant(tenant_id))
+
+    @route("GET", "/v1/usage", access=FULL, surface=NATIVE)
+    async def usage(self, request, caller):
+        return await self._accounts.usage(caller.tenant)
 
     @route("GET", "/admin/v1/waitlist", access=OPERATOR, surface=NATIVE)
     async def waitlist(self, request, _):

@@ -32,6 +32,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+from mailsvc import logs
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
@@ -86,6 +87,18 @@ class Route:
     surface: str
     native: bool
     dashboard: bool = True
+
+
+@attrs.frozen
+class Mounted:
+    """One (method, path) the router serves: what ``mailsvc.http.openapi`` documents."""
+
+    method: str
+    path: str  # Klein's form: /api-keys/<key_id>, /contacts/<path:key>
+    access: str
+    surface: str
+    #: For a ``/dashboard`` copy of an API-key route: the path of the route it copies.
+    mirror_of: str | None = None
 
 
 class Admission:
@@ -169,6 +182,8 @@ class Router:
         self._sessions = sessions
         self._dashboard_origins = frozenset(origin.rstrip("/") for origin in dashboard_origins)
         self._access: dict[str, str] = {}  # endpoint name → who may call it
+        #: Every route served, in mount order (the OpenAPI document is generated from it).
+        self.mounted: list[Mounted] = []
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -184,10 +199,12 @@ class Router:
                 if r.native:
                     self._register("/v1" + r.path, r.method, r.access, NATIVE, handler)
                 if r.dashboard and r.access in (FULL, SENDING):
-                    self._register("/dashboard" + r.path, r.method, SESSION, MAIN, handler)
+                    # A route only the native API has (/v1/usage) is served at /dashboard/usage.
+                    mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
+                    self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, mirror_of=r.path)
 
     def _register(self, path: str, method: str, access: str, surface: str,
-                  handler: Callable[..., Awaitable[Any]]) -> None:
+                  handler: Callable[..., Awaitable[Any]], mirror_of: str | None = None) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
         dashboard = is_dashboard_path(path)
         if dashboard and access not in (SESSION, SIGN_IN):
@@ -207,6 +224,7 @@ class Router:
 
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
+        self.mounted.append(Mounted(method, path, access, surface, mirror_of))
         if cors:
             self._add_preflight(path, method)
         if dashboard:
@@ -295,12 +313,16 @@ class Router:
         return host is not None and text.split("://", 1)[-1] == host.decode("latin-1")
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
+        context = {"request_id": request.request_id, "tenant": None}
+        logs.REQUEST.set(context)
         try:
             admission = request.admission
             if admission is not None and admission.access == access:
                 caller = await admission.caller()
             else:
                 caller = await self._authorize(request, access)
+            if caller is not None:
+                context["tenant"] = str(caller.tenant.id)
             if request.body_too_large:
                 raise BODY_TOO_LARGE
             running = defer.ensureDeferred(handler(request, caller, **kwargs))

@@ -308,6 +308,13 @@ class Database:
             self._pool.close()
             self._pool = None
 
+    def pool_use(self) -> tuple[int, int, int]:
+        """The pool's size, connections in use and callers waiting for one."""
+        if self._pool is None:
+            return self._pool_size, 0, 0
+        semaphore = self._pool._semaphore
+        return self._pool_size, self._pool_size - semaphore.tokens, len(semaphore.waiting)
+
     async def run(self, desc: str, fn: Callable[..., Awaitable[Any]], *args, **kwargs) -> Any:
         holder: list[Transaction] = []
 

@@ -1,0 +1,567 @@
+"""
+The OpenAPI 3.1 document of every route the router serves, served at ``/openapi.json``.
+
+The document is generated, never written beside the code: its paths, methods, surfaces,
+security and error envelopes come from the router's table (``Router.mounted``, filled by
+``@route``), and each route's request and success schemas from ``OPERATIONS`` below, keyed by
+``"METHOD /path"`` exactly as the handler's ``@route`` spells it (without ``/v1``: a native
+route shares its main route's entry, with ``native_ok`` where its replies differ).
+
+The ``/dashboard`` copy the router serves of every API-key route (``Mounted.mirror_of``) shares
+that route's entry too: same body and replies, tagged ``dashboard``, with the session cookie
+(and, on POST, PATCH and DELETE, the ``X-CSRF-Token`` header) as its security; the dashboard's
+own routes (``/auth/*``, ``/me``, ``/dashboard/...``) have entries of their own.
+
+A route mounted without an entry here makes ``document()`` raise ``Undocumented`` naming it
+(and ``tests/test_openapi.py`` fail): adding a route means adding its one ``Op`` line here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import attrs
+
+from mailsvc.http.errors import MAIN, NATIVE
+from mailsvc.http.router import OPERATOR, PUBLIC, SENDING, SESSION, SIGN_IN, Mounted, Reply, route
+
+VERSION = "1.0.0"  # SPEC "Versioning": the published interface description carries 1.0.0.
+
+# --- schema helpers ----------------------------------------------------------------------------
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+UUID = {"type": "string", "format": "uuid"}
+OBJECT = {"type": "object"}
+NULLABLE_STR = {"type": ["string", "null"]}
+STR_OR_LIST = {"oneOf": [STR, {"type": "array", "items": STR}]}
+
+
+def obj(required: tuple[str, ...] = (), **properties) -> dict:
+    """An object with these properties (others allowed: the SDKs ignore unknown keys)."""
+    schema: dict = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def listing(item: dict = OBJECT) -> dict:
+    """The list envelope of every list endpoint (SPEC "Endpoints")."""
+    return obj(("object", "has_more", "data"), object={"const": "list"}, has_more=BOOL,
+               data={"type": "array", "items": item})
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+#: Pagination query parameters (SPEC "Limits"); the service answers 422 outside them.
+PAGE = (("limit", {"type": "integer", "minimum": 1, "maximum": 100}), ("after", UUID), ("before", UUID))
+
+SEND = obj(
+    ("to",),
+    **{"from": STR}, to=STR_OR_LIST, cc=STR_OR_LIST, bcc=STR_OR_LIST, reply_to=STR_OR_LIST,
+    subject=STR, html=STR, text=STR, headers={"type": "object", "additionalProperties": STR},
+    attachments={"type": "array", "items": obj(filename=STR, content=STR, path=STR, content_type=STR,
+                                                content_id=STR)},
+    tags={"type": "array", "items": obj(("name", "value"), name=STR, value=STR)},
+    scheduled_at=STR, template=obj(("id",), id=STR, variables=OBJECT), topic_id=STR,
+    stream={"enum": ["transactional", "broadcast"]},
+)
+CONTACT = obj(email=STR, first_name=NULLABLE_STR, last_name=NULLABLE_STR, unsubscribed=BOOL,
+              properties=OBJECT, segments={"type": "array", "items": obj(id=STR)})
+TENANT_FIELDS = dict(name=STR, status=STR, status_reason=NULLABLE_STR, daily_quota=INT, monthly_quota=INT,
+                     send_rate_per_sec=INT, api_rate_per_sec=INT, delivery_mode=STR,
+                     max_domains={"type": ["integer", "null"]},
+                     plan={"enum": ["free", "starter", "growth", "scale"]})
+RESOURCE = obj(("object", "id"), object=STR, id=STR)  # the {object, id} reply of a write
+ID = obj(("id",), id=STR)
+DELETED = obj(("object", "id", "deleted"), object=STR, id=STR, deleted={"const": True})
+USAGE = ref("Usage")
+TENANT = obj(("object", "id", "name", "plan", "status"), object={"const": "tenant"}, id=UUID, **TENANT_FIELDS)
+ROLE = {"enum": ["owner", "member"]}
+USER_FIELDS = dict(object={"const": "user"}, id=UUID, email=STR, role=ROLE, status={"enum": ["active", "invited"]},
+                   created_at=STR)
+USER_REQUIRED = ("object", "id", "email", "role", "status", "created_at")
+USER = obj(USER_REQUIRED, **USER_FIELDS)
+#: A sign-in's reply: the user and the CSRF token of the session its cookie carries.
+SIGNED_IN = obj((*USER_REQUIRED, "csrf_token"), **USER_FIELDS, csrf_token=STR)
+#: A user with a set-password link (an invitation, a reset).
+USER_LINK = obj((*USER_REQUIRED, "set_password_url"), **USER_FIELDS, set_password_url=STR)
+USER_BODY = obj(("email",), email=STR, role=ROLE)
+PASSWORD = {"type": "string", "minLength": 10, "maxLength": 1024}  # domain/users.py
+DASHBOARD_USAGE = obj(("day", "daily_quota", "month", "monthly_quota"), day=INT, daily_quota=INT, month=INT,
+                      monthly_quota=INT)
+ACCOUNT = obj(("object", "id", "name", "plan", "status"), object={"const": "account"}, id=UUID, name=STR,
+              plan={"enum": ["free", "starter", "growth", "scale"]}, status=STR, sandbox=BOOL, daily_quota=INT,
+              monthly_quota=INT, max_domains={"type": ["integer", "null"]}, send_rate_per_sec=INT,
+              api_rate_per_sec=INT)
+NULLABLE_INT = {"type": ["integer", "null"]}
+LIST_ONLY = obj(("object", "has_more", "data"), object={"const": "list"}, has_more={"const": False})
+#: A static file of the web UI, and what else its type may be.
+UI_TYPES = ("text/javascript", "text/css", "image/svg+xml", "image/png")
+
+
+@attrs.frozen
+class Op:
+    """What one route takes and gives beside what the router knows (its path, access, surface)."""
+
+    summary: str
+    body: dict | None = None  # JSON request body schema; None: none read
+    ok: dict = attrs.Factory(lambda: {200: OBJECT})  # status → JSON schema (None: no body)
+    native_ok: dict | None = None  # the /v1 route's replies when they differ
+    query: tuple[tuple[str, dict], ...] = ()
+    headers: tuple[tuple[str, dict], ...] = ()
+    errors: tuple[int, ...] = ()  # statuses beside those every route of its kind may answer
+    content_type: str = "application/json"  # of the success replies
+    also: tuple[str, ...] = ()  # other content types a success may have (an export's CSV)
+
+
+OPERATIONS: dict[str, Op] = {
+    # API keys
+    "POST /api-keys": Op("Create an API key", obj(("name",), name=STR, permission=STR, domain_id=UUID),
+                         {200: obj(("id", "token"), id=UUID, token=STR)},
+                         {201: obj(("id", "token"), id=UUID, token=STR)}),
+    "GET /api-keys": Op("List API keys", ok={200: listing()}, query=PAGE),
+    "PATCH /api-keys/<key_id>": Op("Rename an API key", obj(("name",), name=STR), {200: RESOURCE}),
+    "DELETE /api-keys/<key_id>": Op("Revoke an API key", ok={200: DELETED}, native_ok={204: None}),
+    # Suppressions
+    "POST /suppressions": Op("Add a suppression", obj(email=STR, reason=STR), {201: RESOURCE}),
+    "GET /suppressions": Op("List suppressions", ok={200: listing()}, query=(*PAGE, ("origin", STR))),
+    "GET /suppressions/<path:key>": Op("Retrieve a suppression (id or address)"),
+    "DELETE /suppressions/<path:key>": Op("Remove a suppression (id or address)", ok={200: DELETED},
+                                          native_ok={204: None}),
+    "POST /suppressions/batch/add": Op("Add suppressions", OBJECT, {201: obj(("data",), data={"type": "array"})}),
+    "POST /suppressions/batch/remove": Op("Remove suppressions", OBJECT, {200: obj(("data",), data={"type": "array"})}),
+    # Contacts
+    "POST /contacts": Op("Create or update a contact (by address)", CONTACT, {201: RESOURCE}),
+    "POST /contacts/batch": Op(
+        "Create or update up to 1,000 contacts",
+        obj(("contacts",), contacts={"type": "array", "items": CONTACT}, segment_id=UUID),
+        {200: obj(("data", "errors"), data={"type": "array"}, errors={"type": "array"})}),
+    "GET /contacts": Op("List contacts", ok={200: listing()},
+                        query=(*PAGE, ("q", STR), ("segment_id", UUID), ("audience_id", UUID))),
+    "GET /contacts/<path:key>": Op("Retrieve a contact (id or address)"),
+    "PATCH /contacts/<path:key>": Op("Update a contact", CONTACT, {200: RESOURCE}),
+    "DELETE /contacts/<path:key>": Op("Delete a contact", ok={200: RESOURCE}, native_ok={204: None}),
+    "GET /contacts/<path:key>/segments": Op("List a contact's segments", ok={200: listing()}, query=PAGE),
+    "POST /contacts/<path:key>/segments/<segment_id>": Op("Add a contact to a segment", ok={200: OBJECT, 201: OBJECT}),
+    "DELETE /contacts/<path:key>/segments/<segment_id>": Op("Remove a contact from a segment", ok={200: OBJECT},
+                                                            native_ok={204: None}),
+    "GET /contacts/<path:key>/topics": Op("List a contact's topics", ok={200: listing()}),
+    "PATCH /contacts/<path:key>/topics": Op("Update a contact's topics (unsupported)", OBJECT),
+    # Domains
+    "POST /domains": Op("Add a sending domain", obj(("name",), name=STR, custom_return_path=STR, region=STR),
+                        {201: obj(("id", "name", "status", "records"), id=UUID, name=STR, status=STR,
+                                  records={"type": "array"})}),
+    "GET /domains": Op("List domains", ok={200: listing()}, query=PAGE),
+    "GET /domains/<domain_id>": Op("Retrieve a domain", ok={200: obj(("id", "name", "status"))}),
+    "PATCH /domains/<domain_id>": Op("Update a domain", obj(tls={"enum": ["opportunistic", "enforced"]},
+                                                            click_tracking=BOOL, open_tracking=BOOL), {200: RESOURCE}),
+    "DELETE /domains/<domain_id>": Op("Delete a domain", ok={200: DELETED}, native_ok={204: None}),
+    "POST /domains/<domain_id>/verify": Op("Check a domain's DNS now", ok={200: RESOURCE}, native_ok={202: RESOURCE}),
+    "POST /domains/<domain_id>/dns-provider/cloudflare": Op(
+        "Write the domain's records into a Cloudflare zone", obj(("api_token",), api_token=STR),
+        {200: obj(("object", "zone", "records"), object={"const": "dns_setup"}, zone=STR,
+                  records={"type": "array"})}, errors=(502,)),
+    # Emails
+    "POST /emails": Op("Send an e-mail", SEND, {200: ID}, headers=(("Idempotency-Key", STR),), errors=(400, 409)),
+    "POST /emails/batch": Op("Send up to 100 e-mails", {"type": "array", "items": SEND},
+                             {200: obj(("data",), data={"type": "array", "items": ID}, errors={"type": "array"})},
+                             headers=(("Idempotency-Key", STR),
+                                      ("x-batch-validation", {"enum": ["strict", "permissive"]})),
+                             errors=(400, 409)),
+    "GET /emails": Op("List e-mails", ok={200: listing()}, query=PAGE),
+    "GET /emails/<email_id>": Op("Retrieve an e-mail", ok={200: obj(("object", "id"), object={"const": "email"},
+                                                                   id=UUID)}),
+    "PATCH /emails/<email_id>": Op("Reschedule an e-mail", obj(("scheduled_at",), scheduled_at=STR),
+                                   {200: RESOURCE}, errors=(409,)),
+    "POST /emails/<email_id>/cancel": Op("Cancel a scheduled e-mail", ok={200: RESOURCE}, errors=(409,)),
+    "GET /emails/<email_id>/attachments": Op("List an e-mail's attachments", ok={200: listing()}, query=PAGE),
+    "GET /emails/<email_id>/attachments/<attachment_id>": Op("Retrieve an attachment"),
+    "GET /public/attachments/<token>": Op("Download an attachment through its signed link", ok={200: None},
+                                          content_type="application/octet-stream", errors=(403,)),
+    # Webhooks
+    "POST /webhooks": Op("Create a webhook", obj(("endpoint", "events"), endpoint=STR,
+                                                 events={"type": "array", "items": STR}),
+                         {201: obj(("id", "signing_secret"), id=UUID, signing_secret=STR)}),
+    "GET /webhooks": Op("List webhooks", ok={200: listing()}, query=PAGE),
+    "GET /webhooks/<webhook_id>": Op("Retrieve a webhook", ok={200: obj(("id",), id=UUID)}),
+    "PATCH /webhooks/<webhook_id>": Op("Update a webhook", obj(endpoint=STR, events={"type": "array", "items": STR},
+                                                               status={"enum": ["enabled", "disabled"]}),
+                                       {200: RESOURCE}),
+    "DELETE /webhooks/<webhook_id>": Op("Delete a webhook", ok={200: RESOURCE}, native_ok={204: None}),
+    "POST /webhooks/<webhook_id>/signing-secret/rotate": Op("Rotate a webhook's signing secret"),
+    # Templates
+    "POST /templates": Op("Create a template", obj(("name",), name=STR, alias=STR, html=STR, text=STR,
+                                                   subject=STR, builder=OBJECT, variables={"type": "array"}),
+                          {201: RESOURCE}, errors=(409,)),
+    "GET /templates": Op("List templates", ok={200: listing()}, query=PAGE),
+    "GET /templates/<key>": Op("Retrieve a template's draft"),
+    "PATCH /templates/<key>": Op("Update a template", OBJECT, {200: RESOURCE}, errors=(409,)),
+    "DELETE /templates/<key>": Op("Delete a template", ok={200: RESOURCE}, native_ok={204: None}),
+    "POST /templates/<key>/publish": Op("Publish a template", ok={200: RESOURCE}),
+    "POST /templates/<key>/duplicate": Op("Duplicate a template", ok={200: RESOURCE, 201: RESOURCE}, errors=(409,)),
+    "POST /templates/<key>/preview": Op("Preview a template with variables", OBJECT),
+    # Segments and the legacy audiences
+    "POST /segments": Op("Create a segment", obj(("name",), name=STR), {201: RESOURCE}),
+    "GET /segments": Op("List segments", ok={200: listing()}, query=PAGE),
+    "GET /segments/<segment_id>": Op("Retrieve a segment", ok={200: RESOURCE}),
+    "PATCH /segments/<segment_id>": Op("Rename a segment", obj(("name",), name=STR), {200: RESOURCE}),
+    "DELETE /segments/<segment_id>": Op("Delete a segment", ok={200: RESOURCE}, native_ok={204: None}),
+    "GET /segments/<segment_id>/contacts": Op("List a segment's contacts", ok={200: listing()},
+                                              query=(*PAGE, ("q", STR))),
+    "POST /audiences": Op("Create an audience", obj(("name",), name=STR), {201: RESOURCE}),
+    "GET /audiences": Op("List audiences", ok={200: listing()}, query=PAGE),
+    "GET /audiences/<audience_id>": Op("Retrieve an audience", ok={200: RESOURCE}),
+    "DELETE /audiences/<audience_id>": Op("Delete an audience", ok={200: RESOURCE}),
+    "GET /audiences/<audience_id>/contacts": Op("List an audience's contacts", ok={200: listing()},
+                                                query=(*PAGE, ("q", STR))),
+    "POST /audiences/<audience_id>/contacts": Op("Create a contact in an audience", CONTACT, {201: RESOURCE}),
+    "GET /audiences/<audience_id>/contacts/<path:key>": Op("Retrieve an audience's contact"),
+    "PATCH /audiences/<audience_id>/contacts/<path:key>": Op("Update an audience's contact", CONTACT, {200: RESOURCE}),
+    "DELETE /audiences/<audience_id>/contacts/<path:key>": Op("Delete an audience's contact", ok={200: RESOURCE}),
+    # Template builder
+    "GET /template-builder": Op("What the plan allows of the builder",
+                                ok={200: obj(("object", "plan", "builder"), object={"const": "template_builder"})}),
+    "GET /template-builder/theme": Op("The account's theme and brand", ok={200: obj(("object", "theme", "brand"))}),
+    "PATCH /template-builder/theme": Op("Save the theme and brand (top plan)", obj(("theme",), theme=OBJECT,
+                                                                                  brand=OBJECT),
+                                        {200: obj(("object", "theme", "brand"))}),
+    "POST /template-builder/render": Op("Render a builder document", obj(("document",), document=OBJECT),
+                                        {200: obj(("html", "text"), html=STR, text=STR)}),
+    "GET /files/social/<name>": Op("A social icon", ok={200: None}, content_type="image/png"),
+    # Usage
+    "GET /usage": Op("The account's sends and recipients today and this month against its quotas",
+                     ok={200: USAGE}),
+    # Public pages, health, metrics, this document
+    "GET /public/unsubscribe/<token>": Op("The unsubscribe page", ok={200: None}, content_type="text/html",
+                                          errors=(403,)),
+    "POST /public/unsubscribe/<token>": Op("Unsubscribe (RFC 8058 one-click or the page's form)", ok={200: None},
+                                           content_type="text/html", errors=(403,)),
+    "POST /public/waitlist": Op("Join the waitlist", obj(("email",), email=STR),
+                                {200: obj(("object", "email"), object={"const": "waitlist_entry"})},
+                                errors=(429,)),
+    "GET /healthz": Op("Health: the database answers", ok={200: obj(("status",), status=STR)}, errors=(503,)),
+    "GET /openapi.json": Op("This document", ok={200: OBJECT}),
+    "GET /metrics": Op("Prometheus metrics", ok={200: None}, content_type="text/plain"),
+    # Operator API
+    "POST /admin/v1/tenants": Op("Create a tenant and its first API key",
+                                 obj(("name",), id=UUID, **TENANT_FIELDS),
+                                 {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)),
+    "GET /admin/v1/tenants/<tenant_id>": Op("Retrieve a tenant", ok={200: TENANT}),
+    "PATCH /admin/v1/tenants/<tenant_id>": Op("Update a tenant", obj(**TENANT_FIELDS), {200: TENANT}),
+    "GET /admin/v1/tenants/<tenant_id>/usage": Op("A tenant's usage against its quotas", ok={200: USAGE}),
+    "GET /admin/v1/waitlist": Op("Export the waitlist", ok={200: listing()},
+                                 query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
+                                 also=("text/csv",)),
+    "GET /admin/v1": Op("This node: version, roles, the onion address when published",
+                        ok={200: obj(("object", "version"), object={"const": "node"})}),
+    "POST /admin/v1/tenants/<tenant_id>/users": Op("Create a dashboard user of a tenant (an owner unless `role`"
+                                                   " says otherwise) and its set-password link", USER_BODY,
+                                                   {201: {**USER_LINK, "required": [*USER_LINK["required"],
+                                                                                    "tenant_id"]}}, errors=(409,)),
+    # AI generation and brand import (top plan)
+    "POST /template-builder/ai/generate": Op(
+        "Generate a builder document from a prompt (top plan; counts against the AI quota)",
+        obj(("prompt",), prompt={"type": "string", "minLength": 1, "maxLength": 2000}, language=STR, theme=OBJECT,
+            variables={"type": "array", "maxItems": 50, "items": STR}, template_id=UUID),
+        {200: obj(("object", "subject", "preview_text", "document"), object={"const": "builder_ai_generation"},
+                  subject=STR, preview_text=STR, document=OBJECT)},
+        errors=(429, 502)),
+    "POST /brand/import": Op(
+        "Read a website's logos, colours and fonts into a proposed theme and brand (top plan)",
+        obj(url=STR, apply=BOOL, ai=BOOL, language=STR),
+        {200: obj(("object", "url", "logos", "colors", "fonts", "theme", "brand", "warnings", "applied"),
+                  object={"const": "brand_import"}, url=STR, name=NULLABLE_STR, logos={"type": "array"},
+                  colors={"type": "array"}, palette=OBJECT, fonts={"type": "array"}, socials={"type": "array"},
+                  theme=OBJECT, brand=OBJECT, warnings={"type": "array", "items": STR}, applied=BOOL)},
+        errors=(429,)),
+    "GET /files/brand/<name>": Op("A logo a brand import stored", ok={200: None}, content_type="image/png",
+                                  also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")),
+    # The dashboard: sign-in, the user, users, the reads only it needs (docs/decisions.md, "Dashboard")
+    "POST /auth/login": Op("Sign in: sets the session cookie", obj(("email", "password"), email=STR, password=STR),
+                           {200: SIGNED_IN}, errors=(401, 429)),
+    "POST /auth/password": Op("Set a password with a set-password link's token; signs in",
+                              obj(("token", "password"), token=STR, password=PASSWORD), {200: SIGNED_IN},
+                              errors=(401,)),
+    "POST /auth/logout": Op("Sign out: ends the session, clears the cookie",
+                            ok={200: obj(("object", "deleted"), object={"const": "session"}, deleted={"const": True})}),
+    "POST /dashboard/password": Op("Change the signed-in user's password; every other session ends",
+                                   obj(("password", "current_password"), password=PASSWORD, current_password=STR),
+                                   {200: SIGNED_IN}),
+    "GET /me": Op("The signed-in user, the account, its usage today and this month, the CSRF token",
+                  ok={200: obj((*USER_REQUIRED, "account", "usage", "csrf_token"), **USER_FIELDS, account=ACCOUNT,
+                               usage=DASHBOARD_USAGE, csrf_token=STR)}),
+    "GET /dashboard/users": Op("List the account's users", ok={200: {**LIST_ONLY, "properties": {
+        **LIST_ONLY["properties"], "data": {"type": "array", "items": USER}}}}),
+    "POST /dashboard/users": Op("Invite a user (owners only)", USER_BODY, {201: USER_LINK}, errors=(409,)),
+    "POST /dashboard/users/<user_id>/password-link": Op("A new set-password link for a user (owners only)",
+                                                        ok={200: USER_LINK}),
+    "DELETE /dashboard/users/<user_id>": Op("Remove a user (owners only; not oneself)", ok={200: DELETED}),
+    "GET /dashboard/stats": Op("Sends and outcomes per day over 30 days, and the quota used", ok={200: obj(
+        ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
+        days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
+                                            sent=INT, delivered=INT, bounced=INT, complained=INT)})}),
+    "GET /dashboard/emails/<email_id>/events": Op("An e-mail's events and its deliveries", ok={200: obj(
+        ("object", "has_more", "data", "deliveries"), object={"const": "list"}, has_more={"const": False},
+        data={"type": "array", "items": obj(("id", "type", "created_at", "data"), id=UUID, type=STR,
+                                            created_at=STR, recipient=NULLABLE_STR, data=OBJECT)},
+        deliveries={"type": "array", "items": obj(("recipient", "status", "attempts"), recipient=STR, status=STR,
+                                                  attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}),
+    "GET /dashboard/emails/<email_id>/html": Op("An e-mail's HTML for a sandboxed preview", ok={200: None},
+                                                content_type="text/html"),
+    "GET /dashboard/search/emails": Op("Search the latest 50 e-mails by address or subject", query=(("q", STR),),
+                                       ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+                                           "type": "array", "items": obj(
+                                               ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},
+                                               to={"type": "array", "items": STR}, subject=NULLABLE_STR,
+                                               last_event=NULLABLE_STR, created_at=STR)}}}}),
+    "GET /dashboard/webhooks/<webhook_id>/deliveries": Op(
+        "A webhook's latest 50 deliveries", ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+            "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
+                                          state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
+                                          last_attempt_at={"type": ["string", "null"]}, created_at=STR)}}}}),
+    "GET /dashboard/domains/<domain_id>/dns": Op(
+        "A domain's records, each with its stored status and what DNS answers now",
+        ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
+            ("record", "name", "type", "value", "status"), record=STR, name=STR, type=STR, value=STR,
+            priority=NULLABLE_INT, status=STR, live={"enum": ["match", "mismatch", "temporary"]})}}}}),
+    # The web UI: its static files, and the redirects to it
+    "GET /": Op("Redirects to the web UI (/ui/)", ok={302: None}),
+    "GET /ui": Op("Redirects to the web UI (/ui/)", ok={302: None}),
+    "GET /ui/": Op("The web UI's page", ok={200: None}, content_type="text/html"),
+    "GET /ui/<path:name>": Op("A static file of the web UI (script, style sheet, image)", ok={200: None},
+                              content_type="text/html", also=UI_TYPES),
+}
+
+# --- error envelopes ---------------------------------------------------------------------------
+
+COMPONENTS = {
+    "schemas": {
+        "MainError": {
+            "type": "object", "additionalProperties": False,
+            "required": ["statusCode", "name", "message"],
+            "properties": {"statusCode": INT, "name": STR, "message": STR},
+        },
+        "NativeError": {
+            "type": "object", "additionalProperties": False, "required": ["error"],
+            "properties": {"error": {
+                "type": "object", "additionalProperties": False,
+                "required": ["code", "message", "field", "request_id"],
+                "properties": {"code": STR, "message": STR, "field": NULLABLE_STR, "request_id": STR},
+            }},
+        },
+        "Usage": obj(
+            ("object", "day", "month", "ai"), object={"const": "usage"},
+            day=obj(("start", "emails", "recipients", "quota", "remaining"), start=STR, emails=INT,
+                    recipients=INT, quota=INT, remaining=INT),
+            month=obj(("start", "emails", "recipients", "quota", "remaining"), start=STR, emails=INT,
+                      recipients=INT, quota=INT, remaining=INT),
+            ai=obj(("used", "quota"), used=INT, quota=INT),
+        ),
+    },
+    "securitySchemes": {
+        "bearer": {"type": "http", "scheme": "bearer",
+                   "description": "An API key (`re_...`): `Authorization: Bearer <API_KEY>`."},
+        "admin": {"type": "http", "scheme": "bearer",
+                  "description": "The operator token (`operator.token`, or `<state dir>/operator-token`)."},
+        "sessionCookie": {"type": "apiKey", "in": "cookie", "name": "mailsvc_session",
+                          "description": "A dashboard session: the cookie `POST /auth/login` sets."},
+        "csrfToken": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
+                      "description": "The session's CSRF token (`csrf_token` of the sign-in reply or of"
+                                     " `GET /me`), required with the cookie on POST, PATCH and DELETE."},
+    },
+}
+
+#: What an error reply may be, by status (SPEC "Errors").
+_ERROR_TEXT = {
+    400: "Invalid request (idempotency key, malformed HTTP)",
+    401: "Missing credentials, or a key restricted to sending",
+    403: "Invalid credentials, or the request is not allowed",
+    404: "Not found (or the id is not a UUID)",
+    409: "Conflict with the resource's state",
+    422: "Validation failed (the message starts with the field)",
+    429: "Rate limit or quota exceeded",
+    500: "Unexpected error; retry with backoff",
+    502: "An outside provider failed",
+    503: "Unavailable",
+}
+
+
+class Undocumented(Exception):
+    """Routes served with no entry in ``OPERATIONS``."""
+
+
+def _openapi_path(path: str) -> tuple[str, list[str]]:
+    names: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        names.append(match.group(2))
+        return "{" + match.group(2) + "}"
+
+    return re.sub(r"<(?:(\w+):)?(\w+)>", replace, path), names
+
+
+def _key(mounted: Mounted) -> str:
+    """The ``OPERATIONS`` entry of a route: a native or dashboard copy shares its main route's."""
+    path = mounted.mirror_of or mounted.path
+    if (mounted.surface == NATIVE or mounted.mirror_of) and path.startswith("/v1/"):
+        path = path[len("/v1"):]
+    return f"{mounted.method} {path}"
+
+
+def _operation_id(method: str, oas_path: str) -> str:
+    """``post_emails_email_id_cancel``; a path ending in ``/`` (``/``, ``/ui/``) ends in ``_index``."""
+    name = (method.lower() + re.sub(r"[^A-Za-z0-9]+", "_", oas_path)).rstrip("_")
+    return name + "_index" if oas_path.endswith("/") else name
+
+
+def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
+    native = mounted.surface == NATIVE
+    envelope = ref("NativeError" if native else "MainError")
+    oas_path, _ = _openapi_path(mounted.path)
+    operation: dict = {
+        "operationId": _operation_id(mounted.method, oas_path),
+        "summary": op.summary,
+        "tags": [_surface_tag(mounted)],
+    }
+    parameters = [{"name": name, "in": "path", "required": True, "schema": STR} for name in params]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": schema} for name, schema in op.query]
+    parameters += [{"name": name, "in": "header", "required": False, "schema": schema}
+                   for name, schema in op.headers]
+    if parameters:
+        operation["parameters"] = parameters
+    if op.body is not None:
+        operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": op.body}}}
+    responses: dict = {}
+    ok = op.native_ok if native and op.native_ok is not None else op.ok
+    for status, schema in ok.items():
+        if schema is None and op.content_type == "application/json":
+            responses[str(status)] = {"description": "Done; no body"}
+        elif schema is None:
+            responses[str(status)] = {"description": "Done", "content": {op.content_type: {}}}
+        else:
+            responses[str(status)] = {"description": "Done", "content": {op.content_type: {"schema": schema}}}
+        for other in op.also:
+            responses[str(status)].setdefault("content", {})[other] = {}
+    statuses = {500, *op.errors}
+    if mounted.access == SESSION:
+        statuses |= {401, 403, 429}  # no live session; a missing or wrong CSRF token; the account's rate
+        safe = mounted.method in ("GET", "HEAD")
+        operation["security"] = [{"sessionCookie": []} if safe else {"sessionCookie": [], "csrfToken": []}]
+    elif mounted.access == SIGN_IN:
+        statuses.add(403)  # a state-changing request from another site
+        operation["security"] = []
+    elif mounted.access != PUBLIC:
+        statuses |= {401, 403}
+        operation["security"] = [{"admin": []}] if mounted.access == OPERATOR else [{"bearer": []}]
+        if mounted.access != OPERATOR:
+            statuses.add(429)
+    else:
+        operation["security"] = []
+    if params or mounted.access != OPERATOR:
+        statuses.add(404)  # an id that is not one; a path segment that leads nowhere
+    if op.body is not None or op.query or params:
+        statuses.add(422)
+    if mounted.mirror_of is not None:
+        operation["description"] = (f"The dashboard's copy of `{mounted.method} {_openapi_path(mounted.mirror_of)[0]}`:"
+                                    " the same handler, body and replies, for a signed-in session.")
+    elif mounted.access == SENDING:
+        operation["description"] = "A `sending_access` key may call it."
+    for status in sorted(statuses):
+        responses[str(status)] = {"description": _ERROR_TEXT[status],
+                                  "content": {"application/json": {"schema": envelope}}}
+    operation["responses"] = responses
+    return operation
+
+
+def _surface_tag(mounted: Mounted) -> str:
+    if mounted.access in (SESSION, SIGN_IN):
+        return "dashboard"
+    if mounted.access == OPERATOR:
+        return "operator"
+    if mounted.access == PUBLIC:
+        return "public"
+    return "native" if mounted.surface == NATIVE else "main"
+
+
+def _link_created(paths: dict[str, dict]) -> None:
+    """
+    OpenAPI links from each create (POST on a collection answering an ``id``) to the routes
+    under that collection's ``/{param}``, the new id as the parameter: clients (and
+    schemathesis's stateful phase) follow them from a created resource to its operations.
+    """
+    for path, item in paths.items():
+        create = item.get("post")
+        if create is None or path.endswith("}"):
+            continue
+        for status, response in create["responses"].items():
+            schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+            if not status.startswith("2") or "id" not in schema.get("required", ()):
+                continue
+            links = {}
+            for other, other_item in paths.items():
+                match = re.fullmatch(re.escape(path) + r"/\{(\w+)\}(/.*)?", other)
+                if match is None:
+                    continue
+                for operation in other_item.values():
+                    links[operation["operationId"]] = {
+                        "operationId": operation["operationId"],
+                        "parameters": {f"path.{match.group(1)}": "$response.body#/id"},
+                    }
+            if links:
+                response["links"] = links
+
+
+def document(mounted: list[Mounted], server_url: str | None = None) -> dict:
+    """The OpenAPI 3.1 document of these routes; raises ``Undocumented`` naming any without an entry."""
+    missing = sorted({_key(m) for m in mounted if _key(m) not in OPERATIONS})
+    if missing:
+        raise Undocumented("routes without an entry in mailsvc/http/openapi.py OPERATIONS: " + ", ".join(missing))
+    paths: dict[str, dict] = {}
+    for m in mounted:
+        oas_path, params = _openapi_path(m.path)
+        paths.setdefault(oas_path, {})[m.method.lower()] = _operation(m, OPERATIONS[_key(m)], params)
+    _link_created(paths)
+    doc = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mailsvc",
+            "version": VERSION,
+            "description": "The main API (no prefix, the compatible contract), the native API (/v1) and the"
+                           " operator API (/admin/v1) of one mailsvc node, and the dashboard's routes (/auth,"
+                           " /me, /dashboard: a session cookie; every API-key route has a /dashboard copy)."
+                           " Errors: the main surface and the dashboard answer {statusCode, name, message};"
+                           " native and operator routes answer"
+                           " {error: {code, message, field, request_id}}.",
+        },
+        "tags": [{"name": "main"}, {"name": "native"}, {"name": "operator"}, {"name": "public"},
+                 {"name": "dashboard", "description": "A dashboard session's routes, and the /dashboard copy of"
+                                                      " every API-key route"}],
+        "paths": paths,
+        "components": COMPONENTS,
+    }
+    if server_url:
+        doc["servers"] = [{"url": server_url}]
+    return doc
+
+
+class OpenApiResource:
+    """Serves the document of the router it is mounted on, generated at the first request."""
+
+    def __init__(self, router, public_url: str = ""):
+        self._router = router
+        self._public_url = public_url
+        self._rendered: bytes | None = None
+
+    @route("GET", "/openapi.json", access=PUBLIC)
+    async def openapi(self, request, _):
+        if self._rendered is None:
+            self._rendered = json.dumps(document(self._router.mounted, self._public_url or None)).encode("utf-8")
+        return Reply(200, self._rendered)
+
+
+__all__ = ["document", "OPERATIONS", "Op", "Undocumented", "VERSION", "MAIN", "NATIVE"]

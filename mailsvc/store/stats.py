@@ -1,0 +1,34 @@
+"""The figures /metrics samples from the database: mail by plan class, the queues' depth and age."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from mailsvc.store.database import Database
+from mailsvc.store.usage import _first_id_at
+
+
+async def mail_today(db: Database, day: datetime) -> list[dict]:
+    """Recipients of the mail accepted since ``day`` (midnight UTC), by plan class and delivery status."""
+    return await db.fetchall(
+        "SELECT t.plan, d.status, count(*) AS n FROM emails e"
+        " JOIN deliveries d ON d.email_id = e.id JOIN tenants t ON t.id = e.tenant_id"
+        " WHERE e.id >= %s GROUP BY t.plan, d.status",
+        (_first_id_at(day),), desc="stats_mail_today",
+    )
+
+
+async def queues(db: Database) -> dict:
+    """Deliveries due and not done, webhook requests pending: how many, and the oldest's age in seconds."""
+    row = await db.fetchone(
+        "SELECT"
+        " (SELECT count(*) FROM deliveries WHERE due_at <= now() AND status IN ('queued', 'deferred'))"
+        "   AS queue_depth,"
+        " (SELECT coalesce(extract(epoch FROM now() - min(due_at)), 0) FROM deliveries"
+        "   WHERE due_at <= now() AND status IN ('queued', 'deferred')) AS queue_age,"
+        " (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending') AS webhook_backlog,"
+        " (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM webhook_deliveries"
+        "   WHERE state = 'pending') AS webhook_age",
+        desc="stats_queues",
+    )
+    return {k: float(v) for k, v in row.items()}

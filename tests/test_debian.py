@@ -1,0 +1,51 @@
+"""The .deb: built, installed, run with the unit's command line, removed and purged (scripts/deb-install-test)."""
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What a build in the checkout would leave there (the script builds in a temporary copy).
+BUILD_LEFTOVERS = ("debian/mailsvc", "debian/build-wheel", "debian/.debhelper", "debian/files",
+                   "debian/debhelper-build-stamp", "debian/mailsvc.substvars")
+
+
+def _checkout_state() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("dpkg-buildpackage") is None or shutil.which("dh") is None,
+                    reason="needs root, dpkg-buildpackage and debhelper (scripts/setup.sh installs them)")
+def test_the_package_installs_serves_and_purges_cleanly(pg_dsn):
+    # The suite's PostgreSQL cluster is up, run by the mailsvc user (as root): the package's
+    # purge must leave that user, and so the cluster, alone.
+    with contextlib.closing(psycopg2.connect(pg_dsn)) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+    user_before = subprocess.run(["getent", "passwd", "mailsvc"], capture_output=True, text=True).stdout
+    assert user_before, "the embedded cluster runs as the mailsvc user"
+    leftovers_before = {p for p in BUILD_LEFTOVERS if (ROOT / p).exists()}
+    parent_debs_before = set(ROOT.parent.glob("mailsvc_*"))
+    checkout_before = _checkout_state()
+
+    run = subprocess.run([str(ROOT / "scripts" / "deb-install-test")], capture_output=True, text=True, timeout=540)
+    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-5000:]
+    assert "deb install test: ok" in run.stdout
+    assert "purge kept the mailsvc user it did not create" in run.stdout
+
+    assert subprocess.run(["getent", "passwd", "mailsvc"], capture_output=True, text=True).stdout == user_before
+    with contextlib.closing(psycopg2.connect(pg_dsn)) as conn, conn.cursor() as cur:  # the cluster still serves
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)
+    assert subprocess.run(["dpkg", "-s", "mailsvc"], capture_output=True).returncode != 0  # nothing installed
+    # Nothing written into the checkout, nor beside it.
+    assert {p for p in BUILD_LEFTOVERS if (ROOT / p).exists()} == leftovers_before
+    assert set(ROOT.parent.glob("mailsvc_*")) == parent_debs_before
+    assert _checkout_state() == checkout_before

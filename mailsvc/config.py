@@ -150,6 +150,14 @@ class PublicConfig:
     cors_origins: tuple[str, ...] = ()
 
 
+@_section
+class TorConfig:
+    onion: bool = False
+    control: str = "unix:/run/tor/control"
+    control_password: str = ""
+    port: int = 80
+
+
 SECTIONS: dict[str, type] = {
     "database": DatabaseConfig,
     "state": StateConfig,
@@ -168,6 +176,7 @@ SECTIONS: dict[str, type] = {
     "node": NodeConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
+    "tor": TorConfig,
 }
 
 KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler"})
@@ -192,6 +201,7 @@ class Config:
     node: NodeConfig = NodeConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
+    tor: TorConfig = TorConfig()
 
     @property
     def hostname(self) -> str:
@@ -252,6 +262,8 @@ def _check(config: Config) -> Config:
     for name in ("concurrency_per_endpoint", "max_in_flight", "host_concurrency", "host_rate_per_sec"):
         if getattr(config.webhooks, name) < 1:
             raise ConfigError(f"webhooks.{name}: must be at least 1")
+    if not 1 <= config.tor.port <= 65535:
+        raise ConfigError("tor.port: must be a port number (1-65535)")
     return config
 
 

@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
-from mailsvc import __version__, manhole, processes, timefmt
+from mailsvc import __version__, manhole, onion, processes, timefmt
 from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
@@ -107,6 +107,10 @@ TLS_REPORTS_SECONDS = 3600
 SHARE_GAUGES_SECONDS = 1
 #: How often a node samples the database's figures for /metrics (mail by plan, queues).
 SAMPLE_METRICS_SECONDS = 15
+#: How often a worker other than the first reads the onion address the first one published.
+ONION_ADDRESS_SECONDS = 2
+#: Where the first worker leaves the published onion address for the others (``GET /admin/v1``).
+ONION_ADDRESS_FILE = "onion-address"
 
 
 def build(config: Config, inherited: processes.Inherited | None = None,
@@ -605,6 +609,9 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
             first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
             announce_first_owner(config, first, address.port)
 
+        if config.tor.onion:
+            await start_onion(reactor, config, node, parts, address, inherited)
+
         if config.smtp.submission:
             node.parts["smtp_ports"] = []
             for description in config.smtp.submission:
@@ -633,6 +640,59 @@ def announce_first_owner(config: Config, first: tuple[dict, str] | None, port: i
     base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
     log.info("dashboard: {email} sets a password at {link}", email=user["email"],
              link=set_password_link(base, token))
+
+
+async def start_onion(reactor, config: Config, node: Node, parts: Parts, http_address,
+                      inherited: processes.Inherited | None) -> None:
+    """
+    ``tor.onion``: the HTTP API as a v3 onion service (mailsvc.onion), published by the node's
+    first process only; the other workers read its address from the state directory so that
+    ``GET /admin/v1`` tells it whichever worker answers.
+    """
+    shared = config.state_dir / ONION_ADDRESS_FILE
+    if inherited is not None and inherited.slot != 0:
+        async def read_address() -> None:
+            try:
+                parts.node_info["onion"] = shared.read_text().strip() or None
+            except FileNotFoundError:
+                parts.node_info["onion"] = None
+
+        loop = Loop(reactor, "read onion address", ONION_ADDRESS_SECONDS, read_address)
+        loop.start()
+        node.on_stop(loop.desc, loop.stop)
+        return
+
+    import txtorcon
+
+    shared.unlink(missing_ok=True)  # left by a run that did not stop cleanly
+    password = config.tor.control_password
+
+    def connect():
+        return txtorcon.build_tor_connection(
+            endpoints.clientFromString(reactor, config.tor.control), build_state=False,
+            password_function=lambda: password or None,
+        )
+
+    def published(address: str) -> None:
+        parts.node_info["onion"] = address
+        if inherited is not None:
+            partial = shared.with_name(shared.name + ".partial")
+            partial.write_text(address + "\n")
+            os.replace(partial, shared)
+
+    service = onion.OnionService(
+        reactor, connect, config.state_dir / onion.KEY_FILE, config.tor.port,
+        onion.port_target(http_address.host, http_address.port), published,
+    )
+
+    async def stop() -> None:
+        await service.stop()
+        parts.node_info["onion"] = None
+        shared.unlink(missing_ok=True)
+
+    await service.start()
+    node.on_stop("onion service", stop)
+    node.parts["onion"] = service
 
 
 async def reseal(config: Config, db: Database, master: bytes) -> None:

@@ -219,6 +219,13 @@ class DashboardConfig:
     first_user: str = ""
 
 
+class TorConfig:
+    onion: bool = False
+    control: str = "unix:/run/tor/control"
+    control_password: str = ""
+    port: int = 80
+
+
 SECTIONS: dict[str, type] = {
     "database": DatabaseConfig,
     "state": StateConfig,
@@ -242,6 +249,7 @@ SECTIONS: dict[str, type] = {
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
+    "tor": TorConfig,
 }
 
 KNOWN_ROLES = frozenset({"api", "delivery", "webhooks", "scheduler", "broadcasts"})
@@ -271,6 +279,7 @@ class Config:
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()
+    tor: TorConfig = TorConfig()
 
     @property
     def hostname(self) -> str:
@@ -358,6 +367,8 @@ def _check(config: Config) -> Config:
     for port in config.security.test_extra_ports:
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"security.test_extra_ports: {port!r} is not a port")
+    if not 1 <= config.tor.port <= 65535:
+        raise ConfigError("tor.port: must be a port number (1-65535)")
     return config
 
 

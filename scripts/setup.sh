@@ -4,9 +4,10 @@
 # With MAILSVC_TEST_DEPS=1 (scripts/test sets it) also what only the tests use: swaks (with
 # Net::SSLeay for its TLS), Postfix (smtp-sink, smtp-source; never configured nor started),
 # Node.js and npm when missing, Chromium (the builder's and the dashboard's browser tests drive
-# Debian's package through Playwright; no browser is ever downloaded), and the pinned npm SDK
-# of tests/node (re-installed only when its package files change), and SpamAssassin's spamd
-# (the spam score; network tests off, packaged rules only).
+# Debian's package through Playwright; no browser is ever downloaded), tor (the onion service
+# test starts its own with networking disabled; the package's daemon is not started),
+# SpamAssassin's spamd (the spam score; network tests off, packaged rules only), and the pinned
+# npm SDK of tests/node (re-installed only when its package files change).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"
@@ -37,6 +38,9 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
   command -v dh >/dev/null || missing+=(debhelper)
   /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  # The onion service test runs its own tor (networking disabled; the package's daemon is
+  # kept from starting like Postfix's).
+  command -v tor >/dev/null || missing+=(tor)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
@@ -50,6 +54,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   policy_created=""
   if [[ " ${missing[*]} " == *" postfix "* ]]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
+  fi
+  # Likewise tor: the tests start their own.
+  if [[ " ${missing[*]} " == *" postfix "* || " ${missing[*]} " == *" tor "* ]]; then
     if [ ! -e /usr/sbin/policy-rc.d ]; then
       printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
       chmod 755 /usr/sbin/policy-rc.d

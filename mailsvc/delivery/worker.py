@@ -63,6 +63,11 @@ class LeaseNotHeld(Exception):
     """Right before DATA, the claim could not be proven to hold: the message is not sent."""
 
 
+class LeaseUnconfirmed(LeaseNotHeld):
+    """The renewal before DATA failed because the database did not answer (stopped, failing
+    over): not the destination's fault, so the deliveries are given back, not deferred."""
+
+
 @attrs.frozen
 class Settings:
     node: str
@@ -303,6 +308,10 @@ class DeliveryWorker:
                     break
                 await self._give_back(group, token)
                 return
+            except LeaseUnconfirmed:
+                # Due again at once if the release is written; otherwise when the lease ends.
+                await self._give_back(group, token)
+                return
             except (ConnectionFault, LeaseNotHeld) as e:
                 for w in group:
                     self._defer(w, token, "transient", None, None, f"{destination.host}: {e}")
@@ -333,7 +342,7 @@ class DeliveryWorker:
             held = await store.renew(self._db, self._clock, [w.id for w in group], token,
                                      self._settings.lease_seconds)
         except Exception as e:
-            raise LeaseNotHeld(f"the lease could not be renewed before DATA ({type(e).__name__})") from None
+            raise LeaseUnconfirmed(f"the lease could not be renewed before DATA ({type(e).__name__})") from None
         if not held:
             raise LeaseNotHeld("the lease was lost before DATA")
 

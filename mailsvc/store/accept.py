@@ -68,7 +68,7 @@ def inlined(sql: str, parameters: list) -> tuple[str, list]:
     out = [pieces[0]]
     kept = []
     times: dict = {}
-    for value, piece in zip(parameters, pieces[1:]):
+    for value, piece in zip(parameters, pieces[1:], strict=True):
         kind = type(value)
         if kind is uuid.UUID:
             out.append(f"'{value}'::uuid")  # psycopg2.extras.UUID_adapter's literal

@@ -94,3 +94,24 @@ async def test_the_final_write_needs_the_claim_to_hold(api):
         await keys.complete(api.parts.db, claim, 200, b"{}")
     await keys.release(claim)  # a lost claim is not released: the new holder keeps it
     assert await api.parts.db.fetchone("SELECT state FROM idempotency_keys") == {"state": "pending"}
+
+
+def test_the_accept_statement_inlines_values_as_psycopg2_writes_them(pg_dsn):
+    """``accept.inlined`` changes nothing of the statement PostgreSQL receives."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    import psycopg2
+    import psycopg2.extras
+
+    psycopg2.extras.register_uuid()
+    now = datetime(2026, 11, 25, 13, 40, 1, 123456, tzinfo=UTC)
+    elsewhere = now.astimezone(timezone(timedelta(hours=2)))  # the same instant, written differently
+    sql = "SELECT " + ", ".join(["%s"] * 12) + " WHERE %s::uuid IS NOT NULL"
+    parameters = [uuid.uuid4(), now, elsewhere, now, None, True, False, "it's 100% %s text", b"\x00\xff bytes",
+                  psycopg2.extras.Json({"to": ["a@b.example"], "n": 1}), 7, datetime(2026, 1, 1), uuid.uuid4()]
+    statement, kept = accept.inlined(sql, parameters)
+    assert len(kept) == 4  # the text, the bytes, the JSON text and the integer
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        assert cur.mogrify(statement, kept) == cur.mogrify(sql, parameters)
+    with pytest.raises(ValueError):
+        accept.inlined("SELECT %s", [])

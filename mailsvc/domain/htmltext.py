@@ -64,8 +64,8 @@ class _Text:
         self.indent = ""
 
     def block(self, blank: int) -> None:
-        if self.out:
-            self.breaks = max(self.breaks, blank)
+        if blank > self.breaks and self.out:
+            self.breaks = blank
         self.space = False
 
     def line_break(self) -> None:
@@ -125,9 +125,13 @@ def html_to_text(html: str) -> str:
     hidden: tuple[str, int] | None = None  # (element, nesting) while inside a display:none element
     position = 0
     length = len(html)
+    search = _TOKEN.search
     while position < length:
-        found = _TOKEN.search(html, position)
-        end = found.start() if found is not None else length
+        found = search(html, position)
+        if found is None:
+            end = length
+        else:
+            end, after = found.span()
         if end > position and hidden is None:
             chunk = html[position:end]
             if "&" in chunk:
@@ -140,12 +144,12 @@ def html_to_text(html: str) -> str:
                 text.words(chunk)
         if found is None:
             break
-        position = found.end()
-        name = found.group(2)
-        if name is None or not found.group(4):
+        position = after
+        slash, name, attributes, closed = found.groups()
+        if name is None or not closed:
             continue  # a comment, a declaration, a tag cut off by the end
         name = name.lower()
-        closing = found.group(1) == "/"
+        closing = slash == "/"
         if hidden is not None:
             if name == hidden[0] and name not in _VOID:
                 depth = hidden[1] + (-1 if closing else 1)
@@ -168,14 +172,13 @@ def html_to_text(html: str) -> str:
             elif name in _BLOCKS:
                 text.block(_BLOCKS[name])
             continue
-        attributes = found.group(3)
         if name in _SKIPPED:
             if attributes.rstrip().endswith("/"):
                 continue
-            closed = _SKIPPED[name].search(html, position)
-            position = closed.end() if closed is not None else length
+            end_tag = _SKIPPED[name].search(html, position)
+            position = end_tag.end() if end_tag is not None else length
             continue
-        if ("none" in attributes.lower() and name not in _VOID and _HIDDEN.search(attributes)
+        if (attributes and "none" in attributes.lower() and name not in _VOID and _HIDDEN.search(attributes)
                 and not attributes.rstrip().endswith("/")):
             hidden = (name, 1)
             continue

@@ -65,6 +65,11 @@ def is_dashboard_path(path: str) -> bool:
 
 JSON = b"application/json"
 
+#: Request paths (of at most so many bytes) whose route's access a router remembers
+#: (``Router._access_of``).
+ACCESS_CACHE_SIZE = 1024
+ACCESS_CACHE_PATH_BYTES = 256
+
 #: Seconds a browser may keep a ``/public/*`` preflight answer.
 PREFLIGHT_MAX_AGE = b"600"
 
@@ -184,6 +189,10 @@ class Router:
         self._access: dict[str, str] = {}  # endpoint name → who may call it
         #: Every route served, in mount order (the OpenAPI document is generated from it).
         self.mounted: list[Mounted] = []
+        #: ``_access_of`` remembered per (method, path) as requested: the same few paths take
+        #: most requests, and matching one against the map costs more than the rest of the
+        #: admission. Emptied when a route is added, and when it holds ACCESS_CACHE_SIZE paths.
+        self._access_cache: dict[tuple[bytes, bytes], str | None] = {}
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -225,6 +234,7 @@ class Router:
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
         self.mounted.append(Mounted(method, path, access, surface, mirror_of))
+        self._access_cache.clear()
         if cors:
             self._add_preflight(path, method)
         if dashboard:
@@ -242,6 +252,20 @@ class Router:
 
     def _access_of(self, method: bytes, path: bytes) -> str | None:
         """The access of the route ``method path`` leads to, matched as Klein will match it."""
+        key = (method, path)
+        try:
+            return self._access_cache[key]
+        except KeyError:
+            pass
+        access = self._match_access(method, path)
+        if len(path) > ACCESS_CACHE_PATH_BYTES:
+            return access
+        if len(self._access_cache) >= ACCESS_CACHE_SIZE:
+            self._access_cache.clear()
+        self._access_cache[key] = access
+        return access
+
+    def _match_access(self, method: bytes, path: bytes) -> str | None:
         # twisted.web's split of the path into segments, which Klein joins again.
         segments = [unquote_to_bytes(s) for s in path.split(b"?", 1)[0][1:].split(b"/")]
         path_info = b"/".join(segments)

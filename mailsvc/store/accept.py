@@ -11,6 +11,8 @@ from datetime import datetime
 
 import attrs
 from psycopg2 import errors as pgerrors
+from psycopg2.extensions import adapt
+from psycopg2.extras import Json
 
 from mailsvc.domain.errors import IdempotencyClaimLost, LeaseLost, QuotaExceeded, SendingDomainGone
 from mailsvc.store import events
@@ -66,6 +68,41 @@ class AcceptRows:
             charge = self.charges.setdefault(tenant_id, [0, daily, monthly])
             charge[0] += count
             charge[1], charge[2] = min(charge[1], daily), min(charge[2], monthly)
+
+
+def inlined(sql: str, parameters: list) -> tuple[str, list]:
+    """
+    ``sql`` with its ids, times, NULLs and booleans written in place of their ``%s``, as psycopg2
+    would write them (the statement it sends is byte for byte the same), and the parameters
+    left for it: each one psycopg2 composes costs about a microsecond (its UUID adapter is
+    Python), and a batch of 100 e-mails has over 3,000. A ``Json`` is left as the text it
+    quotes (the same literal, without its adapter). Each distinct time is quoted once.
+    """
+    pieces = sql.split("%s")
+    if len(pieces) != len(parameters) + 1:
+        raise ValueError("the statement's placeholders and its parameters differ in number")
+    out = [pieces[0]]
+    kept = []
+    times: dict = {}
+    for value, piece in zip(parameters, pieces[1:], strict=True):
+        kind = type(value)
+        if kind is uuid.UUID:
+            out.append(f"'{value}'::uuid")  # psycopg2.extras.UUID_adapter's literal
+        elif kind is datetime:
+            key = (value, value.tzinfo)  # equal instants in other zones are written differently
+            literal = times.get(key)
+            if literal is None:
+                literal = times[key] = adapt(value).getquoted().decode("ascii")
+            out.append(literal)
+        elif value is None:
+            out.append("NULL")
+        elif kind is bool:
+            out.append("true" if value else "false")
+        else:
+            out.append("%s")
+            kept.append(value.dumps(value.adapted) if kind is Json else value)
+        out.append(piece)
+    return "".join(out), kept
 
 
 async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
@@ -137,8 +174,9 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
         verdict_parameters.append(_QUOTA_REFUSED)
     notify = ", ".join(["pg_notify(%s, '')"] * len(channels))
     try:
-        await db.fetchall(f"WITH {', '.join(ctes)} SELECT {' + '.join(verdicts) or '0'}, {notify}",
-                          [*parameters, *verdict_parameters, *channels], desc="accept_email")
+        statement, kept = inlined(f"WITH {', '.join(ctes)} SELECT {' + '.join(verdicts) or '0'}, {notify}",
+                                  [*parameters, *verdict_parameters, *channels])
+        await db.fetchall(statement, kept, desc="accept_email")
     except pgerrors.InvalidTextRepresentation as e:
         refused = str(e).partition(_QUOTA_REFUSED)[2]
         for period in ("daily", "monthly"):

@@ -344,7 +344,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
     # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
     # the one accept path (broadcasts role).
-    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url)
+    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url, spam)
     router.mount(BroadcastsResource(broadcasts))
     fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)

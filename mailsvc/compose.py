@@ -35,7 +35,7 @@ from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
-from mailsvc.app.submit import Submitter
+from mailsvc.app.submit import Item, ServiceSender, Submitter
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
@@ -74,6 +74,7 @@ from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
+from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import Metrics
@@ -82,8 +83,10 @@ from mailsvc.outside.fetch import Fetcher, TrustRoots
 from mailsvc.service import Node
 from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
+from mailsvc.smtp.message import submission_from_message
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from mailsvc.store import accounts as accounts_store
 from mailsvc.store import broadcasts as broadcast_rows
 from mailsvc.store import events, stats
 from mailsvc.store import suppressions as suppression_list
@@ -342,7 +345,11 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
     )
     # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
-    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname)
+    # Reports to mailto: addresses are the operator's account's own mail through the one accept
+    # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
+    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname,
+                             mailer=_system_mailer(db, lambda: submitter, config.tlsrpt.account),
+                             mail_from=config.tlsrpt.sender)
     # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
     shaper = Shaper(clock, db, config.delivery.source,
                     Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
@@ -385,7 +392,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
     # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
     # the one accept path (broadcasts role).
-    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url)
+    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url, spam)
     router.mount(BroadcastsResource(broadcasts))
     fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
@@ -434,6 +441,21 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         contacts=contacts, segments=segments, dashboard=dashboard, broadcasts=broadcasts, fanout=fanout,
         tls_reports=tls_reports, shaper=shaper, spam=spam,
     )
+
+
+def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: str):
+    """Mail of the service's own (TLS reports) sent as the configured account's, through submit."""
+    tenant_id = parse_uuid(account) if account else None
+    if tenant_id is None:
+        return None
+
+    async def send(to: list[str], raw: bytes) -> None:
+        tenant = await accounts_store.get_tenant(db, tenant_id)
+        if tenant is None:
+            raise ValueError(f"tlsrpt.account: no account {tenant_id}")
+        await submitter().submit(ServiceSender(tenant), [Item.of(submission_from_message(raw, to), raw)], "system")
+
+    return send
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import configparser
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,15 @@ class SpamConfig:
 
 
 @_section
+class TlsrptConfig:
+    #: TLS reports to mailto: rua addresses are sent as this account's mail (its id; the
+    #: operator's own account), from ``sender`` at one of its verified domains (which signs them).
+    #: Either empty: mailto: reports are not sent (https: ones still are).
+    account: str = ""
+    sender: str = ""
+
+
+@_section
 class DmarcConfig:
     #: The largest decompressed XML document of an aggregate report taken (the message itself
     #: is bounded by the inbound listener's 10 MiB).
@@ -246,6 +256,7 @@ SECTIONS: dict[str, type] = {
     "broadcasts": BroadcastsConfig,
     "spam": SpamConfig,
     "dmarc": DmarcConfig,
+    "tlsrpt": TlsrptConfig,
     "manhole": ManholeConfig,
     "public": PublicConfig,
     "dashboard": DashboardConfig,
@@ -276,6 +287,7 @@ class Config:
     broadcasts: BroadcastsConfig = BroadcastsConfig()
     spam: SpamConfig = SpamConfig()
     dmarc: DmarcConfig = DmarcConfig()
+    tlsrpt: TlsrptConfig = TlsrptConfig()
     manhole: ManholeConfig = ManholeConfig()
     public: PublicConfig = PublicConfig()
     dashboard: DashboardConfig = DashboardConfig()
@@ -314,6 +326,14 @@ def _parse_value(path: str, kind: Any, raw: str) -> Any:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _check(config: Config) -> Config:
     unknown = set(config.node.roles) - KNOWN_ROLES
     if unknown:
@@ -323,6 +343,10 @@ def _check(config: Config) -> Config:
             raise ValueError
     except ValueError:
         raise ConfigError("spam.broadcast_threshold: a score of 0 (never refuse) or more") from None
+    if config.tlsrpt.account and not _is_uuid(config.tlsrpt.account):
+        raise ConfigError("tlsrpt.account: an account id (UUID)")
+    if bool(config.tlsrpt.account) != bool(config.tlsrpt.sender):
+        raise ConfigError("tlsrpt.account and tlsrpt.sender: both or neither")
     if config.node.processes < 0:
         raise ConfigError("node.processes: must be 0 (one per core) or more")
     for name in ("pool_size",):

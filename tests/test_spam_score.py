@@ -63,6 +63,91 @@ async def test_the_template_preview_carries_the_score(scored):
 
 
 @pt.ensureDeferred
+async def test_the_template_preview_scores_with_the_templates_own_from(scored, spamd):  # noqa: F811
+    _, key = await scored.tenant()
+    sender = "Acme Billing <billing@acme.example.com>"
+    code, created, _ = await scored.json("POST", "/templates", key, json={
+        "name": "Invoice", "from": sender, "subject": "Your invoice", "html": "<p>Your invoice is ready.</p>"})
+    assert code in (200, 201), created
+    seen = []
+    original = scored.parts.spam.message
+    scored.parts.spam.message = lambda preview, given: seen.append(given) or original(preview, given)
+    try:
+        code, preview, _ = await scored.json("POST", f"/templates/{created['id']}/preview", key, json={})
+    finally:
+        del scored.parts.spam.message
+    assert code == 200 and preview["spam"]["is_spam"] is False and seen == [sender]
+    assert b"From: Acme Billing <billing@acme.example.com>" in original(preview, sender)
+
+
+async def _broadcast(scored, key: str, text: str, subject: str = "News for {{{FIRST_NAME|you}}}") -> dict:
+    from tests.test_broadcasts import contacts, create
+
+    segment = await contacts(scored, key, 2)
+    return await create(scored, key, segment, subject=subject, text=text, html=None)
+
+
+@pt.ensureDeferred
+async def test_the_broadcast_preview_carries_the_score(scored):
+    _, key = await scored.tenant()
+    clean = await _broadcast(scored, key, CLEAN["text"], "Your invoice for March")
+    code, preview, _ = await scored.json("POST", f"/broadcasts/{clean['id']}/preview", key, json={})
+    assert code == 200 and preview["object"] == "broadcast_preview"
+    assert preview["spam"]["object"] == "spam_score" and preview["spam"]["is_spam"] is False
+    spammy = await _broadcast(scored, key, SPAMMY, "FREE $$$ NOW {{{FIRST_NAME|}}}")
+    code, preview, _ = await scored.json("POST", f"/broadcasts/{spammy['id']}/preview", key, json={})
+    assert code == 200 and preview["spam"]["is_spam"] is True and preview["spam"]["score"] >= 100
+    assert "GTUBE" in {r["name"] for r in preview["spam"]["rules"]}
+
+
+@pt.ensureDeferred
+async def test_a_spammy_broadcast_is_refused_at_send_over_the_threshold(scored):
+    from tests.test_broadcasts import get
+    from tests.test_sending import sending_tenant
+
+    _, key, _ = await sending_tenant(scored, "acme.example.com")
+    spammy = await _broadcast(scored, key, SPAMMY, "FREE $$$ NOW")
+    code, refused, _ = await scored.json("POST", f"/broadcasts/{spammy['id']}/send", key, json={})
+    assert code == 403 and refused["name"] == "validation_error", refused
+    assert "spam score" in refused["message"] and "threshold 5" in refused["message"]
+    assert (await get(scored, key, spammy["id"]))["status"] == "draft"
+    # A create that sends is refused the same way; nothing is stored.
+    from tests.test_broadcasts import contacts
+
+    segment = await contacts(scored, key, 1, domain="example.org")
+    code, refused, _ = await scored.json("POST", "/broadcasts", key, json={
+        "segment_id": segment, "from": "news@acme.example.com", "subject": "FREE", "text": SPAMMY, "send": True})
+    assert code == 403 and "spam score" in refused["message"]
+    # A clean one goes; so does a spammy one when the operator set no threshold.
+    clean = await _broadcast(scored, key, CLEAN["text"], "Your invoice for March")
+    code, sent, _ = await scored.json("POST", f"/broadcasts/{clean['id']}/send", key, json={})
+    assert code == 200, sent
+    scored.parts.spam.broadcast_threshold = 0
+    try:
+        code, sent, _ = await scored.json("POST", f"/broadcasts/{spammy['id']}/send", key, json={})
+    finally:
+        scored.parts.spam.broadcast_threshold = 5.0
+    assert code == 200, sent
+
+
+@pt.ensureDeferred
+async def test_the_plain_send_path_never_scores(scored):
+    from tests.test_sending import sending_tenant
+
+    _, key, _ = await sending_tenant(scored, "acme.example.com")
+
+    async def never(message):
+        raise AssertionError("scored on the send path")
+
+    scored.parts.spam.spam_check = never
+    try:
+        code, sent, _ = await scored.json("POST", "/emails", key, json={**CLEAN, "text": SPAMMY})
+    finally:
+        del scored.parts.spam.spam_check
+    assert code == 200, sent
+
+
+@pt.ensureDeferred
 async def test_the_broadcast_hook_refuses_over_the_threshold(scored, spamd):  # noqa: F811
     checks: SpamChecks = scored.parts.spam
     score = await checks.spam_check(b"From: a@b.example\r\nSubject: x\r\n\r\n" + SPAMMY.encode())

@@ -30,6 +30,7 @@ from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.emails import Schedules
+from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Item, Outcome, ServiceSender, Submitter
 from mailsvc.domain import broadcasts as rules
 from mailsvc.domain.broadcasts import Contact, Content, personalised
@@ -73,11 +74,14 @@ def _id(text: str) -> uuid.UUID:
 
 
 class Broadcasts:
-    def __init__(self, clock, db: Database, schedules: Schedules, public_url: str = ""):
+    def __init__(self, clock, db: Database, schedules: Schedules, public_url: str = "",
+                 spam: SpamChecks | None = None):
         self._clock = clock
         self._db = db
         self._schedules = schedules
         self._public_url = public_url.rstrip("/")
+        #: The spam score (issue 23): beside the preview, and at send over the operator's threshold.
+        self._spam = spam
 
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
@@ -119,6 +123,9 @@ class Broadcasts:
         if status != "draft":
             rules.check_sendable({"html": fields.get("html"), "text": fields.get("text")})
         await self._check_segment(tenant.id, fields)
+        if status != "draft":
+            await self._refuse_spammy(tenant.id, {"segment_id": None, "preview_text": None, "text": None,
+                                                  "html": None, **fields})
         row = await rows.insert(self._db, uuid7(self._clock.seconds()), tenant.id, fields, status, scheduled_at,
                                 self._public_url or links_base, now)
         if status == "queued":
@@ -162,6 +169,7 @@ class Broadcasts:
             raise Invalid("segment_id", "segment_id: the broadcast's segment was deleted; choose another")
         now = self._now()
         scheduled_at = await self._when((body or {}).get("scheduled_at"), now)
+        await self._refuse_spammy(tenant_id, row)
         after = "scheduled" if scheduled_at is not None else "queued"
         sent = await rows.transition(self._db, tenant_id, row["id"], ("draft",), after, now,
                                      scheduled_at=scheduled_at, links_base=self._public_url or links_base)
@@ -197,7 +205,8 @@ class Broadcasts:
 
     async def preview(self, tenant_id: uuid.UUID, broadcast_id: str, body: dict) -> dict:
         """``{subject, html, text}`` for the contact named (``contact_id``), else a member of the
-        segment, else none (the fallbacks); the unsubscribe placeholders are left as written."""
+        segment, else none (the fallbacks); the unsubscribe placeholders are left as written.
+        With spamd configured, ``spam`` is the rendered message's score (issue 23)."""
         row = await self._row(tenant_id, broadcast_id)
         contact_id = None
         given = (body or {}).get("contact_id")
@@ -205,16 +214,38 @@ class Broadcasts:
             contact_id = parse_uuid(given) if isinstance(given, str) else None
             if contact_id is None:
                 raise Invalid("contact_id", "contact_id must be a contact id (UUID)")
-        found = await rows.sample_contact(self._db, tenant_id, row["segment_id"], contact_id)
-        if contact_id is not None and found is None:
+        shown, contact = await self._rendered(tenant_id, row, contact_id)
+        if contact_id is not None and contact is None:
             raise Invalid("contact_id", f"contact_id: no contact `{given}` in this account")
+        preview = {"object": "broadcast_preview", "subject": shown["subject"], "html": shown["html"],
+                   "text": shown["text"], "contact_id": str(contact.id) if contact is not None else None}
+        if self._spam is not None and self._spam.enabled:
+            preview["spam"] = await self._spam.preview_score(shown, row["sender"])
+        return preview
+
+    async def _rendered(self, tenant_id: uuid.UUID, row: dict,
+                        contact_id: uuid.UUID | None = None) -> tuple[dict, Contact | None]:
+        """The broadcast's message as ``contact_id`` (else a member of its segment, else nobody) gets it."""
+        found = await rows.sample_contact(self._db, tenant_id, row["segment_id"], contact_id)
         contact = contact_of(found) if found is not None else None
         shown = personalised(Content(row["subject"], row["html"], row["text"], row["preview_text"]), contact)
         text = shown.text
         if text is None and shown.html:
             text = html_to_text(shown.html).strip() + "\n"
-        return {"object": "broadcast_preview", "subject": shown.subject, "html": shown.html, "text": text,
-                "contact_id": str(contact.id) if contact is not None else None}
+        return {"subject": shown.subject, "html": shown.html, "text": text}, contact
+
+    async def _refuse_spammy(self, tenant_id: uuid.UUID, row: dict) -> None:
+        """
+        At send (or a create that sends or schedules): with ``spam.broadcast_threshold`` > 0, the
+        message rendered for a member of the segment is scored and a score at or over the
+        threshold refused (403 ``validation_error`` naming it). spamd failing then refuses too
+        (503 ``spam_check_unavailable``): the operator asked for the check. Never on plain sends.
+        """
+        if self._spam is None or self._spam.broadcast_threshold <= 0:
+            return
+        shown, _ = await self._rendered(tenant_id, row)
+        score = await self._spam.spam_check(self._spam.message(shown, row["sender"]))
+        self._spam.refuse_over_threshold(score)
 
     async def release_due(self) -> int:
         """Scheduled broadcasts whose time has come are queued for the fan-out (the scheduler)."""

@@ -1,8 +1,7 @@
 """
-The spam score before sending (issue 23): ``POST /emails/check``, the template preview, and
-``spam_check`` — the hook the broadcasts' preview and send call (the broadcasts branch is not
-merged yet; it calls ``spam_check(message)`` and ``refuse_over_threshold(score)`` at send).
-Scoring never runs on the plain send path.
+The spam score before sending (issue 23): ``POST /emails/check``, the template and broadcast
+previews (``preview_score``), and at a broadcast's send ``spam_check`` then
+``refuse_over_threshold`` (``app/broadcasts.py``). Scoring never runs on the plain send path.
 """
 
 from __future__ import annotations
@@ -68,12 +67,18 @@ class SpamChecks:
         score = await self.spam_check(scoring_message(sender, to, subject, html, text, self._hostname))
         return score.as_dict()
 
+    def message(self, preview: dict, sender: str | None) -> bytes:
+        """A preview (``subject``, ``html``, ``text``) as the message that would leave, from ``sender``
+        (the template's or broadcast's own ``from``; a placeholder when it has none)."""
+        return scoring_message(sender or f"preview@{self._hostname}", [], preview.get("subject") or "",
+                               preview.get("html"), preview.get("text"), self._hostname)
+
     async def preview_score(self, preview: dict, sender: str | None) -> dict | None:
-        """The score of a template preview; None when scoring is off (the preview still answers)."""
+        """The score of a template or broadcast preview; None when scoring is off (the preview
+        still answers)."""
         if self._spamd is None:
             return None
-        message = scoring_message(sender or f"preview@{self._hostname}", [], preview.get("subject") or "",
-                                  preview.get("html"), preview.get("text"), self._hostname)
+        message = self.message(preview, sender)
         try:
             return (await self._spamd.score(message)).as_dict()
         except SpamCheckFailed as e:

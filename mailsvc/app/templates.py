@@ -269,7 +269,12 @@ class Templates:
         return await self._db.run("duplicate template", rows.insert, template_id, tenant_id, fields, now)
 
     async def preview(self, tenant_id: uuid.UUID, key: str, body: dict) -> dict:
-        return preview(version_of(await self._row(tenant_id, key)), body.get("variables"))
+        return (await self.preview_and_sender(tenant_id, key, body))[0]
+
+    async def preview_and_sender(self, tenant_id: uuid.UUID, key: str, body: dict) -> tuple[dict, str | None]:
+        """The preview, and the template's own ``from`` (None when it has none) that its spam score uses."""
+        version = version_of(await self._row(tenant_id, key))
+        return preview(version, body.get("variables")), version.sender
 
     async def published(self, tenant_id: uuid.UUID, key: str) -> Version:
         """

@@ -4,6 +4,7 @@
 import { ApiError, del, get, patch, post, session } from "/ui/api.js";
 import { batches, contactsOf, rowMessage } from "/ui/csv.js";
 import { badge, copyButton, field, h, svg, table, when } from "/ui/dom.js";
+import { dmarcCard } from "/ui/deliverability.js";
 
 const app = document.getElementById("app");
 
@@ -282,6 +283,7 @@ async function domainPage(id) {
         h("td", h("code", r.name), " ", copyButton(r.name, "Copy name")),
         h("td.value", h("code", r.value), " ", copyButton(r.value, "Copy value")),
         h("td", badge(r.status)), cells[i])))),
+    dmarcCard(path),
     h("section.card", h("h2", "Verify"), action("Verify now", async () => {
       await post(`${path}/verify`);
       route();

@@ -63,8 +63,8 @@ class TemplatesResource:
 
     @route("POST", "/templates/<key>/preview", access=FULL, native=True)
     async def preview(self, request, caller: Caller, key: str):
-        preview = await self._templates.preview(caller.tenant.id, key, read_json(request))
-        if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview
-            preview["spam"] = await self._spam.preview_score(preview, None)
+        preview, sender = await self._templates.preview_and_sender(caller.tenant.id, key, read_json(request))
+        if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview,
+            preview["spam"] = await self._spam.preview_score(preview, sender)  # from the template's `from`
         return preview
 

@@ -233,6 +233,11 @@ class DashboardReads:
             "created_at": timefmt.resource(r["created_at"]),
         } for r in rows]}
 
+    @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION)
+    async def dmarc(self, request, caller: Caller, domain_id: str):
+        """The DMARC aggregate reports' summary of the last 30 days (as GET /domains/{id}/dmarc)."""
+        return await self._domains.dmarc(caller.tenant.id, _id(domain_id, "Domain"), 30)
+
     @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
     async def live_dns(self, request, caller: Caller, domain_id: str):
         """Each record with its stored status and what DNS answers now (match, mismatch, temporary)."""

@@ -58,9 +58,9 @@ async def test_the_document_names_every_route_the_router_serves(api):
 
 
 def test_a_route_without_an_entry_fails_loudly():
-    mounted = [Mounted("GET", "/api-keys", FULL, "main"), Mounted("POST", "/broadcasts/<broadcast_id>/send", FULL,
+    mounted = [Mounted("GET", "/api-keys", FULL, "main"), Mounted("POST", "/gadgets/<gadget_id>/polish", FULL,
                                                                   "main")]
-    with pytest.raises(openapi.Undocumented, match=r"POST /broadcasts/<broadcast_id>/send"):
+    with pytest.raises(openapi.Undocumented, match=r"POST /gadgets/<gadget_id>/polish"):
         openapi.document(mounted)
 
 

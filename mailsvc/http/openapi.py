@@ -102,6 +102,51 @@ NULLABLE_INT = {"type": ["integer", "null"]}
 LIST_ONLY = obj(("object", "has_more", "data"), object={"const": "list"}, has_more={"const": False})
 #: A static file of the web UI, and what else its type may be.
 UI_TYPES = ("text/javascript", "text/css", "image/svg+xml", "image/png")
+NUMBER = {"type": "number"}
+NULLABLE_UUID = {"type": ["string", "null"], "format": "uuid"}
+#: A SpamAssassin score (mail/spam.py ``SpamScore.as_dict``): ``POST /emails/check``'s reply.
+SPAM_SCORE = obj(("object", "score", "threshold", "is_spam", "rules"), object={"const": "spam_score"},
+                 score=NUMBER, threshold=NUMBER, is_spam=BOOL,
+                 rules={"type": "array", "items": obj(("name", "score", "description"), name=STR, score=NUMBER,
+                                                      description=STR)})
+#: A preview's ``spam`` (with spam.spamd set): the score, or why spamd gave none (the preview still answers).
+PREVIEW_SPAM = {"anyOf": [SPAM_SCORE, obj(("object", "error"), object={"const": "spam_score"}, error=STR)]}
+BROADCAST_STATUS = {"enum": ["draft", "scheduled", "queued", "sending", "sent", "canceled", "failed"]}
+#: A broadcast's create and PATCH body (domain/broadcasts.py ``broadcast_fields``; SPEC "Broadcasts").
+BROADCAST_FIELDS = dict(segment_id=UUID, audience_id=UUID, name=STR, **{"from": STR}, subject=STR,
+                        reply_to=STR_OR_LIST, preview_text=STR, html=STR, text=STR,
+                        topic_id={"enum": [None, ""]})
+#: SPEC "Broadcast", as ``GET /broadcasts/{id}`` shows it (app/broadcasts.py ``resource``).
+BROADCAST = obj(
+    ("object", "id", "name", "segment_id", "audience_id", "from", "subject", "reply_to", "preview_text", "html",
+     "text", "status", "created_at", "scheduled_at", "sent_at", "topic_id", "recipients", "stats"),
+    object={"const": "broadcast"}, id=UUID, name=STR, segment_id=NULLABLE_UUID, audience_id=NULLABLE_UUID,
+    **{"from": STR}, subject=STR, reply_to={"type": ["array", "null"], "items": STR}, preview_text=NULLABLE_STR,
+    html=NULLABLE_STR, text=NULLABLE_STR, status=BROADCAST_STATUS, created_at=STR, scheduled_at=NULLABLE_STR,
+    sent_at=NULLABLE_STR, topic_id={"type": "null"}, recipients=INT,
+    stats={"type": "object", "additionalProperties": INT},
+    progress=obj(("done", "total"), done=INT, total=INT),
+    wait_reason={"enum": [None, "daily_quota", "monthly_quota", "account_paused"]}, wait_until=NULLABLE_STR,
+    failure=NULLABLE_STR)
+#: An item of ``GET /broadcasts`` (app/broadcasts.py ``list_item``).
+BROADCAST_ITEM = obj(("id", "name", "segment_id", "audience_id", "status", "created_at", "scheduled_at", "sent_at"),
+                     id=UUID, name=STR, segment_id=NULLABLE_UUID, audience_id=NULLABLE_UUID, status=BROADCAST_STATUS,
+                     created_at=STR, scheduled_at=NULLABLE_STR, sent_at=NULLABLE_STR, topic_id={"type": "null"})
+BROADCAST_WRITTEN = obj(("object", "id"), object={"const": "broadcast"}, id=UUID)
+NULLABLE_RATE = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+#: ``GET /domains/{id}/dmarc`` (app/domains.py ``dmarc``): per UTC day, newest first, each source's share aligned.
+DMARC = obj(
+    ("object", "domain_id", "domain", "days", "data"), object={"const": "dmarc_summary"}, domain_id=UUID,
+    domain=STR, days=INT,
+    data={"type": "array", "items": obj(
+        ("date", "messages", "dkim_pass_rate", "spf_pass_rate", "sources"), date=STR, messages=INT,
+        dkim_pass_rate=NULLABLE_RATE, spf_pass_rate=NULLABLE_RATE,
+        sources={"type": "array", "items": obj(
+            ("source_ip", "messages", "dkim_pass_rate", "spf_pass_rate", "reporters"), source_ip=STR, messages=INT,
+            dkim_pass_rate=NULLABLE_RATE, spf_pass_rate=NULLABLE_RATE,
+            reporters={"type": "array", "items": STR})})})
+DESTINATION_DEFAULT = obj(("object", "pattern", "concurrency", "rate_per_sec"),
+                          object={"const": "destination_default"}, pattern=STR, concurrency=INT, rate_per_sec=NUMBER)
 
 
 @attrs.frozen
@@ -161,6 +206,9 @@ OPERATIONS: dict[str, Op] = {
     "PATCH /domains/<domain_id>": Op("Update a domain", obj(tls={"enum": ["opportunistic", "enforced"]},
                                                             click_tracking=BOOL, open_tracking=BOOL), {200: RESOURCE}),
     "DELETE /domains/<domain_id>": Op("Delete a domain", ok={200: DELETED}, native_ok={204: None}),
+    "GET /domains/<domain_id>/dmarc": Op("What receivers' DMARC aggregate reports say of the domain's mail",
+                                         ok={200: DMARC}, query=(("days", {"type": "integer", "minimum": 1,
+                                                                           "maximum": 366}),)),
     "POST /domains/<domain_id>/verify": Op("Check a domain's DNS now", ok={200: RESOURCE}, native_ok={202: RESOURCE}),
     "POST /domains/<domain_id>/dns-provider/cloudflare": Op(
         "Write the domain's records into a Cloudflare zone", obj(("api_token",), api_token=STR),
@@ -179,6 +227,10 @@ OPERATIONS: dict[str, Op] = {
     "PATCH /emails/<email_id>": Op("Reschedule an e-mail", obj(("scheduled_at",), scheduled_at=STR),
                                    {200: RESOURCE}, errors=(409,)),
     "POST /emails/<email_id>/cancel": Op("Cancel a scheduled e-mail", ok={200: RESOURCE}, errors=(409,)),
+    "POST /emails/check": Op("Score a message with SpamAssassin; nothing is sent (503 without spam.spamd)",
+                             obj(("from", "subject"), **{"from": STR}, to=STR_OR_LIST, subject=STR, html=STR,
+                                 text=STR),
+                             {200: SPAM_SCORE}, errors=(503,)),
     "GET /emails/<email_id>/attachments": Op("List an e-mail's attachments", ok={200: listing()}, query=PAGE),
     "GET /emails/<email_id>/attachments/<attachment_id>": Op("Retrieve an attachment"),
     "GET /public/attachments/<token>": Op("Download an attachment through its signed link", ok={200: None},
@@ -204,7 +256,41 @@ OPERATIONS: dict[str, Op] = {
     "DELETE /templates/<key>": Op("Delete a template", ok={200: RESOURCE}, native_ok={204: None}),
     "POST /templates/<key>/publish": Op("Publish a template", ok={200: RESOURCE}),
     "POST /templates/<key>/duplicate": Op("Duplicate a template", ok={200: RESOURCE, 201: RESOURCE}, errors=(409,)),
-    "POST /templates/<key>/preview": Op("Preview a template with variables", OBJECT),
+    "POST /templates/<key>/preview": Op(
+        "Preview a template with variables (with spam.spamd, its spam score as `spam`)",
+        obj(variables=OBJECT),
+        {200: obj(("object", "subject", "html", "text"), object={"const": "template_preview"},
+                  subject=NULLABLE_STR, html=STR, text=NULLABLE_STR, spam=PREVIEW_SPAM)}),
+    # Broadcasts (SPEC "Broadcasts"; the native routes answer a write with the whole broadcast)
+    "POST /broadcasts": Op(
+        "Create a broadcast: a draft, or sent now (`send`) or at `scheduled_at`",
+        {**obj(("from", "subject"), **BROADCAST_FIELDS, send=BOOL, scheduled_at=STR),
+         "anyOf": [{"required": ["segment_id"]}, {"required": ["audience_id"]}]},
+        {200: BROADCAST_WRITTEN}, {200: BROADCAST}, errors=(503,)),
+    "GET /broadcasts": Op("List broadcasts, newest first", ok={200: listing(BROADCAST_ITEM)}, query=PAGE),
+    "GET /broadcasts/<broadcast_id>": Op("Retrieve a broadcast with its counts", ok={200: BROADCAST}),
+    "PATCH /broadcasts/<broadcast_id>": Op("Update a draft broadcast (409 broadcast_not_draft otherwise)",
+                                           obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
+                                           errors=(409,)),
+    "DELETE /broadcasts/<broadcast_id>": Op(
+        "Delete a draft or scheduled broadcast (409 broadcast_in_progress, broadcast_not_draft)",
+        ok={200: obj(("object", "id", "deleted"), object={"const": "broadcast"}, id=UUID, deleted={"const": True})},
+        native_ok={204: None}, errors=(409,)),
+    "POST /broadcasts/<broadcast_id>/send": Op(
+        "Send a draft now or at `scheduled_at` (409 broadcast_not_draft, broadcast_in_progress; 403 over the"
+        " operator's spam threshold)", obj(scheduled_at=STR), {200: ID}, {200: BROADCAST}, errors=(409, 503)),
+    "POST /broadcasts/<broadcast_id>/cancel": Op(
+        "Cancel a broadcast: scheduled back to draft, queued or sending to canceled (409 broadcast_not_cancelable)",
+        ok={200: BROADCAST_WRITTEN}, native_ok={200: BROADCAST}, errors=(409,)),
+    "POST /broadcasts/<broadcast_id>/duplicate": Op("Duplicate a broadcast as a new draft",
+                                                    ok={200: BROADCAST_WRITTEN}, native_ok={200: BROADCAST}),
+    "POST /broadcasts/<broadcast_id>/preview": Op(
+        "The broadcast rendered for a contact (`contact_id`, else a member of its segment, else none);"
+        " with spam.spamd, its spam score as `spam`",
+        obj(contact_id=UUID),
+        {200: obj(("object", "subject", "html", "text", "contact_id"), object={"const": "broadcast_preview"},
+                  subject=STR, html=NULLABLE_STR, text=NULLABLE_STR, contact_id=NULLABLE_UUID,
+                  spam=PREVIEW_SPAM)}),
     # Segments and the legacy audiences
     "POST /segments": Op("Create a segment", obj(("name",), name=STR), {201: RESOURCE}),
     "GET /segments": Op("List segments", ok={200: listing()}, query=PAGE),
@@ -258,7 +344,29 @@ OPERATIONS: dict[str, Op] = {
                                  query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
                                  also=("text/csv",)),
     "GET /admin/v1": Op("This node: version, roles, the onion address when published",
-                        ok={200: obj(("object", "version"), object={"const": "node"})}),
+                        ok={200: obj(("object", "version", "roles", "onion"), object={"const": "node"}, version=STR,
+                                     roles={"type": "array", "items": STR}, onion=NULLABLE_STR)}),
+    "GET /admin/v1/destinations": Op(
+        "Adaptive shaping: the current limits of every throttled destination, and the starting limits",
+        ok={200: obj(("object", "source", "data", "defaults"), object={"const": "list"}, source=STR,
+                     data={"type": "array", "items": obj(
+                         ("object", "destination", "concurrency", "rate_per_sec", "throttled_at", "changed_at"),
+                         object={"const": "destination"}, destination=STR, concurrency=INT, rate_per_sec=NUMBER,
+                         throttled_at=NULLABLE_STR, changed_at=NULLABLE_STR)},
+                     defaults={"type": "array", "items": DESTINATION_DEFAULT})}),
+    "PUT /admin/v1/destinations/defaults/<pattern>": Op(
+        "Set the starting limits of a host name or domain suffix",
+        obj(("concurrency", "rate_per_sec"), concurrency={"type": "integer", "minimum": 1, "maximum": 1000},
+            rate_per_sec={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
+        {200: DESTINATION_DEFAULT}),
+    "DELETE /admin/v1/destinations/defaults/<pattern>": Op(
+        "Remove a destination's starting limits",
+        ok={200: obj(("object", "pattern", "deleted"), object={"const": "destination_default"}, pattern=STR,
+                     deleted={"const": True})}),
+    "DELETE /admin/v1/destinations/<destination>": Op(
+        "Reset a destination's limits to the starting ones",
+        ok={200: obj(("object", "destination", "deleted"), object={"const": "destination"}, destination=STR,
+                     deleted={"const": True})}),
     "POST /admin/v1/tenants/<tenant_id>/users": Op("Create a dashboard user of a tenant (an owner unless `role`"
                                                    " says otherwise) and its set-password link", USER_BODY,
                                                    {201: {**USER_LINK, "required": [*USER_LINK["required"],
@@ -324,6 +432,8 @@ OPERATIONS: dict[str, Op] = {
             "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
                                           state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
                                           last_attempt_at={"type": ["string", "null"]}, created_at=STR)}}}}),
+    "GET /dashboard/domains/<domain_id>/dmarc": Op("The domain's DMARC aggregate reports over the last 30 days",
+                                                   ok={200: DMARC}),
     "GET /dashboard/domains/<domain_id>/dns": Op(
         "A domain's records, each with its stored status and what DNS answers now",
         ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(

@@ -229,6 +229,7 @@ class DashboardConfig:
     first_user: str = ""
 
 
+@_section
 class TorConfig:
     onion: bool = False
     control: str = "unix:/run/tor/control"

@@ -12,9 +12,11 @@ import zipfile
 from email.message import EmailMessage
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 import pytest_twisted as pt
 
+from mailsvc.http import openapi
 from mailsvc.mail import dmarc
 from tests.test_returns import RETURN_HOST, port, submit  # noqa: F401 (a fixture)
 
@@ -69,6 +71,7 @@ async def test_reports_from_several_receivers_are_summed_per_day(mta, port):  # 
 
     code, summary, _ = await mta.json("GET", f"/domains/{domain['id']}/dmarc", key)
     assert code == 200 and summary["object"] == "dmarc_summary" and summary["domain"] == "acme.example.com"
+    jsonschema_rs.validate(openapi.DMARC, summary)  # the reply the OpenAPI document describes
     yesterday, before = summary["data"]
     assert yesterday["messages"] == 75 and before["messages"] == 8
     assert yesterday["dkim_pass_rate"] == round(65 / 75, 4) and yesterday["spf_pass_rate"] == round(40 / 75, 4)

@@ -262,7 +262,8 @@ def walk(page, context, daemon, sink, fresh_dsn):
     page.get_by_role("button", name="Preview with these values").click()
     page.frame_locator("iframe.mailframe").get_by_text("Spring news").wait_for()
     page.get_by_role("button", name="Send test").click()
-    page.get_by_text("Test sent to owner@example.com").wait_for()
+    page.get_by_text("Test sent to owner@example.com").or_(page.locator("p.error")).first.wait_for()
+    assert not page.locator("p.error").count(), page.locator("p.error").first.text_content()
     got = until(lambda: [m for r, m in list(sink.messages) if r == ["owner@example.com"]], 30, "the test at the sink")
     parsed = email.message_from_bytes(got[0], policy=email.policy.default)
     assert parsed["Subject"] == "Spring news"

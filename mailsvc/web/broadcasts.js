@@ -38,7 +38,7 @@ async function broadcastsPage(ui) {
   const verified = domains.data.filter((d) => d.status === "verified").map((d) => d.name);
   const names = Object.fromEntries(sizes.data.map((s) => [s.id, s.name]));
   const html = h("textarea.code", { name: "html", rows: 10, spellcheck: "false" }, "<p>Hello {{{FIRST_NAME|there}}},</p>\n");
-  const menu = h("select", { "aria-label": "Placeholder" }, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
+  const menu = h("select", {}, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
   const fromTemplate = h("select", { name: "template" }, h("option", { value: "" }, "From scratch"),
     templates.data.map((t) => h("option", { value: t.id }, t.name)));
   fromTemplate.addEventListener("change", async () => {

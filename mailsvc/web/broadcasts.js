@@ -2,7 +2,7 @@
 // verified domains, preview text, placeholders from a menu, preview as a contact, send now or
 // schedule, a live progress bar, the stats by outcome as a chart, cancel and duplicate.
 
-import { del, get, patch, post } from "/ui/api.js";
+import { del, get, post } from "/ui/api.js";
 import { badge, field, h, svg, table, when } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
 
@@ -108,9 +108,17 @@ async function broadcastPage(ui, id) {
   const progress = h("div", progressView(b));
   const chart = h("div#stats", { id: "stats" }, statsChart(b.stats || {}));
   const status = h("span#bc-status", { id: "bc-status" }, badge(b.status));
-  const cancelWhy = CANCEL_WHY[b.status];
   const cancel = ui.action("Cancel", async () => { await post(`${path}/cancel`); ui.route(); }, "danger small");
-  if (cancelWhy) { cancel.disabled = true; cancel.title = cancelWhy; }
+  const cancelWhy = h("p.muted#cancel-why", { id: "cancel-why" });
+  // Cancel follows the state as the page refreshes (a queued broadcast may be canceled, a sent one not).
+  const showCancel = (state) => {
+    const why = CANCEL_WHY[state];
+    cancel.disabled = Boolean(why);
+    cancel.title = why || "";
+    cancelWhy.textContent = why ? `Cancel is unavailable: ${why}` : "";
+    cancelWhy.hidden = !why;
+  };
+  showCancel(b.status);
   const editable = b.status === "draft";
   const page = ui.shell("#/broadcasts", h("h1", b.name || "Broadcast"),
     h("p", status, ` To ${b.segment_id ? "a segment" : "nobody"}, from ${b.from}: “${b.subject}”.`),
@@ -129,15 +137,15 @@ async function broadcastPage(ui, id) {
         ui.form(async (data) => {
           const at = data.get("when_text") || (data.get("when_date") ? new Date(data.get("when_date")).toISOString() : "");
           if (!at) throw new Error("Choose a date or write when, e.g. “in 2 hours”.");
-          await patch(path, { scheduled_at: at });
-          const after = await get(path);
+          // Scheduling is the send call with a time (a PATCH does not schedule); the page then
+          // shows the parsed time (#scheduled).
+          await post(`${path}/send`, { scheduled_at: at });
           ui.route();
-          return h("p.ok", `Scheduled for ${when(after.scheduled_at)}.`);
         }, h("h3", "Or schedule"), h("div.inline", field("Date and time", h("input", { type: "datetime-local", name: "when_date" })),
           field("Or in words", ui.input("when_text", { placeholder: "tomorrow at 9am" }), "Within 30 days; the parsed time is shown")),
         h("button.secondary", { type: "submit" }, "Schedule"))]
         : h("p.muted", b.status === "scheduled" ? "Scheduled: cancel to edit or send now." : `It is ${b.status}: only a draft is sent.`)),
-    h("section.card", h("h2", "Actions"), cancel, cancelWhy ? h("p.muted#cancel-why", { id: "cancel-why" }, `Cancel is unavailable: ${cancelWhy}`) : null,
+    h("section.card", h("h2", "Actions"), cancel, cancelWhy,
       ui.action("Duplicate", async () => { const c = await post(`${path}/duplicate`); location.hash = `#/broadcasts/${c.id}`; }),
       ["draft", "scheduled"].includes(b.status) ? ui.action("Delete", async () => { await del(path); location.hash = "#/broadcasts"; }, "danger small")
         : h("p.muted", "Delete is unavailable: only a draft or a scheduled broadcast is deleted.")));
@@ -156,6 +164,7 @@ async function broadcastPage(ui, id) {
         progress.replaceChildren(progressView(now));
         chart.replaceChildren(statsChart(now.stats || {}));
         status.replaceChildren(badge(now.status));
+        showCancel(now.status);
       } catch { /* next tick */ }
       setTimeout(tick, 1000);
     };

@@ -69,6 +69,7 @@ from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
 from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
+from mailsvc.http.dashboard.content import ContentReads
 from mailsvc.http.dashboard.ui import UiResource
 from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.public import UnsubscribeResource
@@ -281,6 +282,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                     dashboard_origins=config.dashboard.origins)
     router.mount(AuthResource(dashboard, config.http.public_url))
     router.mount(UiResource(db))
+    router.mount(ContentReads(db))
     router.mount(ApiKeysResource(keyring))
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
     router.mount(AdminResource(accounts, db, metrics, node_info, config.delivery.source))

@@ -3,6 +3,7 @@
 
 import { ApiError, del, get, patch, post, session } from "/ui/api.js";
 import { batches, contactsOf, rowMessage } from "/ui/csv.js";
+import { contentPages } from "/ui/content.js";
 import { badge, copyButton, field, h, svg, table, when } from "/ui/dom.js";
 import { dmarcCard } from "/ui/deliverability.js";
 
@@ -649,12 +650,6 @@ async function contactPage(id) {
       action(`Delete ${contact.email}`, async () => { await del(path); location.hash = "#/contacts"; }, "danger small")));
 }
 
-// Pages to come
-
-function laterPage(current, title, why) {
-  return shell(current, h("h1", title), h("section.card", h("p", why)));
-}
-
 // Settings
 
 async function settingsPage() {
@@ -713,9 +708,7 @@ const PAGES = [
   [/^#\/suppressions(?:\?origin=(\w+))?$/, (m) => suppressionsPage(m[1])],
   [/^#\/contacts\/([\w-]+)$/, (m) => contactPage(m[1])],
   [/^#\/contacts(?:\?(.*))?$/, (m) => contactsPage(m[1] || "")],
-  [/^#\/templates$/, () => laterPage("#/templates", "Templates", "Templates get their pages in the next release.")],
-  [/^#\/builder$/, () => laterPage("#/builder", "Builder", "The visual builder gets its page in the next release.")],
-  [/^#\/broadcasts$/, () => laterPage("#/broadcasts", "Broadcasts", "Broadcasts get their pages in the next release.")],
+  ...contentPages({ shell, form, action, notice, input, select, wide, route: () => route() }),
   [/^#\/settings$/, () => settingsPage()],
 ];
 

@@ -1,0 +1,85 @@
+"""
+What the content pages of the dashboard need beyond the API (issue 21): each segment's size, and
+previews of HTML (a builder render, a template or a broadcast preview) shown in a sandboxed frame.
+A frame made from ``srcdoc`` or a ``blob:`` would inherit the dashboard's CSP (no inline styles)
+and show the e-mail unstyled, so the page hands the HTML over once and the frame loads it from
+here with the preview CSP of an e-mail. docs/decisions.md, "Web UI for content".
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+
+from mailsvc.app.apikeys import Caller
+from mailsvc.domain.errors import Invalid, NotFound
+from mailsvc.http.body import read_json
+from mailsvc.http.dashboard.ui import PREVIEW_CSP
+from mailsvc.http.router import SESSION, Reply, route
+from mailsvc.ids import parse_uuid
+from mailsvc.store import templates
+from mailsvc.store.database import Database
+
+#: A preview lives 10 minutes; at most this many are kept per node (oldest dropped first).
+PREVIEW_SECONDS = 600
+PREVIEWS_KEPT = 500
+PREVIEW_BYTES = 5 * 1024 * 1024
+#: Social icons and logos the renderer names are shown (http/https images); nothing else loads.
+FRAME_CSP = PREVIEW_CSP.replace("img-src data:", "img-src data: https: http:")
+
+
+class ContentReads:
+    def __init__(self, db: Database, clock=time.monotonic):
+        self._db = db
+        self._clock = clock
+        self._previews: OrderedDict[str, tuple[object, float, bytes]] = OrderedDict()
+
+    @route("GET", "/dashboard/segment-sizes", access=SESSION)
+    async def segment_sizes(self, request, caller: Caller):
+        rows = await self._db.fetchall(
+            "SELECT s.id, s.name, (SELECT count(*) FROM segment_contacts m WHERE m.segment_id = s.id) AS contacts"
+            " FROM segments s WHERE s.tenant_id = %s ORDER BY s.id DESC LIMIT 1000", (caller.tenant.id,))
+        return {"object": "list", "has_more": False,
+                "data": [{"id": str(r["id"]), "name": r["name"], "contacts": r["contacts"]} for r in rows]}
+
+    @route("POST", "/dashboard/previews", access=SESSION)
+    async def keep_preview(self, request, caller: Caller):
+        body = read_json(request)
+        html = body.get("html")
+        if not isinstance(html, str):
+            raise Invalid("html", "html: must be a string")
+        data = html.encode("utf-8")
+        if len(data) > PREVIEW_BYTES:
+            raise Invalid("html", "html: too large")
+        now = self._clock()
+        while self._previews:
+            oldest = next(iter(self._previews.values()))
+            if len(self._previews) < PREVIEWS_KEPT and oldest[1] > now:
+                break
+            self._previews.popitem(last=False)
+        token = secrets.token_urlsafe(18)
+        self._previews[token] = (caller.tenant.id, now + PREVIEW_SECONDS, data)
+        return {"object": "preview", "id": token, "url": f"/dashboard/previews/{token}"}
+
+    @route("GET", "/dashboard/previews/<token>", access=SESSION)
+    async def preview(self, request, caller: Caller, token: str):
+        kept = self._previews.get(token)
+        if kept is None or kept[0] != caller.tenant.id or kept[1] < self._clock():
+            raise NotFound("Preview")
+        return Reply(200, kept[2], b"text/html; charset=utf-8", {
+            "Content-Security-Policy": FRAME_CSP, "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",
+        })
+
+    @route("GET", "/dashboard/templates/<key>/published", access=SESSION)
+    async def published(self, request, caller: Caller, key: str):
+        """The published version's content, for the draft-against-published diff before a publish."""
+        parsed = parse_uuid(key)
+        row = await templates.published(self._db, caller.tenant.id, parsed or key)
+        if row is None:
+            raise NotFound("Template")
+        if row["version_id"] is None:
+            return {"object": "template_version", "id": None}
+        return {"object": "template_version", "id": str(row["version_id"]), "from": row["sender"],
+                "subject": row["subject"], "html": row["html"], "text": row["text"]}

@@ -1,0 +1,174 @@
+// Broadcasts: compose (from scratch or from a template), segment with its size, from among the
+// verified domains, preview text, placeholders from a menu, preview as a contact, send now or
+// schedule, a live progress bar, the stats by outcome as a chart, cancel and duplicate.
+
+import { del, get, post } from "/ui/api.js";
+import { badge, field, h, svg, table, when } from "/ui/dom.js";
+import { previewFrame } from "/ui/content.js";
+
+const PLACEHOLDERS = [
+  ["{{{FIRST_NAME|there}}}", "First name (fallback “there”)"], ["{{{LAST_NAME}}}", "Last name"], ["{{{EMAIL}}}", "E-mail address"],
+  ["{{{contact.PROPERTY}}}", "A contact property"], ["{{{RESEND_UNSUBSCRIBE_URL}}}", "Unsubscribe link"],
+];
+const OUTCOMES = ["delivered", "bounced", "complained", "suppressed", "failed", "delivery_delayed"];
+const COLOURS = { delivered: "#16a34a", bounced: "#dc2626", complained: "#9333ea", suppressed: "#6b7280", failed: "#b91c1c", delivery_delayed: "#d97706" };
+const CANCEL_WHY = {
+  draft: "A draft is not scheduled or sending: there is nothing to cancel.",
+  sent: "It has been sent.", canceled: "It is already canceled.", failed: "It failed; nothing is being sent.",
+};
+
+export function broadcastPages(ui) {
+  return [
+    [/^#\/broadcasts\/([\w-]+)$/, (m) => broadcastPage(ui, m[1])],
+    [/^#\/broadcasts$/, () => broadcastsPage(ui)],
+  ];
+}
+
+function insertAtCursor(area, text) {
+  const start = area.selectionStart ?? area.value.length;
+  const end = area.selectionEnd ?? start;
+  area.value = area.value.slice(0, start) + text + area.value.slice(end);
+  area.selectionStart = area.selectionEnd = start + text.length;
+  area.focus();
+}
+
+async function broadcastsPage(ui) {
+  const [list, sizes, domains, templates] = await Promise.all([get("/dashboard/broadcasts"), get("/dashboard/segment-sizes"),
+    get("/dashboard/domains"), get("/dashboard/templates?limit=100")]);
+  const verified = domains.data.filter((d) => d.status === "verified").map((d) => d.name);
+  const names = Object.fromEntries(sizes.data.map((s) => [s.id, s.name]));
+  const html = h("textarea.code", { name: "html", rows: 10, spellcheck: "false" }, "<p>Hello {{{FIRST_NAME|there}}},</p>\n");
+  const menu = h("select", {}, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
+  const fromTemplate = h("select", { name: "template" }, h("option", { value: "" }, "From scratch"),
+    templates.data.map((t) => h("option", { value: t.id }, t.name)));
+  fromTemplate.addEventListener("change", async () => {
+    if (!fromTemplate.value) return;
+    const t = await get(`/dashboard/templates/${fromTemplate.value}`);
+    html.value = t.html || "";
+    const form = fromTemplate.form;
+    if (t.subject && !form.subject.value) form.subject.value = t.subject;
+    if (t.from && !form.from.value) form.from.value = t.from;
+  });
+  return ui.shell("#/broadcasts", h("h1", "Broadcasts"),
+    h("section.card", h("h2", "New broadcast"), ui.form(async (data) => {
+      const made = await post("/dashboard/broadcasts", {
+        name: data.get("name"), segment_id: data.get("segment_id"), from: data.get("from"), subject: data.get("subject"),
+        preview_text: data.get("preview_text"), html: data.get("html"),
+      });
+      location.hash = `#/broadcasts/${made.id}`;
+    }, h("div.inline", field("Name", ui.input("name", { maxlength: 256 })),
+      field("Segment", h("select", { name: "segment_id", required: true }, sizes.data.map((s) =>
+        h("option", { value: s.id }, `${s.name} (${s.contacts.toLocaleString("en")} contacts)`))))),
+    h("div.inline", field("From", ui.input("from", { required: true, list: "bc-from", value: verified[0] ? `news@${verified[0]}` : "" }),
+      verified.length ? `Verified domains: ${verified.join(", ")}` : "No verified domain yet"),
+    h("datalist#bc-from", { id: "bc-from" }, verified.map((d) => h("option", { value: `news@${d}` }))),
+    field("Subject", ui.input("subject", { required: true }))),
+    field("Preview text", ui.input("preview_text", { maxlength: 1000 })),
+    field("Start from", fromTemplate),
+    h("div.inline", field("Insert placeholder", menu),
+      h("button.secondary.small", { type: "button", onclick: () => insertAtCursor(html, menu.value) }, "Insert")),
+    field("HTML", html),
+    h("button.primary", { type: "submit" }, "Create draft"))),
+    h("section.card", ui.wide(table(["Name", "Segment", "Status", "Created", "Sent"], list.data.map((b) => h("tr",
+      h("td", h("a", { href: `#/broadcasts/${b.id}` }, b.name || "(unnamed)")), h("td", names[b.segment_id] || "—"),
+      h("td", badge(b.status)), h("td", when(b.created_at)), h("td", when(b.sent_at)))), "Broadcasts"))));
+}
+
+function statsChart(stats) {
+  const max = Math.max(1, ...OUTCOMES.map((k) => stats[k] || 0));
+  const rowH = 26; const width = 520;
+  return svg("svg", { viewBox: `0 0 ${width} ${OUTCOMES.length * rowH}`, role: "img", class: "chart", "aria-label": "Deliveries by outcome" },
+    OUTCOMES.map((k, i) => {
+      const n = stats[k] || 0;
+      return svg("g", { "data-outcome": k, "data-count": n },
+        svg("text", { x: 0, y: i * rowH + 17, "font-size": 13 }, k.replace("_", " ")),
+        svg("rect", { x: 140, y: i * rowH + 5, height: 16, width: Math.max(n ? 2 : 0, (n / max) * 300), fill: COLOURS[k] }),
+        svg("text", { x: 450, y: i * rowH + 17, "font-size": 13 }, String(n)));
+    }));
+}
+
+function progressView(b) {
+  const total = b.progress ? b.progress.total : b.recipients || 0;
+  const done = b.progress ? b.progress.done : b.status === "sent" ? total : 0;
+  const pct = total ? Math.floor((done / total) * 100) : b.status === "sent" ? 100 : 0;
+  const waiting = b.wait_until ? h("p.warn", `Paused (${(b.wait_reason || "").replace("_", " ")}) until ${when(b.wait_until)}.`) : null;
+  return h("div#progress", { id: "progress" },
+    h("progress", { max: 100, value: pct, "aria-label": "Sending progress" }),
+    h("p#progress-text", { id: "progress-text", "aria-live": "polite" }, `${done.toLocaleString("en")} / ${total.toLocaleString("en")} written (${pct} %)`),
+    waiting);
+}
+
+async function broadcastPage(ui, id) {
+  const path = `/dashboard/broadcasts/${id}`;
+  const b = await get(path);
+  const members = b.segment_id ? await get(`/dashboard/segments/${b.segment_id}/contacts?limit=50`).catch(() => ({ data: [] })) : { data: [] };
+  const frame = previewFrame("Broadcast preview");
+  const who = h("select", { "aria-label": "Preview as" }, h("option", { value: "" }, "The segment's newest member"),
+    members.data.map((c) => h("option", { value: c.id }, c.email)));
+  const progress = h("div", progressView(b));
+  const chart = h("div#stats", { id: "stats" }, statsChart(b.stats || {}));
+  const status = h("span#bc-status", { id: "bc-status" }, badge(b.status));
+  const cancel = ui.action("Cancel", async () => { await post(`${path}/cancel`); ui.route(); }, "danger small");
+  const cancelWhy = h("p.muted#cancel-why", { id: "cancel-why" });
+  // Cancel follows the state as the page refreshes (a queued broadcast may be canceled, a sent one not).
+  const showCancel = (state) => {
+    const why = CANCEL_WHY[state];
+    cancel.disabled = Boolean(why);
+    cancel.title = why || "";
+    cancelWhy.textContent = why ? `Cancel is unavailable: ${why}` : "";
+    cancelWhy.hidden = !why;
+  };
+  showCancel(b.status);
+  const editable = b.status === "draft";
+  const page = ui.shell("#/broadcasts", h("h1", b.name || "Broadcast"),
+    h("p", status, ` To ${b.segment_id ? "a segment" : "nobody"}, from ${b.from}: “${b.subject}”.`),
+    b.scheduled_at ? h("p#scheduled", { id: "scheduled" }, `Scheduled for ${when(b.scheduled_at)} (${b.scheduled_at} UTC).`) : null,
+    b.failure ? h("p.error", `Failed: ${b.failure}`) : null,
+    h("section.card", h("h2", "Progress"), progress, h("h3", "Deliveries by outcome"), chart),
+    h("section.card", h("h2", "Preview"), h("div.inline", field("Preview as", who),
+      ui.action("Show preview", async () => {
+        const shown = await post(`${path}/preview`, who.value ? { contact_id: who.value } : {});
+        document.getElementById("bc-subject").textContent = `Subject: ${shown.subject}`;
+        await frame.show(shown.html || "");
+      }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), frame),
+    h("section.card", h("h2", "Send"),
+      editable ? [
+        ui.action("Send now", async () => { await post(`${path}/send`); ui.route(); }, "primary"),
+        ui.form(async (data) => {
+          const at = data.get("when_text") || (data.get("when_date") ? new Date(data.get("when_date")).toISOString() : "");
+          if (!at) throw new Error("Choose a date or write when, e.g. “in 2 hours”.");
+          // Scheduling is the send call with a time (a PATCH does not schedule); the page then
+          // shows the parsed time (#scheduled).
+          await post(`${path}/send`, { scheduled_at: at });
+          ui.route();
+        }, h("h3", "Or schedule"), h("div.inline", field("Date and time", h("input", { type: "datetime-local", name: "when_date" })),
+          field("Or in words", ui.input("when_text", { placeholder: "tomorrow at 9am" }), "Within 30 days; the parsed time is shown")),
+        h("button.secondary", { type: "submit" }, "Schedule"))]
+        : h("p.muted", b.status === "scheduled" ? "Scheduled: cancel to edit or send now." : `It is ${b.status}: only a draft is sent.`)),
+    h("section.card", h("h2", "Actions"), cancel, cancelWhy,
+      ui.action("Duplicate", async () => { const c = await post(`${path}/duplicate`); location.hash = `#/broadcasts/${c.id}`; }),
+      ["draft", "scheduled"].includes(b.status) ? ui.action("Delete", async () => { await del(path); location.hash = "#/broadcasts"; }, "danger small")
+        : h("p.muted", "Delete is unavailable: only a draft or a scheduled broadcast is deleted.")));
+  // Live: while it may still change, read it again every second (no reload).
+  const live = ["queued", "sending", "sent"].includes(b.status);
+  if (live) {
+    let last = JSON.stringify([b.status, b.progress, b.stats]);
+    let quiet = 0;
+    const tick = async () => {
+      if (!document.body.contains(progress) || quiet > 30) return;
+      try {
+        const now = await get(path);
+        const key = JSON.stringify([now.status, now.progress, now.stats]);
+        quiet = key === last ? quiet + 1 : 0;
+        last = key;
+        progress.replaceChildren(progressView(now));
+        chart.replaceChildren(statsChart(now.stats || {}));
+        status.replaceChildren(badge(now.status));
+        showCancel(now.status);
+      } catch { /* next tick */ }
+      setTimeout(tick, 1000);
+    };
+    setTimeout(tick, 1000);
+  }
+  return page;
+}

@@ -1,0 +1,309 @@
+// The visual builder: a block editor over the builder document (SPEC "Builder document"). The
+// preview is always the server's own rendering (POST /dashboard/template-builder/render,
+// debounced), shown in a sandboxed frame at desktop or phone width, light or dark.
+
+import { ApiError, get, patch, post } from "/ui/api.js";
+import { field, h } from "/ui/dom.js";
+import { previewFrame } from "/ui/content.js";
+
+const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
+const AI_ERRORS = {
+  plan_required: "AI generation comes with the top plan.",
+  ai_disabled: "AI generation is not configured on this server.",
+  ai_rate_limited: "Too many generations this minute; wait a little and try again.",
+  ai_quota_exceeded: "This month's AI generations are used up; the quota renews on the 1st (UTC).",
+  ai_busy: "The AI provider is busy right now; try again in a moment.",
+  ai_unavailable: "The AI provider could not be reached or answered an error.",
+  ai_timeout: "The AI provider took too long to answer.",
+  ai_invalid_output: "The AI answered something that is not a usable e-mail, even after a second try. Rephrase the prompt.",
+  ai_refused: "The AI declined this prompt.",
+};
+const THEME = [["brand_color", "color"], ["text_color", "color"], ["background_color", "color"], ["content_color", "color"],
+  ["link_color", "color"], ["font", ["system", "inter", "helvetica", "georgia", "verdana", "trebuchet"]], ["content_width", "number"],
+  ["radius", "number"], ["logo_url", "url"], ["logo_dark_url", "url"], ["logo_width", "number"]];
+
+let dirty = false;
+window.addEventListener("beforeunload", (e) => { if (dirty && document.getElementById("builder")) { e.preventDefault(); e.returnValue = ""; } });
+document.addEventListener("click", (e) => {
+  const a = e.target.closest && e.target.closest("a[href^='#']");
+  if (a && dirty && document.getElementById("builder") && !confirm("Leave the builder? Unsaved changes will be lost.")) e.preventDefault();
+}, true);
+
+export function builderPages(ui) {
+  return [
+    [/^#\/builder\/([\w-]+)$/, (m) => builderPage(ui, m[1])],
+    [/^#\/builder$/, () => builderPage(ui, null)],
+  ];
+}
+
+function uid() { return crypto.randomUUID(); }
+
+export function newBlock(type) {
+  const icon = `${location.origin}/files/social/github.png`;
+  const base = { id: uid(), type };
+  switch (type) {
+    case "heading": return { ...base, level: 1, text: "A heading" };
+    case "text": return { ...base, text: "Some text." };
+    case "button": return { ...base, label: "Click here", href: "https://example.com/" };
+    case "image": return { ...base, src: icon, alt: "A picture", width: 56 };
+    case "divider": return { ...base, thickness: 1 };
+    case "spacer": return { ...base, height: 24 };
+    case "columns": return { ...base, columns: [{ blocks: [] }, { blocks: [] }] };
+    case "list": return { ...base, ordered: false, items: [[{ text: "First" }], [{ text: "Second" }]] };
+    case "quote": return { ...base, text: "A quote." };
+    case "code": return { ...base, text: "code()" };
+    case "social": return { ...base, links: [{ network: "github", url: "https://github.com/" }] };
+    case "footer": return { ...base, text: "You receive this because you signed up.", unsubscribe: true };
+    default: return base;
+  }
+}
+
+async function builderPage(ui, templateId) {
+  const caps = await get("/dashboard/template-builder");
+  if (!caps.builder) return ui.shell("#/builder", h("h1", "Builder"), h("section.card", h("p", `The visual builder comes with the ${caps.required_plan} plan.`)));
+  const template = templateId ? await get(`/dashboard/templates/${templateId}`) : null;
+  let doc = template && template.builder ? structuredClone(template.builder) : { version: 1, preview_text: "", theme: {}, blocks: [] };
+  doc.theme = doc.theme || {};
+  const past = []; const future = [];
+  dirty = false;
+  const frame = previewFrame("Live preview");
+  const frameBox = h("div.framebox.desktop", frame);
+  const blocksBox = h("div#blocks", { id: "blocks" });
+  const themeBox = h("div");
+  const status = h("p#render-status", { id: "render-status", role: "status" });
+  const undoB = h("button.secondary.small", { type: "button" }, "Undo");
+  const redoB = h("button.secondary.small", { type: "button" }, "Redo");
+  let timer = null; let renderGen = 0;
+  frame.dataset.rendered = "0";
+
+  const schedule = () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      const mine = ++renderGen;
+      status.textContent = "Rendering…";
+      try {
+        const out = await post("/dashboard/template-builder/render", { document: doc });
+        if (mine !== renderGen) return;
+        frame.lastHtml = out.html;
+        await frame.show(out.html);
+        frame.dataset.rendered = String(mine);
+        status.textContent = "Preview up to date.";
+      } catch (error) { if (mine === renderGen) status.textContent = `Cannot render: ${error.message}`; }
+    }, 400);
+  };
+  const draw = () => {
+    blocksBox.replaceChildren(blockList(doc.blocks, change));
+    themeBox.replaceChildren(themePanel());
+    undoB.disabled = !past.length; redoB.disabled = !future.length;
+    schedule();
+  };
+  function change(mutate, redraw = true) {
+    past.push(JSON.stringify(doc)); future.length = 0;
+    if (past.length > 200) past.shift();
+    mutate();
+    dirty = true;
+    if (redraw) draw(); else { undoB.disabled = false; redoB.disabled = true; schedule(); }
+  }
+  undoB.addEventListener("click", () => { if (!past.length) return; future.push(JSON.stringify(doc)); doc = JSON.parse(past.pop()); dirty = true; draw(); });
+  redoB.addEventListener("click", () => { if (!future.length) return; past.push(JSON.stringify(doc)); doc = JSON.parse(future.pop()); dirty = true; draw(); });
+
+  function themePanel() {
+    return h("div.theme", THEME.map(([key, kind]) => {
+      const value = doc.theme[key] ?? "";
+      const inputNode = Array.isArray(kind)
+        ? h("select", { name: key }, h("option", { value: "" }, "(account theme)"), kind.map((f) => h("option", { value: f, selected: f === value }, f)))
+        : h("input", { name: key, type: kind === "color" ? "color" : kind === "number" ? "number" : "url", value: kind === "color" && !value ? "#000000" : value });
+      inputNode.addEventListener("change", () => change(() => {
+        if (inputNode.value === "") delete doc.theme[key];
+        else doc.theme[key] = kind === "number" ? Number(inputNode.value) : inputNode.value;
+      }, false));
+      return field(key.replace(/_/g, " "), inputNode);
+    }));
+  }
+
+  function blockList(list, onChange, depth = 1) {
+    const holder = h("ol.blocklist");
+    list.forEach((block, index) => holder.append(blockCard(list, block, index, onChange, depth)));
+    const add = h("select", { "aria-label": depth === 1 ? "Block type" : "Block type for this column" }, TYPES.filter((t) => t !== "columns" || depth < 3).map((t) => h("option", { value: t }, t)));
+    holder.append(h("li.addrow", add, h("button.secondary.small", { type: "button", onclick: () => onChange(() => list.push(newBlock(add.value))) }, depth === 1 ? "Add block" : "Add to column")));
+    holder.addEventListener("dragover", (e) => e.preventDefault());
+    holder.addEventListener("drop", (e) => {
+      e.preventDefault(); e.stopPropagation();
+      const from = dragging; dragging = null;
+      if (!from) return;
+      const target = e.target.closest("li.block");
+      const to = target && target.parentNode === holder ? [...holder.children].indexOf(target) : list.length;
+      onChange(() => {
+        const [moved] = from.list.splice(from.index, 1);
+        let at = to;
+        if (from.list === list && from.index < to) at -= 1;
+        list.splice(Math.max(0, Math.min(at, list.length)), 0, moved);
+      });
+    });
+    return holder;
+  }
+
+  let dragging = null;
+  function blockCard(list, block, index, onChange, depth) {
+    const move = (by) => {
+      const to = index + by;
+      if (to < 0 || to >= list.length) return;
+      onChange(() => { list.splice(index, 1); list.splice(to, 0, block); });
+      setTimeout(() => { const again = document.querySelector(`[data-block="${block.id}"]`); if (again) again.focus(); }, 0);
+    };
+    const card = h("li.block", { draggable: "true", tabindex: "0", "data-block": block.id, "data-type": block.type,
+      "aria-label": `${block.type} block, ${index + 1} of ${list.length}. Alt+Arrow keys move it, Delete removes it.` },
+    h("div.blockhead", h("span.handle", { "aria-hidden": "true" }, "⠿"), h("strong", block.type),
+      h("button.secondary.small", { type: "button", "aria-label": `Move ${block.type} up`, onclick: () => move(-1) }, "↑"),
+      h("button.secondary.small", { type: "button", "aria-label": `Move ${block.type} down`, onclick: () => move(1) }, "↓"),
+      h("button.danger.small", { type: "button", "aria-label": `Remove ${block.type}`, onclick: () => onChange(() => list.splice(index, 1)) }, "✕")),
+    fields(block, onChange, depth));
+    card.addEventListener("keydown", (e) => {
+      if (e.target !== card) return;
+      if (e.altKey && e.key === "ArrowUp") { e.preventDefault(); move(-1); }
+      if (e.altKey && e.key === "ArrowDown") { e.preventDefault(); move(1); }
+      if (e.key === "Delete") { e.preventDefault(); onChange(() => list.splice(index, 1)); }
+    });
+    card.addEventListener("dragstart", (e) => { e.stopPropagation(); dragging = { list, index }; e.dataTransfer.setData("text/plain", block.id); });
+    return card;
+  }
+
+  function text(block, key, label, onChange, multiline = false) {
+    const node = multiline ? h("textarea", { rows: 2 }, block[key] ?? "") : h("input", { value: block[key] ?? "" });
+    node.addEventListener("change", () => onChange(() => { block[key] = node.value; }, false));
+    return field(label, node);
+  }
+  function num(block, key, label, onChange) {
+    const node = h("input", { type: "number", value: block[key] ?? "" });
+    node.addEventListener("change", () => onChange(() => { if (node.value === "") delete block[key]; else block[key] = Number(node.value); }, false));
+    return field(label, node);
+  }
+  function styles(block, onChange) {
+    block.style = block.style || {};
+    const align = h("select", ["", "left", "center", "right"].map((a) => h("option", { value: a, selected: block.style.align === a }, a || "(default)")));
+    align.addEventListener("change", () => onChange(() => { if (align.value) block.style.align = align.value; else delete block.style.align; }, false));
+    const colour = (key) => {
+      const node = h("input", { type: "color", value: block.style[key] || "#000000" });
+      node.addEventListener("change", () => onChange(() => { block.style[key] = node.value; }, false));
+      return field(key === "color" ? "Text colour" : "Background", node);
+    };
+    const size = h("input", { type: "number", min: 10, max: 64, value: block.style.font_size ?? "" });
+    size.addEventListener("change", () => onChange(() => { if (size.value) block.style.font_size = Number(size.value); else delete block.style.font_size; }, false));
+    return h("details.styles", h("summary", "Style"), h("div.inline", field("Align", align), colour("color"), colour("background"), field("Font size", size)));
+  }
+  function fields(block, onChange, depth) {
+    const parts = [];
+    switch (block.type) {
+      case "heading": parts.push(num(block, "level", "Level", onChange), text(block, "text", "Heading text", onChange)); break;
+      case "text": case "quote": case "code": parts.push(text(block, "text", "Text", onChange, true)); break;
+      case "button": parts.push(text(block, "label", "Label", onChange), text(block, "href", "Link", onChange)); break;
+      case "image": parts.push(text(block, "src", "Image URL", onChange), text(block, "alt", "Alt text", onChange), num(block, "width", "Width", onChange)); break;
+      case "divider": parts.push(num(block, "thickness", "Thickness", onChange)); break;
+      case "spacer": parts.push(num(block, "height", "Height", onChange)); break;
+      case "footer": parts.push(text(block, "text", "Footer text", onChange, true)); break;
+      case "list": {
+        const node = h("textarea", { rows: 3 }, block.items.map((runs) => runs.map((r) => r.text).join("")).join("\n"));
+        node.addEventListener("change", () => onChange(() => { block.items = node.value.split("\n").filter(Boolean).map((t) => [{ text: t }]); }, false));
+        parts.push(field("Items, one a line", node));
+        break;
+      }
+      case "social": {
+        const node = h("textarea", { rows: 2 }, block.links.map((l) => `${l.network} ${l.url}`).join("\n"));
+        node.addEventListener("change", () => onChange(() => {
+          block.links = node.value.split("\n").filter(Boolean).map((l) => { const [network, url] = l.trim().split(/\s+/); return { network, url }; });
+        }, false));
+        parts.push(field("Links: network URL, one a line", node));
+        break;
+      }
+      case "columns":
+        parts.push(h("div.columns", block.columns.map((col, i) => h("div.column", h("p.muted", `Column ${i + 1}`), blockList(col.blocks, onChange, depth + 1)))));
+        break;
+      default: break;
+    }
+    if (block.type !== "columns" && block.type !== "spacer") parts.push(styles(block, onChange));
+    return h("div.blockfields", parts);
+  }
+
+  // AI generation
+  const quota = h("p#ai-quota", { id: "ai-quota" }, caps.ai_available
+    ? `${caps.ai.remaining} of ${caps.ai.monthly_quota} generations left this month (${caps.ai.per_minute} a minute).`
+    : "AI generation is not available (not configured, or not in this plan).");
+  const aiBox = h("section.card", h("h2", "Generate with AI"), quota, ui.form(async (data) => {
+    try {
+      const out = await post("/dashboard/template-builder/ai/generate", { prompt: data.get("prompt") });
+      change(() => { doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } }; if (out.subject) subject.value = out.subject; });
+      const again = await get("/dashboard/template-builder");
+      quota.textContent = `${again.ai.remaining} of ${again.ai.monthly_quota} generations left this month (${again.ai.per_minute} a minute).`;
+      return h("p.ok", "Generated: the design below was replaced (Undo brings yours back).");
+    } catch (error) {
+      if (error instanceof ApiError && AI_ERRORS[error.name]) throw new Error(`${AI_ERRORS[error.name]} (${error.name})`);
+      throw error;
+    }
+  }, field("Describe the e-mail", h("textarea", { name: "prompt", rows: 2, maxlength: 2000, required: true })),
+  h("button.primary", { type: "submit", disabled: !caps.ai_available }, "Generate")));
+
+  // Brand import
+  const brandBox = h("div#brand-result", { id: "brand-result" });
+  const importBox = h("section.card", h("h2", "Import from website"), ui.form(async (data) => {
+    const found = await post("/dashboard/brand/import", { url: data.get("url"), apply: false });
+    brandBox.replaceChildren(brandChoices(found));
+  }, h("div.inline", field("Website", ui.input("url", { value: caps.suggested_website || "", required: true })),
+    h("button.primary", { type: "submit" }, "Import"))), brandBox);
+
+  function brandChoices(found) {
+    const logos = h("div.logos", found.logos.map((logo, i) => h("label.logo",
+      h("input", { type: "radio", name: "logo", value: logo.url, checked: i === 0 }),
+      h("img", { src: logo.url, alt: `Logo from ${logo.source}`, width: 80 }), ` ${logo.source} (${logo.width}×${logo.height})`)));
+    const colours = (found.colors || []).slice(0, 8);
+    const pick = (name, chosen) => h("div.swatches", h("p", name), colours.map((c) => h("label.swatch",
+      h("input", { type: "radio", name, value: c.hex, checked: c.hex === chosen }), h("span.chip", { "data-hex": c.hex }), ` ${c.hex} ${c.role}`)));
+    const primary = pick("primary", found.palette.primary);
+    const fonts = h("select", { "aria-label": "Font" }, ["system", "inter", "helvetica", "georgia", "verdana", "trebuchet"].map((f) =>
+      h("option", { value: f, selected: f === (found.theme.font || "system") }, f)));
+    const node = h("div", h("h3", `Found on ${found.url}`), h("p", found.ai && found.ai.rationale ? found.ai.rationale : ""),
+      h("h4", "Logo"), logos, h("h4", "Palette"), primary,
+      h("p", "Fonts seen: ", (found.fonts || []).map((f) => `${f.family} (${f.role})`).join(", ") || "none"), field("Font", fonts),
+      ui.action("Apply to theme", async () => {
+        const chosenLogo = node.querySelector("input[name=logo]:checked");
+        const chosenColour = node.querySelector("input[name=primary]:checked");
+        const picked = { ...found.theme, font: fonts.value };
+        if (chosenLogo) picked.logo_url = chosenLogo.value;
+        if (chosenColour) picked.brand_color = chosenColour.value;
+        for (const k of Object.keys(picked)) if (picked[k] === "" || picked[k] === null) delete picked[k];
+        await patch("/dashboard/template-builder/theme", { theme: picked, brand: found.brand });
+        change(() => { doc.theme = { ...doc.theme, ...Object.fromEntries(THEME.map(([k]) => k).filter((k) => k in picked).map((k) => [k, picked[k]])) }; });
+        node.append(h("p.ok#brand-applied", { id: "brand-applied" }, "Applied to the theme (and saved as the account's theme)."));
+      }, "primary"));
+    node.querySelectorAll(".chip").forEach((chip) => { chip.style.background = chip.dataset.hex; });
+    return node;
+  }
+
+  const name = h("input", { value: template ? template.name : "", required: true, "aria-label": "Template name" });
+  const subject = h("input", { value: template ? template.subject || "" : "", "aria-label": "Subject" });
+  const saveStatus = h("p#save-status", { id: "save-status", role: "status" });
+  const save = ui.action(template ? "Save template" : "Save as template", async () => {
+    if (!name.value.trim()) throw new Error("Give the template a name.");
+    const body = { name: name.value, builder: doc, subject: subject.value || null };
+    let id = templateId;
+    if (template) await patch(`/dashboard/templates/${templateId}`, body);
+    else id = (await post("/dashboard/templates", body)).id;
+    dirty = false;
+    saveStatus.replaceChildren("Saved. ", h("a", { href: `#/templates/${id}` }, "Open the template"));
+    saveStatus.dataset.templateId = id;
+  }, "primary");
+  const width = (cls) => () => { frameBox.classList.remove("desktop", "phone"); frameBox.classList.add(cls); };
+  const page = ui.shell("#/builder", h("h1", template ? `Builder: ${template.name}` : "Builder"),
+    h("div#builder.builder", { id: "builder" },
+      h("div.editor",
+        h("section.card", h("div.inline", field("Template name", name), field("Subject", subject), save, undoB, redoB), saveStatus,
+          field("Preview text", (() => { const p = h("input", { value: doc.preview_text || "" }); p.addEventListener("change", () => change(() => { doc.preview_text = p.value; }, false)); return p; })())),
+        h("section.card", h("h2", "Blocks"), h("p.muted", "Drag blocks, or focus one and press Alt+↑ / Alt+↓ to move it."), blocksBox),
+        h("section.card", h("h2", "Theme"), themeBox), aiBox, importBox),
+      h("div.previewpane", h("section.card", h("h2", "Preview"),
+        h("div.inline", h("button.secondary.small", { type: "button", onclick: width("desktop") }, "Desktop"),
+          h("button.secondary.small", { type: "button", onclick: width("phone") }, "Phone"),
+          h("button.secondary.small", { type: "button", onclick: () => frameBox.classList.toggle("dark") }, "Light / dark")),
+        status, frameBox))));
+  draw();
+  return page;
+}

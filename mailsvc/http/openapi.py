@@ -439,6 +439,18 @@ OPERATIONS: dict[str, Op] = {
         ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
             ("record", "name", "type", "value", "status"), record=STR, name=STR, type=STR, value=STR,
             priority=NULLABLE_INT, status=STR, live={"enum": ["match", "mismatch", "temporary"]})}}}}),
+    "GET /dashboard/segment-sizes": Op("The account's segments with their number of contacts", ok={200: {
+        **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
+            ("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}),
+    "POST /dashboard/previews": Op("Keep HTML for a sandboxed preview frame (10 minutes)",
+                                   obj(("html",), html=STR),
+                                   {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}),
+    "GET /dashboard/previews/<token>": Op("A kept preview's HTML, under the e-mail preview policy", ok={200: None},
+                                          content_type="text/html"),
+    "GET /dashboard/templates/<key>/published": Op(
+        "A template's published version (for the draft-against-published diff)", ok={200: obj(
+            ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},
+            **{"from": NULLABLE_STR}, subject=NULLABLE_STR, html=NULLABLE_STR, text=NULLABLE_STR)}),
     # The web UI: its static files, and the redirects to it
     "GET /": Op("Redirects to the web UI (/ui/)", ok={302: None}),
     "GET /ui": Op("Redirects to the web UI (/ui/)", ok={302: None}),

@@ -18,7 +18,7 @@ from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.ui import PREVIEW_CSP
 from mailsvc.http.router import SESSION, Reply, route
 from mailsvc.ids import parse_uuid
-from mailsvc.store import templates
+from mailsvc.store import segments, templates
 from mailsvc.store.database import Database
 
 #: A preview lives 10 minutes; at most this many are kept per node (oldest dropped first).
@@ -37,9 +37,7 @@ class ContentReads:
 
     @route("GET", "/dashboard/segment-sizes", access=SESSION)
     async def segment_sizes(self, request, caller: Caller):
-        rows = await self._db.fetchall(
-            "SELECT s.id, s.name, (SELECT count(*) FROM segment_contacts m WHERE m.segment_id = s.id) AS contacts"
-            " FROM segments s WHERE s.tenant_id = %s ORDER BY s.id DESC LIMIT 1000", (caller.tenant.id,))
+        rows = await segments.sizes(self._db, caller.tenant.id)
         return {"object": "list", "has_more": False,
                 "data": [{"id": str(r["id"]), "name": r["name"], "contacts": r["contacts"]} for r in rows]}
 

@@ -35,8 +35,8 @@ def twistd(state: Path, port: int, *options: str, new_session: bool = False, **e
         MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1",
         MAILSVC_SMTP_SUBMISSION="",
         MAILSVC_SMTP_INBOUND="tcp:0:interface=127.0.0.1",
-        **env,
     )
+    environ.update(env)  # a test's own settings win over these defaults
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"],
         env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

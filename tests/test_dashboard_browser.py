@@ -39,7 +39,7 @@ XSS_ENDPOINT = 'https://127.0.0.1:9/"><img/src=x/onerror=window.__xss=5><script>
 class Daemon:
     """``twistd mailsvc`` with its output gathered on a thread (nothing blocks on a full pipe)."""
 
-    def __init__(self, state: Path, dsn: str):
+    def __init__(self, state: Path, dsn: str, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.lines: list[str] = []
@@ -47,7 +47,7 @@ class Daemon:
             state, self.port, MAILSVC_DATABASE_DSN=dsn, MAILSVC_NODE_PROCESSES="1",
             MAILSVC_DASHBOARD_FIRST_USER="owner@example.com", MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS="true",
             # Nothing answers there: DNS lookups fail fast instead of leaving loopback.
-            MAILSVC_DNS_SERVERS=f"127.0.0.1:{free_port()}",
+            MAILSVC_DNS_SERVERS=f"127.0.0.1:{free_port()}", **env,
         )
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -4,7 +4,7 @@
 
 import { del, get, post } from "/ui/api.js";
 import { badge, field, h, svg, table, when } from "/ui/dom.js";
-import { previewFrame } from "/ui/content.js";
+import { previewFrame, spamScoreView } from "/ui/content.js";
 
 const PLACEHOLDERS = [
   ["{{{FIRST_NAME|there}}}", "First name (fallback “there”)"], ["{{{LAST_NAME}}}", "Last name"], ["{{{EMAIL}}}", "E-mail address"],
@@ -103,6 +103,7 @@ async function broadcastPage(ui, id) {
   const b = await get(path);
   const members = b.segment_id ? await get(`/dashboard/segments/${b.segment_id}/contacts?limit=50`).catch(() => ({ data: [] })) : { data: [] };
   const frame = previewFrame("Broadcast preview");
+  const spamBox = h("div#bc-spam", { id: "bc-spam" });
   const who = h("select", { "aria-label": "Preview as" }, h("option", { value: "" }, "The segment's newest member"),
     members.data.map((c) => h("option", { value: c.id }, c.email)));
   const progress = h("div", progressView(b));
@@ -129,8 +130,9 @@ async function broadcastPage(ui, id) {
       ui.action("Show preview", async () => {
         const shown = await post(`${path}/preview`, who.value ? { contact_id: who.value } : {});
         document.getElementById("bc-subject").textContent = `Subject: ${shown.subject}`;
+        spamBox.replaceChildren(...[spamScoreView(shown.spam)].filter(Boolean));
         await frame.show(shown.html || "");
-      }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), frame),
+      }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), spamBox, frame),
     h("section.card", h("h2", "Send"),
       editable ? [
         ui.action("Send now", async () => { await post(`${path}/send`); ui.route(); }, "primary"),

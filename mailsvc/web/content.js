@@ -2,7 +2,7 @@
 // its page helpers (shell, form, action, notice, route...) and registers the routes returned here.
 
 import { post } from "/ui/api.js";
-import { h } from "/ui/dom.js";
+import { h, table } from "/ui/dom.js";
 import { broadcastPages } from "/ui/broadcasts.js";
 import { builderPages } from "/ui/builder.js";
 import { templatePages } from "/ui/templates.js";
@@ -19,6 +19,24 @@ export function previewFrame(title) {
     frame.src = kept.url;
   };
   return frame;
+}
+
+/** The spam score beside a preview (issue 23): score, threshold and the rules that hit, all as
+ *  text; a short line when scoring failed; nothing when the reply has no ``spam`` (spamd is not
+ *  configured). */
+export function spamScoreView(spam) {
+  if (!spam) return null;
+  if (spam.error !== undefined || typeof spam.score !== "number") {
+    return h("div.spam-score", { "aria-live": "polite" },
+      h("p.muted", `Spam score unavailable: ${spam.error || "no answer from the scorer"}.`));
+  }
+  const verdict = spam.is_spam ? "likely spam" : "under the threshold";
+  return h("div.spam-score", { "aria-live": "polite" },
+    h("p", h("strong", `Spam score ${spam.score} / ${spam.threshold}`), ` (${verdict})`),
+    spam.rules.length
+      ? table(["Rule", "Points", "Description"], spam.rules.map((r) => h("tr",
+        h("td", h("code", r.name)), h("td", String(r.score)), h("td", r.description || ""))), "Rules that hit")
+      : h("p.muted", "No rule hit."));
 }
 
 /** Line diff (LCS) of two texts: [["=", line] | ["-", line] | ["+", line]]. */

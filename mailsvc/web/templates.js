@@ -4,7 +4,7 @@
 
 import { del, get, patch, post, session } from "/ui/api.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
-import { diffView, previewFrame } from "/ui/content.js";
+import { diffView, previewFrame, spamScoreView } from "/ui/content.js";
 
 export function templatePages(ui) {
   return [
@@ -60,6 +60,7 @@ async function templatePage(ui, id) {
   const html = h("textarea.code", { name: "html", rows: 16, spellcheck: "false", "aria-label": "HTML" }, t.html || "");
   if (t.builder) html.readOnly = true;
   const frame = previewFrame("Template preview");
+  const spamBox = h("div#preview-spam", { id: "preview-spam" });
   const samples = h("div.inline");
   const drawSamples = () => samples.replaceChildren(...variablesOf(vars).filter((v) => v.key).map((v) =>
     field(`Sample ${v.key}`, h("input", { "data-key": v.key, "data-type": v.type, value: v.fallback_value ?? "" }))));
@@ -69,6 +70,7 @@ async function templatePage(ui, id) {
   const showPreview = async () => {
     const shown = await post(`${path}/preview`, { variables: sampleValues() });
     document.getElementById("preview-subject").textContent = `Subject: ${shown.subject || "(none)"}`;
+    spamBox.replaceChildren(...[spamScoreView(shown.spam)].filter(Boolean));
     await frame.show(shown.html || "");
   };
   const diffBox = h("div#publish-diff", { id: "publish-diff" });
@@ -95,7 +97,7 @@ async function templatePage(ui, id) {
     h("button.secondary.small", { type: "button", onclick: () => vars.append(variableRow()) }, "Add variable"),
     h("div", h("button.primary", { type: "submit" }, "Save draft")))),
     h("section.card", h("h2", "Preview"), samples, ui.action("Preview with these values", showPreview, "primary small"),
-      h("p#preview-subject", { id: "preview-subject" }), frame),
+      h("p#preview-subject", { id: "preview-subject" }), spamBox, frame),
     h("section.card", h("h2", "Publish"), ui.action("Compare with the published version", async () => {
       const [draft, published] = await Promise.all([get(path), get(`${path}/published`)]);
       diffBox.replaceChildren(

@@ -43,7 +43,6 @@ from mailsvc.loop import Loop
 from mailsvc.mail import mime
 from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
-from mailsvc.store.broadcasts import CHANNEL
 from mailsvc.store.database import Database
 
 log = Logger()
@@ -86,9 +85,6 @@ class Broadcasts:
     def _now(self) -> datetime:
         return timefmt.from_seconds(self._clock.seconds())
 
-    async def _notify(self) -> None:
-        await self._db.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-
     async def _check_segment(self, tenant_id: uuid.UUID, fields: dict) -> None:
         segment = fields.get("segment_id")
         if segment is not None and not await rows.segment_exists(self._db, tenant_id, segment):
@@ -129,7 +125,7 @@ class Broadcasts:
         row = await rows.insert(self._db, uuid7(self._clock.seconds()), tenant.id, fields, status, scheduled_at,
                                 self._public_url or links_base, now)
         if status == "queued":
-            await self._notify()
+            await rows.wake_fanout(self._db)
         return row
 
     async def get(self, tenant_id: uuid.UUID, broadcast_id: str) -> dict:
@@ -176,7 +172,7 @@ class Broadcasts:
         if sent is None:
             raise await self._refused(tenant_id, row["id"], rules.refuse_send)
         if after == "queued":
-            await self._notify()
+            await rows.wake_fanout(self._db)
         return sent
 
     async def cancel(self, tenant_id: uuid.UUID, broadcast_id: str) -> dict:
@@ -251,7 +247,7 @@ class Broadcasts:
         """Scheduled broadcasts whose time has come are queued for the fan-out (the scheduler)."""
         released = await rows.release_due(self._db, self._now())
         if released:
-            await self._notify()
+            await rows.wake_fanout(self._db)
         return len(released)
 
 

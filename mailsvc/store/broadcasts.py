@@ -33,6 +33,11 @@ CHANNEL = "broadcasts"
 ANALYZE_AFTER = 10_000
 
 
+async def wake_fanout(db: Database) -> None:
+    """NOTIFY the fan-out nodes that a broadcast is ready (queued, released or resumed)."""
+    await db.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+
+
 async def insert(db: Database | Transaction, broadcast_id: uuid.UUID, tenant_id: uuid.UUID,
                  fields: dict[str, Any], status: str, scheduled_at: datetime | None, links_base: str | None,
                  now: datetime) -> dict:

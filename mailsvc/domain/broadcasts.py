@@ -16,7 +16,14 @@ from typing import Any
 import attrs
 
 from mailsvc.domain import placeholders
-from mailsvc.domain.email import MAX_SUBJECT_BYTES, UNSUBSCRIBE_KEYS, parse_mailbox, parse_mailboxes, refuse_control
+from mailsvc.domain.email import (
+    MAX_SUBJECT_BYTES,
+    UNSUBSCRIBE_KEYS,
+    checked_string,
+    parse_mailbox,
+    parse_mailboxes,
+    refuse_control,
+)
 from mailsvc.domain.errors import BroadcastInProgress, BroadcastNotCancelable, BroadcastNotDraft, Invalid
 from mailsvc.domain.templates import duplicate_name
 
@@ -42,19 +49,10 @@ CONTACT_FIELDS = ("first_name", "last_name", "email")
 UPPER_KEYS = {"FIRST_NAME": "first_name", "LAST_NAME": "last_name", "EMAIL": "email"}
 
 
-def _text(field: str, value: Any, max_chars: int | None = None, line: bool = False) -> str:
-    if not isinstance(value, str):
-        raise Invalid(field, f"{field} must be a string")
-    if max_chars is not None and len(value) > max_chars:
-        raise Invalid(field, f"{field} must be at most {max_chars} characters")
-    refuse_control(field, value, line=line)
-    return value
-
-
 def _subject(value: Any) -> str:
     if value in (None, ""):
         raise Invalid("subject", "subject is required")
-    subject = _text("subject", value)
+    subject = checked_string("subject", value)
     if "\r" in subject or "\n" in subject:
         raise Invalid("subject", "subject must not contain line breaks")
     refuse_control("subject", subject, line=True)
@@ -94,7 +92,7 @@ def broadcast_fields(body: dict, *, creating: bool) -> dict[str, Any]:
     elif creating:
         raise Invalid("segment_id", "segment_id is required (or the legacy audience_id)")
     if "name" in given:
-        fields["name"] = _text("name", given["name"], NAME_MAX, line=True).strip()
+        fields["name"] = checked_string("name", given["name"], NAME_MAX, line=True).strip()
     elif creating:
         fields["name"] = ""
     if "from" in given or creating:
@@ -107,10 +105,11 @@ def broadcast_fields(body: dict, *, creating: bool) -> dict[str, Any]:
     if "reply_to" in given:
         fields["reply_to"] = [str(m) for m in parse_mailboxes("reply_to", given["reply_to"])]
     if "preview_text" in given:
-        fields["preview_text"] = _text("preview_text", given["preview_text"], PREVIEW_TEXT_MAX, line=True) or None
+        preview = checked_string("preview_text", given["preview_text"], PREVIEW_TEXT_MAX, line=True)
+        fields["preview_text"] = preview or None
     for part in ("html", "text"):
         if part in given:
-            fields[part] = _text(part, given[part]) or None
+            fields[part] = checked_string(part, given[part]) or None
     return fields
 
 

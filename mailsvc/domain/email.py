@@ -150,6 +150,17 @@ def refuse_control(field: str, text: str, line: bool = False) -> None:
         raise Invalid(field, f"{field} must not contain control characters")
 
 
+def checked_string(field: str, value: Any, max_chars: int | None = None, *, line: bool = False) -> str:
+    """``value`` if it is a string of at most ``max_chars`` with no control characters (``line``:
+    none but tab), else Invalid naming ``field``."""
+    if not isinstance(value, str):
+        raise Invalid(field, f"{field} must be a string")
+    if max_chars is not None and len(value) > max_chars:
+        raise Invalid(field, f"{field} must be at most {max_chars} characters")
+    refuse_control(field, value, line=line)
+    return value
+
+
 def simple_mailbox(text: str) -> Mailbox | None:
     """``text`` read without the email package when it has one of the common shapes, else None."""
     found = _SIMPLE_MAILBOX.match(text)

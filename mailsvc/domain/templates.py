@@ -20,6 +20,7 @@ from mailsvc.domain import documents, placeholders
 from mailsvc.domain.email import (
     MAX_SUBJECT_BYTES,
     Submission,
+    checked_string,
     parse_mailbox,
     parse_mailboxes,
     refuse_control,
@@ -123,19 +124,10 @@ def number_text(value: int | float) -> str:
     return str(value)
 
 
-def _string(field: str, value: Any, max_chars: int | None = None, line: bool = False) -> str:
-    if not isinstance(value, str):
-        raise Invalid(field, f"{field} must be a string")
-    if max_chars is not None and len(value) > max_chars:
-        raise Invalid(field, f"{field} must be at most {max_chars} characters")
-    refuse_control(field, value, line=line)
-    return value
-
-
 def name_of(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("name", "name is required and must be a non-empty string")
-    return _string("name", value.strip(), NAME_MAX, line=True)
+    return checked_string("name", value.strip(), NAME_MAX, line=True)
 
 
 def alias_of(value: Any) -> str | None:
@@ -181,7 +173,7 @@ def variables_of(value: Any) -> tuple[Variable, ...]:
             if kind == "number":
                 fallback = _number(f"{field}.fallback_value", fallback)
             else:
-                fallback = _string(f"{field}.fallback_value", fallback, MAX_VALUE_CHARS)
+                fallback = checked_string(f"{field}.fallback_value", fallback, MAX_VALUE_CHARS)
         result.append(Variable(key, kind, fallback))
     return tuple(result)
 
@@ -189,7 +181,7 @@ def variables_of(value: Any) -> tuple[Variable, ...]:
 def _subject(value: Any) -> str | None:
     if value is None or value == "":
         return None
-    subject = _string("subject", value)
+    subject = checked_string("subject", value)
     if "\r" in subject or "\n" in subject:
         raise Invalid("subject", "subject must not contain line breaks")
     refuse_control("subject", subject, line=True)
@@ -230,13 +222,13 @@ def template_fields(body: dict, *, creating: bool) -> dict[str, Any]:
     if "builder" in given and given["builder"] is not None:
         fields["builder"] = document_of(given["builder"])
     if "html" in given and given["html"] is not None:
-        fields["html"] = _string("html", given["html"])
+        fields["html"] = checked_string("html", given["html"])
         if not fields["html"]:
             raise Invalid("html", "html must not be empty")
     elif creating and "builder" not in fields:
         raise Invalid("html", "html is required")
     if "text" in given:
-        fields["text"] = None if given["text"] is None else _string("text", given["text"])
+        fields["text"] = None if given["text"] is None else checked_string("text", given["text"])
     if "variables" in given:
         fields["variables"] = variables_of(given["variables"])
     return fields
@@ -285,7 +277,7 @@ def template_ref(body: dict) -> TemplateRef:
     for name, given in values.items():
         field = f"template.variables.{name}"
         if isinstance(given, str):
-            _string(field, given, MAX_VALUE_CHARS)
+            checked_string(field, given, MAX_VALUE_CHARS)
         else:
             _number(field, given)
     return TemplateRef(key.strip(), dict(values))

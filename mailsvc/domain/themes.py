@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from mailsvc.domain import placeholders
-from mailsvc.domain.email import refuse_control
+from mailsvc.domain.email import checked_string
 from mailsvc.domain.errors import Invalid
 
 HEX = re.compile(r"#[0-9a-fA-F]{6}\Z")
@@ -106,12 +106,8 @@ DEFAULT_BRAND = Brand()
 # Checks shared with documents.
 
 def string(path: str, value: Any, max_chars: int, *, line: bool = True) -> str:
-    if not isinstance(value, str):
-        raise Invalid(path, f"{path} must be a string")
-    if len(value) > max_chars:
-        raise Invalid(path, f"{path} must be at most {max_chars} characters")
-    refuse_control(path, value, line=line)
-    return value
+    """A document's or theme's string: one line unless said otherwise."""
+    return checked_string(path, value, max_chars, line=line)
 
 
 def integer(path: str, value: Any, low: int, high: int) -> int:

@@ -9,8 +9,6 @@ here with the preview CSP of an e-mail. docs/decisions.md, "Web UI for content".
 from __future__ import annotations
 
 import secrets
-import time
-from collections import OrderedDict
 
 from mailsvc.app.apikeys import Caller
 from mailsvc.domain.errors import Invalid, NotFound
@@ -18,22 +16,20 @@ from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.ui import PREVIEW_CSP
 from mailsvc.http.router import SESSION, Reply, route
 from mailsvc.ids import parse_uuid
-from mailsvc.store import segments, templates
+from mailsvc.store import previews, segments, templates
 from mailsvc.store.database import Database
 
-#: A preview lives 10 minutes; at most this many are kept per node (oldest dropped first).
+#: A preview lives 10 minutes; at most this many are kept per account (oldest dropped first).
 PREVIEW_SECONDS = 600
-PREVIEWS_KEPT = 500
+PREVIEWS_KEPT = 50
 PREVIEW_BYTES = 5 * 1024 * 1024
 #: Social icons and logos the renderer names are shown (http/https images); nothing else loads.
 FRAME_CSP = PREVIEW_CSP.replace("img-src data:", "img-src data: https: http:")
 
 
 class ContentReads:
-    def __init__(self, db: Database, clock=time.monotonic):
+    def __init__(self, db: Database):
         self._db = db
-        self._clock = clock
-        self._previews: OrderedDict[str, tuple[object, float, bytes]] = OrderedDict()
 
     @route("GET", "/dashboard/segment-sizes", access=SESSION)
     async def segment_sizes(self, request, caller: Caller):
@@ -50,22 +46,16 @@ class ContentReads:
         data = html.encode("utf-8")
         if len(data) > PREVIEW_BYTES:
             raise Invalid("html", "html: too large")
-        now = self._clock()
-        while self._previews:
-            oldest = next(iter(self._previews.values()))
-            if len(self._previews) < PREVIEWS_KEPT and oldest[1] > now:
-                break
-            self._previews.popitem(last=False)
         token = secrets.token_urlsafe(18)
-        self._previews[token] = (caller.tenant.id, now + PREVIEW_SECONDS, data)
+        await previews.keep(self._db, token, caller.tenant.id, data, PREVIEW_SECONDS, PREVIEWS_KEPT)
         return {"object": "preview", "id": token, "url": f"/dashboard/previews/{token}"}
 
     @route("GET", "/dashboard/previews/<token>", access=SESSION)
     async def preview(self, request, caller: Caller, token: str):
-        kept = self._previews.get(token)
-        if kept is None or kept[0] != caller.tenant.id or kept[1] < self._clock():
+        html = await previews.get(self._db, token, caller.tenant.id)
+        if html is None:
             raise NotFound("Preview")
-        return Reply(200, kept[2], b"text/html; charset=utf-8", {
+        return Reply(200, html, b"text/html; charset=utf-8", {
             "Content-Security-Policy": FRAME_CSP, "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",
         })

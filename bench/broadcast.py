@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 
-from bench import common
-from bench.common import ROOT, free_port, load_average
-from bench.delivery import DOMAIN, RCPT_DOMAIN, Sink
+from bench import common, delivery
+from bench.common import load_average
+from bench.delivery import DOMAIN, RCPT_DOMAIN
 
 #: About 2 KB once filled: a greeting, a property, the unsubscribe link and a body of text.
 PARAGRAPH = ("<p style=\"margin:0 0 12px;font:15px/1.5 Helvetica,Arial,sans-serif;color:#333\">Our spring"
@@ -43,43 +40,14 @@ HTML = ("<html><body><table width=\"100%\"><tr><td>"
           " from these letters.</p></td></tr></table></body></html>")
 
 
-def start_node(root, name: str, env: dict) -> common.Node:
-    return common.Node(root, name, "bench.delivery", env=env)
+class Bench(delivery.Bench):
+    """The delivery benchmark's start-up (DNS, sink, API node, tenant), then a segment of contacts."""
 
-
-class Bench:
     def __init__(self, args):
-        self.args = args
-        self.root = common.scratch_dir("mailsvc-bench-broadcast-")
-        self.nodes: list[common.Node] = []
-        self.api: common.Node | None = None
-        self.sink: Sink | None = None
-        self.dns: subprocess.Popen | None = None
-        self.runs = 0
+        super().__init__(args, prefix="mailsvc-bench-broadcast-", env={"MAILSVC_BROADCASTS_CHUNK": str(args.chunk)})
 
     def setup(self) -> None:
-        self.dns = subprocess.Popen([sys.executable, "-m", "bench.delivery", "--serve-dns"], cwd=ROOT,
-                                    env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
-        dns_port = int(self.dns.stdout.readline())
-        self.sink = Sink(self.root)
-        self.common = {
-            "MAILSVC_DNS_SERVERS": f"127.0.0.1:{dns_port}",
-            "MAILSVC_DELIVERY_PORT": str(self.sink.port),
-            "MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true",
-            "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
-            "MAILSVC_SMTP_SUBMISSION": "",
-            "MAILSVC_SMTP_INBOUND": "tcp:0:interface=127.0.0.1",
-            "MAILSVC_BROADCASTS_CHUNK": str(self.args.chunk),
-        }
-        http = free_port()
-        self.url = f"http://127.0.0.1:{http}"
-        self.api = start_node(self.root, "api", {**self.common, "MAILSVC_NODE_ROLES": "api,scheduler",
-                                                 "MAILSVC_HTTP_LISTEN": f"tcp:{http}:interface=127.0.0.1"})
-        self.api.wait_ready()
-        self.tenant = common.tenant_with_domain(self.url, self.api.state, DOMAIN, {
-            "api_rate_per_sec": 1_000_000, "send_rate_per_sec": 1_000_000,
-            "daily_quota": 1_000_000_000, "monthly_quota": 1_000_000_000})
-        self.shared = {**self.common, **self.tenant.shared_env}
+        super().setup()
         _, segment = common.api(self.url + "/segments", "POST", self.tenant.key, {"name": "Everyone"})
         self.segment_id = segment["id"]
         began = time.monotonic()
@@ -98,13 +66,10 @@ class Bench:
 
     def start(self, name: str, roles: str) -> common.Node:
         self.runs += 1
-        node = start_node(self.root, f"{name}{self.runs}", {**self.shared, "MAILSVC_NODE_ROLES": roles})
+        node = delivery.start_node(self.root, f"{name}{self.runs}", {**self.delivery_env, "MAILSVC_NODE_ROLES": roles})
         self.nodes.append(node)
         node.wait_ready()
         return node
-
-    def sql(self, statement: str, args=()) -> list[tuple]:
-        return self.tenant.sql(statement, args)
 
     def count(self, broadcast_id: str, what: str) -> int:
         if what == "written":
@@ -173,23 +138,13 @@ class Bench:
         results = [self.one(int(n)) for n in self.args.nodes.split(",")]
         print(json.dumps(results, indent=2), flush=True)
 
-    def close(self) -> None:
-        for node in self.nodes:
-            node.stop()
-        if self.api is not None:
-            self.api.stop(owner=True)
-        if self.sink is not None:
-            self.sink.stop()
-        if self.dns is not None:
-            self.dns.terminate()
-            self.dns.wait()
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--contacts", type=int, default=100_000)
     parser.add_argument("--nodes", default="1,2", help="broadcast node counts to try")
     parser.add_argument("--chunk", type=int, default=500, help="broadcasts.chunk")
+    parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
     parser.add_argument("--timeout", type=int, default=1800)
     args = parser.parse_args(argv)
     common.require(("smtp-sink",), "bench/delivery.sh")

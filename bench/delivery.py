@@ -162,10 +162,11 @@ class Bench:
     default; bench/ab.py passes one that starts a node of several processes).
     """
 
-    def __init__(self, args, start_api=start_node):
+    def __init__(self, args, start_api=start_node, prefix: str = "mailsvc-bench-delivery-", env: dict | None = None):
         self.args = args
         self.start_api = start_api
-        self.root = common.scratch_dir("mailsvc-bench-delivery-")
+        self.extra_env = env or {}
+        self.root = common.scratch_dir(prefix)
         self.nodes: list[common.Node] = []
         self.api: common.Node | None = None
         self.sinks: list[Sink] = []
@@ -188,6 +189,7 @@ class Bench:
             "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
             "MAILSVC_SMTP_SUBMISSION": "",
             "MAILSVC_SMTP_INBOUND": "tcp:0:interface=127.0.0.1",
+            **self.extra_env,
         }
         http = free_port()
         self.url = f"http://127.0.0.1:{http}"

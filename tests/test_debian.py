@@ -36,6 +36,7 @@ def test_the_package_installs_sends_mail_and_purges_cleanly(pg_dsn):
     checkout_before = _checkout_state()
 
     run = subprocess.run([str(ROOT / "scripts" / "deb-install-test")], capture_output=True, text=True, timeout=900)
+    print(run.stdout[-5000:])  # what it measured (pytest -rP shows it)
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-5000:]
     assert "deb install test: ok" in run.stdout
     # One e-mail through POST /emails and one through SMTP submission reached the sink, each with

@@ -3,10 +3,12 @@ Runs schemathesis against a live node: ``python -m tests.fuzz_node``, inside a n
 namespace of its own (tests/test_schemathesis.py starts it under ``unshare --net``, with only
 the loopback interface up), so that whatever address or URL the fuzzer makes up, nothing
 outside the machine can be reached: the daemon's DNS is the tests' loopback server (every name
-NXDOMAIN), and delivery, webhooks and attachment paths have no route out.
+NXDOMAIN), and delivery, webhooks and attachment paths have no route out. The fuzzed tenant's
+mail does not even try: its ``delivery_mode`` is ``capture`` (stored as delivered, never sent).
 
 The node runs every role on its embedded PostgreSQL. One tenant on the top plan, with rate
-and quotas out of the way, is the ``bearer`` credential; the operator token is ``admin``.
+and quotas out of the way and capture delivery, is the ``bearer`` credential; the operator
+token is ``admin``.
 schemathesis reads /openapi.json and checks: no 5xx, every status documented, every response
 (errors included, so their envelope) matching its schema, the documented content type.
 
@@ -92,9 +94,13 @@ def main() -> int:
         admin = {"Authorization": f"Bearer {operator}"}
         tenant = requests.post(url + "/admin/v1/tenants", json={"name": "Fuzz", "plan": "scale"},
                                headers=admin, timeout=10).json()
-        requests.patch(url + f"/admin/v1/tenants/{tenant['id']}", headers=admin, timeout=10, json={
+        patched = requests.patch(url + f"/admin/v1/tenants/{tenant['id']}", headers=admin, timeout=10, json={
             "api_rate_per_sec": 1000000, "daily_quota": 1000000000, "monthly_quota": 1000000000,
-        }).raise_for_status()
+            "delivery_mode": "capture",
+        })
+        patched.raise_for_status()
+        if patched.json()["delivery_mode"] != "capture":
+            raise SystemExit(f"the fuzz tenant is not in capture mode: {patched.json()}")
         # A dashboard user of that tenant, signed in through its set-password link: the
         # session cookie and its CSRF token are the dashboard routes' credentials.
         user = requests.post(url + f"/admin/v1/tenants/{tenant['id']}/users", headers=admin, timeout=10,

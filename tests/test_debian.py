@@ -1,4 +1,5 @@
-"""The .deb: built, installed, run with the unit's command line, removed and purged (scripts/deb-install-test)."""
+"""The .deb: built, installed, run with the unit's command line, sending e-mail to a sink, removed and purged
+(scripts/deb-install-test)."""
 
 import contextlib
 import os
@@ -21,7 +22,7 @@ def _checkout_state() -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
-def test_the_package_installs_serves_and_purges_cleanly(pg_dsn):
+def test_the_package_installs_sends_mail_and_purges_cleanly(pg_dsn):
     # scripts/test installs dpkg-dev and debhelper (as root, as CI runs it): never skipped.
     assert os.geteuid() == 0, "the package test installs a .deb: run scripts/test as root"
     # The suite's PostgreSQL cluster is up, run by the mailsvc user (as root): the package's
@@ -34,9 +35,14 @@ def test_the_package_installs_serves_and_purges_cleanly(pg_dsn):
     parent_debs_before = set(ROOT.parent.glob("mailsvc_*"))
     checkout_before = _checkout_state()
 
-    run = subprocess.run([str(ROOT / "scripts" / "deb-install-test")], capture_output=True, text=True, timeout=540)
+    run = subprocess.run([str(ROOT / "scripts" / "deb-install-test")], capture_output=True, text=True, timeout=900)
+    print(run.stdout[-5000:])  # what it measured (pytest -rP shows it)
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-5000:]
     assert "deb install test: ok" in run.stdout
+    # One e-mail through POST /emails and one through SMTP submission reached the sink, each with
+    # its DKIM signatures verified by dkimpy (tests/deb_send.py).
+    assert "sent: 2" in run.stdout.splitlines()
+    assert run.stdout.count("verified by dkimpy") == 2
     assert "purge kept the mailsvc user it did not create" in run.stdout
 
     assert subprocess.run(["getent", "passwd", "mailsvc"], capture_output=True, text=True).stdout == user_before

@@ -75,24 +75,27 @@ async function builderPage(ui, templateId) {
   const status = h("p#render-status", { id: "render-status", role: "status" });
   const undoB = h("button.secondary.small", { type: "button" }, "Undo");
   const redoB = h("button.secondary.small", { type: "button" }, "Redo");
-  let timer = null; let renderGen = 0;
-  frame.dataset.rendered = "0";
+  let timer = null;
 
-  const schedule = () => {
-    clearTimeout(timer);
-    timer = setTimeout(async () => {
-      const mine = ++renderGen;
-      status.textContent = "Rendering…";
-      try {
-        const out = await post("/dashboard/template-builder/render", { document: doc });
-        if (mine !== renderGen) return;
-        frame.lastHtml = out.html;
-        await frame.show(out.html);
-        frame.dataset.rendered = String(mine);
-        status.textContent = "Preview up to date.";
-      } catch (error) { if (mine === renderGen) status.textContent = `Cannot render: ${error.message}`; }
-    }, 400);
+  // One render at a time (a render may be waiting out a 429): edits meanwhile ask for one more
+  // render, of the document as it is when that one starts.
+  let rendering = false; let renderAgain = false;
+  const render = async () => {
+    if (rendering) { renderAgain = true; return; }
+    rendering = true;
+    status.textContent = "Rendering…";
+    try {
+      const out = await post("/dashboard/template-builder/render", { document: doc });
+      await frame.show(out.html);
+      if (!renderAgain) status.textContent = "Preview up to date.";
+    } catch (error) {
+      status.textContent = `Cannot render: ${error.message}`;
+    } finally {
+      rendering = false;
+      if (renderAgain) { renderAgain = false; render(); }
+    }
   };
+  const schedule = () => { clearTimeout(timer); timer = setTimeout(render, 400); };
   const draw = () => {
     blocksBox.replaceChildren(blockList(doc.blocks, change));
     themeBox.replaceChildren(themePanel());

@@ -325,6 +325,25 @@ async def test_dashboard_serves_the_api_handlers_under_the_shared_rate_limit(api
 
 
 @pt.ensureDeferred
+async def test_a_preview_frame_load_is_not_counted_against_the_rate(api):
+    tenant, _, session = await signed_in(api)
+    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"api_rate_per_sec": 1})
+    api.parts.keyring.forget_tenant(uuid.UUID(tenant["id"]))
+    code, kept, _ = await session.json("POST", "/dashboard/previews", json={"html": "<p>Hello</p>"})
+    assert code == 200, kept
+    # The frame's loads (which cannot wait out a 429) are free; the page's own calls are not.
+    cookie = {"Cookie": f"mailsvc_session={session.token}"}
+    for _ in range(4):
+        response, body = await api.request("GET", kept["url"], headers=cookie)
+        assert (response.code, body) == (200, b"<p>Hello</p>")
+    codes = [(await session.json("GET", "/me"))[0] for _ in range(3)]
+    assert 429 in codes, codes
+    # Still the session's: no cookie, no preview.
+    response, _ = await api.request("GET", kept["url"])
+    assert response.code == 401
+
+
+@pt.ensureDeferred
 async def test_contacts_and_segments_are_served_to_the_session(api):
     _, key, session = await signed_in(api)
     code, segment, _ = await session.json("POST", "/dashboard/segments", json={"name": "VIP"})

@@ -349,7 +349,7 @@ def test_contacts_import_search_edit_and_segments(daemon, browser, fresh_dsn):
 def contacts_walk(page, daemon, fresh_dsn):
     set_first_password(page, daemon)
     # The session shares the account's API rate limit (10/s by default) with the test's own
-    # checks through the API: the import's calls and those checks would meet 429 mid-test.
+    # checks through the API, which would meet 429 mid-test (the page's own calls wait it out).
     with psycopg2.connect(fresh_dsn) as conn, conn.cursor() as cur:
         cur.execute("UPDATE tenants SET api_rate_per_sec = 1000")
     key = api_key_of(page)

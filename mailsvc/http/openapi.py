@@ -24,7 +24,7 @@ import re
 import attrs
 
 from mailsvc.http.errors import MAIN, NATIVE
-from mailsvc.http.router import OPERATOR, PUBLIC, SENDING, SESSION, SIGN_IN, Mounted, Reply, route
+from mailsvc.http.router import OPERATOR, PUBLIC, SENDING, SESSION, SESSION_FRAME, SIGN_IN, Mounted, Reply, route
 
 VERSION = "1.0.0"  # SPEC "Versioning": the published interface description carries 1.0.0.
 
@@ -570,8 +570,10 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
         for other in op.also:
             responses[str(status)].setdefault("content", {})[other] = {}
     statuses = {500, *op.errors}
-    if mounted.access == SESSION:
-        statuses |= {401, 403, 429}  # no live session; a missing or wrong CSRF token; the account's rate
+    if mounted.access in (SESSION, SESSION_FRAME):
+        statuses |= {401, 403}  # no live session; a missing or wrong CSRF token
+        if mounted.access == SESSION:
+            statuses.add(429)  # the account's rate
         safe = mounted.method in ("GET", "HEAD")
         operation["security"] = [{"sessionCookie": []} if safe else {"sessionCookie": [], "csrfToken": []}]
     elif mounted.access == SIGN_IN:
@@ -601,7 +603,7 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
 
 
 def _surface_tag(mounted: Mounted) -> str:
-    if mounted.access in (SESSION, SIGN_IN):
+    if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN):
         return "dashboard"
     if mounted.access == OPERATOR:
         return "operator"

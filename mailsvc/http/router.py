@@ -48,6 +48,11 @@ FULL = "full_access"
 SENDING = "sending_access"
 #: A dashboard session: its cookie, and its CSRF token on state-changing methods.
 SESSION = "session"
+#: A session's sandboxed frame loading what its page handed over (a preview): the session as for
+#: ``SESSION`` but without the account's request rate, which the page's request that handed it
+#: over has paid. A frame's load cannot wait out a 429 as the page's own fetch does, so a busy
+#: page showed the 429's JSON in place of the e-mail.
+SESSION_FRAME = "session_frame"
 #: No credentials, but a dashboard route (``/auth/*``): dashboard CORS, refused cross-site.
 SIGN_IN = "sign_in"
 
@@ -216,7 +221,7 @@ class Router:
                   handler: Callable[..., Awaitable[Any]], mirror_of: str | None = None) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
         dashboard = is_dashboard_path(path)
-        if dashboard and access not in (SESSION, SIGN_IN):
+        if dashboard and access not in (SESSION, SESSION_FRAME, SIGN_IN):
             raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
 
         def endpoint(request, **kwargs):
@@ -377,8 +382,8 @@ class Router:
             if request.method not in SAFE_METHODS and not self._same_site_or_listed(request):
                 raise CROSS_SITE
             return None
-        if access == SESSION:
-            return await self._session(request)
+        if access in (SESSION, SESSION_FRAME):
+            return await self._session(request, metered=access == SESSION)
         presented = _bearer(request)
         if access == OPERATOR:
             if presented is None:
@@ -397,8 +402,8 @@ class Router:
         await self._rate(caller)
         return caller
 
-    async def _session(self, request) -> Caller:
-        """The caller of a session cookie, checked for CSRF on state-changing methods."""
+    async def _session(self, request, metered: bool = True) -> Caller:
+        """The caller of a session cookie, checked for CSRF on state-changing methods (and the rate if ``metered``)."""
         token = session_token(request)
         if token is None or self._sessions is None:
             raise NO_SESSION
@@ -410,7 +415,8 @@ class Router:
             if not self._same_site_or_listed(request) or not self._sessions.csrf_matches(
                     token, presented.decode("latin-1") if presented is not None else None):
                 raise BAD_CSRF
-        await self._rate(caller)
+        if metered:
+            await self._rate(caller)
         return caller
 
     async def _rate(self, caller: Caller) -> None:
@@ -468,5 +474,5 @@ def _bearer(request) -> str | None:
     return header[len(b"Bearer ") :].decode("latin-1")
 
 
-__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SIGN_IN", "MAIN",
-           "NATIVE"]
+__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SESSION_FRAME",
+           "SIGN_IN", "MAIN", "NATIVE"]

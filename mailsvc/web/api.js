@@ -11,19 +11,38 @@ export class ApiError extends Error {
 
 export const session = { csrf: null, me: null };
 
+// A 429 `rate_limit_exceeded` is waited out, not shown: the session shares the account's API
+// rate with its keys, and a busy page (the broadcast page reads every second) meets it. Every
+// such refusal is decided before the route's handler runs (the account's request rate, the
+// per-minute windows of brand imports and DNS set-ups, the sign-in throttle), so the refused
+// request changed nothing and sending it again is as safe for a POST, PATCH or DELETE as for a
+// GET: no idempotency key is needed. Only short waits are waited out; a longer one (the
+// sign-in throttle, a per-minute window) is shown with its message. Other 429s (`ai_*`, the
+// sending quotas) are answers to show, not retried.
+const RETRIES = 5;
+const LONGEST_WAIT_SECONDS = 10;
+
+function pause(ms) { return new Promise((resolve) => { setTimeout(resolve, ms); }); }
+
 export async function call(method, path, body) {
   const headers = { Accept: "application/json" };
   if (method !== "GET") headers["X-CSRF-Token"] = session.csrf || "";
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
-    method, headers, credentials: "same-origin", cache: "no-store",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  let parsed = null;
-  try { parsed = text ? JSON.parse(text) : null; } catch { parsed = null; }
-  if (!response.ok) throw new ApiError(response.status, parsed);
-  return parsed;
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  for (let attempt = 0; ; attempt += 1) {
+    const response = await fetch(path, { method, headers, credentials: "same-origin", cache: "no-store", body: payload });
+    const text = await response.text();
+    let parsed = null;
+    try { parsed = text ? JSON.parse(text) : null; } catch { parsed = null; }
+    if (response.ok) return parsed;
+    const wait = Number(response.headers.get("Retry-After"));
+    const again = response.status === 429 && parsed && parsed.name === "rate_limit_exceeded"
+      && attempt < RETRIES && wait > 0 && wait <= LONGEST_WAIT_SECONDS;
+    if (!again) throw new ApiError(response.status, parsed);
+    // Retry-After at least, doubling from half a second, with up to half a second of jitter so
+    // that the requests refused together do not all come back in the same instant.
+    await pause(Math.max(wait * 1000, 500 * 2 ** attempt) + Math.random() * 500);
+  }
 }
 
 export const get = (path) => call("GET", path);

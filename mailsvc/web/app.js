@@ -526,7 +526,7 @@ function importCard(segments, refresh) {
       for (const chunk of batches(parsed.rows)) {
         let reply;
         try {
-          reply = await batchWithRetry({ contacts: chunk.map((r) => r.contact), ...(segment ? { segment_id: segment } : {}) });
+          reply = await post("/dashboard/contacts/batch", { contacts: chunk.map((r) => r.contact), ...(segment ? { segment_id: segment } : {}) });
         } catch (error) {
           if (error instanceof ApiError && error.status === 401) return toLogin();
           stopped = { line: chunk[0].line, error };
@@ -552,18 +552,6 @@ function importCard(segments, refresh) {
       field("Add them to a segment", select("segment", segmentOptions(segments, "No segment"), "")),
       h("button.primary", { type: "submit" }, "Import"))),
     progress, counter, problems);
-}
-
-async function batchWithRetry(body) {
-  // The account's shared rate limit may answer 429 between calls: wait and try again a few times.
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await post("/dashboard/contacts/batch", body);
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 429) || attempt === 5) throw error;
-      await new Promise((resolve) => { setTimeout(resolve, 1000 * attempt); });
-    }
-  }
 }
 
 function importErrors(failed) {

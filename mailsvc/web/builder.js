@@ -18,9 +18,11 @@ const AI_ERRORS = {
   ai_invalid_output: "The AI answered something that is not a usable e-mail, even after a second try. Rephrase the prompt.",
   ai_refused: "The AI declined this prompt.",
 };
+const FONTS = ["system", "inter", "helvetica", "georgia", "verdana", "trebuchet"];
 const THEME = [["brand_color", "color"], ["text_color", "color"], ["background_color", "color"], ["content_color", "color"],
-  ["link_color", "color"], ["font", ["system", "inter", "helvetica", "georgia", "verdana", "trebuchet"]], ["content_width", "number"],
-  ["radius", "number"], ["logo_url", "url"], ["logo_dark_url", "url"], ["logo_width", "number"]];
+  ["link_color", "color"], ["font", FONTS], ["content_width", "number"],
+  ["radius", "number"], ["logo_url", "url"], ["logo_dark_url", "url"], ["logo_width", "number"], ["web_font", "text"],
+  ["heading_web_font", "text"]];
 
 let dirty = false;
 window.addEventListener("beforeunload", (e) => { if (dirty && document.getElementById("builder")) { e.preventDefault(); e.returnValue = ""; } });
@@ -69,28 +71,31 @@ async function builderPage(ui, templateId) {
   const frame = previewFrame("Live preview");
   const frameBox = h("div.framebox.desktop", frame);
   const blocksBox = h("div#blocks", { id: "blocks" });
-  const themeBox = h("div");
+  const themeBox = h("div#theme", { id: "theme" });
   const status = h("p#render-status", { id: "render-status", role: "status" });
   const undoB = h("button.secondary.small", { type: "button" }, "Undo");
   const redoB = h("button.secondary.small", { type: "button" }, "Redo");
-  let timer = null; let renderGen = 0;
-  frame.dataset.rendered = "0";
+  let timer = null;
 
-  const schedule = () => {
-    clearTimeout(timer);
-    timer = setTimeout(async () => {
-      const mine = ++renderGen;
-      status.textContent = "Rendering…";
-      try {
-        const out = await post("/dashboard/template-builder/render", { document: doc });
-        if (mine !== renderGen) return;
-        frame.lastHtml = out.html;
-        await frame.show(out.html);
-        frame.dataset.rendered = String(mine);
-        status.textContent = "Preview up to date.";
-      } catch (error) { if (mine === renderGen) status.textContent = `Cannot render: ${error.message}`; }
-    }, 400);
+  // One render at a time (a render may be waiting out a 429): edits meanwhile ask for one more
+  // render, of the document as it is when that one starts.
+  let rendering = false; let renderAgain = false;
+  const render = async () => {
+    if (rendering) { renderAgain = true; return; }
+    rendering = true;
+    status.textContent = "Rendering…";
+    try {
+      const out = await post("/dashboard/template-builder/render", { document: doc });
+      await frame.show(out.html);
+      if (!renderAgain) status.textContent = "Preview up to date.";
+    } catch (error) {
+      status.textContent = `Cannot render: ${error.message}`;
+    } finally {
+      rendering = false;
+      if (renderAgain) { renderAgain = false; render(); }
+    }
   };
+  const schedule = () => { clearTimeout(timer); timer = setTimeout(render, 400); };
   const draw = () => {
     blocksBox.replaceChildren(blockList(doc.blocks, change));
     themeBox.replaceChildren(themePanel());
@@ -112,7 +117,7 @@ async function builderPage(ui, templateId) {
       const value = doc.theme[key] ?? "";
       const inputNode = Array.isArray(kind)
         ? h("select", { name: key }, h("option", { value: "" }, "(account theme)"), kind.map((f) => h("option", { value: f, selected: f === value }, f)))
-        : h("input", { name: key, type: kind === "color" ? "color" : kind === "number" ? "number" : "url", value: kind === "color" && !value ? "#000000" : value });
+        : h("input", { name: key, type: kind, value: kind === "color" && !value ? "#000000" : value });
       inputNode.addEventListener("change", () => change(() => {
         if (inputNode.value === "") delete doc.theme[key];
         else doc.theme[key] = kind === "number" ? Number(inputNode.value) : inputNode.value;
@@ -225,53 +230,77 @@ async function builderPage(ui, templateId) {
   }
 
   // AI generation
-  const quota = h("p#ai-quota", { id: "ai-quota" }, caps.ai_available
-    ? `${caps.ai.remaining} of ${caps.ai.monthly_quota} generations left this month (${caps.ai.per_minute} a minute).`
-    : "AI generation is not available (not configured, or not in this plan).");
+  const quota = h("p#ai-quota", { id: "ai-quota" });
+  const showQuota = (ai) => {
+    quota.textContent = caps.ai_available
+      ? `${ai.remaining} of ${ai.monthly_quota} generations left this month (${ai.per_minute} a minute).`
+      : "AI generation is not available (not configured, or not in this plan).";
+  };
+  // Generations and brand imports with an AI pick both count: the quota is read again after each.
+  const refreshQuota = async () => { if (caps.ai_available) showQuota((await get("/dashboard/template-builder")).ai); };
+  showQuota(caps.ai);
   const aiBox = h("section.card", h("h2", "Generate with AI"), quota, ui.form(async (data) => {
     try {
       const out = await post("/dashboard/template-builder/ai/generate", { prompt: data.get("prompt") });
       change(() => { doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } }; if (out.subject) subject.value = out.subject; });
-      const again = await get("/dashboard/template-builder");
-      quota.textContent = `${again.ai.remaining} of ${again.ai.monthly_quota} generations left this month (${again.ai.per_minute} a minute).`;
       return h("p.ok", "Generated: the design below was replaced (Undo brings yours back).");
     } catch (error) {
       if (error instanceof ApiError && AI_ERRORS[error.name]) throw new Error(`${AI_ERRORS[error.name]} (${error.name})`);
       throw error;
+    } finally {
+      await refreshQuota().catch(() => {});
     }
   }, field("Describe the e-mail", h("textarea", { name: "prompt", rows: 2, maxlength: 2000, required: true })),
   h("button.primary", { type: "submit", disabled: !caps.ai_available }, "Generate")));
 
-  // Brand import
+  // Brand import: the proposals are shown, the user picks, "Apply" saves them as the account's
+  // theme and puts them in this document's theme.
   const brandBox = h("div#brand-result", { id: "brand-result" });
   const importBox = h("section.card", h("h2", "Import from website"), ui.form(async (data) => {
     const found = await post("/dashboard/brand/import", { url: data.get("url"), apply: false });
     brandBox.replaceChildren(brandChoices(found));
+    await refreshQuota().catch(() => {});
   }, h("div.inline", field("Website", ui.input("url", { value: caps.suggested_website || "", required: true })),
     h("button.primary", { type: "submit" }, "Import"))), brandBox);
 
   function brandChoices(found) {
-    const logos = h("div.logos", found.logos.map((logo, i) => h("label.logo",
-      h("input", { type: "radio", name: "logo", value: logo.url, checked: i === 0 }),
-      h("img", { src: logo.url, alt: `Logo from ${logo.source}`, width: 80 }), ` ${logo.source} (${logo.width}×${logo.height})`)));
+    const proposed = found.theme || {};
+    const radio = (name, value, checked, ...label) => h("label.choice",
+      h("input", { type: "radio", name, value, checked }), ...label);
+    const logos = h("div.logos", { role: "radiogroup", "aria-label": "Logo" }, found.logos.map((logo) => radio("logo", logo.url,
+      logo.url === proposed.logo_url, h("img", { src: logo.url, alt: `Logo from ${logo.source}`, width: 80 }),
+      ` ${logo.source} (${logo.width}×${logo.height})`)));
     const colours = (found.colors || []).slice(0, 8);
-    const pick = (name, chosen) => h("div.swatches", h("p", name), colours.map((c) => h("label.swatch",
-      h("input", { type: "radio", name, value: c.hex, checked: c.hex === chosen }), h("span.chip", { "data-hex": c.hex }), ` ${c.hex} ${c.role}`)));
-    const primary = pick("primary", found.palette.primary);
-    const fonts = h("select", { "aria-label": "Font" }, ["system", "inter", "helvetica", "georgia", "verdana", "trebuchet"].map((f) =>
-      h("option", { value: f, selected: f === (found.theme.font || "system") }, f)));
+    const palette = [["brand_color", "Brand colour"], ["text_color", "Text colour"], ["link_color", "Link colour"]].map(([key, label]) =>
+      h("div.swatches", { role: "radiogroup", "aria-label": label }, h("p", label), colours.map((c) => radio(key, c.hex,
+        c.hex === proposed[key], h("span.chip", { "data-hex": c.hex }), ` ${c.hex} ${c.role}`))));
+    // A web font is loaded where the client can; the safe font is what the others show.
+    const fallback = h("select", { "aria-label": "Safe font" }, FONTS.map((f) => h("option", { value: f, selected: f === (proposed.font || "system") }, f)));
+    const webFonts = [["web_font", "Body web font"], ["heading_web_font", "Heading web font"]].map(([key, label]) =>
+      h("div.fonts", { role: "radiogroup", "aria-label": label }, h("p", label),
+        radio(key, "", !proposed[key], " none"),
+        (found.fonts || []).filter((f) => f.google).map((f) => radio(key, f.family, f.family === proposed[key],
+          ` ${f.family} (${f.role}; else ${f.fallback})`))));
+    webFonts[0].addEventListener("change", (e) => {
+      const font = (found.fonts || []).find((f) => f.family === e.target.value);
+      fallback.value = font ? font.fallback : "system";
+    });
     const node = h("div", h("h3", `Found on ${found.url}`), h("p", found.ai && found.ai.rationale ? found.ai.rationale : ""),
-      h("h4", "Logo"), logos, h("h4", "Palette"), primary,
-      h("p", "Fonts seen: ", (found.fonts || []).map((f) => `${f.family} (${f.role})`).join(", ") || "none"), field("Font", fonts),
+      h("h4", "Logo"), logos, h("h4", "Palette"), palette, h("h4", "Fonts"),
+      h("p", "Fonts seen: ", (found.fonts || []).map((f) => `${f.family} (${f.role})`).join(", ") || "none"),
+      webFonts, field("Safe font", fallback),
       ui.action("Apply to theme", async () => {
-        const chosenLogo = node.querySelector("input[name=logo]:checked");
-        const chosenColour = node.querySelector("input[name=primary]:checked");
-        const picked = { ...found.theme, font: fonts.value };
-        if (chosenLogo) picked.logo_url = chosenLogo.value;
-        if (chosenColour) picked.brand_color = chosenColour.value;
+        const picked = { ...proposed, font: fallback.value };
+        for (const key of ["logo", "brand_color", "text_color", "link_color", "web_font", "heading_web_font"]) {
+          const chosen = node.querySelector(`input[name=${key}]:checked`);
+          if (chosen) picked[key === "logo" ? "logo_url" : key] = chosen.value;
+        }
         for (const k of Object.keys(picked)) if (picked[k] === "" || picked[k] === null) delete picked[k];
         await patch("/dashboard/template-builder/theme", { theme: picked, brand: found.brand });
-        change(() => { doc.theme = { ...doc.theme, ...Object.fromEntries(THEME.map(([k]) => k).filter((k) => k in picked).map((k) => [k, picked[k]])) }; });
+        change(() => {
+          for (const key of ["web_font", "heading_web_font"]) delete doc.theme[key];
+          doc.theme = { ...doc.theme, ...picked };
+        });
         node.append(h("p.ok#brand-applied", { id: "brand-applied" }, "Applied to the theme (and saved as the account's theme)."));
       }, "primary"));
     node.querySelectorAll(".chip").forEach((chip) => { chip.style.background = chip.dataset.hex; });

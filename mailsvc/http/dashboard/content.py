@@ -14,7 +14,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.ui import PREVIEW_CSP
-from mailsvc.http.router import SESSION, Reply, route
+from mailsvc.http.router import SESSION, SESSION_FRAME, Reply, route
 from mailsvc.ids import parse_uuid
 from mailsvc.store import previews, segments, templates
 from mailsvc.store.database import Database
@@ -50,7 +50,7 @@ class ContentReads:
         await previews.keep(self._db, token, caller.tenant.id, data, PREVIEW_SECONDS, PREVIEWS_KEPT)
         return {"object": "preview", "id": token, "url": f"/dashboard/previews/{token}"}
 
-    @route("GET", "/dashboard/previews/<token>", access=SESSION)
+    @route("GET", "/dashboard/previews/<token>", access=SESSION_FRAME)
     async def preview(self, request, caller: Caller, token: str):
         html = await previews.get(self._db, token, caller.tenant.id)
         if html is None:

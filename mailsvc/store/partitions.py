@@ -311,9 +311,10 @@ def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> dict[str, 
     cur.execute("SELECT date_trunc('month', least(min(uuid7_time(id)), now()) AT TIME ZONE 'UTC'),"
                 " date_trunc('month', greatest(max(uuid7_time(id)), now()) AT TIME ZONE 'UTC')"
                 " + make_interval(months => %s)"
-                " FROM (VALUES ((SELECT id FROM emails ORDER BY id LIMIT 1)), ((SELECT id FROM events ORDER BY id LIMIT 1)),"
-                "  ((SELECT id FROM emails ORDER BY id DESC LIMIT 1)), ((SELECT id FROM events ORDER BY id DESC LIMIT 1)))"
-                " AS ends (id)",
+                " FROM (VALUES ((SELECT id FROM emails ORDER BY id LIMIT 1)),"
+                "  ((SELECT id FROM events ORDER BY id LIMIT 1)),"
+                "  ((SELECT id FROM emails ORDER BY id DESC LIMIT 1)),"
+                "  ((SELECT id FROM events ORDER BY id DESC LIMIT 1))) AS ends (id)",
                 (premake_months,))
     first, last = cur.fetchone()
     cur.execute("SELECT mailsvc_create_month(t || '_p', t || to_char(m, '_YYYY_MM'), m)"

@@ -262,6 +262,13 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
             name = f"{table}_{index // 12}_{index % 12 + 1:02d}"
             assert name in ahead
     assert await partitions.maintain(db, at) == []  # nothing left to do
+
+    # Once checked, the operator drops the old tables; the new ones keep every row.
+    present = await snapshot(db)
+    dropped = await threads.deferToThread(command, "--config", config_file(tmp_path, fresh_dsn), "--drop-old")
+    assert dropped.returncode == 0 and "emails_old: 6 rows" in dropped.stdout, dropped
+    old = await db.fetchall("SELECT relname FROM pg_class WHERE relname LIKE '%\\_old' AND relkind = 'r'")
+    assert old == [] and await snapshot(db) == present
     print(f"partitioned in {took:.1f} s; {len(done)} maintenance actions")
 
 
@@ -288,3 +295,36 @@ async def test_the_command_refuses_the_embedded_cluster_and_another_schema_versi
     assert refused.returncode == 1 and f"written for {partitions.WRITTEN_FOR_SCHEMA}" in refused.stderr, refused
     kinds = await db.fetchall("SELECT relname FROM pg_class WHERE relname LIKE 'emails%' AND relkind IN ('r', 'p')")
     assert [r["relname"] for r in kinds] == ["emails"]
+
+
+@pt.ensureDeferred
+async def test_a_step_that_never_gets_its_lock_leaves_the_plain_layout(api, fresh_dsn):
+    """A transaction that keeps the tables busy past every try: the step gives up and takes its parts away."""
+    db = api.parts.db
+    _, key, _ = await sending_tenant(api)
+    code, sent, _ = await api.json("POST", "/emails", key, json=MAIL)
+    before = await snapshot(db)
+    reader = psycopg2.connect(fresh_dsn)
+    said = []
+
+    def keep_busy() -> None:
+        reader.cursor().execute("SELECT count(*) FROM emails")  # its transaction stays open
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "trying again (10)" in line:
+            reader.rollback()  # the step has given up: its clean-up may have the tables
+
+    try:
+        with pytest.raises(partitions.PartitionError, match="stayed busy"):
+            await threads.deferToThread(partitions.partition, fresh_dsn, lock_timeout=0.1, say=say,
+                                        before_swap=keep_busy)
+    finally:
+        reader.close()
+    assert sum("trying again" in line for line in said) == 10
+    left = await db.fetchall("SELECT relname FROM pg_class WHERE relname LIKE '%\\_p' OR relname LIKE 'mailsvc\\_%'"
+                             " OR relname = 'storage_settings'")
+    triggers = await db.fetchall("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+    assert left == [] and triggers == []
+    code, _, _ = await api.json("POST", "/emails", key, json=MAIL)
+    assert code == 200 and len((await snapshot(db))["emails"]) == len(before["emails"]) + 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 import psycopg2
 from psycopg2 import errors as pgerrors
@@ -35,6 +36,8 @@ TABLES = {
 }
 #: Tables whose ``email_id`` references ``emails (id)``.
 CHILDREN = ("deliveries", "attachments")
+
+T = TypeVar("T")
 
 DEFAULT_RETENTION_MONTHS = 13
 DEFAULT_PREMAKE_MONTHS = 3
@@ -178,19 +181,23 @@ def partition(
                 return False
             _check_schema(cur)
             _act_as_owner(cur)
-            _forget_unfinished(cur)
-            conn.commit()
-            layout = _prepare(cur, premake_months, say)
-            conn.commit()
-            for table in TABLES:
-                copied = _copy(conn, cur, table, layout[table], batch_rows)
-                say(f"{table}: {copied} rows copied")
-            for _ in range(3):  # what changed meanwhile, so the exclusive lock has little left to do
-                if _catch_up(conn, cur, layout, isolated=True) < batch_rows:
-                    break
-            if before_swap is not None:
-                before_swap()
-            repointed = _swap(conn, cur, layout, retention_months, premake_months, lock_timeout, say)
+            _bounded(conn, cur, lock_timeout, lambda: _forget_unfinished(cur), say)
+            layout = _bounded(conn, cur, lock_timeout, lambda: _prepare(cur, premake_months, say), say)
+            try:
+                for table in TABLES:
+                    copied = _copy(conn, cur, table, layout[table], batch_rows)
+                    say(f"{table}: {copied} rows copied")
+                for _ in range(3):  # what changed meanwhile, so the exclusive lock has little left to do
+                    if _catch_up(conn, cur, layout) < batch_rows:
+                        break
+                if before_swap is not None:
+                    before_swap()
+                repointed = _swap(conn, cur, layout, retention_months, premake_months, lock_timeout, say)
+            except BaseException:
+                # The triggers would note changes for good: take them and the copies away.
+                conn.rollback()
+                _bounded(conn, cur, lock_timeout, lambda: _forget_unfinished(cur), say)
+                raise
             for table, constraint in repointed:
                 cur.execute(sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(
                     sql.Identifier(table), sql.Identifier(constraint)))
@@ -260,6 +267,30 @@ def _forget_unfinished(cur) -> None:
         cur.execute(sql.SQL("DROP TRIGGER IF EXISTS mailsvc_partition_note ON {}").format(sql.Identifier(table)))
     cur.execute("DROP TABLE IF EXISTS attachments_p, deliveries_p, emails_p, events_p, mailsvc_partition_changes")
     cur.execute("DROP FUNCTION IF EXISTS mailsvc_partition_note()")
+
+
+def _bounded(conn, cur, lock_timeout: float, step: Callable[[], T], say: Callable[[str], None],
+             attempts: int | None = None, between: Callable[[], object] | None = None) -> T:
+    """
+    ``step`` in a transaction of its own that waits at most ``lock_timeout`` seconds for a lock
+    (the nodes' statements queue behind a lock waited for), tried again until it gets them
+    (``attempts`` times at most), ``between`` the tries.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            cur.execute("SET LOCAL lock_timeout = %s", (f"{max(1, int(lock_timeout * 1000))}ms",))
+            result = step()
+            conn.commit()
+            return result
+        except pgerrors.LockNotAvailable:
+            conn.rollback()
+            say(f"the tables are busy; trying again ({attempt})")
+            if attempts is not None and attempt >= attempts:
+                raise PartitionError("the tables stayed busy: their locks were not had; nothing was swapped") from None
+            if between is not None:
+                between()
 
 
 def _columns(cur, table: str) -> list[str]:
@@ -350,25 +381,27 @@ def _copy(conn, cur, table: str, columns: list[str], batch_rows: int) -> int:
         after = last
 
 
-def _catch_up(conn, cur, layout: dict[str, list[str]], isolated: bool) -> int:
+def _catch_up(conn, cur, layout: dict[str, list[str]]) -> int:
     """
-    Apply the noted changes (upsert what exists, delete what is gone), tables in copy order, in
-    one transaction: REPEATABLE READ while the nodes write, so an e-mail and its deliveries of
-    one accept are both seen or both not. Returns how many rows it applied.
+    The noted changes applied in a REPEATABLE READ transaction while the nodes write, so an
+    e-mail and its deliveries of one accept are both seen or both not; how many rows.
     """
     for attempt in range(5):
         try:
-            if isolated:
-                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            applied = sum(_apply_changes(cur, table, columns) for table, columns in layout.items())
-            if isolated:
-                conn.commit()
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            applied = _apply_all(cur, layout)
+            conn.commit()
             return applied
         except pgerrors.SerializationFailure:
             conn.rollback()
             if attempt == 4:
                 raise
     raise AssertionError("unreachable")
+
+
+def _apply_all(cur, layout: dict[str, list[str]]) -> int:
+    """Apply the noted changes (upsert what exists, delete what is gone), tables in copy order."""
+    return sum(_apply_changes(cur, table, columns) for table, columns in layout.items())
 
 
 def _apply_changes(cur, table: str, columns: list[str]) -> int:
@@ -405,23 +438,18 @@ def _swap(conn, cur, layout, retention_months: int, premake_months: int, lock_ti
     """
     Under an exclusive lock of the tables: the last changes, the names swapped, the other
     tables' foreign keys pointed at the new tables (NOT VALID: validated after, unlocked), the
-    settings written. Retried when the lock is not had within ``lock_timeout`` seconds.
+    settings written. Ten tries of ``lock_timeout`` seconds, changes caught up between them.
     """
-    for attempt in range(1, 11):
-        try:
-            cur.execute("SET LOCAL lock_timeout = %s", (f"{int(lock_timeout * 1000)}ms",))
-            referencing = _referencing(cur)
-            locked = sorted({*TABLES, *(t for t, _, _ in referencing)})
-            cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                sql.SQL(", ").join(map(sql.Identifier, locked))))
-            break
-        except pgerrors.LockNotAvailable:
-            conn.rollback()
-            say(f"the tables are busy; trying again ({attempt})")
-            _catch_up(conn, cur, layout, isolated=True)
-    else:
-        raise PartitionError("the tables stayed busy: the exclusive lock was not had; nothing was swapped")
-    _catch_up(conn, cur, layout, isolated=False)
+    return _bounded(conn, cur, lock_timeout, lambda: _swapped(cur, layout, retention_months, premake_months), say,
+                    attempts=10, between=lambda: _catch_up(conn, cur, layout))
+
+
+def _swapped(cur, layout, retention_months: int, premake_months: int) -> list[tuple[str, str]]:
+    referencing = _referencing(cur)
+    locked = sorted({*TABLES, *(t for t, _, _ in referencing)})
+    cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+        sql.SQL(", ").join(map(sql.Identifier, locked))))
+    _apply_all(cur, layout)
     for table in TABLES:
         cur.execute(sql.SQL("DROP TRIGGER mailsvc_partition_note ON {}").format(sql.Identifier(table)))
         for suffix, rename in (("", "_old"), ("_p", "")):
@@ -443,7 +471,6 @@ def _swap(conn, cur, layout, retention_months: int, premake_months: int, lock_ti
     cur.execute(SETTINGS)
     cur.execute("INSERT INTO storage_settings (partitioned, retention_months, premake_months) VALUES (true, %s, %s)",
                 (retention_months, premake_months))
-    conn.commit()
     return repointed
 
 

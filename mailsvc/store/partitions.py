@@ -9,6 +9,7 @@ migrations' advisory lock from start to end), so it is plain psycopg2, not the n
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
@@ -440,15 +441,20 @@ def _swap(conn, cur, layout, retention_months: int, premake_months: int, lock_ti
     tables' foreign keys pointed at the new tables (NOT VALID: validated after, unlocked), the
     settings written. Ten tries of ``lock_timeout`` seconds, changes caught up between them.
     """
-    return _bounded(conn, cur, lock_timeout, lambda: _swapped(cur, layout, retention_months, premake_months), say,
-                    attempts=10, between=lambda: _catch_up(conn, cur, layout))
+    locked_at: list[float] = []
+    repointed = _bounded(conn, cur, lock_timeout,
+                         lambda: _swapped(cur, layout, retention_months, premake_months, locked_at), say,
+                         attempts=10, between=lambda: _catch_up(conn, cur, layout))
+    say(f"the tables were locked exclusively for {time.monotonic() - locked_at[-1]:.3f} s")
+    return repointed
 
 
-def _swapped(cur, layout, retention_months: int, premake_months: int) -> list[tuple[str, str]]:
+def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at: list[float]) -> list[tuple[str, str]]:
     referencing = _referencing(cur)
     locked = sorted({*TABLES, *(t for t, _, _ in referencing)})
     cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
         sql.SQL(", ").join(map(sql.Identifier, locked))))
+    locked_at.append(time.monotonic())
     _apply_all(cur, layout)
     for table in TABLES:
         cur.execute(sql.SQL("DROP TRIGGER mailsvc_partition_note ON {}").format(sql.Identifier(table)))

@@ -17,6 +17,7 @@ import psycopg2
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, threads
+from twisted.internet.task import deferLater
 from twisted.internet.threads import blockingCallFromThread
 
 from mailsvc import ids
@@ -211,6 +212,21 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
     assert fk == {"convalidated": True, "target": "events"}
     settings = await db.fetchone("SELECT partitioned, retention_months, premake_months FROM storage_settings")
     assert settings == {"partitioned": True, "retention_months": 13, "premake_months": 3}
+
+    # The scheduler's loop runs the maintenance: with a month more to make ahead, it makes it.
+    await db.execute("UPDATE storage_settings SET premake_months = 4")
+    loop = next(loop for loop in api.parts.loops if loop.desc == "maintain time partitions")
+    loop.start()
+    loop.wake()
+    fifth = f"emails_{month(4).strftime('%Y_%m')}"
+    assert not (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]
+    for _ in range(300):
+        if (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]:
+            break
+        await deferLater(reactor, 0.1)
+    await loop.stop()
+    assert (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]
+    await db.execute("UPDATE storage_settings SET premake_months = 3")
 
     # A second run, as an operator types it, changes nothing.
     second = await threads.deferToThread(command, "--config", config_file(tmp_path, fresh_dsn))

@@ -183,11 +183,12 @@ def partition(
             _check_schema(cur)
             _act_as_owner(cur)
             _bounded(conn, cur, lock_timeout, lambda: _forget_unfinished(cur), say)
-            layout = _bounded(conn, cur, lock_timeout, lambda: _prepare(cur, premake_months, say), say)
+            layout, ties = _bounded(conn, cur, lock_timeout, lambda: _prepare(cur, premake_months, say), say)
             try:
                 for table in TABLES:
                     copied = _copy(conn, cur, table, layout[table], batch_rows)
                     say(f"{table}: {copied} rows copied")
+                _bounded(conn, cur, lock_timeout, lambda: _tie(cur, layout, ties), say)
                 for _ in range(3):  # what changed meanwhile, so the exclusive lock has little left to do
                     if _catch_up(conn, cur, layout) < batch_rows:
                         break
@@ -274,8 +275,8 @@ def _bounded(conn, cur, lock_timeout: float, step: Callable[[], T], say: Callabl
              attempts: int | None = None, between: Callable[[], object] | None = None) -> T:
     """
     ``step`` in a transaction of its own that waits at most ``lock_timeout`` seconds for a lock
-    (the nodes' statements queue behind a lock waited for), tried again until it gets them
-    (``attempts`` times at most), ``between`` the tries.
+    (the nodes' statements queue behind a lock waited for), tried again until it gets them and
+    does not conflict with the nodes' writes (``attempts`` times at most), ``between`` the tries.
     """
     attempt = 0
     while True:
@@ -285,7 +286,7 @@ def _bounded(conn, cur, lock_timeout: float, step: Callable[[], T], say: Callabl
             result = step()
             conn.commit()
             return result
-        except pgerrors.LockNotAvailable:
+        except (pgerrors.LockNotAvailable, pgerrors.SerializationFailure):
             conn.rollback()
             say(f"the tables are busy; trying again ({attempt})")
             if attempts is not None and attempt >= attempts:
@@ -300,11 +301,11 @@ def _columns(cur, table: str) -> list[str]:
     return [name for (name,) in cur.fetchall()]
 
 
-def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> dict[str, list[str]]:
+def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> tuple[dict[str, list[str]], list[tuple]]:
     """
     The functions, the change log and its triggers, and the empty partitioned tables with their
     indexes, foreign keys and months (the oldest row's to ``premake_months`` ahead); the columns
-    of each table.
+    of each table, and the foreign keys to ``emails_p`` left to ``_tie``.
     """
     cur.execute(FUNCTIONS)
     for table in ("emails", "events"):
@@ -313,7 +314,7 @@ def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> dict[str, 
         if cur.fetchone()[0]:
             raise PartitionError(f"{table} has ids that are no UUIDv7: they cannot be placed in a month")
     cur.execute(CHANGE_LOG)
-    layout = {}
+    layout, ties = {}, []
     for table, (key, primary_key) in TABLES.items():
         layout[table] = _columns(cur, table)
         cur.execute(sql.SQL(
@@ -336,10 +337,12 @@ def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> dict[str, 
         cur.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
                     " WHERE conrelid = %s::regclass AND contype = 'f'", (table,))
         for name, definition in cur.fetchall():
-            if table in CHILDREN:
-                definition = re.sub(r"REFERENCES (\w+\.)?emails\(", "REFERENCES emails_p(", definition)
-            cur.execute(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(new, sql.Identifier(name))
-                        + sql.SQL(definition))
+            to_emails = re.sub(r"REFERENCES (\w+\.)?emails\(", "REFERENCES emails_p(", definition)
+            if to_emails != definition:
+                ties.append((table + "_p", name, to_emails))
+            else:
+                cur.execute(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(new, sql.Identifier(name))
+                            + sql.SQL(definition))
     cur.execute("SELECT date_trunc('month', least(min(uuid7_time(id)), now()) AT TIME ZONE 'UTC'),"
                 " date_trunc('month', greatest(max(uuid7_time(id)), now()) AT TIME ZONE 'UTC')"
                 " + make_interval(months => %s)"
@@ -353,24 +356,22 @@ def _prepare(cur, premake_months: int, say: Callable[[str], None]) -> dict[str, 
                 " FROM generate_series(%s::timestamp, %s::timestamp, interval '1 month') AS m,"
                 " unnest(%s::text[]) AS t", (first, last, list(TABLES)))
     say(f"partitions from {first:%Y-%m} to {last:%Y-%m} made")
-    return layout
+    return layout, ties
 
 
 def _copy(conn, cur, table: str, columns: list[str], batch_rows: int) -> int:
     """
-    Copy ``table`` into its partitioned twin in batches of ids, each its own transaction. A
-    delivery or attachment whose e-mail is not there yet is left to the change log (its e-mail
-    came after the e-mails were copied, and both were noted then).
+    Copy ``table`` into its partitioned twin in batches of ids, each its own transaction.
+    Deliveries and attachments are copied before their key to ``emails_p`` exists (``_tie``):
+    checked row by row against the partitioned e-mails, they were copied five times slower.
     """
     names = sql.SQL(", ").join(map(sql.Identifier, columns))
     picked = sql.SQL(", ").join(sql.SQL("b.{}").format(sql.Identifier(c)) for c in columns)
-    parent = (sql.SQL(" AND EXISTS (SELECT 1 FROM emails_p e WHERE e.id = b.email_id)")
-              if table in CHILDREN else sql.SQL(""))
     statement = sql.SQL(
         "WITH b AS (SELECT * FROM {old} WHERE id > %s ORDER BY id LIMIT %s),"
-        " copied AS (INSERT INTO {new} ({names}) SELECT {picked} FROM b WHERE true{parent} RETURNING 1)"
+        " copied AS (INSERT INTO {new} ({names}) SELECT {picked} FROM b RETURNING 1)"
         " SELECT (SELECT id FROM b ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM copied)").format(
-        old=sql.Identifier(table), new=sql.Identifier(table + "_p"), names=names, picked=picked, parent=parent)
+        old=sql.Identifier(table), new=sql.Identifier(table + "_p"), names=names, picked=picked)
     after, total = "00000000-0000-0000-0000-000000000000", 0
     while True:
         cur.execute(statement, (after, batch_rows))
@@ -398,6 +399,18 @@ def _catch_up(conn, cur, layout: dict[str, list[str]]) -> int:
             if attempt == 4:
                 raise
     raise AssertionError("unreachable")
+
+
+def _tie(cur, layout: dict[str, list[str]], ties: list[tuple]) -> None:
+    """
+    The copies made consistent (the noted changes applied, in one snapshot), then the keys of
+    deliveries and attachments to ``emails_p`` added, each checked in one pass.
+    """
+    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    _apply_all(cur, layout)
+    for table, name, definition in ties:
+        cur.execute(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(sql.Identifier(table), sql.Identifier(name))
+                    + sql.SQL(definition))
 
 
 def _apply_all(cur, layout: dict[str, list[str]]) -> int:

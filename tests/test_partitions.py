@@ -164,26 +164,32 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
     assert len(before["emails"]) == 5 and len(before["attachments"]) == 5 and len(before["deliveries"]) == 10
     assert len(before["webhook_deliveries"]) == 4
 
-    # While the step copies, the application goes on: a new e-mail, an outcome (an update and
-    # an event), old events pruned (deletes, cascading to their webhook deliveries), a domain
-    # deleted (a cascaded update of its e-mails).
+    # While the step copies, the application goes on. Once the e-mails are copied: a new e-mail
+    # (its deliveries and attachments are copied, the e-mail is not), a domain deleted (a
+    # cascaded update of its e-mails).
+    # Before the swap: an outcome (an update and an event), old events pruned (deletes,
+    # cascading to their webhook deliveries).
     said, during = [], {}
 
-    def meanwhile() -> None:
-        async def write() -> None:
-            code, during["email"], _ = await api.json("POST", "/emails", key, json=MAIL)
-            during["delivered"] = await decide(api, datetime.now(UTC) + timedelta(seconds=1), 1)
-            await webhooks.prune(db, month(-3, 15), month(-3, 15))
-            assert (await api.json("DELETE", f"/domains/{other['id']}", key))[0] == 200
-            during["expected"] = await snapshot(db)
+    async def emails_copied() -> None:
+        code, during["email"], _ = await api.json("POST", "/emails", key, json=MAIL)
+        assert (await api.json("DELETE", f"/domains/{other['id']}", key))[0] == 200
 
-        blockingCallFromThread(reactor, lambda: defer.ensureDeferred(write()))
+    async def swapping() -> None:
+        during["delivered"] = await decide(api, datetime.now(UTC) + timedelta(seconds=1), 1)
+        await webhooks.prune(db, month(-3, 15), month(-3, 15))
+        during["expected"] = await snapshot(db)
+
+    def meanwhile(stage: str) -> None:
+        write = {"emails copied": emails_copied, "swapping": swapping}.get(stage)
+        if write is not None:
+            blockingCallFromThread(reactor, lambda: defer.ensureDeferred(write()))
 
     started = time.monotonic()
     assert await threads.deferToThread(partitions.partition, fresh_dsn, batch_rows=2, say=said.append,
-                                       before_swap=meanwhile)
+                                       meanwhile=meanwhile)
     took = time.monotonic() - started
-    assert any(line.startswith("emails: 5 rows copied") for line in said), said
+    assert "emails: 5 rows copied" in said and "deliveries: 12 rows copied" in said, said
     after = await snapshot(db)
     assert after == during["expected"], "rows differ after the swap"
     assert [r["created_at"] for r in after["events"] if r["created_at"] < month(-3, 15)] == []  # pruned
@@ -323,8 +329,9 @@ async def test_a_step_that_never_gets_its_lock_leaves_the_plain_layout(api, fres
     reader = psycopg2.connect(fresh_dsn)
     said = []
 
-    def keep_busy() -> None:
-        reader.cursor().execute("SELECT count(*) FROM emails")  # its transaction stays open
+    def keep_busy(stage: str) -> None:
+        if stage == "swapping":
+            reader.cursor().execute("SELECT count(*) FROM emails")  # its transaction stays open
 
     def say(line: str) -> None:
         said.append(line)
@@ -334,7 +341,7 @@ async def test_a_step_that_never_gets_its_lock_leaves_the_plain_layout(api, fres
     try:
         with pytest.raises(partitions.PartitionError, match="stayed busy"):
             await threads.deferToThread(partitions.partition, fresh_dsn, lock_timeout=0.1, say=say,
-                                        before_swap=keep_busy)
+                                        meanwhile=keep_busy)
     finally:
         reader.close()
     assert sum("trying again" in line for line in said) == 10

@@ -163,11 +163,12 @@ def partition(
     batch_rows: int = 5000,
     lock_timeout: float = 10,
     say: Callable[[str], None] = print,
-    before_swap: Callable[[], None] | None = None,
+    meanwhile: Callable[[str], None] | None = None,
 ) -> bool:
     """
-    Partition the tables of the database at ``dsn``; False when they already are. ``before_swap``
-    runs after the copy, before the short exclusive lock (a test changes rows there).
+    Partition the tables of the database at ``dsn``; False when they already are. ``meanwhile``
+    is called after each table's copy ("emails copied", ...) and before the exclusive lock
+    ("swapping"): a test changes rows there.
     """
     if retention_months < 1 or premake_months < 0 or batch_rows < 1:
         raise PartitionError("retention must be at least one month, premake and batches not negative")
@@ -188,12 +189,14 @@ def partition(
                 for table in TABLES:
                     copied = _copy(conn, cur, table, layout[table], batch_rows)
                     say(f"{table}: {copied} rows copied")
+                    if meanwhile is not None:
+                        meanwhile(f"{table} copied")
                 _bounded(conn, cur, lock_timeout, lambda: _tie(cur, layout, ties), say)
                 for _ in range(3):  # what changed meanwhile, so the exclusive lock has little left to do
                     if _catch_up(conn, cur, layout) < batch_rows:
                         break
-                if before_swap is not None:
-                    before_swap()
+                if meanwhile is not None:
+                    meanwhile("swapping")
                 repointed = _swap(conn, cur, layout, retention_months, premake_months, lock_timeout, say)
             except BaseException:
                 # The triggers would note changes for good: take them and the copies away.

@@ -25,7 +25,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="months made ahead (default %(default)s)")
     parser.add_argument("--batch-rows", type=int, default=5000, help="rows copied per transaction")
     parser.add_argument("--lock-timeout", type=float, default=10,
-                        help="seconds to wait for the exclusive lock of the swap before trying again")
+                        help="seconds to wait for a lock (the swap's, the drop's) before trying again")
     parser.add_argument("--drop-old", action="store_true",
                         help="after partitioning: drop the old tables (emails_old, ...) the step kept")
     return parser.parse_args(argv)
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if options.drop_old:
-            partitions.drop_old(config.database.dsn)
+            partitions.drop_old(config.database.dsn, options.lock_timeout)
         else:
             partitions.partition(config.database.dsn, options.retention_months, options.premake_months,
                                  options.batch_rows, options.lock_timeout)

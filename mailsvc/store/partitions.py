@@ -214,12 +214,16 @@ def partition(
         conn.close()  # and with it the advisory lock
 
 
-def drop_old(dsn: str, say: Callable[[str], None] = print) -> None:
-    """Drop the tables the step left behind, once the partitioned ones have been checked."""
+def drop_old(dsn: str, lock_timeout: float = 10, say: Callable[[str], None] = print) -> None:
+    """
+    Drop the tables the step left behind, once the partitioned ones have been checked (their
+    keys to ``tenants`` and ``domains`` go with them: those tables are locked for an instant).
+    """
     conn = psycopg2.connect(dsn)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATIONS_LOCK,))
+            conn.commit()
             if not _partitioned(cur):
                 raise PartitionError("the tables are not partitioned: there are no old tables to drop")
             _act_as_owner(cur)
@@ -230,8 +234,9 @@ def drop_old(dsn: str, say: Callable[[str], None] = print) -> None:
                         sql.Identifier(table + "_old"), sql.Identifier(table)))
                     old, new = cur.fetchone()
                     say(f"{table}_old: {old} rows ({table}: {new}); dropped")
-            cur.execute("DROP TABLE IF EXISTS attachments_old, deliveries_old, emails_old, events_old")
             conn.commit()
+            _bounded(conn, cur, lock_timeout, lambda: cur.execute(
+                "DROP TABLE IF EXISTS attachments_old, deliveries_old, emails_old, events_old"), say)
     finally:
         conn.close()
 

@@ -89,7 +89,7 @@ from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import accounts as accounts_store
 from mailsvc.store import broadcasts as broadcast_rows
-from mailsvc.store import events, stats
+from mailsvc.store import events, partitions, stats
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, DatabaseUnavailable
@@ -107,6 +107,8 @@ SCHEDULE_RELEASE_SECONDS = 1
 #: How often a node writes its TLS report counts, and looks for finished days to report.
 TLS_COUNTS_SECONDS = 30
 TLS_REPORTS_SECONDS = 3600
+#: How often the scheduler makes time partitions ahead and drops expired ones (when opted in).
+PARTITION_MAINTENANCE_SECONDS = 3600
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
 #: How often a node samples the database's figures for /metrics (mail by plan, queues).
@@ -432,9 +434,15 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         loops.append(Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=count_failure))
         loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
                           on_failure=count_failure))
+    async def maintain_partitions() -> None:
+        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
+            log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
+
     if "scheduler" in config.node.roles:
         loops += [check_domains, release, release_broadcasts,
-                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure)]
+                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure),
+                  Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain_partitions,
+                       on_failure=count_failure)]
     return Parts(
         db, metrics, keyring, accounts, router, site, loops, node_info=node_info,
         notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,

@@ -41,6 +41,12 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   # The onion service test runs its own tor (networking disabled; the package's daemon is
   # kept from starting like Postfix's).
   command -v tor >/dev/null || missing+=(tor)
+  # The time partitions test (docs/operations.md, "Time partitions"): the embedded cluster runs
+  # Debian's PostgreSQL binaries, so installing pg_partman puts its extension files where the
+  # test's cluster finds them; the embedded default never does CREATE EXTENSION.
+  pg_share="$(ls -d /usr/share/postgresql/*/ 2>/dev/null | sort -V | tail -n 1)"
+  [ -n "$pg_share" ] && [ -f "${pg_share}extension/pg_partman.control" ] \
+    || missing+=("postgresql-$(basename "${pg_share:-15}")-partman")
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"

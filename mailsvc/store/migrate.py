@@ -15,7 +15,8 @@ from mailsvc.store.database import Database, Transaction
 
 log = Logger()
 
-_LOCK = 0x6D61696C  # "mail"
+#: The advisory lock of schema changes: migrations, and the time partitions step (store/partitions.py).
+MIGRATIONS_LOCK = 0x6D61696C  # "mail"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -46,7 +47,7 @@ async def migrate(db: Database) -> list[int]:
 
     async def apply(txn: Transaction) -> list[int]:
         await txn.lift_deadlines()  # a migration, or the wait for another node's, may take long
-        await txn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+        await txn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATIONS_LOCK,))
         await txn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL,"

@@ -24,12 +24,9 @@ e-mail reached the sink twice only if its delivery was in flight at the failover
 from __future__ import annotations
 
 import base64
-import os
-import pwd
 import re
 import secrets
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -41,10 +38,9 @@ import pytest
 import pytest_twisted as pt
 import requests
 
-from mailsvc.store.embedded import find_bindir
+from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
-from tests.test_daemon import free_port
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = pytest.mark.slow
@@ -64,54 +60,11 @@ CONVERGENCE_SECONDS = 60
 _MESSAGE_ID = re.compile(rb"^message-id:\s*(<[^>\r\n]+>)", re.IGNORECASE | re.MULTILINE)
 
 
-class Cluster:
-    """One PostgreSQL server of the pair, owned by the ``mailsvc`` user (root cannot run it)."""
-
-    def __init__(self, root: Path, name: str):
-        self.bindir = find_bindir()
-        self.dir = root / name
-        self.data = self.dir / "data"
-        self.port = free_port()
-        self.owner = pwd.getpwnam("mailsvc") if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
-        self.dir.mkdir(mode=0o700)
-        os.chown(self.dir, self.owner.pw_uid, self.owner.pw_gid)
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        kwargs = {}
-        if os.geteuid() != self.owner.pw_uid:
-            kwargs = {"user": self.owner.pw_uid, "group": self.owner.pw_gid, "extra_groups": []}
-        done = subprocess.run([str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True,
-                              cwd=self.dir, env=dict(os.environ, LC_ALL="C.UTF-8", HOME=str(self.dir)), **kwargs)
-        if check and done.returncode != 0:
-            raise AssertionError(f"{args[0]} failed: {done.stderr or done.stdout}")
-        return done
-
-    def configure(self, **settings: str) -> None:
-        with open(self.data / "postgresql.auto.conf", "a") as f:
-            for key, value in settings.items():
-                f.write(f"{key} = {value}\n")
-
-    def start(self) -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "postgresql.log"), "-w", "-t", "60", "start")
-
-    def stop(self, mode: str = "fast") -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
-
-    def dsn(self, dbname: str = "mailsvc") -> str:
-        return f"host=127.0.0.1 port={self.port} dbname={dbname} user={self.owner.pw_name}"
-
-
 def primary_and_replica(root: Path) -> tuple[Cluster, Cluster]:
     """A primary and its synchronous streaming replica, on loopback ports."""
     primary, replica = Cluster(root, "primary"), Cluster(root, "replica")
     user = primary.owner.pw_name
-    primary.run("initdb", "-D", str(primary.data), "-U", user, "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8")
-    # fsync off (throw-away clusters); synchronous_commit stays on: commits wait for the replica.
-    settings = dict(listen_addresses="'127.0.0.1'", unix_socket_directories="''", max_connections="100",
-                    fsync="off", full_page_writes="off", wal_level="replica", hot_standby="on")
-    primary.configure(port=str(primary.port), **settings)
-    primary.start()
-    primary.run("createdb", "-h", "127.0.0.1", "-p", str(primary.port), "-U", user, "mailsvc")
+    primary.initdb(**FAST)
     # -R: standby.signal and primary_conninfo (with the application_name the primary waits for).
     primary.run("pg_basebackup", "-d", f"host=127.0.0.1 port={primary.port} user={user} application_name=replica",
                 "-D", str(replica.data), "-R", "-X", "stream", "-c", "fast")

@@ -257,6 +257,10 @@ async def test_no_accepted_mail_is_lost_when_pg_auto_failover_promotes_the_stand
         for daemon in daemons:
             await daemon.terminate()
         none_lost(store, accepted, smtp_sink.messages, in_flight, history)
+        # Why convergence took what it took: deliveries deferred (the retry schedule) by the outage.
+        delayed = store.rows("SELECT data->>'message', count(*) FROM events WHERE type = 'email.delivery_delayed'"
+                             " GROUP BY 1 ORDER BY 2 DESC")
+        history.append(f"deferred during the failover: {delayed}")
         history.append(f"drill done in {time.monotonic() - began:.1f} s")
         print("\n".join(history))
         passed = True

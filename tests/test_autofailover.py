@@ -14,8 +14,8 @@ and PostgreSQL are killed at once (SIGKILL, as when the machine dies); the stand
 for the monitor to promote it. Then, as in tests/test_failover.py, every e-mail a node
 answered 200 for must be delivered and at the sink at least once.
 
-Not collected by the suite (the outage alone takes about 50 s with the default timeouts):
-``scripts/autofailover-drill`` installs the packages and runs it.
+In the slow tier (about 85 s, 50 s of it pg_auto_failover's timeouts); scripts/setup.sh
+installs the packages with the test tools, and ``scripts/autofailover-drill -n N`` repeats it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 from tests.test_crash import RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
 from tests.test_daemon import free_port
 
+#: A formation, two nodes, a 50 s outage: about 85 s.
 pytestmark = pytest.mark.slow
 
 LEASE = 10

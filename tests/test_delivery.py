@@ -11,9 +11,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import psycopg2
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, threads
 from twisted.internet.task import deferLater
 from twisted.names import dns
 
@@ -186,6 +187,47 @@ async def test_a_lease_lost_before_data_sends_nothing(mta):
     (row,) = await mta.parts.db.fetchall("SELECT status, claim, attempts FROM deliveries WHERE email_id = %s",
                                          (email_id,))
     assert (row["status"], row["claim"], row["attempts"]) == ("queued", other, 0)  # left to its holder
+    assert await mta.events("email.delivery_delayed") == []
+
+
+@pt.ensureDeferred
+async def test_a_renewal_unanswered_by_the_deadline_gives_the_delivery_back(start_mta_with):
+    """
+    A failover longer than an attempt's deadline (the pg_auto_failover drill, docs/operations.md):
+    the renewal before DATA waits on the database past the deadline. Nothing was sent and the
+    destination is not at fault, so the delivery goes back to the queue, neither deferred for a
+    retry cycle nor reported delayed. Another transaction holding the row stands in for the
+    database that does not answer.
+    """
+    mta = await start_mta_with(MAILSVC_DELIVERY_LEASE_SECONDS="10")  # the deadline: 5 s after the claim
+    mta.route("example.net")
+    _, key = await mta.sender()
+    mta.sink.greeting_gate = defer.Deferred()
+    email_id = await mta.send(key, ["ann@example.net"])
+    await mta.sink.wait_for_connections(1)  # claimed, and its session is opening
+    holder = await threads.deferToThread(psycopg2.connect, mta.parts.db.dsn)
+
+    def rows(sql: str, args=()) -> list[tuple]:
+        with holder.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+
+    try:
+        locked = await threads.deferToThread(rows, "SELECT id FROM deliveries WHERE email_id = %s FOR UPDATE",
+                                             (email_id,))
+        assert len(locked) == 1
+        mta.sink.greeting_gate.callback(None)
+        # The renewal waits for the row, then, once the deadline has aborted the session, the give-back.
+        waiting = ("SELECT count(*) FROM pg_stat_activity"
+                   " WHERE wait_event_type = 'Lock' AND datname = current_database()")
+        while (await threads.deferToThread(rows, waiting))[0][0] < 2:
+            await deferLater(reactor, 0.1, lambda: None)
+        assert mta.sink.data_ends == 0
+    finally:
+        holder.rollback()
+        holder.close()
+    (row,) = await mta.settled_past(email_id)
+    assert row["status"] == "delivered" and len(mta.sink.messages) == 1
     assert await mta.events("email.delivery_delayed") == []
 
 

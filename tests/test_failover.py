@@ -24,33 +24,24 @@ e-mail reached the sink twice only if its delivery was in flight at the failover
 from __future__ import annotations
 
 import base64
-import os
-import pwd
-import re
 import secrets
 import shutil
-import subprocess
 import tempfile
-import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import psycopg2
 import pytest
 import pytest_twisted as pt
-import requests
 
-from mailsvc.store.embedded import find_bindir
+from tests.failover_load import Load, caught_up, converge, none_lost
+from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
-from tests.test_daemon import free_port
+from tests.test_crash import RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = pytest.mark.slow
 
-BATCH = 20
-LOADERS = 2
 #: Seconds a claimed delivery stays with its node: a delivery in flight at the failover whose
 #: outcome could not be written is sent again after it. An attempt is cut off at half of it,
 #: so it must leave room for SMTP sessions slowed by the load on two shared cores.
@@ -61,57 +52,13 @@ LOAD_AFTER = 8
 #: Seconds between stopping the primary and promoting the replica (what an orchestrator takes).
 OUTAGE = 1.0
 CONVERGENCE_SECONDS = 60
-_MESSAGE_ID = re.compile(rb"^message-id:\s*(<[^>\r\n]+>)", re.IGNORECASE | re.MULTILINE)
-
-
-class Cluster:
-    """One PostgreSQL server of the pair, owned by the ``mailsvc`` user (root cannot run it)."""
-
-    def __init__(self, root: Path, name: str):
-        self.bindir = find_bindir()
-        self.dir = root / name
-        self.data = self.dir / "data"
-        self.port = free_port()
-        self.owner = pwd.getpwnam("mailsvc") if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
-        self.dir.mkdir(mode=0o700)
-        os.chown(self.dir, self.owner.pw_uid, self.owner.pw_gid)
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        kwargs = {}
-        if os.geteuid() != self.owner.pw_uid:
-            kwargs = {"user": self.owner.pw_uid, "group": self.owner.pw_gid, "extra_groups": []}
-        done = subprocess.run([str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True,
-                              cwd=self.dir, env=dict(os.environ, LC_ALL="C.UTF-8", HOME=str(self.dir)), **kwargs)
-        if check and done.returncode != 0:
-            raise AssertionError(f"{args[0]} failed: {done.stderr or done.stdout}")
-        return done
-
-    def configure(self, **settings: str) -> None:
-        with open(self.data / "postgresql.auto.conf", "a") as f:
-            for key, value in settings.items():
-                f.write(f"{key} = {value}\n")
-
-    def start(self) -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "postgresql.log"), "-w", "-t", "60", "start")
-
-    def stop(self, mode: str = "fast") -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
-
-    def dsn(self, dbname: str = "mailsvc") -> str:
-        return f"host=127.0.0.1 port={self.port} dbname={dbname} user={self.owner.pw_name}"
 
 
 def primary_and_replica(root: Path) -> tuple[Cluster, Cluster]:
     """A primary and its synchronous streaming replica, on loopback ports."""
     primary, replica = Cluster(root, "primary"), Cluster(root, "replica")
     user = primary.owner.pw_name
-    primary.run("initdb", "-D", str(primary.data), "-U", user, "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8")
-    # fsync off (throw-away clusters); synchronous_commit stays on: commits wait for the replica.
-    settings = dict(listen_addresses="'127.0.0.1'", unix_socket_directories="''", max_connections="100",
-                    fsync="off", full_page_writes="off", wal_level="replica", hot_standby="on")
-    primary.configure(port=str(primary.port), **settings)
-    primary.start()
-    primary.run("createdb", "-h", "127.0.0.1", "-p", str(primary.port), "-U", user, "mailsvc")
+    primary.initdb(**FAST)
     # -R: standby.signal and primary_conninfo (with the application_name the primary waits for).
     primary.run("pg_basebackup", "-d", f"host=127.0.0.1 port={primary.port} user={user} application_name=replica",
                 "-D", str(replica.data), "-R", "-X", "stream", "-c", "fast")
@@ -131,78 +78,6 @@ def primary_and_replica(root: Path) -> tuple[Cluster, Cluster]:
             time.sleep(0.1)
     conn.close()
     return primary, replica
-
-
-class Load:
-    """Loaders posting batches to the nodes in turn until stopped; the ids of 200 answers."""
-
-    def __init__(self, urls: list[str], key: str):
-        self.urls = urls
-        self.key = key
-        self.accepted: list[str] = []
-        self.failed: Counter = Counter()
-        self._stop = threading.Event()
-        self._numbers = iter(range(10**9))
-        self._lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(LOADERS)]
-
-    def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self.threads:
-            thread.join(60)
-
-    def _run(self, loader: int) -> None:
-        session = requests.Session()
-        turn = loader
-        while not self._stop.is_set():
-            with self._lock:
-                first = next(self._numbers) * BATCH
-            body = [{"from": f"Acme <news@{DOMAIN}>", "to": [f"r{n}@{RECIPIENTS}"], "subject": f"Failover {n}",
-                     "text": f"Message number {n}."} for n in range(first, first + BATCH)]
-            url = self.urls[turn % len(self.urls)]
-            turn += 1
-            try:
-                reply = session.post(url + "/emails/batch", json=body, timeout=30,
-                                     headers={"Authorization": f"Bearer {self.key}"})
-            except requests.RequestException as e:
-                with self._lock:
-                    self.failed[type(e).__name__] += 1
-                time.sleep(0.1)
-                continue
-            with self._lock:
-                if reply.status_code == 200:
-                    self.accepted += [e["id"] for e in reply.json()["data"]]
-                else:
-                    self.failed[reply.status_code] += 1
-            if reply.status_code != 200:
-                time.sleep(0.1)
-
-
-def caught_up(replica: Cluster) -> set:
-    """
-    On the replica, once the primary is gone and all it received is replayed: the deliveries
-    a node had claimed (``claim`` set) when the primary died, i.e. those in flight. Every
-    commit a node was told of is among what it received (the replica is synchronous).
-    """
-    conn = psycopg2.connect(replica.dsn())
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            deadline = time.monotonic() + 30
-            while True:
-                cur.execute("SELECT pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()")
-                if cur.fetchone()[0]:
-                    break
-                assert time.monotonic() < deadline, "the replica did not replay what it received"
-                time.sleep(0.05)
-            cur.execute("SELECT id FROM deliveries WHERE claim IS NOT NULL")
-            return {str(r[0]) for r in cur.fetchall()}
-    finally:
-        conn.close()
 
 
 @pt.ensureDeferred
@@ -248,7 +123,7 @@ async def test_no_accepted_mail_is_lost_when_the_primary_fails_over(dns_server, 
         failed_at = time.monotonic()
         await blocking(primary.stop, "immediate")
         store.conn.close()
-        in_flight = await blocking(caught_up, replica)
+        in_flight = await blocking(caught_up, replica.dsn())
         await sleep(max(0.0, OUTAGE - (time.monotonic() - failed_at)))
         await blocking(replica.run, "pg_ctl", "-D", str(replica.data), "-w", "promote")
         promoted_at = time.monotonic()
@@ -260,43 +135,14 @@ async def test_no_accepted_mail_is_lost_when_the_primary_fails_over(dns_server, 
         history.append(f"load stopped: {len(load.accepted)} accepted ({len(load.accepted) - before[0]} after the "
                        f"failover), failed requests {dict(load.failed)}")
 
-        # Converge on the new primary: every accepted e-mail delivered.
+        # Converge on the new primary: every accepted e-mail delivered, none lost.
         store = Store(dsn)
         accepted = set(load.accepted)
         assert len(accepted) == len(load.accepted)
-        while True:
-            for daemon in daemons:
-                assert daemon.alive(), f"a node exited; see {daemon.root}"
-            delivered = store.count(
-                "SELECT count(*) FROM deliveries WHERE status = 'delivered' AND email_id = ANY(%s::uuid[])",
-                (list(accepted),))
-            if delivered == len(accepted):
-                break
-            assert time.monotonic() - promoted_at < CONVERGENCE_SECONDS, (
-                f"{delivered} of {len(accepted)} accepted delivered; {history}")
-            await sleep(0.5)
-        history.append(f"converged {time.monotonic() - promoted_at:.1f} s after the promotion")
+        await converge(daemons, store, accepted, promoted_at, CONVERGENCE_SECONDS, history)
         for daemon in daemons:
             await daemon.terminate()
-
-        # None lost: every accepted e-mail is in the new primary, delivered, and at the sink.
-        rows = store.rows("SELECT e.id::text, e.message_id, d.id::text, d.status FROM emails e"
-                          " JOIN deliveries d ON d.email_id = e.id WHERE e.id = ANY(%s::uuid[])", (list(accepted),))
-        assert {r[0] for r in rows} == accepted, "an accepted e-mail is missing from the new primary"
-        assert {r[3] for r in rows} == {"delivered"}
-        delivery_of = {r[1]: r[2] for r in rows}
-        received: Counter = Counter()
-        for message in smtp_sink.messages:
-            found = _MESSAGE_ID.search(message.data.split(b"\r\n\r\n", 1)[0])
-            assert found is not None
-            received[found.group(1).decode()] += 1
-        missing = set(delivery_of) - set(received)
-        assert not missing, f"{len(missing)} accepted e-mails never reached the sink; {history}"
-        # Duplicates: only of deliveries in flight (claimed by a node) when the primary died.
-        duplicates = {delivery_of[mid] for mid, n in received.items() if n > 1 and mid in delivery_of}
-        assert duplicates <= in_flight, (sorted(duplicates - in_flight)[:5], history)
-        history.append(f"{len(accepted)} accepted, all delivered; {len(duplicates)} arrived twice "
-                       f"(of {len(in_flight)} in flight at the failover)")
+        none_lost(store, accepted, smtp_sink.messages, in_flight, history)
         print("\n".join(history))
         passed = True
     finally:

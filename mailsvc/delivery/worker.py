@@ -44,7 +44,7 @@ from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
 from mailsvc.mail import dkim, verp
-from mailsvc.smtp.outbound import ConnectionFault, RecipientResult
+from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassed, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.database import Database
 from mailsvc.store.deliveries import Contents, Outcome, Work
@@ -290,8 +290,15 @@ class DeliveryWorker:
         )
         recipients = [w.recipient for w in group]
 
+        renewing = False
+
         async def renew_lease() -> None:
-            await self._renew(group, token)
+            nonlocal renewing
+            renewing = True
+            try:
+                await self._renew(group, token)
+            finally:
+                renewing = False
 
         failures = []
         for destination in destinations:
@@ -313,6 +320,11 @@ class DeliveryWorker:
                 await self._give_back(group, token)
                 return
             except (ConnectionFault, LeaseNotHeld) as e:
+                if isinstance(e, DeadlinePassed) and renewing:
+                    # The database had not answered the renewal before DATA (a failover longer
+                    # than the deadline): unsent, and not the destination's fault, as above.
+                    await self._give_back(group, token)
+                    return
                 for w in group:
                     self._defer(w, token, "transient", None, None, f"{destination.host}: {e}")
                 return

@@ -1,0 +1,135 @@
+"""
+Load and proof for a PostgreSQL failover under real nodes (tests/test_failover.py, and the
+pg_auto_failover drill of tests/test_autofailover.py): loaders post batches of e-mails
+without a pause; the deliveries in flight when the primary died are read on the standby;
+afterwards every e-mail a node answered 200 for must be delivered, each at the SMTP sink at
+least once, and one that arrived twice must have been in flight.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+
+import psycopg2
+import requests
+
+from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, sleep
+
+BATCH = 20
+LOADERS = 2
+_MESSAGE_ID = re.compile(rb"^message-id:\s*(<[^>\r\n]+>)", re.IGNORECASE | re.MULTILINE)
+
+
+class Load:
+    """Loaders posting batches to the nodes in turn until stopped; the ids of 200 answers."""
+
+    def __init__(self, urls: list[str], key: str):
+        self.urls = urls
+        self.key = key
+        self.accepted: list[str] = []
+        self.failed: Counter = Counter()
+        self._stop = threading.Event()
+        self._numbers = iter(range(10**9))
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(LOADERS)]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self.threads:
+            thread.join(60)
+
+    def _run(self, loader: int) -> None:
+        session = requests.Session()
+        turn = loader
+        while not self._stop.is_set():
+            with self._lock:
+                first = next(self._numbers) * BATCH
+            body = [{"from": f"Acme <news@{DOMAIN}>", "to": [f"r{n}@{RECIPIENTS}"], "subject": f"Failover {n}",
+                     "text": f"Message number {n}."} for n in range(first, first + BATCH)]
+            url = self.urls[turn % len(self.urls)]
+            turn += 1
+            try:
+                reply = session.post(url + "/emails/batch", json=body, timeout=30,
+                                     headers={"Authorization": f"Bearer {self.key}"})
+            except requests.RequestException as e:
+                with self._lock:
+                    self.failed[type(e).__name__] += 1
+                time.sleep(0.1)
+                continue
+            with self._lock:
+                if reply.status_code == 200:
+                    self.accepted += [e["id"] for e in reply.json()["data"]]
+                else:
+                    self.failed[reply.status_code] += 1
+            if reply.status_code != 200:
+                time.sleep(0.1)
+
+
+def caught_up(standby_dsn: str) -> set:
+    """
+    On the standby, once the primary is gone and all it received is replayed: the deliveries
+    a node had claimed (``claim`` set) when the primary died, i.e. those in flight. Every
+    commit a node was told of is among what it received (the standby is synchronous).
+    """
+    conn = psycopg2.connect(standby_dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            deadline = time.monotonic() + 30
+            while True:
+                cur.execute("SELECT pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()")
+                if cur.fetchone()[0]:
+                    break
+                assert time.monotonic() < deadline, "the standby did not replay what it received"
+                time.sleep(0.05)
+            cur.execute("SELECT id FROM deliveries WHERE claim IS NOT NULL")
+            return {str(r[0]) for r in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+async def converge(daemons: list[Daemon], store: Store, accepted: set, since: float, seconds: float,
+                   history: list[str]) -> None:
+    """Until every accepted e-mail is delivered (``since``: the promotion, monotonic clock)."""
+    while True:
+        for daemon in daemons:
+            assert daemon.alive(), f"a node exited; see {daemon.root}"
+        delivered = store.count(
+            "SELECT count(*) FROM deliveries WHERE status = 'delivered' AND email_id = ANY(%s::uuid[])",
+            (list(accepted),))
+        if delivered == len(accepted):
+            break
+        assert time.monotonic() - since < seconds, f"{delivered} of {len(accepted)} accepted delivered; {history}"
+        await sleep(0.5)
+    history.append(f"converged {time.monotonic() - since:.1f} s after the promotion")
+
+
+def none_lost(store: Store, accepted: set, messages: list, in_flight: set, history: list[str]) -> int:
+    """
+    Every accepted e-mail is in the new primary, delivered, and at the sink (``messages``);
+    one that arrived twice was in flight at the failover. The number that arrived twice.
+    """
+    rows = store.rows("SELECT e.id::text, e.message_id, d.id::text, d.status FROM emails e"
+                      " JOIN deliveries d ON d.email_id = e.id WHERE e.id = ANY(%s::uuid[])", (list(accepted),))
+    assert {r[0] for r in rows} == accepted, "an accepted e-mail is missing from the new primary"
+    assert {r[3] for r in rows} == {"delivered"}
+    delivery_of = {r[1]: r[2] for r in rows}
+    received: Counter = Counter()
+    for message in messages:
+        found = _MESSAGE_ID.search(message.data.split(b"\r\n\r\n", 1)[0])
+        assert found is not None
+        received[found.group(1).decode()] += 1
+    missing = set(delivery_of) - set(received)
+    assert not missing, f"{len(missing)} accepted e-mails never reached the sink; {history}"
+    duplicates = {delivery_of[mid] for mid, n in received.items() if n > 1 and mid in delivery_of}
+    assert duplicates <= in_flight, (sorted(duplicates - in_flight)[:5], history)
+    history.append(f"{len(accepted)} accepted, all delivered; {len(duplicates)} arrived twice "
+                   f"(of {len(in_flight)} in flight at the failover)")
+    return len(duplicates)

@@ -269,6 +269,9 @@ class StatsOf:
     async def queues(self):
         return await stats.queues(self.db)
 
+    async def broadcast_progress(self):
+        return await stats.broadcast_progress(self.db)
+
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
     metrics = Metrics()

@@ -7,7 +7,7 @@ multiprocess mode), so that any of them answers ``/metrics`` for all.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -15,6 +15,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: prometheus_client chooses where values live from this variable when it is imported.
 SHARED_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+#: The fan-out states of a broadcast's recipients (store/migrations/0015_broadcasts.sql).
+BROADCAST_STATES = ("pending", "written", "skipped", "refused")
 
 
 class _SharedGauge:
@@ -96,14 +98,11 @@ class Metrics:
             " depth (count) and age (seconds since the oldest was due or created).",
             ["queue", "measure"], registry=self.registry, multiprocess_mode="livemax",
         )
-        # Hook for the broadcasts branch: set mailsvc_broadcast_progress{state} (recipients of
-        # broadcasts in progress, by state) from a sampler appended to ``samplers``.
         self.broadcast_progress = Gauge(
-            "mailsvc_broadcast_progress", "Recipients of the broadcasts in progress, by state.",
+            "mailsvc_broadcast_progress", "Recipients of the broadcasts being sent, by state: pending (not yet"
+            " written), written (accepted as e-mails), skipped (contact gone or unsubscribed), refused.",
             ["state"], registry=self.registry, multiprocess_mode="livemax",
         )
-        #: Async functions run by the node's "sample metrics" loop after the built-in sampling.
-        self.samplers: list[Callable[[], Awaitable[None]]] = []
         self.pool = self._gauge_labelled(
             "mailsvc_postgres_pool", "This worker's PostgreSQL pool: size, in_use, waiting (callers queued).",
             ["measure"],
@@ -151,8 +150,9 @@ class Metrics:
         self.queue.labels("delivery", "age").set(queues["queue_age"])
         self.queue.labels("webhooks", "depth").set(queues["webhook_backlog"])
         self.queue.labels("webhooks", "age").set(queues["webhook_age"])
-        for sampler in self.samplers:
-            await sampler()
+        progress = await stats.broadcast_progress()
+        for state in BROADCAST_STATES:
+            self.broadcast_progress.labels(state).set(progress.get(state, 0))
 
     def pool_use(self, size: int, in_use: int, waiting: int) -> None:
         self.pool.labels("size").set(size)

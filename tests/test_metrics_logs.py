@@ -3,11 +3,17 @@
 from datetime import UTC, datetime
 
 import pytest_twisted
+from prometheus_client.parser import text_string_to_metric_families
+from twisted.internet import reactor
 from twisted.logger import Logger, globalLogPublisher
 
-from mailsvc import logs
+from mailsvc import logs, timefmt
+from mailsvc.app.broadcasts import Fanout
 from mailsvc.compose import LagProbe, StatsOf
 from mailsvc.http.router import FULL, route
+from mailsvc.store import broadcasts as broadcast_rows
+from tests.test_broadcasts import contacts, create, get, run_fanout
+from tests.test_sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred
@@ -85,3 +91,33 @@ def test_the_grafana_dashboard_reads_metrics_the_node_exports():
 
     exported = {metric.name for metric in Metrics().registry.collect()}
     assert names <= exported, names - exported
+
+
+def _progress(text: str) -> dict[str, float]:
+    return {sample.labels["state"]: sample.value for family in text_string_to_metric_families(text)
+            if family.name == "mailsvc_broadcast_progress" for sample in family.samples}
+
+
+@pytest_twisted.ensureDeferred
+async def test_broadcast_progress_counts_the_recipients_of_the_broadcasts_being_sent(api, db):
+    async def progress() -> dict[str, float]:
+        await api.parts.metrics.sample(StatsOf(db), datetime.now(UTC).replace(hour=0, minute=0, second=0,
+                                                                                microsecond=0))
+        response, body = await api.request("GET", "/metrics", api.operator_token)
+        assert response.code == 200
+        return _progress(body.decode())
+
+    before = await progress()  # other tests' broadcasts may still be sending (a paused account's)
+    assert set(before) == {"pending", "written", "skipped", "refused"}
+    _, key, _ = await sending_tenant(api)
+    segment_id = await contacts(api, key, 30)
+    created = await create(api, key, segment_id, send=True)
+    await db.run("start", broadcast_rows.start_next, timefmt.from_seconds(reactor.seconds()))
+    fanout = Fanout(reactor, db, api.parts.submitter, chunk=10)
+    row = (await db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (created["id"],)))[0]
+    assert await fanout.write_chunk(row) == 10
+    during = await progress()
+    assert during["pending"] - before["pending"] == 20 and during["written"] - before["written"] == 10
+    await run_fanout(api, fanout)
+    assert (await get(api, key, created["id"]))["status"] == "sent"
+    assert await progress() == before  # a sent broadcast is no longer in progress

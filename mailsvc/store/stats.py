@@ -1,4 +1,4 @@
-"""The figures /metrics samples from the database: mail by plan class, the queues' depth and age."""
+"""The figures /metrics samples from the database: mail by plan class, the queues' depth and age, broadcasts."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ async def queues(db: Database) -> dict:
         desc="stats_queues",
     )
     return {k: float(v) for k, v in row.items()}
+
+
+async def broadcast_progress(db: Database) -> dict[str, int]:
+    """Recipients of the broadcasts being sent (queued or sending), by fan-out state (pending, written, ...)."""
+    rows = await db.fetchall(
+        "SELECT r.state, count(*) AS n FROM broadcasts b JOIN broadcast_recipients r ON r.broadcast_id = b.id"
+        " WHERE b.status IN ('queued', 'sending') GROUP BY r.state",
+        desc="stats_broadcast_progress",
+    )
+    return {row["state"]: row["n"] for row in rows}

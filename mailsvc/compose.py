@@ -280,7 +280,18 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         config.api.auth_cache_seconds,
     )
     limiter = RateLimiter(clock, db, config.api.burst_factor)
-    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec)
+    # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
+    resolver = build_resolver(clock, config.dns.servers)
+    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
+                                config.security.test_public_addresses)
+    # Up to every request a node has in flight may go to one host (several webhooks on it).
+    fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
+    # The template builder's renderer (its e-mails show the social icons this node serves at
+    # public_url) and its AI helper (any OpenAI-compatible provider, through the same client);
+    # the account's usage shows the helper's figures.
+    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
+    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     dashboard = dashboard_of(clock, config, db, master)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
@@ -293,9 +304,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(AdminResource(accounts, db, metrics, node_info, config.delivery.source))
     router.mount(OpenApiResource(router, config.http.public_url))
     router.mount(SuppressionsResource(clock, db))
-    # Templates, and the template builder whose renderer turns their builder documents into
-    # html and text; its e-mails show the social icons this node serves at public_url.
-    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    # Templates, and the template builder whose renderer (above) turns their builder documents
+    # into html and text.
     templates = Templates(clock, db, renderer)
     # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
     spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
@@ -313,15 +323,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         metrics.loop_failures.labels(desc).inc()
 
     notifications = Notifications(db)
-    # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
-    resolver = build_resolver(clock, config.dns.servers)
-    addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
-                                config.security.test_public_addresses)
-    # Up to every request a node has in flight may go to one host (several webhooks on it).
-    fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
-    # The builder, its AI helper (any OpenAI-compatible provider, through the same client) and
-    # brand import (the account's website through the one gate; logos kept in PostgreSQL).
-    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
+    # The builder and brand import use the AI helper built above.
     builder = Builder(clock, db, renderer, ai)
     router.mount(BuilderResource(builder, social_icons()))
     router.mount(AiResource(ai))

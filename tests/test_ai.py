@@ -58,7 +58,7 @@ async def _generate(api, key, body=BODY):
 
 @pt.ensureDeferred
 async def test_a_valid_document_is_returned_and_charged(api, fake_ai):  # noqa: F811
-    _, key = await api.tenant(plan="scale")
+    tenant, key = await api.tenant(plan="scale")
     shown = await _used(api, key)
     assert shown == {"enabled": True, "model": "fake-model", "monthly_quota": QUOTA, "used": 0, "remaining": QUOTA,
                      "per_minute": PER_MINUTE}
@@ -76,6 +76,11 @@ async def test_a_valid_document_is_returned_and_charged(api, fake_ai):  # noqa: 
         "variables": [{"key": "CUSTOMER", "type": "string"}]})
     assert code == 201, created
     assert (await _used(api, key))["used"] == 1 and (await _used(api, key))["remaining"] == QUOTA - 1
+    # The account's usage shows it too (GET /v1/usage, and the operator's per-tenant view).
+    code, usage, _ = await api.json("GET", "/v1/usage", key)
+    assert (code, usage["ai"]) == (200, {"used": 1, "quota": QUOTA}), usage
+    code, usage, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}/usage", api.operator_token)
+    assert (code, usage["ai"]) == (200, {"used": 1, "quota": QUOTA}), usage
 
     # What the provider was asked: JSON schema output, the model, the key; the prompt.
     (sent,) = fake_ai.requests
@@ -256,6 +261,8 @@ async def test_without_a_provider_ai_is_disabled(db, fake_ai):  # noqa: F811
         assert caps["ai_available"] is False
         assert caps["ai"] == {"enabled": False, "monthly_quota": 500, "used": 0, "remaining": 500,
                               "per_minute": 10}
+        code, usage, _ = await app.json("GET", "/v1/usage", key)
+        assert (code, usage["ai"]) == (200, {"used": 0, "quota": 0})  # nothing to use without a provider
     finally:
         await app.pool.closeCachedConnections()
         await port.stopListening()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mailsvc import timefmt
+from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import NewKey, Token
@@ -21,8 +22,9 @@ WAITLIST_INTERVAL = 6.0
 
 
 class Accounts:
-    def __init__(self, clock, db: Database, keyring: KeyRing, api_rate_per_sec: int):
+    def __init__(self, clock, db: Database, keyring: KeyRing, api_rate_per_sec: int, ai: AiHelper | None = None):
         self._clock = clock
+        self._ai = ai
         self._api_rate_per_sec = api_rate_per_sec
         self._db = db
         self._keyring = keyring
@@ -61,8 +63,8 @@ class Accounts:
     async def usage(self, tenant: Tenant) -> dict:
         """
         The tenant's sends and recipients today and this month (UTC) against its quotas
-        (``GET /v1/usage``, ``GET /admin/v1/tenants/{id}/usage``). ``ai`` stays zero until the
-        AI features count their use (the AI branch fills it).
+        (``GET /v1/usage``, ``GET /admin/v1/tenants/{id}/usage``), and this month's AI generations
+        against the plan's AI quota.
         """
         now = self._now()
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -79,7 +81,7 @@ class Accounts:
             "plan": tenant.plan,
             "day": period(day, found["day_emails"], found["day_recipients"], tenant.daily_quota),
             "month": period(month, found["month_emails"], found["month_recipients"], tenant.monthly_quota),
-            "ai": {"used": 0, "quota": 0},
+            "ai": await self._ai.usage(tenant) if self._ai is not None else {"used": 0, "quota": 0},
         }
 
     async def update_tenant(self, tenant_id: str, body: dict) -> Tenant:

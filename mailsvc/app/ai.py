@@ -81,6 +81,11 @@ class AiHelper:
                      per_minute=self._settings.per_minute if quota else 0)
         return shown
 
+    async def usage(self, tenant: Tenant) -> dict[str, int]:
+        """The ``ai`` of the account's usage: generations this month (UTC), and the quota (0 without a provider)."""
+        figures = await self.figures(tenant)
+        return {"used": figures["used"], "quota": figures["monthly_quota"] if self.configured else 0}
+
     # Generation
 
     async def generate(self, tenant: Tenant, body: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from mailsvc.smtp.outbound import (
     MAX_REPLY_LINES,
     ConnectionFault,
     DeadlinePassed,
+    DeadlinePassedUnsent,
     OutboundSMTP,
     Reply,
     SMTPConnectionLost,
@@ -455,7 +456,7 @@ def test_the_deadline_passing_while_may_send_is_asked_sends_nothing():
     answer = defer.Deferred()
     d = client.send("a@x.test", ["b@y.test"], b"x", deadline=clock.seconds() + 10, may_send=lambda: answer)
     clock.advance(10)
-    check.failureResultOf(d, DeadlinePassed)
+    check.failureResultOf(d, DeadlinePassedUnsent)  # told apart: nothing of the message went out
     assert transport.aborted
     answer.callback(None)  # the proof comes too late
     assert transport.value() == b""

@@ -44,7 +44,7 @@ from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import next_attempt
 from mailsvc.loop import Loop
 from mailsvc.mail import dkim, verp
-from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassed, RecipientResult
+from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.database import Database
 from mailsvc.store.deliveries import Contents, Outcome, Work
@@ -290,21 +290,11 @@ class DeliveryWorker:
         )
         recipients = [w.recipient for w in group]
 
-        renewing = False
-
-        async def renew_lease() -> None:
-            nonlocal renewing
-            renewing = True
-            try:
-                await self._renew(group, token)
-            finally:
-                renewing = False
-
         failures = []
         for destination in destinations:
             try:
                 result = await self._connections.send(destination, sender, recipients, message, deadline,
-                                                       renew_lease)
+                                                       lambda: self._renew(group, token))
             except ConnectFailed as e:
                 self._routes.mark_bad(destination.host)
                 failures.append(f"{destination.host}: {e}")
@@ -315,16 +305,13 @@ class DeliveryWorker:
                     break
                 await self._give_back(group, token)
                 return
-            except LeaseUnconfirmed:
-                # Due again at once if the release is written; otherwise when the lease ends.
+            except (LeaseUnconfirmed, DeadlinePassedUnsent):
+                # The renewal before DATA failed, or the database had not answered it by the
+                # deadline (a failover): unsent, and not the destination's fault. Due again at
+                # once if the release is written; otherwise when the lease ends.
                 await self._give_back(group, token)
                 return
             except (ConnectionFault, LeaseNotHeld) as e:
-                if isinstance(e, DeadlinePassed) and renewing:
-                    # The database had not answered the renewal before DATA (a failover longer
-                    # than the deadline): unsent, and not the destination's fault, as above.
-                    await self._give_back(group, token)
-                    return
                 for w in group:
                     self._defer(w, token, "transient", None, None, f"{destination.host}: {e}")
                 return

@@ -98,6 +98,10 @@ class DeadlinePassed(ConnectionFault):
         super().__init__(f"the delivery deadline passed during {where}")
 
 
+class DeadlinePassedUnsent(DeadlinePassed):
+    """The deadline passed while ``may_send`` was still being awaited: no byte of DATA was sent."""
+
+
 class SMTPConnectionLost(ConnectionFault):
     def __init__(self, reason):
         super().__init__(f"connection lost: {reason.getErrorMessage() if reason else 'closed'}")
@@ -174,6 +178,7 @@ class _Job:
     #: Awaited right before DATA is sent; an exception it raises fails the transaction
     #: unsent (the connection stays usable).
     may_send: Callable[[], Awaitable[None]] | None = None
+    asking: bool = False  # ``may_send`` is being awaited
 
     def end(self, failure: Exception) -> None:
         if self.result.called:
@@ -404,7 +409,10 @@ class OutboundSMTP(LineOnlyReceiver):
 
     def _deadline_passed(self, job: _Job):
         """The job may be awaiting ``may_send`` rather than a reply: it is failed here too."""
-        failure = DeadlinePassed("the SMTP session; connection aborted")
+        if job.asking:
+            failure = DeadlinePassedUnsent("the check before DATA; connection aborted")
+        else:
+            failure = DeadlinePassed("the SMTP session; connection aborted")
         self._abort(failure)
         job.end(failure)
 
@@ -669,6 +677,7 @@ class OutboundSMTP(LineOnlyReceiver):
         """False when ``may_send`` refused: the job has failed with what it raised."""
         if job.may_send is None:
             return True
+        job.asking = True
         try:
             await job.may_send()
         except Exception as refusal:
@@ -676,6 +685,8 @@ class OutboundSMTP(LineOnlyReceiver):
                 raise self._ended from None
             job.result.errback(refusal)
             return False
+        finally:
+            job.asking = False
         if self._ended is not None:  # e.g. the deadline passed meanwhile
             raise self._ended
         return True

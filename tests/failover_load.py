@@ -8,19 +8,45 @@ least once, and one that arrived twice must have been in flight.
 
 from __future__ import annotations
 
+import base64
 import re
+import secrets
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import psycopg2
 import requests
 
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, sleep
+from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
 
 BATCH = 20
 LOADERS = 2
 _MESSAGE_ID = re.compile(rb"^message-id:\s*(<[^>\r\n]+>)", re.IGNORECASE | re.MULTILINE)
+
+
+async def two_nodes(root: Path, dsn: str, dns_server, smtp_sink, lease: int,
+                    daemons: list[Daemon]) -> tuple[Store, str]:
+    """
+    Two nodes (one process each, same master key and operator token) on ``dsn``, appended to
+    ``daemons`` as they are made (the caller stops them); a store on ``dsn`` and a sending key.
+    """
+    master_key, token = base64.b64encode(secrets.token_bytes(32)).decode(), secrets.token_urlsafe(24)
+    for name in ("n1", "n2"):
+        (root / name).mkdir()
+        daemon = Daemon(root / name, dsn, dns_server.address, smtp_sink.port)
+        daemon.env.update(MAILSVC_NODE_PROCESSES="1", MAILSVC_SECURITY_MASTER_KEY=master_key,
+                          MAILSVC_OPERATOR_TOKEN=token, MAILSVC_DATABASE_STATEMENT_TIMEOUT="5",
+                          MAILSVC_DELIVERY_LEASE_SECONDS=str(lease))
+        daemons.append(daemon)
+    daemons[0].start()
+    await daemons[0].ready()  # migrates; the second then finds the schema done
+    daemons[1].start()
+    await daemons[1].ready()
+    (root / "n1" / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
+    store = Store(dsn)
+    return store, await blocking(_setup_tenant, daemons[0], store)
 
 
 class Load:

@@ -20,10 +20,8 @@ installs the packages with the test tools, and ``scripts/autofailover-drill -n N
 
 from __future__ import annotations
 
-import base64
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import subprocess
@@ -36,9 +34,9 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.store.embedded import find_bindir
-from tests.failover_load import Load, caught_up, converge, none_lost
+from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
+from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
 from tests.test_daemon import free_port
 
 #: A formation, two nodes, a 50 s outage: about 85 s.
@@ -214,21 +212,7 @@ async def test_no_accepted_mail_is_lost_when_pg_auto_failover_promotes_the_stand
         dsn = uri + "&user=mailsvc"
         history.append(f"formation up in {time.monotonic() - began:.1f} s; database.dsn = {dsn}")
 
-        master_key, token = base64.b64encode(secrets.token_bytes(32)).decode(), secrets.token_urlsafe(24)
-        for name in ("n1", "n2"):
-            (root / name).mkdir()
-            daemon = Daemon(root / name, dsn, dns_server.address, smtp_sink.port)
-            daemon.env.update(MAILSVC_NODE_PROCESSES="1", MAILSVC_SECURITY_MASTER_KEY=master_key,
-                              MAILSVC_OPERATOR_TOKEN=token, MAILSVC_DATABASE_STATEMENT_TIMEOUT="5",
-                              MAILSVC_DELIVERY_LEASE_SECONDS=str(LEASE))
-            daemons.append(daemon)
-        daemons[0].start()
-        await daemons[0].ready()  # migrates; the second then finds the schema done
-        daemons[1].start()
-        await daemons[1].ready()
-        (root / "n1" / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
-        store = Store(dsn)
-        key = await blocking(_setup_tenant, daemons[0], store)
+        store, key = await two_nodes(root, dsn, dns_server, smtp_sink, LEASE, daemons)
         history.append(f"mailsvc nodes up {time.monotonic() - began:.1f} s after the start")
 
         load = Load([d.url for d in daemons], key)

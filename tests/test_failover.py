@@ -23,8 +23,6 @@ e-mail reached the sink twice only if its delivery was in flight at the failover
 
 from __future__ import annotations
 
-import base64
-import secrets
 import shutil
 import tempfile
 import time
@@ -34,10 +32,10 @@ import psycopg2
 import pytest
 import pytest_twisted as pt
 
-from tests.failover_load import Load, caught_up, converge, none_lost
+from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
+from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = pytest.mark.slow
@@ -98,21 +96,7 @@ async def test_no_accepted_mail_is_lost_when_the_primary_fails_over(dns_server, 
         primary, replica = await blocking(primary_and_replica, root)
         dsn = (f"host=127.0.0.1,127.0.0.1 port={primary.port},{replica.port} dbname=mailsvc "
                f"user={primary.owner.pw_name} target_session_attrs=read-write")
-        master_key, token = base64.b64encode(secrets.token_bytes(32)).decode(), secrets.token_urlsafe(24)
-        for name in ("n1", "n2"):
-            (root / name).mkdir()
-            daemon = Daemon(root / name, dsn, dns_server.address, smtp_sink.port)
-            daemon.env.update(MAILSVC_NODE_PROCESSES="1", MAILSVC_SECURITY_MASTER_KEY=master_key,
-                              MAILSVC_OPERATOR_TOKEN=token, MAILSVC_DATABASE_STATEMENT_TIMEOUT="5",
-                              MAILSVC_DELIVERY_LEASE_SECONDS=str(LEASE))
-            daemons.append(daemon)
-        daemons[0].start()
-        await daemons[0].ready()  # migrates; the second then finds the schema done
-        daemons[1].start()
-        await daemons[1].ready()
-        (root / "n1" / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
-        store = Store(dsn)
-        key = await blocking(_setup_tenant, daemons[0], store)
+        store, key = await two_nodes(root, dsn, dns_server, smtp_sink, LEASE, daemons)
         history.append(f"clusters and nodes up in {time.monotonic() - began:.1f} s")
 
         # Load on both nodes; the failover in the middle of it.

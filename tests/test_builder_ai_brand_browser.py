@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from tests.fixture_site import ACCENT, BUTTON, PRIMARY
-from tests.test_content_ui_browser import OUTPUT, Session, daemon, shoot, sink, until  # noqa: F401 (fixtures)
+from tests.test_content_ui_browser import Session, daemon, drive, shoot, sink, until  # noqa: F401 (fixtures)
 from tests.test_daemon import ROOT
 from tests.test_dashboard_browser import browser, go, set_first_password  # noqa: F401 (a fixture)
 
@@ -105,27 +105,6 @@ def operator_patch(node, tmp_path, tenant_id: str, **fields) -> None:
     response = requests.patch(f"{node.url}/admin/v1/tenants/{tenant_id}", json=fields, timeout=10,
                               headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 200, response.text
-
-
-def drive(browser, node, name: str, walk) -> None:  # noqa: F811 (the browser fixture)
-    """Runs ``walk(page, context)`` in a new page; on failure a screenshot, the page's errors and the log."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    errors, console = [], []
-    page.on("dialog", lambda d: d.accept())
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: console.append(m.text))
-    try:
-        walk(page, context)
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / f"{name}-failure.png"), full_page=True)
-        print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console[-30:],
-              "\nLOG", "".join(node.lines)[-3000:])
-        raise
-    finally:
-        context.close()
-    assert not errors, errors
 
 
 def preview_html(page) -> str:

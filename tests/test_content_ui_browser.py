@@ -184,8 +184,8 @@ def until(condition, seconds: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.slow
-def test_content_pages(daemon, browser, sink, fresh_dsn):  # noqa: F811 (the browser fixture)
+def drive(browser, node, name: str, walk) -> None:  # noqa: F811 (the browser fixture)
+    """Runs ``walk(page, context)`` in a new page; on failure a screenshot, the page's errors and the log."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     errors, console = [], []
@@ -193,16 +193,21 @@ def test_content_pages(daemon, browser, sink, fresh_dsn):  # noqa: F811 (the bro
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: console.append(m.text))
     try:
-        walk(page, context, daemon, sink, fresh_dsn)
+        walk(page, context)
     except Exception:
         OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "failure.png"), full_page=True)
+        page.screenshot(path=str(OUTPUT / f"{name}-failure.png"), full_page=True)
         print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console[-30:],
-              "\nLOG", "".join(daemon.lines)[-3000:])
+              "\nLOG", "".join(node.lines)[-3000:])
         raise
     finally:
         context.close()
     assert not errors, errors
+
+
+@pytest.mark.slow
+def test_content_pages(daemon, browser, sink, fresh_dsn):  # noqa: F811 (the browser fixture)
+    drive(browser, daemon, "content", lambda page, context: walk(page, context, daemon, sink, fresh_dsn))
 
 
 def walk(page, context, daemon, sink, fresh_dsn):

@@ -27,7 +27,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def twistd(state: Path, port: int, *options: str, new_session: bool = False, **env) -> subprocess.Popen:
+def twistd(state: Path, port: int, *options: str, new_session: bool = False, default_sigint: bool = False,
+           **env) -> subprocess.Popen:
+    """
+    A node in the foreground. With ``default_sigint`` its SIGINT has the default disposition even
+    when the test run inherited it ignored (``scripts/test &`` from a script): exec keeps an
+    ignored signal ignored, and Python and Twisted then never handle it.
+    """
     environ = dict(
         os.environ,
         PYTHONPATH=str(ROOT),
@@ -37,11 +43,19 @@ def twistd(state: Path, port: int, *options: str, new_session: bool = False, **e
         MAILSVC_SMTP_INBOUND="tcp:0:interface=127.0.0.1",
     )
     environ.update(env)  # a test's own settings win over these defaults
+    command = [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"]
+    if default_sigint:
+        command = [sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGINT, *command]
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"],
+        command,
         env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=new_session,
     )
+
+
+_EXEC_WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 @pytest.fixture

@@ -275,7 +275,7 @@ def test_ctrl_c_stops_the_node_once(state, pg_dsn):  # noqa: F811
     which do not stop on their own (nor are started again)."""
     port = free_port()
     daemon = twistd(state, port, MAILSVC_NODE_PROCESSES="2", MAILSVC_DATABASE_DSN=pg_dsn,
-                    new_session=True)
+                    new_session=True, default_sigint=True)
     try:
         wait_until_listening(f"http://127.0.0.1:{port}", daemon)
         wait_for(lambda: len(workers_of(daemon)) == 2)

@@ -152,3 +152,28 @@ def test_shared_return_path(named, deliveries, shared):
 ])
 def test_bounced(named, deliveries, failures, bounced):
     assert [row for row, _ in returns.bounced(named, deliveries, tuple(failures))] == bounced
+
+
+# Which delivery a feedback report is about, among those it was proven to be about (a table)
+
+def feedback(rcpt_to=(), delivered_to=(), to=(), cc=()) -> reports.FeedbackReport:
+    return reports.FeedbackReport("abuse", original_rcpt_to=rcpt_to, original_delivered_to=delivered_to,
+                                  original_to=to, original_cc=cc)
+
+
+@pytest.mark.parametrize(("candidates", "report", "found"), [
+    ([ANN], feedback(), ANN),  # the only one, whatever the report says
+    ([ANN], feedback(rcpt_to=("bob@example.net",)), ANN),
+    ([ANN, BOB], feedback(rcpt_to=("BOB@example.net",)), BOB),
+    ([ANN, BOB], feedback(), None),
+    ([ANN, BOB], feedback(rcpt_to=("ann@example.net", "bob@example.net")), None),  # names both: cannot tell
+    # Original-Rcpt-To missing, or naming none of them (redacted): the original's headers.
+    ([ANN, BOB], feedback(delivered_to=("ann@example.net",), to=("ann@example.net", "bob@example.net")), ANN),
+    ([ANN, BOB], feedback(rcpt_to=("redacted@example.net",), to=("Bob@Example.net",)), BOB),
+    ([ANN, BOB, CAROL], feedback(to=("team@example.net",), cc=("carol@example.org",)), CAROL),
+    ([ANN, BOB], feedback(to=("ann@example.net", "bob@example.net")), None),
+    ([ANN, BOB], feedback(rcpt_to=("ann@example.net",), to=("bob@example.net",)), ANN),  # the envelope first
+    ([], feedback(rcpt_to=("ann@example.net",)), None),
+])
+def test_complained(candidates, report, found):
+    assert returns.complained(candidates, report) == found

@@ -350,6 +350,7 @@ async def test_the_lookups_a_peer_causes_use_indexes(db):
         (return_queries.DELIVERIES_OF_THE_EMAIL_OF, (uuid.uuid4(),), {"deliveries_pkey", "deliveries_email"}),
         (return_queries.DELIVERIES_BY_MESSAGE_ID, ("<x@acme>", HOST),
          {"domains_return_path_host", "emails_message_id", "deliveries_email"}),
+        (return_queries.RELAYED, ([str(uuid.uuid4())], [str(uuid.uuid4())]), {"events_email"}),
     ]
     for sql, args, indexes in cases:
         nodes = await db.run("explain", explain, sql, args)

@@ -13,6 +13,7 @@ from twisted.internet import reactor, threads
 from mailsvc.delivery import returns
 from mailsvc.mail import reports
 from mailsvc.smtp import inbound
+from tests.test_hostile_returns import arf, dsn
 
 SAMPLES = Path(__file__).parent / "samples"
 RETURN_HOST = "bounces.acme.example.com"
@@ -88,6 +89,32 @@ async def test_a_feedback_report_to_fbl_is_a_complaint(mta, port):
     code, record, _ = await mta.json("GET", "/suppressions/reader@example.net", key)
     assert record["origin"] == "complaint" and record["source_id"] == email_id
     assert (await mta.json("GET", f"/emails/{email_id}", key))[1]["last_event"] == "complained"
+
+
+@pt.ensureDeferred
+async def test_reports_about_mail_sent_through_the_smarthost_say_relay(start_mta_with, smtp_sink, tmp_path):
+    ca_file = tmp_path / "sink.pem"
+    ca_file.write_bytes(smtp_sink.cert_pem)
+    mta = await start_mta_with(MAILSVC_DELIVERY_RELAY_HOST="localhost",
+                               MAILSVC_DELIVERY_RELAY_PORT=str(smtp_sink.port), MAILSVC_SECURITY_CA_FILE=str(ca_file))
+    tenant, key = await mta.sender()
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token, json={"delivery_mode": "relay"})
+    email_id = await mta.send(key, ["ann@example.net", "carol@example.org"])
+    await mta.settled_past(email_id)
+    paths = {m.rcpt_to[0]: m.mail_from for m in mta.sink.messages}
+    factory = inbound.InboundFactory(reactor, "mta.mailsvc.test", mta.parts.return_path.accepts,
+                                     mta.parts.return_path.deliver)
+    listening = await inbound.listen(reactor, "tcp:0:interface=127.0.0.1", factory)
+    try:
+        await submit(listening, "", [paths["ann@example.net"]], dsn(paths["ann@example.net"], "ann@example.net"))
+        report = arf(f"fbl@{RETURN_HOST}", return_path=paths["carol@example.org"])
+        await submit(listening, "", [f"fbl@{RETURN_HOST}"], report)
+    finally:
+        await listening.stopListening()
+    (bounce,) = await mta.events("email.bounced")
+    (complaint,) = await mta.events("email.complained")
+    assert (bounce["recipient"], bounce["source"]) == ("ann@example.net", "relay")
+    assert (complaint["recipient"], complaint["source"]) == ("carol@example.org", "relay")
 
 
 @pt.ensureDeferred

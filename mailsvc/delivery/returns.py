@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 from twisted.logger import Logger
 
 from mailsvc import ids
@@ -85,7 +86,10 @@ class ReturnPath:
             for outcome in found:
                 outcomes.setdefault(outcome.delivery_id, outcome)
         if outcomes:
-            await outcomes_store.record(self._db, self._clock, list(outcomes.values()))
+            relayed = await store.relayed(self._db, [(o.email_id, o.delivery_id) for o in outcomes.values()])
+            await outcomes_store.record(self._db, self._clock, [
+                attrs.evolve(o, event={**o.event, "source": "relay"}) if o.delivery_id in relayed else o
+                for o in outcomes.values()])
 
     async def _dmarc(self, recipients: list[str], message: bytes) -> None:
         """

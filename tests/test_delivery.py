@@ -353,7 +353,7 @@ async def test_capture_mode_and_deleted_domains_are_decided_without_sending(mta)
     (row,) = await mta.settled_past(orphan)
     assert row["status"] == "failed"
     (failed,) = await mta.events("email.failed")
-    assert failed["reason"] == "domain_deleted"
+    assert failed["reason"] == "content_expired"
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from __future__ import annotations
 import smtplib
 import uuid
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor, threads
 
@@ -101,11 +102,12 @@ def dsn(to: str, *failed: str, original: str = "") -> bytes:
     ).encode()
 
 
-def arf(to: str, *, return_path: str = "", rcpt_to: str = "", message_id: str = "",
+def arf(to: str, *, return_path: str = "", rcpt_to: str = "", message_id: str = "", delivered_to: str = "",
         feedback_type: str = "abuse") -> bytes:
-    """A feedback report to ``to``; its enclosed original has the Return-Path and Message-ID given."""
+    """A feedback report to ``to``; its enclosed original has the Return-Path, Message-ID and Delivered-To given."""
     original = "".join(f"{name}: {value}\r\n" for name, value in (
-        ("Return-Path", f"<{return_path}>" if return_path else ""), ("Message-ID", message_id)) if value)
+        ("Return-Path", f"<{return_path}>" if return_path else ""), ("Message-ID", message_id),
+        ("Delivered-To", delivered_to)) if value)
     rcpt = f"Original-Rcpt-To: {rcpt_to}\r\n" if rcpt_to else ""
     return (
         f"From: feedback@fbl.example.net\r\nTo: {to}\r\nSubject: FW: Hello\r\nMIME-Version: 1.0\r\n"
@@ -175,12 +177,31 @@ async def test_a_feedback_report_that_cannot_tell_which_recipient_is_dropped(mta
     _, key = await mta.sender()
     email_id, paths = await sent(mta, key, ["ann@example.net", "bob@example.net"])
     shared = paths["ann@example.net"]
-    # Both went out under one return path and one Message-ID: naming bob proves nothing.
-    for report in (arf(f"fbl@{HOST}", return_path=shared, rcpt_to="bob@example.net"),
-                   arf(f"fbl@{HOST}", message_id=await message_id_of(mta, email_id), rcpt_to="bob@example.net")):
+    # Both went out under one return path and one Message-ID: a report naming neither, or a
+    # stranger, cannot tell which one complained.
+    for report in (arf(f"fbl@{HOST}", return_path=shared),
+                   arf(f"fbl@{HOST}", message_id=await message_id_of(mta, email_id), rcpt_to="eve@example.net")):
         assert await send_report(port, [f"fbl@{HOST}"], report) == ("ok", {})
-    assert await send_report(port, [shared], arf(shared, rcpt_to="bob@example.net")) == ("ok", {})
     assert await written(mta) == ([], [])
+
+
+@pytest.mark.parametrize("count", [2, 50])
+@pt.ensureDeferred
+async def test_a_feedback_report_about_one_of_several_recipients_of_a_transaction(mta, port, count):
+    _, key = await mta.sender()
+    to = [f"r{i}@example.net" for i in range(count)]
+    email_id, paths = await sent(mta, key, to)
+    assert len(set(paths.values())) == 1  # one SMTP transaction
+    complainer = to[-1]
+    # Original-Rcpt-To names the one who complained among those the report proves it is about.
+    report = arf(f"fbl@{HOST}", return_path=paths[complainer], rcpt_to=complainer)
+    assert await send_report(port, [f"fbl@{HOST}"], report) == ("ok", {})
+    assert await written(mta) == ([("email.complained", complainer)], [(complainer, "complaint")])
+    # Without it, by our Message-ID: the enclosed original's recipient headers name the one.
+    report = arf(f"abuse@{HOST}", message_id=await message_id_of(mta, email_id), delivered_to=to[0])
+    assert await send_report(port, [f"abuse@{HOST}"], report) == ("ok", {})
+    assert await written(mta) == ([("email.complained", complainer), ("email.complained", to[0])],
+                                  sorted([(complainer, "complaint"), (to[0], "complaint")]))
 
 
 @pt.ensureDeferred
@@ -329,6 +350,7 @@ async def test_the_lookups_a_peer_causes_use_indexes(db):
         (return_queries.DELIVERIES_OF_THE_EMAIL_OF, (uuid.uuid4(),), {"deliveries_pkey", "deliveries_email"}),
         (return_queries.DELIVERIES_BY_MESSAGE_ID, ("<x@acme>", HOST),
          {"domains_return_path_host", "emails_message_id", "deliveries_email"}),
+        (return_queries.RELAYED, ([str(uuid.uuid4())], [str(uuid.uuid4())]), {"events_email"}),
     ]
     for sql, args, indexes in cases:
         nodes = await db.run("explain", explain, sql, args)

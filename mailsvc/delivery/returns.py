@@ -12,14 +12,21 @@ pick, within that transaction, the recipients it is about; a co-recipient elsewh
 return path of its own and is never touched. A feedback report is matched by a VERP address
 (the one it was sent to, or its enclosed original's Return-Path / Original-Mail-From) or, sent
 to postmaster/abuse/fbl without one, by our own Message-ID among the mail of that return-path
-host's domain; its Original-Rcpt-To and To are the reporter's word and pick nothing. When what
-we made names several deliveries, the report is about one of them we cannot tell: it is dropped.
+host's domain. When what we made names several deliveries (one SMTP transaction to several
+recipients), the report's Original-Rcpt-To picks the one among them who complained, else the
+enclosed original's Delivered-To / X-Original-To, else its To and Cc; the reporter's word only
+ever picks among the deliveries we found, and a report that names none or several of them is
+dropped.
+
+A DSN or complaint about mail that left through the smarthost (relay mode) says so with
+``source: relay``: it is how the mail was delivered (``email.delivered``'s ``transport``).
 """
 
 from __future__ import annotations
 
 import uuid
 
+import attrs
 from twisted.logger import Logger
 
 from mailsvc import ids
@@ -79,7 +86,10 @@ class ReturnPath:
             for outcome in found:
                 outcomes.setdefault(outcome.delivery_id, outcome)
         if outcomes:
-            await outcomes_store.record(self._db, self._clock, list(outcomes.values()))
+            relayed = await store.relayed(self._db, [(o.email_id, o.delivery_id) for o in outcomes.values()])
+            await outcomes_store.record(self._db, self._clock, [
+                attrs.evolve(o, event={**o.event, "source": "relay"}) if o.delivery_id in relayed else o
+                for o in outcomes.values()])
 
     async def _dmarc(self, recipients: list[str], message: bytes) -> None:
         """
@@ -119,11 +129,11 @@ class ReturnPath:
 
     async def _complaints(self, recipient: str, report: reports.FeedbackReport) -> list[Outcome]:
         candidates = await self._complained_about(recipient, report)
-        if len(candidates) != 1:
-            log.info("return path: a feedback report to {rcpt} names {count} deliveries; dropped",
-                     rcpt=recipient, count=len(candidates))
+        row = complained(candidates, report)
+        if row is None:
+            log.info("return path: a feedback report to {rcpt} names {count} deliveries and cannot tell which"
+                     " one complained; dropped", rcpt=recipient, count=len(candidates))
             return []
-        (row,) = candidates
         return [Outcome(row["id"], row["tenant_id"], row["email_id"], row["recipient"], "complained",
                         {"source": "fbl"}, None, attempted=False)]
 
@@ -166,6 +176,27 @@ def shared_return_path(named: dict, deliveries: list[dict]) -> list[dict]:
     if named["own_message"]:
         return [named]
     return [d for d in deliveries if not d["own_message"] and _recipient_domain(d) == _recipient_domain(named)]
+
+
+def complained(candidates: list[dict], report: reports.FeedbackReport) -> dict | None:
+    """
+    The one delivery of ``candidates`` (those a feedback report was proven to be about) that
+    complained: the only one, else the one the report names, by its Original-Rcpt-To, else by
+    the enclosed original's Delivered-To / X-Original-To, else by its To and Cc. A step naming
+    none of them gives way to the next; one naming several cannot tell: None.
+    """
+    if len(candidates) == 1:
+        return candidates[0]
+    by_address: dict[str, list[dict]] = {}
+    for row in candidates:
+        by_address.setdefault(row["recipient"].lower(), []).append(row)
+    for named in (report.original_rcpt_to, report.original_delivered_to, report.original_to + report.original_cc):
+        picked = {row["id"]: row for address in named for row in by_address.get(address.lower(), ())}
+        if len(picked) == 1:
+            return next(iter(picked.values()))
+        if picked:
+            return None
+    return None
 
 
 def bounced(named: dict, deliveries: list[dict],

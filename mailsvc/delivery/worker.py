@@ -41,7 +41,7 @@ from mailsvc.deferreds import when_done
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
-from mailsvc.domain.delivery import next_attempt
+from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED, next_attempt
 from mailsvc.loop import Loop
 from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
@@ -216,10 +216,14 @@ class DeliveryWorker:
         groups: dict[tuple, list[Work]] = defaultdict(list)
         for w in work:
             email = contents.emails.get(w.email_id)
-            # A domain with no keys cannot sign: as deleted (the API never leaves one keyless).
-            if email is None or email["domain_id"] is None or not (
-                    email["signed"] or contents.keys.get(email["domain_id"])):
-                self._decide(w, token, "failed", {"reason": "domain_deleted"}, "the sending domain was deleted")
+            # The message is gone (pruned), or its sending domain was deleted (a domain with no
+            # keys cannot sign: as deleted; the API never leaves one keyless): what was accepted
+            # can no longer be sent as it was accepted.
+            if email is None:
+                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
+                continue
+            if email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"])):
+                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the sending domain was deleted")
                 continue
             if w.delivery_mode == "capture":
                 self._decide(w, token, "delivered", {"transport": "capture", "remote_host": None,
@@ -384,7 +388,7 @@ class DeliveryWorker:
         due = next_attempt(now, w.attempts + 1, w.retry_until)
         if due is None:
             self._outcomes.append(Outcome(
-                w.id, w.tenant_id, w.email_id, w.recipient, "failed", {"reason": "retry_window_exhausted"},
+                w.id, w.tenant_id, w.email_id, w.recipient, "failed", {"reason": RETRY_WINDOW_EXHAUSTED},
                 response, claim=token))
         else:
             self._outcomes.append(Outcome(

@@ -35,6 +35,10 @@ __all__ = [
 STATUSES = ("draft", "scheduled", "queued", "sending", "sent", "canceled", "failed")
 IN_PROGRESS = ("queued", "sending")
 FINISHED = ("sent", "canceled", "failed")
+#: Deleted at once: nothing of theirs was sent.
+DELETABLE = ("draft", "scheduled")
+#: Deleted once none of their mail is still queued (docs/decisions.md "Broadcast states").
+DELETABLE_WHEN_QUIET = ("canceled", "failed")
 NAME_MAX = 256
 PREVIEW_TEXT_MAX = 1000
 #: The fields a create or PATCH may carry (the body's names); others are ignored (the SDKs
@@ -119,22 +123,26 @@ def check_sendable(row: Mapping[str, Any]) -> None:
         raise Invalid("html", "html or text is required to send a broadcast")
 
 
-# States (docs/decisions.md "Broadcasts"): why a guarded transition found nothing to change.
+# States (docs/decisions.md "Broadcast states"): why a guarded transition found nothing to change.
+# A broadcast still to be sent (scheduled, queued, sending) is "in progress"; one that has been
+# sent, canceled or failed is over, and nothing more can be done to it but delete it (canceled or
+# failed, once its mail has left the queue) or duplicate it.
 
 def refuse_update(status: str) -> BroadcastNotDraft:
     return BroadcastNotDraft(f"The broadcast is {status}: only a draft can be updated.")
 
 
 def refuse_send(status: str) -> Exception:
-    if status in IN_PROGRESS:
+    if status in ("scheduled", *IN_PROGRESS):
         return BroadcastInProgress(f"The broadcast is {status}: it is already being sent.")
-    return BroadcastNotDraft(f"The broadcast is {status}: only a draft can be sent.")
+    return BroadcastNotCancelable(f"The broadcast is {status}: it cannot be sent again; duplicate it.")
 
 
 def refuse_delete(status: str) -> Exception:
-    if status in IN_PROGRESS:
-        return BroadcastInProgress(f"The broadcast is {status}: it cannot be deleted while it is sent.")
-    return BroadcastNotDraft(f"The broadcast is {status}: only a draft or a scheduled broadcast can be deleted.")
+    """A delete refused: sent broadcasts are kept; a canceled or failed one only while mail of it is queued."""
+    if status in (*IN_PROGRESS, *DELETABLE_WHEN_QUIET):
+        return BroadcastInProgress(f"The broadcast is {status}: it cannot be deleted while its mail is sent.")
+    return BroadcastNotCancelable(f"The broadcast is {status}: a sent broadcast cannot be deleted.")
 
 
 def refuse_cancel(status: str) -> BroadcastNotCancelable:

@@ -39,6 +39,17 @@ EVENT_OF_STATUS = {
     "scheduled": "scheduled",
 }
 
+#: Why the service gave up on a delivery (``email.failed``'s ``reason``; SPEC "Events"), and
+#: nothing else (docs/decisions.md "Failure reasons"):
+#: the 72-hour window of a temporary failure ended (``retry_window_exhausted``); the account is
+#: suspended (``account_suspended``); the content as it was accepted can no longer be sent: its
+#: sending domain (and with it its DKIM keys) was deleted, its stored message is gone, or an
+#: operator bounced it (``content_expired``).
+RETRY_WINDOW_EXHAUSTED = "retry_window_exhausted"
+ACCOUNT_SUSPENDED = "account_suspended"
+CONTENT_EXPIRED = "content_expired"
+FAILURE_REASONS = (RETRY_WINDOW_EXHAUSTED, ACCOUNT_SUSPENDED, CONTENT_EXPIRED)
+
 #: Reputation guard (SPEC §Limits): over the last 7 days.
 GUARD_DAYS = 7
 BOUNCE_RATE_LIMIT = 0.04

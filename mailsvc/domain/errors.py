@@ -173,15 +173,21 @@ class BrandFailed(DomainError):
 
 
 class BroadcastNotDraft(Conflict):
-    """The broadcast is no longer a draft (PATCH; send or delete once sent, canceled or failed)."""
+    """The broadcast is no longer a draft: it cannot be updated (PATCH)."""
 
 
 class BroadcastNotCancelable(Conflict):
-    """Only a scheduled, queued or sending broadcast can be canceled."""
+    """
+    A draft cannot be canceled; a sent, canceled or failed broadcast cannot be canceled or sent
+    again, and a sent one cannot be deleted.
+    """
 
 
 class BroadcastInProgress(Conflict):
-    """The broadcast is queued or sending: it cannot be sent again or deleted."""
+    """
+    The broadcast is scheduled, queued or sending (it cannot be sent again; only a scheduled one
+    can be deleted), or it was canceled or failed with mail still queued (it cannot be deleted yet).
+    """
 
 
 class LeaseLost(DomainError):

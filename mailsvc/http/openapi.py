@@ -273,11 +273,12 @@ OPERATIONS: dict[str, Op] = {
                                            obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
                                            errors=(409,)),
     "DELETE /broadcasts/<broadcast_id>": Op(
-        "Delete a draft or scheduled broadcast (409 broadcast_in_progress, broadcast_not_draft)",
+        "Delete a draft or scheduled broadcast, or a canceled or failed one whose mail has left the queue"
+        " (409 broadcast_in_progress, broadcast_not_cancelable)",
         ok={200: obj(("object", "id", "deleted"), object={"const": "broadcast"}, id=UUID, deleted={"const": True})},
         native_ok={204: None}, errors=(409,)),
     "POST /broadcasts/<broadcast_id>/send": Op(
-        "Send a draft now or at `scheduled_at` (409 broadcast_not_draft, broadcast_in_progress; 403 over the"
+        "Send a draft now or at `scheduled_at` (409 broadcast_in_progress, broadcast_not_cancelable; 403 over the"
         " operator's spam threshold)", obj(scheduled_at=STR), {200: ID}, {200: BROADCAST}, errors=(409, 503)),
     "POST /broadcasts/<broadcast_id>/cancel": Op(
         "Cancel a broadcast: scheduled back to draft, queued or sending to canceled (409 broadcast_not_cancelable)",

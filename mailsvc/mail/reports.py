@@ -129,6 +129,9 @@ class FeedbackReport:
     reported_domain: str | None = None
     original_message_id: str | None = None
     original_to: tuple[str, ...] = ()  # addresses in the To header of the enclosed original
+    original_cc: tuple[str, ...] = ()  # and in its Cc header
+    #: The enclosed original's Delivered-To and X-Original-To: the recipient's own MTA wrote them.
+    original_delivered_to: tuple[str, ...] = ()
     original_return_path: str | None = None  # the enclosed original's Return-Path: our VERP address
 
     @property
@@ -409,6 +412,8 @@ def _feedback(part: Message, original: Message | None) -> FeedbackReport:
     mail_from = _address(_first(fields, "original-mail-from"))
     return_path = None
     to: tuple[str, ...] = ()
+    cc: tuple[str, ...] = ()
+    delivered_to: tuple[str, ...] = ()
     if original is not None:
         values = original.get_all("return-path") or []
         for value in values:
@@ -417,6 +422,9 @@ def _feedback(part: Message, original: Message | None) -> FeedbackReport:
                 return_path = address
                 break
         to = _addresses(original.get_all("to") or [])
+        cc = _addresses(original.get_all("cc") or [])
+        delivered_to = _addresses([*(original.get_all("delivered-to") or []),
+                                   *(original.get_all("x-original-to") or [])])
     return FeedbackReport(
         feedback_type=feedback_type,
         user_agent=_first(fields, "user-agent"),
@@ -427,5 +435,7 @@ def _feedback(part: Message, original: Message | None) -> FeedbackReport:
         reported_domain=_first(fields, "reported-domain"),
         original_message_id=_message_id(original),
         original_to=to,
+        original_cc=cc,
+        original_delivered_to=delivered_to,
         original_return_path=return_path,
     )

@@ -96,11 +96,18 @@ async def transition(db: Database | Transaction, tenant_id: uuid.UUID | None, br
     )
 
 
-async def delete(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID) -> dict | None:
-    """Delete a draft or scheduled broadcast (which cancels its send); None otherwise."""
+async def delete(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID,
+                 at_once: tuple[str, ...], when_quiet: tuple[str, ...]) -> dict | None:
+    """
+    Delete a broadcast in one of the ``at_once`` states, or in one of the ``when_quiet`` states
+    while no delivery of its e-mails is still queued (or deferred for a retry); None otherwise.
+    """
     return await db.fetchone(
-        "DELETE FROM broadcasts WHERE tenant_id = %s AND id = %s AND status IN ('draft', 'scheduled') RETURNING id",
-        (tenant_id, broadcast_id))
+        "DELETE FROM broadcasts b WHERE tenant_id = %s AND id = %s AND (status = ANY(%s) OR (status = ANY(%s)"
+        " AND NOT EXISTS (SELECT 1 FROM broadcast_recipients r JOIN deliveries d ON d.email_id = r.email_id"
+        "   WHERE r.broadcast_id = b.id AND r.email_id IS NOT NULL AND d.status IN ('queued', 'deferred'))))"
+        " RETURNING id",
+        (tenant_id, broadcast_id, list(at_once), list(when_quiet)))
 
 
 async def segment_exists(db: Database | Transaction, tenant_id: uuid.UUID, segment_id: uuid.UUID) -> bool:

@@ -20,6 +20,7 @@ import attrs
 
 from mailsvc import timefmt
 from mailsvc.domain.delivery import (
+    ACCOUNT_SUSPENDED,
     EVENT_OF_STATUS,
     GUARD_DAYS,
     LAST_EVENT_ORDER,
@@ -115,7 +116,7 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         elif status == "suspended":
             decided.extend(
                 Outcome(r["id"], tenant_id, r["email_id"], r["recipient"], "failed",
-                        {"reason": "account_suspended"}, "account suspended", attempted=False)
+                        {"reason": ACCOUNT_SUSPENDED}, "account suspended", attempted=False)
                 for r in tenant_rows
             )
         else:

@@ -34,6 +34,15 @@ DELIVERIES_BY_MESSAGE_ID = (
 )
 
 
+#: Of the deliveries ``%s`` (ids as text) of the emails ``%s`` (ids as text), those that left
+#: through the smarthost: their ``email.delivered`` says ``transport: relay`` (``events_email``).
+RELAYED = (
+    "SELECT DISTINCT data->>'delivery_id' AS id FROM events WHERE data ? 'email_id'"
+    " AND data->>'email_id' = ANY(%s) AND data->>'delivery_id' = ANY(%s)"
+    " AND type = 'email.delivered' AND data->>'transport' = 'relay'"
+)
+
+
 async def is_return_path_host(db: Database, host: str) -> bool:
     return await db.fetchone(RETURN_PATH_HOST, (host,), desc="return path host") is not None
 
@@ -46,3 +55,10 @@ async def deliveries_of_the_email_of(db: Database, delivery_id: uuid.UUID) -> li
 async def deliveries_by_message_id(db: Database, return_path_host: str, message_id: str) -> list[dict]:
     return await db.fetchall(DELIVERIES_BY_MESSAGE_ID, (message_id, return_path_host),
                              desc="deliveries of a reported Message-ID")
+
+
+async def relayed(db: Database, deliveries: list[tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+    """Of the (email id, delivery id) pairs, the deliveries that left through the smarthost."""
+    emails, ids = sorted({str(e) for e, _ in deliveries}), sorted({str(d) for _, d in deliveries})
+    rows = await db.fetchall(RELAYED, (emails, ids), desc="deliveries that left through the relay")
+    return {uuid.UUID(r["id"]) for r in rows}

@@ -90,16 +90,24 @@ async def test_body_limit_is_enforced_before_buffering(api):
     assert len(listed["data"]) == 1
 
 
-def test_body_limits_by_path():
-    from mailsvc.http.site import body_limit
-
-    assert body_limit(b"/emails") == 50 * MIB
-    assert body_limit(b"/emails/batch?x=1") == 50 * MIB
-    assert body_limit(b"/v1/emails") == 50 * MIB
-    assert body_limit(b"/templates/abc") == 5 * MIB
-    assert body_limit(b"/broadcasts") == 5 * MIB
-    assert body_limit(b"/api-keys") == MIB
-    assert body_limit(b"/emailsx") == MIB
+@pt.ensureDeferred
+async def test_body_limits_by_route(api):
+    # SPEC §Limits "Body size": the route's own, on its /v1 and /dashboard copies too.
+    limit = api.parts.router.body_limit
+    some_id = b"0190f5a4-0000-7000-8000-000000000000"
+    for method, path, expected in [
+        (b"POST", b"/emails", 50 * MIB), (b"POST", b"/emails/batch?x=1", 50 * MIB),
+        (b"POST", b"/v1/emails", 50 * MIB), (b"POST", b"/dashboard/emails/batch", 50 * MIB),
+        (b"PATCH", b"/emails/" + some_id, MIB), (b"POST", b"/v1/emails/" + some_id + b"/cancel", MIB),
+        (b"POST", b"/emails/check", MIB),
+        (b"POST", b"/templates", 5 * MIB), (b"PATCH", b"/v1/templates/welcome", 5 * MIB),
+        (b"POST", b"/dashboard/templates/welcome/preview", 5 * MIB), (b"DELETE", b"/templates/welcome", MIB),
+        (b"POST", b"/broadcasts", 5 * MIB), (b"PATCH", b"/v1/broadcasts/" + some_id, 5 * MIB),
+        (b"POST", b"/template-builder/render", 5 * MIB), (b"POST", b"/dashboard/previews", 5 * MIB),
+        (b"POST", b"/api-keys", MIB), (b"PATCH", b"/api-keys/" + some_id, MIB), (b"POST", b"/contacts/batch", MIB),
+        (b"POST", b"/admin/v1/tenants", MIB), (b"POST", b"/auth/login", MIB), (b"POST", b"/emailsx", MIB),
+    ]:
+        assert limit(method, path) == expected, (method, path)
 
 
 @pt.ensureDeferred

@@ -19,7 +19,7 @@ from mailsvc.http import errors
 from mailsvc.http.body import read_json, read_json_value
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import FULL, PUBLIC, SENDING, Reply, route
+from mailsvc.http.router import FULL, PUBLIC, SEND_BODY_LIMIT, SENDING, Reply, route
 from mailsvc.ids import parse_uuid
 
 MAX_BATCH = 100
@@ -96,7 +96,7 @@ class EmailsResource:
             return Reply(result.status, result.body, headers={"Idempotent-Replayed": "true"})
         return respond(result)
 
-    @route("POST", "/emails", access=SENDING, native=True)
+    @route("POST", "/emails", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT)
     async def send(self, request, caller: Caller):
         body = read_json(request)
 
@@ -109,7 +109,7 @@ class EmailsResource:
         item = Item(lambda now: _read(body, now))
         return await self._submitted(request, caller, f"send {request.surface}", body, [item], respond)
 
-    @route("POST", "/emails/batch", access=SENDING, native=True)
+    @route("POST", "/emails/batch", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT)
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
         permissive = (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive"

@@ -37,6 +37,7 @@ from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
+from mailsvc.domain.text import MultiLine
 from mailsvc.http import errors
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
 from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
@@ -102,6 +103,7 @@ class Route:
     native: bool
     dashboard: bool = True
     body_limit: int = DEFAULT_BODY_LIMIT
+    multi_line: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -116,6 +118,8 @@ class Mounted:
     mirror_of: str | None = None
     #: The largest body it takes, in bytes; a larger one is refused before it is read.
     body_limit: int = DEFAULT_BODY_LIMIT
+    #: The paths of its body whose strings may hold lines (``mailsvc.domain.text.MultiLine``).
+    multi_line: tuple[str, ...] = ()
 
 
 class Admission:
@@ -158,17 +162,20 @@ class Admission:
 
 
 def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False,
-          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT):
+          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = ()):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
     also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
     A route an API key may call is also served at ``/dashboard`` + ``path`` to a session,
-    unless ``dashboard`` is False. ``body_limit``: the largest body it takes, on every copy.
+    unless ``dashboard`` is False. ``body_limit``: the largest body it takes, on every copy;
+    ``multi_line``: the paths of its body whose strings may hold line breaks (every other string
+    of the body is one line, ``mailsvc.http.body``).
     """
 
     def mark(handler):
         handler.routes = (*getattr(handler, "routes", ()),
-                          Route(method, path, access, surface, native, dashboard, body_limit))
+                          Route(method, path, access, surface, native, dashboard, body_limit,
+                                tuple(multi_line)))
         return handler
 
     return mark
@@ -217,19 +224,20 @@ class Router:
         for name in dir(type(resource)):
             for r in getattr(getattr(type(resource), name), "routes", ()):
                 handler = getattr(resource, name)
-                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit)
+                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line)
                 if r.native:
-                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit)
+                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line)
                 if r.dashboard and r.access in (FULL, SENDING):
                     # A route only the native API has (/v1/usage) is served at /dashboard/usage.
                     mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
                     self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, r.body_limit,
-                                   mirror_of=r.path)
+                                   r.multi_line, mirror_of=r.path)
 
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
-                  mirror_of: str | None = None) -> None:
+                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
+        lines = MultiLine(multi_line)
         dashboard = is_dashboard_path(path)
         if dashboard and access not in (SESSION, SESSION_FRAME, SIGN_IN):
             raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
@@ -237,6 +245,7 @@ class Router:
         def endpoint(request, **kwargs):
             request.route_name = path
             request.surface = surface
+            request.multi_line = lines
             if cors:
                 self._allow_origin(request)
             if dashboard:
@@ -249,7 +258,7 @@ class Router:
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
         self._body_limits[f"{method} {path}"] = body_limit
-        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit))
+        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line))
         self._endpoint_cache.clear()
         if cors:
             self._add_preflight(path, method)

@@ -12,6 +12,7 @@ class AiResource:
     def __init__(self, ai: AiHelper):
         self._ai = ai
 
-    @route("POST", "/template-builder/ai/generate", access=FULL, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("POST", "/template-builder/ai/generate", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("prompt",))
     async def generate(self, request, caller: Caller):
         return await self._ai.generate(caller.tenant, read_json(request))

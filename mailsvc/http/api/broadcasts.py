@@ -30,7 +30,8 @@ class BroadcastsResource:
             return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row["id"])))
         return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row["id"])})
 
-    @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("html", "text"))
     async def create(self, request, caller: Caller):
         row = await self._broadcasts.create(caller.tenant, read_json(request), _base_url(request))
         return await self._written(request, caller, row)
@@ -44,7 +45,8 @@ class BroadcastsResource:
     async def retrieve(self, request, caller: Caller, broadcast_id: str):
         return await self._broadcasts.get(caller.tenant.id, broadcast_id)
 
-    @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("html", "text"))
     async def update(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.update(caller.tenant.id, broadcast_id, read_json(request))
         return await self._written(request, caller, row)

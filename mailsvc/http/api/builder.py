@@ -40,11 +40,13 @@ class BuilderResource:
     async def theme(self, request, caller: Caller):
         return await self._builder.theme(caller.tenant)
 
-    @route("PATCH", "/template-builder/theme", access=FULL, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("PATCH", "/template-builder/theme", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("brand.address",))
     async def save_theme(self, request, caller: Caller):
         return await self._builder.save_theme(caller.tenant, read_json(request))
 
-    @route("POST", "/template-builder/render", access=FULL, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("POST", "/template-builder/render", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("document.**",))
     async def render(self, request, caller: Caller):
         return await self._builder.render(caller.tenant, read_json(request))
 

@@ -37,7 +37,7 @@ class ContentReads:
         return {"object": "list", "has_more": False,
                 "data": [{"id": str(r["id"]), "name": r["name"], "contacts": r["contacts"]} for r in rows]}
 
-    @route("POST", "/dashboard/previews", access=SESSION, body_limit=TEMPLATE_BODY_LIMIT)
+    @route("POST", "/dashboard/previews", access=SESSION, body_limit=TEMPLATE_BODY_LIMIT, multi_line=("html",))
     async def keep_preview(self, request, caller: Caller):
         body = read_json(request)
         html = body.get("html")

@@ -67,16 +67,20 @@ class MultiLine:
         return self._match is not None and self._match(shape) is not None
 
 
-def check_texts(value: Any, multi_line: MultiLine = MultiLine()) -> None:
+def check_texts(value: Any, multi_line: MultiLine = MultiLine(), breaks_only: bool = False) -> None:
     """
     ``refuse_control`` on every key and string of a parsed JSON ``value``, naming where
     (``contacts[2].first_name``): a single line unless its path is in ``multi_line``.
+    ``breaks_only``: the value is known to hold no control character but TAB, CR and LF, so
+    that multi-line strings (an attachment's megabytes) need no look.
     """
     stack: list[tuple[Any, str, str]] = [(value, "", "")]
     while stack:
         node, path, shape = stack.pop()
         if isinstance(node, str):
-            refuse_control(path or "body", node, line=shape not in multi_line)
+            line = shape not in multi_line
+            if line or not breaks_only:
+                refuse_control(path or "body", node, line=line)
         elif isinstance(node, dict):
             for key, child in node.items():
                 refuse_control(path or "body", key, line=True)

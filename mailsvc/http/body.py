@@ -15,9 +15,12 @@ from mailsvc.http.errors import BODY_TOO_LARGE, validation
 _BODYLESS = (b"GET", b"DELETE", b"HEAD", b"OPTIONS")
 #: Deep enough for any body of the API; deeper ones only cost recursion to whoever reads them.
 MAX_JSON_DEPTH = 64
-#: What in a body's bytes may stand for a character ``check_texts`` refuses: an escape (``\u0000``,
-#: ``\ud800``, ``\n``...), DEL, or a C1 control in UTF-8. Raw C0 controls are not JSON.
-_MAY_HOLD_CONTROLS = re.compile(rb"\\[ubfnr]|\x7f|\xc2[\x80-\x9f]")
+#: What in a body's bytes may stand for a control character other than TAB, CR and LF, or a
+#: lone surrogate: its escape (``\u0000``-``\u001f``, ``\u007f``-``\u009f``, ``\ud800``-``\udfff``,
+#: ``\b``, ``\f``), DEL, or a C1 control in UTF-8 (raw C0 controls are not JSON).
+_MAY_HOLD_CONTROLS = re.compile(rb"\\u00[0189][0-9a-fA-F]|\\u007[fF]|\\u[dD][89a-fA-F]|\\[bf]|\x7f|\xc2[\x80-\x9f]")
+#: An escaped line break: refused in a single-line field.
+_MAY_HOLD_BREAKS = re.compile(rb"\\[nr]")
 #: What a request whose route names no multi-line path is checked against: single lines only.
 _SINGLE_LINES = MultiLine()
 
@@ -58,6 +61,8 @@ def read_json_value(request, empty=None):
         _check_depth(value)
     if _MAY_HOLD_CONTROLS.search(raw) is not None:
         check_texts(value, getattr(request, "multi_line", _SINGLE_LINES))
+    elif _MAY_HOLD_BREAKS.search(raw) is not None:
+        check_texts(value, getattr(request, "multi_line", _SINGLE_LINES), breaks_only=True)
     return value
 
 

@@ -414,7 +414,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
-    site = Site(router.resource(), clock, metrics, admit=router.admit,
+    site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
     metrics.in_flight.set_function(lambda: site.in_flight)
 

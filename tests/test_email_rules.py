@@ -19,6 +19,7 @@ from mailsvc.domain.email import (
     submission_from_json,
 )
 from mailsvc.domain.errors import Invalid, InvalidAttachment
+from mailsvc.domain.text import MultiLine, check_texts
 from mailsvc.mail.mime import build, new_message_id, resubmitted
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -321,3 +322,27 @@ def test_mailboxes_are_written_as_the_email_packages_address_writes_them():
         local = rng.choice(["a", "a.b", '"q uoted"', "x+y"])
         mailbox = Mailbox(name, f"{local}@example.com")
         assert str(mailbox) == str(Address(display_name=name, username=local, domain="example.com"))
+
+
+@pytest.mark.parametrize("body, where", [
+    ({"subject": "a\nb"}, "subject"),
+    ({"html": "a\x00b"}, "html"),
+    ({"html": "a\ud800b"}, "html"),
+    ({"html": "a\x0bb"}, "html"),
+    ([{"text": "ok\r\n"}, {"subject": "a\rb"}], "[1].subject"),
+    ({"properties": {"city": "a\nb", "nested": {"deeper": "a\nb"}}}, "properties.nested.deeper"),
+    ({"document": {"blocks": [{"text": "a\x85b"}]}}, "document.blocks[0].text"),
+    ({"headers": {"X-A\nB": "v"}}, "headers"),
+    ("a\x1bb", "body"),
+])
+def test_the_one_check_of_stored_text_names_where(body, where):
+    lines = MultiLine(("html", "[].text", "properties.*", "document.**"))
+    with pytest.raises(Invalid) as e:
+        check_texts(body, lines)
+    assert e.value.field == where and e.value.message.startswith(where)
+
+
+def test_multi_line_fields_keep_tab_cr_and_lf():
+    lines = MultiLine(("html", "[].text", "properties.*", "document.**"))
+    check_texts([{"html": "<p>\t</p>\r\n", "text": "a\nb", "subject": "a\tb"}], MultiLine(("[].html", "[].text")))
+    check_texts({"properties": {"city": "Port\nTown"}, "document": {"blocks": [{"text": "a\r\nb"}]}}, lines)

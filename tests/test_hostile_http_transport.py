@@ -5,6 +5,7 @@ error name and whether the connection was closed. The sockets run in a thread (t
 serving them runs here); the deadlines are set to 1 s so that the slow clients finish soon.
 """
 
+import json
 import select
 import socket
 import time
@@ -107,6 +108,31 @@ async def test_a_declared_body_over_the_limit_is_refused_before_it_is_sent(api):
     assert error_of(answer) == (422, "validation_error") and closed
     [answer], closed = await talk(api, [post("/v1/emails", 50 * MIB + 1, f"Authorization: Bearer {key}")])
     assert error_of(answer) == (422, "validation_error") and closed
+
+
+@pt.ensureDeferred
+async def test_each_route_has_its_own_limit_in_its_own_envelope(api):
+    # A reschedule takes 1 MiB although a send takes 50: refused on its headers, the body unsent.
+    _, key = await api.tenant()
+    auth = f"Authorization: Bearer {key}"
+    some_id = "0190f5a4-0000-7000-8000-000000000000"
+    for method, path, length, name in [
+        ("PATCH", f"/emails/{some_id}", 2 * MIB, "validation_error"),
+        ("POST", f"/v1/emails/{some_id}/cancel", MIB + 1, "validation_error"),
+        ("POST", "/v1/templates", 5 * MIB + 1, "validation_error"),
+    ]:
+        head = post(path, length, auth).replace(b"POST", method.encode(), 1)
+        [answer], closed = await talk(api, [head])
+        status, _, body = answer
+        assert (status, closed) == (422, True), (path, body)
+        if path.startswith("/v1/"):
+            assert json.loads(body)["error"]["message"] == "request body too large"
+        else:
+            assert json.loads(body) == {"statusCode": 422, "name": name, "message": "request body too large"}
+    # Within its limit, a template write of 2 MiB is read and judged on what it holds.
+    body = json.dumps({"name": "big", "html": "<p>" + "a" * 2 * MIB + "</p>"}).encode()
+    [answer], closed = await talk(api, [post("/templates", len(body), auth), body], want=1)
+    assert answer[0] == 201 and not closed, answer
 
 
 @pt.ensureDeferred

@@ -3,6 +3,7 @@
 import json
 
 import pytest_twisted as pt
+from twisted.internet import defer
 
 from mailsvc.http.site import MIB
 
@@ -90,16 +91,24 @@ async def test_body_limit_is_enforced_before_buffering(api):
     assert len(listed["data"]) == 1
 
 
-def test_body_limits_by_path():
-    from mailsvc.http.site import body_limit
-
-    assert body_limit(b"/emails") == 50 * MIB
-    assert body_limit(b"/emails/batch?x=1") == 50 * MIB
-    assert body_limit(b"/v1/emails") == 50 * MIB
-    assert body_limit(b"/templates/abc") == 5 * MIB
-    assert body_limit(b"/broadcasts") == 5 * MIB
-    assert body_limit(b"/api-keys") == MIB
-    assert body_limit(b"/emailsx") == MIB
+@pt.ensureDeferred
+async def test_body_limits_by_route(api):
+    # SPEC §Limits "Body size": the route's own, on its /v1 and /dashboard copies too.
+    limit = api.parts.router.body_limit
+    some_id = b"0190f5a4-0000-7000-8000-000000000000"
+    for method, path, expected in [
+        (b"POST", b"/emails", 50 * MIB), (b"POST", b"/emails/batch?x=1", 50 * MIB),
+        (b"POST", b"/v1/emails", 50 * MIB), (b"POST", b"/dashboard/emails/batch", 50 * MIB),
+        (b"PATCH", b"/emails/" + some_id, MIB), (b"POST", b"/v1/emails/" + some_id + b"/cancel", MIB),
+        (b"POST", b"/emails/check", MIB),
+        (b"POST", b"/templates", 5 * MIB), (b"PATCH", b"/v1/templates/welcome", 5 * MIB),
+        (b"POST", b"/dashboard/templates/welcome/preview", 5 * MIB), (b"DELETE", b"/templates/welcome", MIB),
+        (b"POST", b"/broadcasts", 5 * MIB), (b"PATCH", b"/v1/broadcasts/" + some_id, 5 * MIB),
+        (b"POST", b"/template-builder/render", 5 * MIB), (b"POST", b"/dashboard/previews", 5 * MIB),
+        (b"POST", b"/api-keys", MIB), (b"PATCH", b"/api-keys/" + some_id, MIB), (b"POST", b"/contacts/batch", MIB),
+        (b"POST", b"/admin/v1/tenants", MIB), (b"POST", b"/auth/login", MIB), (b"POST", b"/emailsx", MIB),
+    ]:
+        assert limit(method, path) == expected, (method, path)
 
 
 @pt.ensureDeferred
@@ -190,3 +199,90 @@ async def test_unexpected_error_is_500_without_traceback(api):
     assert body["name"] == "application_error"
     assert "secret" not in json.dumps(body) and "Traceback" not in json.dumps(body)
     assert response.headers.getRawHeaders("x-request-id")
+
+
+#: What no stored text may hold, one per probe in turn: NUL, a lone surrogate, ESC, DEL, a C1 control.
+UNSTORABLE = ("Z\u0000Ä", "a\ud800b", "a\x1bb", "a\x7fb", "a\x85b")
+LINE_BREAK = "a\r\nb"
+
+
+def _strings(schema: dict, steps: tuple = ()):
+    """The steps (a key, or 0 for an array's item) to every string a body schema names."""
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "string" in kinds or any(alternative.get("type") == "string" for alternative in schema.get("oneOf", ())):
+        yield steps
+    if "object" in kinds:
+        fields = schema.get("properties")
+        if fields:
+            for name, field in fields.items():
+                yield from _strings(field, (*steps, name))
+        else:  # a map (headers, properties, variables, a document): any key
+            yield (*steps, "k")
+    if "array" in kinds and "items" in schema:
+        yield from _strings(schema["items"], (*steps, 0))
+
+
+def _body(steps: tuple, value):
+    for step in reversed(steps):
+        value = [value] if step == 0 else {step: value}
+    return value
+
+
+def _where(steps: tuple, item: str = "[0]") -> str:
+    return "".join(item if step == 0 else f".{step}" for step in steps).lstrip(".")
+
+
+@pt.ensureDeferred
+async def test_every_string_of_every_write_goes_through_the_one_check(api):
+    # Every write route the router serves (main, /v1, /dashboard, operator, public), every string
+    # its documented body names: what no text may hold is refused (422, naming the field), and so
+    # is a line break outside the route's multi-line fields.
+    import re
+    import uuid
+
+    from mailsvc.domain.text import MultiLine
+    from mailsvc.http import openapi
+    from mailsvc.http.router import FULL, OPERATOR, SENDING, SESSION
+    from tests.test_dashboard import signed_in
+
+    tenant, key, session = await signed_in(api)
+    _, audience, _ = await api.json("POST", "/audiences", key, json={"name": "Readers"})
+    known = {"audience_id": audience["id"], "tenant_id": tenant["id"], "pattern": "example.org"}
+    doc = openapi.document(api.parts.router.mounted)
+    probes = []
+    for mounted in api.parts.router.mounted:
+        if mounted.method not in ("POST", "PATCH", "PUT"):
+            continue
+        oas_path, _ = openapi._openapi_path(mounted.path)
+        schema = doc["paths"][oas_path][mounted.method.lower()].get("requestBody")
+        if schema is None:
+            continue  # reads no body
+        schema = schema["content"]["application/json"]["schema"]
+        path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: known.get(m.group(1), str(uuid.uuid4())), mounted.path)
+        multi_line = MultiLine(mounted.multi_line)
+        headers = {"Content-Type": "application/json"}
+        if mounted.access == SESSION:
+            headers |= {"Cookie": f"mailsvc_session={session.token}", "X-CSRF-Token": session.csrf}
+        credential = {FULL: key, SENDING: key, OPERATOR: api.operator_token}.get(mounted.access)
+        for index, steps in enumerate(_strings(schema)):
+            shape = _where(steps, "[]")
+            for value in [UNSTORABLE[index % len(UNSTORABLE)]] + ([] if shape in multi_line else [LINE_BREAK]):
+                probes.append((mounted.method, path, credential, headers, steps, value))
+
+    async def probe(method, path, credential, headers, steps, value):
+        code, body, _ = await api.json(method, path, credential, headers=headers,
+                                       data=json.dumps(_body(steps, value)).encode())
+        where = _where(steps)
+        if "error" in body:
+            told, expected = (body["error"]["code"], body["error"]["field"]), ("validation_error", where)
+        else:
+            told, expected = (body.get("name"), body.get("message", "").startswith(where)), ("validation_error", True)
+        if code != 422 or told != expected:
+            return (method, path, where, repr(value), code, body)
+
+    gate = defer.DeferredSemaphore(8)
+    answers = await defer.gatherResults([gate.run(lambda p=p: defer.ensureDeferred(probe(*p))) for p in probes])
+    refused_wrongly = [answer for answer in answers if answer is not None]
+    assert not refused_wrongly, "\n".join(map(str, refused_wrongly))
+    assert len(probes) > 300

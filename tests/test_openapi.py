@@ -182,3 +182,104 @@ async def test_the_replies_of_broadcasts_and_shaping_match_their_entries(api):
     code, gone, _ = await api.json("DELETE", "/admin/v1/destinations/defaults/example.org", api.operator_token)
     assert code == 200, gone
     check("DELETE /admin/v1/destinations/defaults/<pattern>", gone)
+
+
+def _resolved(schema: dict, doc: dict) -> dict:
+    """``schema`` with the document's components beside it, so that its ``$ref``s resolve."""
+    return {**schema, "components": doc["components"]}
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_route_answers_what_the_document_says(api):
+    # Each route the router serves is called (GETs first, then writes with an empty body, deletes,
+    # signing out last), as an API key, a dashboard session or the operator as its access says,
+    # on resources of the account where the path names one: it answers a status the document
+    # lists for it, with a body of the schema listed for that status; and a read of resources
+    # that exist answers one of its documented successes, or an error when the document lists
+    # none (an unavailable route, such as a contact's topics).
+    import re
+    import uuid
+
+    import jsonschema_rs
+    from twisted.internet import defer
+
+    from mailsvc.http.router import OPERATOR, SENDING, SESSION, SESSION_FRAME
+    from tests.test_dashboard import signed_in
+
+    tenant, key, session = await signed_in(api)
+
+    async def created(path, body):
+        code, reply, _ = await api.json("POST", path, key, json=body)
+        assert code in (200, 201), (path, reply)
+        return reply["id"]
+
+    segment = await created("/segments", {"name": "Readers"})
+    contact = "ann@example.com"
+    await created("/contacts", {"email": contact, "segments": [{"id": segment}]})
+    existing = {
+        "segment_id": segment, "audience_id": await created("/audiences", {"name": "Old"}),
+        "tenant_id": tenant["id"], "user_id": session.user["id"],
+        "broadcast_id": await created("/broadcasts", {"segment_id": segment, "from": "News <news@example.com>",
+                                                      "subject": "Hi", "html": "<p>Hi</p>"}),
+        ("templates", "key"): await created("/templates", {"name": "Welcome", "html": "<p>Hi</p>"}),
+        ("contacts", "key"): contact,
+        ("suppressions", "key"): "gone@example.com",
+    }
+    await created("/suppressions", {"email": "gone@example.com"})
+
+    def filled(path: str) -> tuple[str, bool]:
+        """The path with the account's resources where it names them (else unknown ids); all of them known?"""
+        known = True
+
+        def value(match: re.Match) -> str:
+            nonlocal known
+            before = path[:match.start()].rstrip("/").rsplit("/", 1)[-1]
+            found = existing.get(match.group(1)) or existing.get((before, match.group(1)))
+            known = known and found is not None
+            return found or str(uuid.uuid4())
+
+        return re.sub(r"<(?:\w+:)?(\w+)>", value, path), known
+
+    doc = openapi.document(api.parts.router.mounted)
+
+    async def call(mounted):
+        path, known = filled(mounted.path)
+        headers = {}
+        if mounted.access in (SESSION, SESSION_FRAME):
+            headers = {"Cookie": f"mailsvc_session={session.token}", "X-CSRF-Token": session.csrf}
+        credential = {FULL: key, SENDING: key, OPERATOR: api.operator_token}.get(mounted.access)
+        body = {} if mounted.method in ("POST", "PATCH", "PUT") else None
+        response, raw = await api.request(mounted.method, path, credential, headers=headers, json=body,
+                                          allow_redirects=False)
+        operation = doc["paths"][openapi._openapi_path(mounted.path)[0]][mounted.method.lower()]
+        documented = operation["responses"]
+        where = f"{mounted.method} {path}"
+        if str(response.code) not in documented:
+            return f"{where}: {response.code} is not documented ({sorted(documented)}): {raw[:300]!r}"
+        media = documented[str(response.code)].get("content", {}).get("application/json")
+        if media and "schema" in media:
+            try:
+                jsonschema_rs.validate(_resolved(media["schema"], doc), json.loads(raw))
+            except (ValueError, jsonschema_rs.ValidationError) as e:
+                return f"{where}: the {response.code} reply is not of its documented schema: {e}"
+        successes = [status for status in documented if status.startswith(("2", "3"))]
+        if mounted.method == "GET" and known and mounted.access != SESSION_FRAME:
+            if successes and str(response.code) not in successes:
+                return f"{where}: answered {response.code} where the document promises {successes}: {raw[:300]!r}"
+            if not successes and response.code < 400:
+                return f"{where}: answered {response.code}, the document lists no success"
+        return None
+
+    phases = [
+        [m for m in api.parts.router.mounted if m.method == "GET"],
+        [m for m in api.parts.router.mounted if m.method in ("POST", "PATCH", "PUT") and m.path != "/auth/logout"],
+        [m for m in api.parts.router.mounted if m.method == "DELETE"],
+        [m for m in api.parts.router.mounted if m.path == "/auth/logout"],
+    ]
+    assert sum(map(len, phases)) == len(api.parts.router.mounted)
+    gate = defer.DeferredSemaphore(8)
+    wrong = []
+    for phase in phases:
+        answers = await defer.gatherResults([gate.run(lambda m=m: defer.ensureDeferred(call(m))) for m in phase])
+        wrong += [answer for answer in answers if answer is not None]
+    assert not wrong, "\n".join(wrong)

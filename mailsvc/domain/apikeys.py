@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from mailsvc.domain.errors import Invalid
+from mailsvc.domain.text import refuse_control
 from mailsvc.ids import parse_uuid
 
 PERMISSIONS = ("full_access", "sending_access")
@@ -62,6 +63,7 @@ def key_name(value: Any) -> str:
         raise Invalid("name", "name must be a non-empty string")
     if len(value) > NAME_MAX:
         raise Invalid("name", f"name must be at most {NAME_MAX} characters")
+    refuse_control("name", value, line=True)
     return value
 
 

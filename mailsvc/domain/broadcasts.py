@@ -19,13 +19,12 @@ from mailsvc.domain import placeholders
 from mailsvc.domain.email import (
     MAX_SUBJECT_BYTES,
     UNSUBSCRIBE_KEYS,
-    checked_string,
     parse_mailbox,
     parse_mailboxes,
-    refuse_control,
 )
 from mailsvc.domain.errors import BroadcastInProgress, BroadcastNotCancelable, BroadcastNotDraft, Invalid
 from mailsvc.domain.templates import duplicate_name
+from mailsvc.domain.text import checked_string, refuse_control
 
 __all__ = [
     "STATUSES", "Content", "Contact", "broadcast_fields", "duplicate_name", "personalised", "next_utc_day",

@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 
 from mailsvc import timefmt
-from mailsvc.domain.email import refuse_control
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.suppression import normal_form
+from mailsvc.domain.text import refuse_control
 from mailsvc.ids import parse_uuid
 
 NAME_MAX = 200
@@ -59,8 +59,7 @@ def property_value(field: str, value: Any) -> Any:
     if isinstance(value, str):
         if len(value) > VALUE_MAX:
             raise Invalid(field, f"{field} must be at most {VALUE_MAX} characters")
-        if "\x00" in value:
-            raise Invalid(field, f"{field} must not contain NUL characters")
+        refuse_control(field, value)  # a text of lines (a CSV cell may hold a line break)
         return value
     raise Invalid(field, f"{field} must be a string, a number, a boolean or null")
 

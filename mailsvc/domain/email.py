@@ -21,6 +21,7 @@ import filetype
 from mailsvc.domain import placeholders
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.errors import Invalid, InvalidAttachment
+from mailsvc.domain.text import holds_control, refuse_control
 
 MAX_RECIPIENTS = 50
 MAX_SUBJECT_BYTES = 998
@@ -40,11 +41,6 @@ UNSUBSCRIBE_KEYS = frozenset({"SVC_UNSUBSCRIBE_URL", "RESEND_UNSUBSCRIBE_URL"})
 #: Set by the platform on the broadcast stream (RFC 8058): a client may not set them there.
 LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
-#: Control characters (C0, DEL, C1) a text may not hold: all but tab, CR and LF. PostgreSQL
-#: text cannot hold NUL, and the others have no place in mail a person reads.
-_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-#: In what becomes one header line (header values, filenames, content types): all but tab.
-_LINE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 #: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
 MANAGED_HEADERS = frozenset(
@@ -144,23 +140,6 @@ _SIMPLE_MAILBOX = re.compile(
 )
 
 
-def refuse_control(field: str, text: str, line: bool = False) -> None:
-    """Refuse control characters in ``text``: all but tab, CR and LF, or in a ``line`` all but tab."""
-    if (_LINE_CONTROL if line else _TEXT_CONTROL).search(text):
-        raise Invalid(field, f"{field} must not contain control characters")
-
-
-def checked_string(field: str, value: Any, max_chars: int | None = None, *, line: bool = False) -> str:
-    """``value`` if it is a string of at most ``max_chars`` with no control characters (``line``:
-    none but tab), else Invalid naming ``field``."""
-    if not isinstance(value, str):
-        raise Invalid(field, f"{field} must be a string")
-    if max_chars is not None and len(value) > max_chars:
-        raise Invalid(field, f"{field} must be at most {max_chars} characters")
-    refuse_control(field, value, line=line)
-    return value
-
-
 def simple_mailbox(text: str) -> Mailbox | None:
     """``text`` read without the email package when it has one of the common shapes, else None."""
     found = _SIMPLE_MAILBOX.match(text)
@@ -239,7 +218,7 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
             raise Invalid("headers", f"headers: the value of `{name}` must be a string")
         if "\r" in header_value or "\n" in header_value:
             raise Invalid("headers", f"headers: the value of `{name}` must not contain line breaks")
-        if _LINE_CONTROL.search(header_value):
+        if holds_control(header_value, line=True):
             raise Invalid("headers", f"headers: the value of `{name}` must not contain control characters")
         if len(header_value.encode("utf-8")) > 4000:
             raise Invalid("headers", f"headers: the value of `{name}` is too long")
@@ -338,7 +317,7 @@ def _attachments(value: Any) -> tuple[Attachment, ...]:
         content_id = item.get("content_id") or item.get("inline_content_id")
         if content_id is not None and (not isinstance(content_id, str) or not content_id.strip()
                                        or any(c in content_id for c in "\r\n<> ")
-                                       or _LINE_CONTROL.search(content_id)):
+                                       or holds_control(content_id, line=True)):
             raise Invalid("attachments", f"attachments[{index}].content_id must be a plain token")
         data = None
         if content not in (None, ""):

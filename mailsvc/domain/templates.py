@@ -20,14 +20,13 @@ from mailsvc.domain import documents, placeholders
 from mailsvc.domain.email import (
     MAX_SUBJECT_BYTES,
     Submission,
-    checked_string,
     parse_mailbox,
     parse_mailboxes,
-    refuse_control,
     submission_from_json,
 )
 from mailsvc.domain.errors import Invalid
 from mailsvc.domain.htmltext import html_to_text
+from mailsvc.domain.text import checked_string, refuse_control
 
 MAX_VARIABLES = 50
 MAX_VALUE_CHARS = 2000

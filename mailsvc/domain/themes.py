@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from mailsvc.domain import placeholders
-from mailsvc.domain.email import checked_string
 from mailsvc.domain.errors import Invalid
+from mailsvc.domain.text import checked_string
 
 HEX = re.compile(r"#[0-9a-fA-F]{6}\Z")
 FONTS = ("system", "inter", "helvetica", "georgia", "verdana", "trebuchet")

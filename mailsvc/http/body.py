@@ -1,56 +1,43 @@
-"""Reading request bodies the way the official SDKs send them (COMPAT.md §15)."""
+"""
+Reading request bodies the way the official SDKs send them (COMPAT.md §15), every key and
+string of them through the one check of stored text (``mailsvc.domain.text``), with the
+multi-line paths of the request's route (``request.multi_line``, set by the router).
+"""
 
 from __future__ import annotations
 
 import json
 import re
 
+from mailsvc.domain.text import MultiLine, check_texts
 from mailsvc.http.errors import BODY_TOO_LARGE, validation
 
 _BODYLESS = (b"GET", b"DELETE", b"HEAD", b"OPTIONS")
 #: Deep enough for any body of the API; deeper ones only cost recursion to whoever reads them.
 MAX_JSON_DEPTH = 64
-#: An escaped UTF-16 surrogate: the only way a lone one gets into a parsed body (raw UTF-8
-#: cannot hold one); a lone one cannot be stored or encoded.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: What in a body's bytes may stand for a control character other than TAB, CR and LF, or a
+#: lone surrogate: its escape (``\u0000``-``\u001f``, ``\u007f``-``\u009f``, ``\ud800``-``\udfff``,
+#: ``\b``, ``\f``), DEL, or a C1 control in UTF-8 (raw C0 controls are not JSON).
+_MAY_HOLD_CONTROLS = re.compile(rb"\\u00[0189][0-9a-fA-F]|\\u007[fF]|\\u[dD][89a-fA-F]|\\[bf]|\x7f|\xc2[\x80-\x9f]")
+#: An escaped line break: refused in a single-line field.
+_MAY_HOLD_BREAKS = re.compile(rb"\\[nr]")
+#: What a request whose route names no multi-line path is checked against: single lines only.
+_SINGLE_LINES = MultiLine()
 
 
 def _not_json(constant: str):
     raise ValueError(f"{constant} is not JSON")
 
 
-def _path(parent: str, step: str | int) -> str:
-    if isinstance(step, int):
-        return f"{parent}[{step}]"
-    return f"{parent}.{step}" if parent else step
-
-
-def _check_value(value, check_depth: bool, check_strings: bool) -> None:
-    """
-    Refuse a value nested deeper than MAX_JSON_DEPTH, or holding a lone surrogate in a key or a
-    string (naming where). Walks containers only, and strings only when ``check_strings``.
-    """
-    stack = [(value, "", 1)]
+def _check_depth(value) -> None:
+    """Refuse a value nested deeper than MAX_JSON_DEPTH (walking its containers only)."""
+    stack = [(value, 1)]
     while stack:
-        node, path, depth = stack.pop()
-        if isinstance(node, str):
-            if not node.isascii():
-                try:
-                    node.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise validation(f"{path or 'body'}: the text holds a lone surrogate",
-                                     field=path or "body") from None
-            continue
-        if not isinstance(node, (dict, list)):
-            continue
-        if check_depth and depth > MAX_JSON_DEPTH:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
             raise validation(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels", field="body")
-        steps = node.items() if isinstance(node, dict) else enumerate(node)
-        for step, child in steps:
-            if check_strings and isinstance(step, str):
-                stack.append((step, path, depth))
-            if isinstance(child, (dict, list)) or (check_strings and isinstance(child, str)):
-                stack.append((child, _path(path, step), depth + 1))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def read_json_value(request, empty=None):
@@ -69,11 +56,13 @@ def read_json_value(request, empty=None):
         raise validation(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels", field="body") from None
     except (ValueError, UnicodeDecodeError):
         raise validation("body: the request body is not valid JSON") from None
-    # Neither walk is needed by most bodies: too few brackets to nest deeply, no escaped surrogate.
-    check_depth = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
-    check_strings = _SURROGATE_ESCAPE.search(raw) is not None
-    if check_depth or check_strings:
-        _check_value(value, check_depth, check_strings)
+    # Neither walk is needed by most bodies: too few brackets to nest deeply, nothing to refuse.
+    if isinstance(value, (dict, list)) and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        _check_depth(value)
+    if _MAY_HOLD_CONTROLS.search(raw) is not None:
+        check_texts(value, getattr(request, "multi_line", _SINGLE_LINES))
+    elif _MAY_HOLD_BREAKS.search(raw) is not None:
+        check_texts(value, getattr(request, "multi_line", _SINGLE_LINES), breaks_only=True)
     return value
 
 

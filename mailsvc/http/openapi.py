@@ -112,6 +112,11 @@ SPAM_SCORE = obj(("object", "score", "threshold", "is_spam", "rules"), object={"
 #: A preview's ``spam`` (with spam.spamd set): the score, or why spamd gave none (the preview still answers).
 PREVIEW_SPAM = {"anyOf": [SPAM_SCORE, obj(("object", "error"), object={"const": "spam_score"}, error=STR)]}
 BROADCAST_STATUS = {"enum": ["draft", "scheduled", "queued", "sending", "sent", "canceled", "failed"]}
+#: A template's create and PATCH body (domain/templates.py ``FIELDS``).
+TEMPLATE_FIELDS = dict(name=STR, alias=STR, **{"from": STR}, subject=STR, reply_to=STR_OR_LIST, html=STR, text=STR,
+                       builder=OBJECT, variables={"type": "array", "items": obj(
+                           ("key",), key=STR, type={"enum": ["string", "number"]},
+                           fallback_value={"type": ["string", "number"]})})
 #: A broadcast's create and PATCH body (domain/broadcasts.py ``broadcast_fields``; SPEC "Broadcasts").
 BROADCAST_FIELDS = dict(segment_id=UUID, audience_id=UUID, name=STR, **{"from": STR}, subject=STR,
                         reply_to=STR_OR_LIST, preview_text=STR, html=STR, text=STR,
@@ -178,8 +183,12 @@ OPERATIONS: dict[str, Op] = {
     "GET /suppressions/<path:key>": Op("Retrieve a suppression (id or address)"),
     "DELETE /suppressions/<path:key>": Op("Remove a suppression (id or address)", ok={200: DELETED},
                                           native_ok={204: None}),
-    "POST /suppressions/batch/add": Op("Add suppressions", OBJECT, {201: obj(("data",), data={"type": "array"})}),
-    "POST /suppressions/batch/remove": Op("Remove suppressions", OBJECT, {200: obj(("data",), data={"type": "array"})}),
+    "POST /suppressions/batch/add": Op("Add suppressions", obj(("emails",), emails={"type": "array", "items": STR}),
+                                       {201: obj(("data",), data={"type": "array"})}),
+    "POST /suppressions/batch/remove": Op("Remove suppressions (by address or by id)",
+                                          obj(emails={"type": "array", "items": STR},
+                                              ids={"type": "array", "items": UUID}),
+                                          {200: obj(("data",), data={"type": "array"})}),
     # Contacts
     "POST /contacts": Op("Create or update a contact (by address)", CONTACT, {201: RESOURCE}),
     "POST /contacts/batch": Op(
@@ -195,8 +204,9 @@ OPERATIONS: dict[str, Op] = {
     "POST /contacts/<path:key>/segments/<segment_id>": Op("Add a contact to a segment", ok={200: OBJECT, 201: OBJECT}),
     "DELETE /contacts/<path:key>/segments/<segment_id>": Op("Remove a contact from a segment", ok={200: OBJECT},
                                                             native_ok={204: None}),
-    "GET /contacts/<path:key>/topics": Op("List a contact's topics", ok={200: listing()}),
-    "PATCH /contacts/<path:key>/topics": Op("Update a contact's topics (unsupported)", OBJECT),
+    # Topics are unavailable (SPEC): their routes answer 404 whatever the contact and the body.
+    "GET /contacts/<path:key>/topics": Op("A contact's topics: unavailable, always 404", ok={}),
+    "PATCH /contacts/<path:key>/topics": Op("A contact's topics: unavailable, always 404", ok={}),
     # Domains
     "POST /domains": Op("Add a sending domain", obj(("name",), name=STR, custom_return_path=STR, region=STR),
                         {201: obj(("id", "name", "status", "records"), id=UUID, name=STR, status=STR,
@@ -247,12 +257,11 @@ OPERATIONS: dict[str, Op] = {
     "DELETE /webhooks/<webhook_id>": Op("Delete a webhook", ok={200: RESOURCE}, native_ok={204: None}),
     "POST /webhooks/<webhook_id>/signing-secret/rotate": Op("Rotate a webhook's signing secret"),
     # Templates
-    "POST /templates": Op("Create a template", obj(("name",), name=STR, alias=STR, html=STR, text=STR,
-                                                   subject=STR, builder=OBJECT, variables={"type": "array"}),
+    "POST /templates": Op("Create a template", obj(("name",), **TEMPLATE_FIELDS),
                           {201: RESOURCE}, errors=(409,)),
     "GET /templates": Op("List templates", ok={200: listing()}, query=PAGE),
     "GET /templates/<key>": Op("Retrieve a template's draft"),
-    "PATCH /templates/<key>": Op("Update a template", OBJECT, {200: RESOURCE}, errors=(409,)),
+    "PATCH /templates/<key>": Op("Update a template", obj(**TEMPLATE_FIELDS), {200: RESOURCE}, errors=(409,)),
     "DELETE /templates/<key>": Op("Delete a template", ok={200: RESOURCE}, native_ok={204: None}),
     "POST /templates/<key>/publish": Op("Publish a template", ok={200: RESOURCE}),
     "POST /templates/<key>/duplicate": Op("Duplicate a template", ok={200: RESOURCE, 201: RESOURCE}, errors=(409,)),

@@ -37,8 +37,10 @@ from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
+from mailsvc.domain.text import MultiLine
 from mailsvc.http import errors
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
+from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
 
 log = Logger()
 
@@ -70,8 +72,11 @@ def is_dashboard_path(path: str) -> bool:
 
 JSON = b"application/json"
 
-#: Request paths (of at most so many bytes) whose route's access a router remembers
-#: (``Router._access_of``).
+#: SPEC §Limits "Body size": what a route other than a write of these takes is DEFAULT_BODY_LIMIT.
+SEND_BODY_LIMIT = 50 * MIB  # POST /emails and /emails/batch
+TEMPLATE_BODY_LIMIT = 5 * MIB  # template and broadcast writes (and the builder's, and previews)
+
+#: Request paths (of at most so many bytes) whose route a router remembers (``Router._endpoint_of``).
 ACCESS_CACHE_SIZE = 1024
 ACCESS_CACHE_PATH_BYTES = 256
 
@@ -97,6 +102,8 @@ class Route:
     surface: str
     native: bool
     dashboard: bool = True
+    body_limit: int = DEFAULT_BODY_LIMIT
+    multi_line: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -109,6 +116,10 @@ class Mounted:
     surface: str
     #: For a ``/dashboard`` copy of an API-key route: the path of the route it copies.
     mirror_of: str | None = None
+    #: The largest body it takes, in bytes; a larger one is refused before it is read.
+    body_limit: int = DEFAULT_BODY_LIMIT
+    #: The paths of its body whose strings may hold lines (``mailsvc.domain.text.MultiLine``).
+    multi_line: tuple[str, ...] = ()
 
 
 class Admission:
@@ -151,17 +162,20 @@ class Admission:
 
 
 def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False,
-          dashboard: bool = True):
+          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = ()):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
     also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
     A route an API key may call is also served at ``/dashboard`` + ``path`` to a session,
-    unless ``dashboard`` is False.
+    unless ``dashboard`` is False. ``body_limit``: the largest body it takes, on every copy;
+    ``multi_line``: the paths of its body whose strings may hold line breaks (every other string
+    of the body is one line, ``mailsvc.http.body``).
     """
 
     def mark(handler):
         handler.routes = (*getattr(handler, "routes", ()),
-                          Route(method, path, access, surface, native, dashboard))
+                          Route(method, path, access, surface, native, dashboard, body_limit,
+                                tuple(multi_line)))
         return handler
 
     return mark
@@ -192,12 +206,13 @@ class Router:
         self._sessions = sessions
         self._dashboard_origins = frozenset(origin.rstrip("/") for origin in dashboard_origins)
         self._access: dict[str, str] = {}  # endpoint name → who may call it
+        self._body_limits: dict[str, int] = {}  # endpoint name → the largest body it takes
         #: Every route served, in mount order (the OpenAPI document is generated from it).
         self.mounted: list[Mounted] = []
-        #: ``_access_of`` remembered per (method, path) as requested: the same few paths take
+        #: ``_endpoint_of`` remembered per (method, path) as requested: the same few paths take
         #: most requests, and matching one against the map costs more than the rest of the
         #: admission. Emptied when a route is added, and when it holds ACCESS_CACHE_SIZE paths.
-        self._access_cache: dict[tuple[bytes, bytes], str | None] = {}
+        self._endpoint_cache: dict[tuple[bytes, bytes], str | None] = {}
         self.app.handle_errors(NotFound)(self._route_not_found)
         self.app.handle_errors(MethodNotAllowed)(self._method_not_allowed)
 
@@ -209,17 +224,20 @@ class Router:
         for name in dir(type(resource)):
             for r in getattr(getattr(type(resource), name), "routes", ()):
                 handler = getattr(resource, name)
-                self._register(r.path, r.method, r.access, r.surface, handler)
+                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line)
                 if r.native:
-                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler)
+                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line)
                 if r.dashboard and r.access in (FULL, SENDING):
                     # A route only the native API has (/v1/usage) is served at /dashboard/usage.
                     mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
-                    self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, mirror_of=r.path)
+                    self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, r.body_limit,
+                                   r.multi_line, mirror_of=r.path)
 
     def _register(self, path: str, method: str, access: str, surface: str,
-                  handler: Callable[..., Awaitable[Any]], mirror_of: str | None = None) -> None:
+                  handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
+                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
+        lines = MultiLine(multi_line)
         dashboard = is_dashboard_path(path)
         if dashboard and access not in (SESSION, SESSION_FRAME, SIGN_IN):
             raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
@@ -227,6 +245,7 @@ class Router:
         def endpoint(request, **kwargs):
             request.route_name = path
             request.surface = surface
+            request.multi_line = lines
             if cors:
                 self._allow_origin(request)
             if dashboard:
@@ -238,8 +257,9 @@ class Router:
 
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
-        self.mounted.append(Mounted(method, path, access, surface, mirror_of))
-        self._access_cache.clear()
+        self._body_limits[f"{method} {path}"] = body_limit
+        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line))
+        self._endpoint_cache.clear()
         if cors:
             self._add_preflight(path, method)
         if dashboard:
@@ -250,27 +270,31 @@ class Router:
         Start checking the credentials of a request whose headers are in and whose body is
         not yet read; None when its route needs none, or it has no route (404 or 405 later).
         """
-        access = self._access_of(method, path)
+        access = self._access.get(self._endpoint_of(method, path))
         if access is None or access == PUBLIC:
             return None
         return Admission(access, defer.ensureDeferred(self._authorize(request, access)))
 
-    def _access_of(self, method: bytes, path: bytes) -> str | None:
-        """The access of the route ``method path`` leads to, matched as Klein will match it."""
+    def body_limit(self, method: bytes, path: bytes) -> int:
+        """The largest body the route ``method path`` leads to takes (no route: DEFAULT_BODY_LIMIT)."""
+        return self._body_limits.get(self._endpoint_of(method, path), DEFAULT_BODY_LIMIT)
+
+    def _endpoint_of(self, method: bytes, path: bytes) -> str | None:
+        """The endpoint of the route ``method path`` leads to, matched as Klein will match it."""
         key = (method, path)
         try:
-            return self._access_cache[key]
+            return self._endpoint_cache[key]
         except KeyError:
             pass
-        access = self._match_access(method, path)
+        endpoint = self._match_endpoint(method, path)
         if len(path) > ACCESS_CACHE_PATH_BYTES:
-            return access
-        if len(self._access_cache) >= ACCESS_CACHE_SIZE:
-            self._access_cache.clear()
-        self._access_cache[key] = access
-        return access
+            return endpoint
+        if len(self._endpoint_cache) >= ACCESS_CACHE_SIZE:
+            self._endpoint_cache.clear()
+        self._endpoint_cache[key] = endpoint
+        return endpoint
 
-    def _match_access(self, method: bytes, path: bytes) -> str | None:
+    def _match_endpoint(self, method: bytes, path: bytes) -> str | None:
         # twisted.web's split of the path into segments, which Klein joins again.
         segments = [unquote_to_bytes(s) for s in path.split(b"?", 1)[0][1:].split(b"/")]
         path_info = b"/".join(segments)
@@ -283,7 +307,7 @@ class Router:
             rule, _ = mapper.match(return_rule=True)
         except (UnicodeDecodeError, HTTPException):
             return None
-        return self._access.get(rule.endpoint)
+        return rule.endpoint
 
     def _add_preflight(self, path: str, method: str, dashboard: bool = False) -> None:
         """

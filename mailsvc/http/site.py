@@ -28,11 +28,8 @@ from mailsvc.http.errors import ApiError, surface_of
 
 MIB = 1024 * 1024
 
-#: SPEC §Limits "Body size": (path prefixes, limit). Anything else: 1 MiB.
-BODY_LIMITS: tuple[tuple[tuple[bytes, ...], int], ...] = (
-    ((b"/emails", b"/v1/emails"), 50 * MIB),
-    ((b"/templates", b"/broadcasts", b"/v1/templates", b"/v1/broadcasts", b"/template-builder"), 5 * MIB),
-)
+#: The largest body of a request whose route says nothing else (SPEC §Limits "Body size": each
+#: route's own is in the route table, ``mailsvc.http.router.route``).
 DEFAULT_BODY_LIMIT = 1 * MIB
 
 #: Seconds to receive a request's headers, from their first byte (``http.header_timeout``).
@@ -59,15 +56,6 @@ HEADERS_TOO_LARGE = ApiError(
 REQUEST_TIMEOUT = ApiError(408, "request_timeout", "The request was not received in time.")
 
 
-def body_limit(path: bytes) -> int:
-    path = path.split(b"?", 1)[0]
-    for prefixes, limit in BODY_LIMITS:
-        for prefix in prefixes:
-            if path == prefix or path.startswith(prefix + b"/"):
-                return limit
-    return DEFAULT_BODY_LIMIT
-
-
 def new_request_id() -> str:
     return "req_" + uuid.uuid4().hex
 
@@ -83,8 +71,8 @@ class Request(server.Request):
     admission = None
 
     def gotLength(self, length):  # noqa: N802 (Twisted's name)
-        # The request line has been parsed by now; the channel holds its path.
-        self._body_limit = body_limit(getattr(self.channel, "_path", b"") or b"")
+        # The request line has been parsed by now; the channel holds its method and path.
+        self._body_limit = self.channel.site.body_limit(self.channel._command, self.channel._path)
         self._body_seen = 0
         if length is not None and length > self._body_limit:
             self.body_too_large = True
@@ -297,7 +285,8 @@ class Site(server.Site):
     Tracks requests in flight so that a stop can drain them, and hands each finished
     request to the metrics. ``displayTracebacks`` is off: no traceback ever reaches a client.
     ``admit(request, method, path)`` is asked about each request as soon as its headers are in
-    (the router's ``admit``).
+    (the router's ``admit``), ``body_limit(method, path)`` for the largest body its route takes
+    (the router's ``body_limit``; without it, DEFAULT_BODY_LIMIT).
     """
 
     requestFactory = Request
@@ -311,6 +300,7 @@ class Site(server.Site):
         metrics,
         timeout: float = 75,
         admit: Callable | None = None,
+        body_limit: Callable[[bytes, bytes], int] | None = None,
         header_timeout: float = HEADER_TIMEOUT,
         body_timeout: float = BODY_TIMEOUT,
     ):
@@ -320,6 +310,7 @@ class Site(server.Site):
         self._clock = clock
         self._metrics = metrics
         self._admit = admit
+        self._body_limit = body_limit
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
         self._in_flight: set[Request] = set()
@@ -334,6 +325,9 @@ class Site(server.Site):
 
     def admit(self, request: Request, method: bytes, path: bytes):
         return self._admit(request, method, path) if self._admit is not None else None
+
+    def body_limit(self, method: bytes, path: bytes) -> int:
+        return self._body_limit(method, path) if self._body_limit is not None else DEFAULT_BODY_LIMIT
 
     def started(self, request: Request) -> None:
         self._in_flight.add(request)

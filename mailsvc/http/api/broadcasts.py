@@ -12,7 +12,7 @@ from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import FULL, Reply, route
+from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
 
 
 def _base_url(request) -> str:
@@ -30,7 +30,8 @@ class BroadcastsResource:
             return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row["id"])))
         return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row["id"])})
 
-    @route("POST", "/broadcasts", access=FULL, native=True)
+    @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("html", "text"))
     async def create(self, request, caller: Caller):
         row = await self._broadcasts.create(caller.tenant, read_json(request), _base_url(request))
         return await self._written(request, caller, row)
@@ -44,7 +45,8 @@ class BroadcastsResource:
     async def retrieve(self, request, caller: Caller, broadcast_id: str):
         return await self._broadcasts.get(caller.tenant.id, broadcast_id)
 
-    @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True)
+    @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("html", "text"))
     async def update(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.update(caller.tenant.id, broadcast_id, read_json(request))
         return await self._written(request, caller, row)
@@ -56,21 +58,21 @@ class BroadcastsResource:
             return Reply(204)
         return {"object": "broadcast", "id": str(gone), "deleted": True}
 
-    @route("POST", "/broadcasts/<broadcast_id>/send", access=FULL, native=True)
+    @route("POST", "/broadcasts/<broadcast_id>/send", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def send(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request), _base_url(request))
         return await self._written(request, caller, row, {"id": str(row["id"])})
 
-    @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True)
+    @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def cancel(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.cancel(caller.tenant.id, broadcast_id)
         return await self._written(request, caller, row)
 
-    @route("POST", "/broadcasts/<broadcast_id>/duplicate", access=FULL, native=True)
+    @route("POST", "/broadcasts/<broadcast_id>/duplicate", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def duplicate(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.duplicate(caller.tenant.id, broadcast_id)
         return await self._written(request, caller, row)
 
-    @route("POST", "/broadcasts/<broadcast_id>/preview", access=FULL, native=True)
+    @route("POST", "/broadcasts/<broadcast_id>/preview", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def preview(self, request, caller: Caller, broadcast_id: str):
         return await self._broadcasts.preview(caller.tenant.id, broadcast_id, read_json(request))

@@ -14,7 +14,7 @@ from mailsvc.app.builder import Builder
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.themes import NETWORKS
 from mailsvc.http.body import read_json
-from mailsvc.http.router import FULL, PUBLIC, Reply, route
+from mailsvc.http.router import FULL, PUBLIC, TEMPLATE_BODY_LIMIT, Reply, route
 
 PNG = b"image/png"
 #: The icons change only with a release: cached a week by clients and proxies.
@@ -40,11 +40,13 @@ class BuilderResource:
     async def theme(self, request, caller: Caller):
         return await self._builder.theme(caller.tenant)
 
-    @route("PATCH", "/template-builder/theme", access=FULL)
+    @route("PATCH", "/template-builder/theme", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("brand.address",))
     async def save_theme(self, request, caller: Caller):
         return await self._builder.save_theme(caller.tenant, read_json(request))
 
-    @route("POST", "/template-builder/render", access=FULL)
+    @route("POST", "/template-builder/render", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("document.**",))
     async def render(self, request, caller: Caller):
         return await self._builder.render(caller.tenant, read_json(request))
 

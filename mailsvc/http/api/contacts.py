@@ -16,6 +16,9 @@ from mailsvc.http.errors import NATIVE, ROUTE_NOT_FOUND
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
 
+#: The fields of a contact whose strings may hold line breaks (a CSV cell may hold one).
+CONTACT_TEXTS = ("properties.*",)
+
 
 def arg(request, name: str) -> str | None:
     values = request.args.get(name.encode())
@@ -33,12 +36,13 @@ class ContactsResource:
             return Reply(status, shapes.resource(row, object_name))
         return Reply(status, {"object": object_name, "id": str(contact_id)})
 
-    @route("POST", "/contacts", access=FULL, native=True)
+    @route("POST", "/contacts", access=FULL, native=True, multi_line=CONTACT_TEXTS)
     async def create(self, request, caller: Caller):
         contact_id = await self._contacts.create(caller.tenant.id, read_json(request))
         return await self._written(request, caller, contact_id, 201)
 
-    @route("POST", "/contacts/batch", access=FULL, native=True)
+    @route("POST", "/contacts/batch", access=FULL, native=True,
+           multi_line=tuple(f"contacts[].{path}" for path in CONTACT_TEXTS))
     async def batch(self, request, caller: Caller):
         data, errors = await self._contacts.batch(caller.tenant.id, read_json(request))
         return {"object": "list", "data": data, "errors": errors}
@@ -54,7 +58,7 @@ class ContactsResource:
     async def retrieve(self, request, caller: Caller, key: str):
         return shapes.resource(await self._contacts.get(caller.tenant.id, key))
 
-    @route("PATCH", "/contacts/<path:key>", access=FULL, native=True)
+    @route("PATCH", "/contacts/<path:key>", access=FULL, native=True, multi_line=CONTACT_TEXTS)
     async def update(self, request, caller: Caller, key: str):
         contact_id = await self._contacts.update(caller.tenant.id, key, read_json(request))
         return await self._written(request, caller, contact_id)

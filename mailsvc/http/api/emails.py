@@ -19,10 +19,12 @@ from mailsvc.http import errors
 from mailsvc.http.body import read_json, read_json_value
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import FULL, PUBLIC, SENDING, Reply, route
+from mailsvc.http.router import FULL, PUBLIC, SEND_BODY_LIMIT, SENDING, Reply, route
 from mailsvc.ids import parse_uuid
 
 MAX_BATCH = 100
+#: The fields of a send whose strings may hold line breaks (every other is one line).
+SEND_TEXTS = ("html", "text", "attachments[].content", "template.variables.**")
 
 
 def _email_id(text: str):
@@ -96,7 +98,7 @@ class EmailsResource:
             return Reply(result.status, result.body, headers={"Idempotent-Replayed": "true"})
         return respond(result)
 
-    @route("POST", "/emails", access=SENDING, native=True)
+    @route("POST", "/emails", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT, multi_line=SEND_TEXTS)
     async def send(self, request, caller: Caller):
         body = read_json(request)
 
@@ -109,7 +111,8 @@ class EmailsResource:
         item = Item(lambda now: _read(body, now))
         return await self._submitted(request, caller, f"send {request.surface}", body, [item], respond)
 
-    @route("POST", "/emails/batch", access=SENDING, native=True)
+    @route("POST", "/emails/batch", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT,
+           multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
         permissive = (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive"

@@ -13,7 +13,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.segments import Segments, list_item, resource
 from mailsvc.domain.contacts import AUDIENCE, SEGMENT
-from mailsvc.http.api.contacts import arg
+from mailsvc.http.api.contacts import CONTACT_TEXTS, arg
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
@@ -92,7 +92,7 @@ class AudiencesResource:
             caller.tenant.id, page_of(request.args, None), arg(request, "q"), audience_id, AUDIENCE)
         return envelope([contact_shapes.list_item(row) for row in found], has_more)
 
-    @route("POST", "/audiences/<audience_id>/contacts", access=FULL)
+    @route("POST", "/audiences/<audience_id>/contacts", access=FULL, multi_line=CONTACT_TEXTS)
     async def create_contact(self, request, caller: Caller, audience_id: str):
         audience = await self._segments.get(caller.tenant.id, audience_id, AUDIENCE)
         contact_id = await self._contacts.create(caller.tenant.id, read_json(request), audience["id"])
@@ -103,7 +103,7 @@ class AudiencesResource:
         await self._segments.get(caller.tenant.id, audience_id, AUDIENCE)
         return contact_shapes.resource(await self._contacts.get(caller.tenant.id, key), AUDIENCE_CONTACT)
 
-    @route("PATCH", "/audiences/<audience_id>/contacts/<path:key>", access=FULL)
+    @route("PATCH", "/audiences/<audience_id>/contacts/<path:key>", access=FULL, multi_line=CONTACT_TEXTS)
     async def update_contact(self, request, caller: Caller, audience_id: str, key: str):
         await self._segments.get(caller.tenant.id, audience_id, AUDIENCE)
         contact_id = await self._contacts.update(caller.tenant.id, key, read_json(request))

@@ -12,6 +12,6 @@ class SpamResource:
     def __init__(self, spam: SpamChecks):
         self._spam = spam
 
-    @route("POST", "/emails/check", access=FULL, native=True)
+    @route("POST", "/emails/check", access=FULL, native=True, multi_line=("html", "text"))
     async def check(self, request, caller: Caller):
         return await self._spam.check(read_json(request))

@@ -12,7 +12,10 @@ from mailsvc.app.templates import Templates
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
-from mailsvc.http.router import FULL, Reply, route
+from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
+
+#: The fields of a template whose strings may hold line breaks (every other is one line).
+TEMPLATE_TEXTS = ("html", "text", "builder.**", "variables[].fallback_value")
 
 
 class TemplatesResource:
@@ -25,7 +28,7 @@ class TemplatesResource:
             return Reply(status, await self._templates.get(caller.tenant.id, str(row["id"])))
         return Reply(status, {"id": str(row["id"]), "object": "template"})
 
-    @route("POST", "/templates", access=FULL, native=True)
+    @route("POST", "/templates", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT, multi_line=TEMPLATE_TEXTS)
     async def create(self, request, caller: Caller):
         row = await self._templates.create(caller.tenant, read_json(request))
         return await self._written(request, caller, row, 201)
@@ -39,7 +42,8 @@ class TemplatesResource:
     async def retrieve(self, request, caller: Caller, key: str):
         return await self._templates.get(caller.tenant.id, key)
 
-    @route("PATCH", "/templates/<key>", access=FULL, native=True)
+    @route("PATCH", "/templates/<key>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=TEMPLATE_TEXTS)
     async def update(self, request, caller: Caller, key: str):
         row = await self._templates.update(caller.tenant, key, read_json(request))
         return await self._written(request, caller, row)
@@ -51,17 +55,18 @@ class TemplatesResource:
             return Reply(204)
         return {"object": "template", "id": str(template_id), "deleted": True}
 
-    @route("POST", "/templates/<key>/publish", access=FULL, native=True)
+    @route("POST", "/templates/<key>/publish", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def publish(self, request, caller: Caller, key: str):
         row = await self._templates.publish(caller.tenant.id, key)
         return await self._written(request, caller, row)
 
-    @route("POST", "/templates/<key>/duplicate", access=FULL, native=True)
+    @route("POST", "/templates/<key>/duplicate", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def duplicate(self, request, caller: Caller, key: str):
         row = await self._templates.duplicate(caller.tenant.id, key)
         return await self._written(request, caller, row)
 
-    @route("POST", "/templates/<key>/preview", access=FULL, native=True)
+    @route("POST", "/templates/<key>/preview", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
+           multi_line=("variables.**",))
     async def preview(self, request, caller: Caller, key: str):
         preview, sender = await self._templates.preview_and_sender(caller.tenant.id, key, read_json(request))
         if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview,

@@ -14,7 +14,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.ui import PREVIEW_CSP
-from mailsvc.http.router import SESSION, SESSION_FRAME, Reply, route
+from mailsvc.http.router import SESSION, SESSION_FRAME, TEMPLATE_BODY_LIMIT, Reply, route
 from mailsvc.ids import parse_uuid
 from mailsvc.store import previews, segments, templates
 from mailsvc.store.database import Database
@@ -37,7 +37,7 @@ class ContentReads:
         return {"object": "list", "has_more": False,
                 "data": [{"id": str(r["id"]), "name": r["name"], "contacts": r["contacts"]} for r in rows]}
 
-    @route("POST", "/dashboard/previews", access=SESSION)
+    @route("POST", "/dashboard/previews", access=SESSION, body_limit=TEMPLATE_BODY_LIMIT, multi_line=("html",))
     async def keep_preview(self, request, caller: Caller):
         body = read_json(request)
         html = body.get("html")

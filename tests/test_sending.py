@@ -453,6 +453,26 @@ async def test_sending_access_key_may_send_and_read_but_not_list(api):
 
 
 @pt.ensureDeferred
+async def test_a_domain_restricted_key_reads_only_mail_sent_from_its_domain(api):
+    _, key, domain_id = await sending_tenant(api, plan="growth")
+    _, second, _ = await api.json("POST", "/domains", key, json={"name": "second.example.com"})
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (second["id"],))
+    _, restricted, _ = await api.json("POST", "/api-keys", key, json={"name": "r", "domain_id": domain_id})
+    _, own, _ = await api.json("POST", "/emails", restricted["token"], json=BODY)
+    _, other, _ = await api.json("POST", "/emails", key, json={**BODY, "from": "a@second.example.com"})
+    for path in ("/emails", "/v1/emails"):
+        code, got, _ = await api.json("GET", f"{path}/{own['id']}", restricted["token"])
+        assert (code, got["id"]) == (200, own["id"])
+        code, refused, _ = await api.json("GET", f"{path}/{other['id']}", restricted["token"])
+        code_absent, absent, _ = await api.json("GET", f"{path}/{uuid.uuid4()}", restricted["token"])
+        for body in (refused, absent):
+            body.get("error", {}).pop("request_id", None)
+        assert code == code_absent == 404 and refused == absent
+    code, _, _ = await api.json("GET", f"/emails/{other['id']}", key)
+    assert code == 200
+
+
+@pt.ensureDeferred
 async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_server):
     import dns.resolver
     from twisted.internet import threads

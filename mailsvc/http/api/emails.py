@@ -140,7 +140,7 @@ class EmailsResource:
     @route("GET", "/emails/<email_id>", access=SENDING, native=True)
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
-        resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed))
+        resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))
         if request.surface == NATIVE:
             resource["deliveries"] = await self._emails.deliveries(caller.tenant.id, parsed)
         return resource

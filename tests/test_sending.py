@@ -433,8 +433,14 @@ async def test_native_surface(api):
     assert code == 403 and body["error"]["code"] == "domain_not_verified"
     code, batch, _ = await api.json("POST", "/v1/emails/batch", key, json=[BODY, BODY])
     assert code == 200 and len(batch["data"]) == 2
+    # Atomic: the main surface's permissive mode does not apply, one bad item refuses the batch.
+    code, body, _ = await api.json("POST", "/v1/emails/batch", key, json=[BODY, {**BODY, "to": "broken"}],
+                                   headers={"x-batch-validation": "permissive"})
+    assert (code, body["error"]["code"]) == (422, "validation_error") and body["error"]["message"].startswith("[1] to")
     code, listed, _ = await api.json("GET", "/v1/emails?limit=2", key)
     assert code == 200 and len(listed["data"]) == 2 and listed["has_more"] is True
+    rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM emails")
+    assert rows[0]["n"] == 3
 
 
 @pt.ensureDeferred

@@ -112,7 +112,9 @@ class EmailsResource:
     @route("POST", "/emails/batch", access=SENDING, native=True)
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
-        permissive = (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive"
+        # The native batch is atomic (SPEC "Native API"): the main surface's header does not apply.
+        permissive = request.surface != NATIVE and (
+            (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):
             raise Invalid("body", "body must be an array of emails")
         if not body:

@@ -104,6 +104,16 @@ async def test_send_rules(api):
     assert (code, body["name"]) == (403, "validation_error") and "restricted" in body["message"]
     code, _, _ = await api.json("POST", "/emails", restricted["token"], json=BODY)
     assert code == 200
+    # An address repeated is one recipient with one copy; 51 different ones are too many.
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["ann@example.com"] * 51,
+                                                                 "bcc": ["Ann@Example.com"]})
+    assert code == 200
+    code, got, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
+    assert (got["to"], got["bcc"]) == (["ann@example.com"], ["Ann@example.com"])
+    assert [d["recipient"] for d in got["deliveries"]] == ["ann@example.com"]
+    code, body, _ = await api.json("POST", "/emails", key,
+                                   json={**BODY, "to": [f"r{i}@example.com" for i in range(51)]})
+    assert (code, body["name"]) == (422, "validation_error") and body["message"].startswith("to")
     # A paused account.
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token,
                    json={"status": "paused", "status_reason": "bounce rate"})

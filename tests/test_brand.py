@@ -13,6 +13,8 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.config import load
+from mailsvc.domain.brand import MAX_DEPTH, read_page
+from mailsvc.domain.errors import BrandFailed
 from mailsvc.domain.themes import contrast
 from tests.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
 from tests.fixture_site import ACCENT, BUTTON, PRIMARY, FixtureSite
@@ -183,3 +185,37 @@ async def test_fetch_failures(api, site, dns_server):
     # Without a url and without a verified domain: the url is required.
     code, answer, _ = await api.json("POST", "/brand/import", key, json={})
     assert (code, answer["name"]) == (422, "validation_error") and answer["message"].startswith("url")
+
+
+@pt.ensureDeferred
+async def test_a_page_nested_too_deep_is_refused_counted_and_not_charged(api, site, fake_ai):  # noqa: F811
+    _, key = await api.tenant(plan="scale")
+    site.files["/deep"] = (200, "text/html", b"<html><body>" + b"<div>" * 3000 + b"</div>" * 3000 + b"</body></html>")
+    code, answer, _ = await api.json("POST", "/brand/import", key,
+                                     json={"url": f"http://www.acme-rockets.com:{site.number}/deep"})
+    assert (code, answer["name"]) == (422, "brand_fetch_failed") and "nest" in answer["message"]
+    assert fake_ai.requests == []
+    code, caps, _ = await api.json("GET", "/template-builder", key)
+    assert caps["ai"]["used"] == 0
+    url = f"http://www.acme-rockets.com:{site.number}/nothing-here"
+    for _ in range(5):
+        code, answer, _ = await api.json("POST", "/brand/import", key, json={"url": url})
+        assert (code, answer["name"]) == (422, "brand_fetch_failed")
+    code, answer, _ = await api.json("POST", "/brand/import", key, json={"url": url})
+    assert (code, answer["name"]) == (429, "rate_limit_exceeded")  # the deep page was the first of six
+
+
+def test_deep_parts_of_a_page_are_read_without_recursion():
+    url = "https://acme.example/"
+    within = (b"<html><head><title>Acme | Home</title><script type='application/ld+json'>" + b"[" * 3000
+              + b"]" * 3000 + b"</script></head><body>" + b"<div>" * 250
+              + b"<header><img src='/logo.png'><svg class='logo'>" + b"<g>" * 200 + b"</g>" * 200 + b"</svg>"
+              + b"<svg class='logo'><g><path d='M0 0h1v1z'/></g></svg></header>" + b"</div>" * 250
+              + b"</body></html>")
+    page = read_page(within, url)
+    assert page.name == "Acme"
+    assert [(x.source, x.url) for x in page.logos] == [("header", "https://acme.example/logo.png"),
+                                                       ("inline_svg", "https://acme.example/#svg-1")]
+    with pytest.raises(BrandFailed) as refused:
+        read_page(b"<b>" * (MAX_DEPTH + 1), url)
+    assert refused.value.code == "brand_fetch_failed"

@@ -514,3 +514,16 @@ async def test_a_chunk_whose_lease_was_taken_over_writes_nothing(api):
         await api.parts.fanout._submit(row, tenant, stalled, claimed)
     assert len(await messages(api, b["id"])) == 6
     assert (await api.parts.db.fetchone("SELECT count(*) AS n FROM emails"))["n"] == 6
+
+
+@pt.ensureDeferred
+async def test_unset_strings_read_as_empty_strings(api):
+    """SPEC types reply_to as string[] and preview_text, html, text as string: never null."""
+    _, key, _ = await sending_tenant(api)
+    segment_id = await contacts(api, key, 1)
+    code, created, _ = await api.json("POST", "/broadcasts", key, json={
+        "segment_id": segment_id, "from": FROM, "subject": "Hi", "html": HTML})
+    assert code == 200, created
+    for path in (f"/broadcasts/{created['id']}", f"/v1/broadcasts/{created['id']}"):
+        code, got, _ = await api.json("GET", path, key)
+        assert code == 200 and (got["reply_to"], got["preview_text"], got["text"]) == ([], "", "")

@@ -411,3 +411,17 @@ async def test_a_batch_takes_the_same_few_statements_for_1_or_1000_rows(api):
     assert (await api.parts.db.fetchone("SELECT count(*) AS n FROM suppressions"))["n"] == 501
     assert (await api.parts.db.fetchone(
         "SELECT count(*) AS n FROM events WHERE type = 'contact.created'"))["n"] == 1001
+
+
+@pt.ensureDeferred
+async def test_names_never_set_read_as_empty_strings(api):
+    """SPEC types first_name and last_name as string: never null, in responses and in events."""
+    _, key = await api.tenant()
+    code, created, _ = await api.json("POST", "/contacts", key, json={"email": "ann@example.com"})
+    assert code == 201, created
+    shown = [(await api.json("GET", f"/contacts/{created['id']}", key))[1],
+             (await api.json("GET", f"/v1/contacts/{created['id']}", key))[1],
+             *(await api.json("GET", "/contacts", key))[1]["data"],
+             *(await api.json("GET", "/v1/contacts", key))[1]["data"],
+             *await _events(api, "contact.created")]
+    assert len(shown) == 5 and all((c["first_name"], c["last_name"]) == ("", "") for c in shown)

@@ -44,4 +44,4 @@ async def test_contact_events_are_delivered_signed(rig):  # noqa: F811 (fixture)
         assert data["id"] == str(contact_id) and data["email"] == "ann@example.com"
         assert ISO.match(data["created_at"]) and ISO.match(data["updated_at"])
     assert [(d["data"]["last_name"], d["data"]["unsubscribed"]) for d in documents] == [
-        (None, False), ("Lee", False), ("Lee", True), ("Lee", True)]
+        ("", False), ("Lee", False), ("Lee", True), ("Lee", True)]

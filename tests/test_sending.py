@@ -104,6 +104,16 @@ async def test_send_rules(api):
     assert (code, body["name"]) == (403, "validation_error") and "restricted" in body["message"]
     code, _, _ = await api.json("POST", "/emails", restricted["token"], json=BODY)
     assert code == 200
+    # An address repeated is one recipient with one copy; 51 different ones are too many.
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["ann@example.com"] * 51,
+                                                                 "bcc": ["Ann@Example.com"]})
+    assert code == 200
+    code, got, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
+    assert (got["to"], got["bcc"]) == (["ann@example.com"], ["Ann@example.com"])
+    assert [d["recipient"] for d in got["deliveries"]] == ["ann@example.com"]
+    code, body, _ = await api.json("POST", "/emails", key,
+                                   json={**BODY, "to": [f"r{i}@example.com" for i in range(51)]})
+    assert (code, body["name"]) == (422, "validation_error") and body["message"].startswith("to")
     # A paused account.
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token,
                    json={"status": "paused", "status_reason": "bounce rate"})
@@ -433,8 +443,14 @@ async def test_native_surface(api):
     assert code == 403 and body["error"]["code"] == "domain_not_verified"
     code, batch, _ = await api.json("POST", "/v1/emails/batch", key, json=[BODY, BODY])
     assert code == 200 and len(batch["data"]) == 2
+    # Atomic: the main surface's permissive mode does not apply, one bad item refuses the batch.
+    code, body, _ = await api.json("POST", "/v1/emails/batch", key, json=[BODY, {**BODY, "to": "broken"}],
+                                   headers={"x-batch-validation": "permissive"})
+    assert (code, body["error"]["code"]) == (422, "validation_error") and body["error"]["message"].startswith("[1] to")
     code, listed, _ = await api.json("GET", "/v1/emails?limit=2", key)
     assert code == 200 and len(listed["data"]) == 2 and listed["has_more"] is True
+    rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM emails")
+    assert rows[0]["n"] == 3
 
 
 @pt.ensureDeferred
@@ -450,6 +466,26 @@ async def test_sending_access_key_may_send_and_read_but_not_list(api):
     _, other_key = await api.tenant(name="Other")
     code, _, _ = await api.json("GET", f"/emails/{sent['id']}", other_key)
     assert code == 404
+
+
+@pt.ensureDeferred
+async def test_a_domain_restricted_key_reads_only_mail_sent_from_its_domain(api):
+    _, key, domain_id = await sending_tenant(api, plan="growth")
+    _, second, _ = await api.json("POST", "/domains", key, json={"name": "second.example.com"})
+    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (second["id"],))
+    _, restricted, _ = await api.json("POST", "/api-keys", key, json={"name": "r", "domain_id": domain_id})
+    _, own, _ = await api.json("POST", "/emails", restricted["token"], json=BODY)
+    _, other, _ = await api.json("POST", "/emails", key, json={**BODY, "from": "a@second.example.com"})
+    for path in ("/emails", "/v1/emails"):
+        code, got, _ = await api.json("GET", f"{path}/{own['id']}", restricted["token"])
+        assert (code, got["id"]) == (200, own["id"])
+        code, refused, _ = await api.json("GET", f"{path}/{other['id']}", restricted["token"])
+        code_absent, absent, _ = await api.json("GET", f"{path}/{uuid.uuid4()}", restricted["token"])
+        for body in (refused, absent):
+            body.get("error", {}).pop("request_id", None)
+        assert code == code_absent == 404 and refused == absent
+    code, _, _ = await api.json("GET", f"/emails/{other['id']}", key)
+    assert code == 200
 
 
 @pt.ensureDeferred

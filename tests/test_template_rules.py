@@ -201,7 +201,7 @@ def test_template_fields():
     fields = template_fields({**GOOD, "alias": "welcome.v1", "from": "Acme <a@acme.example>", "reply_to": "r@x.example",
                               "text": "", "variables": [{"key": "N", "type": "number", "fallback_value": 2}],
                               "id": "ignored"}, creating=True)
-    assert fields["alias"] == "welcome.v1" and fields["reply_to"] == ("r@x.example",) and fields["text"] == ""
+    assert fields["alias"] == "welcome.v1" and fields["reply_to"] == ("r@x.example",) and fields["text"] is None
     assert fields["variables"] == (Variable("N", "number", 2),) and "id" not in fields
     assert template_fields({"subject": None}, creating=False) == {"subject": None}
     assert "html" not in template_fields({"name": "B", "builder": {"version": 1, "blocks": []}}, creating=True)

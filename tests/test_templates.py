@@ -14,6 +14,7 @@ import resend
 import resend.exceptions
 
 from tests.sdk import call
+from tests.test_dashboard import signed_in
 from tests.test_sending import sending_tenant
 
 FROM = "Acme <news@acme.example.com>"
@@ -61,7 +62,7 @@ async def test_create_get_update_publish_duplicate_remove_with_the_sdk(api):
                                 "from", "subject", "reply_to", "html", "text", "has_unpublished_versions")} == {
         "object": "template", "id": template_id, "alias": "welcome", "name": "Welcome", "status": "draft",
         "published_at": None, "current_version_id": None, "from": FROM, "subject": TEMPLATE["subject"],
-        "reply_to": ["help@acme.example.com"], "html": TEMPLATE["html"], "text": None,
+        "reply_to": ["help@acme.example.com"], "html": TEMPLATE["html"], "text": "",
         "has_unpublished_versions": True,
     }
     assert got["created_at"].endswith("+00") and len(got["created_at"]) == 29
@@ -363,3 +364,24 @@ async def test_a_templated_broadcast_stream_send_gets_each_recipients_link(api):
         html = message.get_body(("html",)).get_content()
         assert "<p>Hi you &amp; me</p>" in html and f'href="{link_of(message)}"' in html, recipient
         assert "UNSUBSCRIBE_URL" not in raw.decode("ascii", "replace")
+
+
+@pt.ensureDeferred
+async def test_unset_strings_read_as_empty_strings_on_every_surface(api):
+    """SPEC types from, subject, html, text as string and reply_to as string[]: never null."""
+    _, key, session = await signed_in(api)
+    code, created, _ = await api.json("POST", "/templates", key, json={"name": "Bare", "html": "<p>Hi</p>"})
+    assert code == 201, created
+    path = f"/templates/{created['id']}"
+    await api.json("POST", f"{path}/publish", key)
+    empty = {"from": "", "subject": "", "reply_to": [], "text": "", "alias": None}
+    for got in [(await api.json("GET", path, key))[1], (await api.json("GET", f"/v1{path}", key))[1],
+                (await session.json("GET", f"/dashboard{path}"))[1]]:
+        assert {k: got[k] for k in empty} == empty and got["html"] == "<p>Hi</p>"
+    code, published, _ = await session.json("GET", f"/dashboard{path}/published")
+    assert (published["from"], published["subject"], published["text"]) == ("", "", "")
+    # What was read, written back, is what was there: still nothing unpublished, text still generated.
+    code, written, _ = await api.json("PATCH", f"/v1{path}", key, json={k: v for k, v in empty.items() if k != "alias"})
+    assert code == 200 and written["text"] == "" and written["has_unpublished_versions"] is False
+    row = await api.parts.db.fetchone("SELECT text FROM templates WHERE id = %s", (created["id"],))
+    assert row["text"] is None

@@ -257,6 +257,7 @@ def contact_of(row: dict) -> Contact:
 
 
 def resource(row: dict, counts: dict[str, int], deliveries: dict[str, int]) -> dict:
+    """The broadcast as ``GET /broadcasts/{id}`` shows it; SPEC's strings are never null (unset: ``""``)."""
     segment = str(row["segment_id"]) if row["segment_id"] else None
     stats = dict.fromkeys(STATS, 0)
     for status, n in deliveries.items():
@@ -271,10 +272,10 @@ def resource(row: dict, counts: dict[str, int], deliveries: dict[str, int]) -> d
         "segment_id": segment,
         "from": row["sender"],
         "subject": row["subject"],
-        "reply_to": list(row["reply_to"]) or None,
-        "preview_text": row["preview_text"],
-        "html": row["html"],
-        "text": row["text"],
+        "reply_to": list(row["reply_to"] or ()),
+        "preview_text": row["preview_text"] or "",
+        "html": row["html"] or "",
+        "text": row["text"] or "",
         "status": row["status"],
         "created_at": timefmt.resource(row["created_at"]),
         "scheduled_at": timefmt.resource(row["scheduled_at"]),

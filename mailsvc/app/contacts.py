@@ -303,8 +303,8 @@ def resource(row: dict, object_name: str = "contact") -> dict:
         "object": object_name,
         "id": str(row["id"]),
         "email": row["email"],
-        "first_name": row["first_name"],
-        "last_name": row["last_name"],
+        "first_name": row["first_name"] or "",
+        "last_name": row["last_name"] or "",
         "created_at": timefmt.resource(row["created_at"]),
         "unsubscribed": bool(row["unsubscribed"]),
         "properties": shown_properties(row["properties"] or {}),
@@ -312,11 +312,12 @@ def resource(row: dict, object_name: str = "contact") -> dict:
 
 
 def list_item(row: dict) -> dict:
+    """A contact in a list; like ``resource``, a name never set is ``""`` (SPEC types it string)."""
     return {
         "id": str(row["id"]),
         "email": row["email"],
-        "first_name": row["first_name"],
-        "last_name": row["last_name"],
+        "first_name": row["first_name"] or "",
+        "last_name": row["last_name"] or "",
         "created_at": timefmt.resource(row["created_at"]),
         "unsubscribed": bool(row["unsubscribed"]),
     }

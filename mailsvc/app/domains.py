@@ -367,7 +367,12 @@ class Domains:
         return row
 
     async def _status_changed(self, txn: Transaction, row: dict, status: str) -> None:
-        if status != row["status"]:
+        """
+        ``domain.updated`` for a change of status, ``previous`` one of ``pending``, ``verified``,
+        ``failed`` (SPEC Events): leaving ``not_started`` (the first verify) reports nothing, the
+        first event is the first check's outcome (from ``pending``).
+        """
+        if status != row["status"] and row["status"] != "not_started":
             await events.record(txn, self._clock, row["tenant_id"], "domain.updated", {
                 "domain_id": str(row["id"]), "domain": row["name"], "status": status,
                 "previous": row["status"],

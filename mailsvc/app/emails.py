@@ -69,8 +69,12 @@ class Emails:
 
     # Reading
 
-    async def get(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict:
-        row = await rows.get(self.db, tenant_id, email_id)
+    async def get(self, tenant_id: uuid.UUID, email_id: uuid.UUID, domain_id: uuid.UUID | None = None) -> dict:
+        """
+        The email, or NotFound. A key restricted to a domain passes its ``domain_id``: an email
+        sent from another domain of the account is absent to it, like another account's.
+        """
+        row = await rows.get(self.db, tenant_id, email_id, domain_id)
         if row is None:
             raise NotFound("Email")
         return row

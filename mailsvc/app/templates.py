@@ -302,6 +302,10 @@ class Templates:
 
 
 def resource(row: dict, published: dict | None) -> dict:
+    """
+    The template as ``GET /templates/{key}`` shows its draft. What SPEC types as a string is
+    never null (unset is ``""``, ``reply_to`` ``[]``); ``alias`` and ``current_version_id`` may be.
+    """
     return {
         "object": "template",
         "id": str(row["id"]),
@@ -312,11 +316,11 @@ def resource(row: dict, published: dict | None) -> dict:
         "updated_at": timefmt.resource(row["updated_at"]),
         "status": "published" if row["current_version_id"] else "draft",
         "published_at": timefmt.resource(row["published_at"]),
-        "from": row["sender"],
-        "subject": row["subject"],
-        "reply_to": list(row["reply_to"]) or None,
-        "html": row["html"],
-        "text": row["text"],
+        "from": row["sender"] or "",
+        "subject": row["subject"] or "",
+        "reply_to": list(row["reply_to"] or ()),
+        "html": row["html"] or "",
+        "text": row["text"] or "",
         "variables": row["variables"] or [],
         "builder": row["builder"],
         "has_unpublished_versions": published is None or _content(row) != _content(published),

@@ -22,6 +22,7 @@ import html5lib
 from PIL import Image
 
 from mailsvc.domain import themes
+from mailsvc.domain.errors import BrandFailed
 
 SOURCES = ("header", "img", "inline_svg", "json_ld", "apple_touch_icon", "icon", "manifest", "og_image")
 #: Points each source starts with (docs/decisions.md, "AI generation and brand import").
@@ -42,6 +43,34 @@ _VAR = re.compile(r"var\(\s*(--[A-Za-z0-9_-]+)")
 _CUSTOM = re.compile(r"(--[A-Za-z0-9_-]+)\s*:\s*([^;{}]+)")
 _RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
 _IMPORT = re.compile(r"@import\s+(?:url\()?\s*['\"]?([^'\")\s;]+)")
+#: Elements open at once beyond which a page is not read: html5lib looks through the open
+#: elements for most tags, so a page nested 20,000 deep took 23 s to parse (and its walk
+#: overflowed Python's stack, a 500).
+MAX_DEPTH = 512
+#: Nesting beyond which an inline SVG is not kept as a logo (serialising it recurses; logos are shallow).
+MAX_SVG_DEPTH = 64
+
+_EtreeBuilder = html5lib.getTreeBuilder("etree")
+
+
+class _BoundedTreeBuilder(_EtreeBuilder):
+    """
+    html5lib's ElementTree builder, refusing a page that keeps more than MAX_DEPTH elements
+    open: checked where html5lib opens an element of the page (its two insert methods).
+    """
+
+    def insertElementNormal(self, token):
+        self._check_depth()
+        return super().insertElementNormal(token)
+
+    def insertElementTable(self, token):
+        self._check_depth()
+        return super().insertElementTable(token)
+
+    def _check_depth(self) -> None:
+        if len(self.openElements) >= MAX_DEPTH:
+            raise BrandFailed("brand_fetch_failed",
+                              f"url: the page could not be read: its elements nest more than {MAX_DEPTH} deep")
 
 
 def _local(tag: Any) -> str:
@@ -126,6 +155,16 @@ def _is_logo_like(element) -> bool:
     return "logo" in hints or "brand" in hints
 
 
+def _nested_within(element, limit: int) -> bool:
+    """Whether nothing under ``element`` is more than ``limit`` levels down (read level by level)."""
+    level = [element]
+    for _ in range(limit):
+        level = [child for parent in level for child in parent]
+        if not level:
+            return True
+    return False
+
+
 def _svg_bytes(element) -> bytes:
     ET.register_namespace("", "http://www.w3.org/2000/svg")
     ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
@@ -147,9 +186,12 @@ def google_families(href: str) -> list[str]:
 
 
 def read_page(body: bytes, url: str, charset: str | None = None) -> Page:
-    """The candidates of one HTML page (``url`` is where it was read, after redirects)."""
-    root = html5lib.parse(body, treebuilder="etree", namespaceHTMLElements=False,
-                          transport_encoding=charset or None)
+    """
+    The candidates of one HTML page (``url`` is where it was read, after redirects).
+    BrandFailed ``brand_fetch_failed`` for a page nested more than MAX_DEPTH deep.
+    """
+    parser = html5lib.HTMLParser(tree=_BoundedTreeBuilder, namespaceHTMLElements=False)
+    root = parser.parse(body, transport_encoding=charset or None)
     page = Page(url)
     page.language = _attr(root, "lang")
     css: list[str] = []
@@ -165,7 +207,8 @@ def read_page(body: bytes, url: str, charset: str | None = None) -> Page:
             seen_logos.add(absolute)
             page.logos.append(LogoSource(source, absolute))
 
-    def walk(element, in_header: bool, in_head: bool) -> None:
+    def visit(element, in_header: bool, in_head: bool) -> tuple[bool, bool] | None:
+        """Read one element; the (in_header, in_head) its children are read with, None to skip them."""
         nonlocal svg_count
         tag = _local(element.tag)
         if tag == "header" or _attr(element, "role") == "banner" or (
@@ -214,12 +257,13 @@ def read_page(body: bytes, url: str, charset: str | None = None) -> Page:
             elif _is_logo_like(element):
                 add_logo("img", src)
         elif tag == "svg":
-            if in_header or _is_logo_like(element) or _is_logo_like_parent(element):
+            if (in_header or _is_logo_like(element) or _is_logo_like_parent(element)) and _nested_within(
+                    element, MAX_SVG_DEPTH):
                 svg_count += 1
                 data = _svg_bytes(element)
                 if len(data) <= 512 * 1024:
                     page.logos.append(LogoSource("inline_svg", f"{url.split('#')[0]}#svg-{svg_count}", data))
-            return  # nothing of interest inside
+            return None  # nothing of interest inside
         elif tag in ("a", "button"):
             _link(page, element, tag, url)
         elif tag == "address" and not page.address:
@@ -229,8 +273,7 @@ def read_page(body: bytes, url: str, charset: str | None = None) -> Page:
         style = _attr(element, "style")
         if style:
             css.append("x{" + style + "}")
-        for child in element:
-            walk(child, in_header, in_head)
+        return in_header, in_head
 
     parents: dict[int, Any] = {}
     for parent in root.iter():
@@ -241,7 +284,13 @@ def read_page(body: bytes, url: str, charset: str | None = None) -> Page:
         parent = parents.get(id(element))
         return parent is not None and _local(parent.tag) == "a" and _is_logo_like(parent)
 
-    walk(root, False, False)
+    # Document order without recursion: a page may nest deeper than Python's stack allows.
+    stack: list[tuple[Any, bool, bool]] = [(root, False, False)]
+    while stack:
+        element, in_header, in_head = stack.pop()
+        inherited = visit(element, in_header, in_head)
+        if inherited is not None:
+            stack.extend((child, *inherited) for child in reversed(element))
     page.css = "\n".join(css)
     for imported in _IMPORT.findall(page.css):
         families = google_families(urljoin(url, imported))
@@ -284,7 +333,7 @@ def social_of(href: str) -> dict[str, str] | None:
 def _json_ld(page: Page, text: str, add_logo) -> None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
         return
     items = data if isinstance(data, list) else [data]
     flat: list[dict] = []

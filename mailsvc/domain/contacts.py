@@ -257,12 +257,15 @@ def shown_properties(stored: Mapping[str, Any]) -> dict[str, dict]:
 
 
 def event_data(row: Mapping[str, Any]) -> dict:
-    """``data`` of a ``contact.*`` event (SPEC §Events), from a contact as the store reads it."""
+    """
+    ``data`` of a ``contact.*`` event (SPEC §Events), from a contact as the store reads it; a
+    name never set is ``""``, as the API shows it.
+    """
     return {
         "id": str(row["id"]),
         "email": row["email"],
-        "first_name": row["first_name"],
-        "last_name": row["last_name"],
+        "first_name": row["first_name"] or "",
+        "last_name": row["last_name"] or "",
         "unsubscribed": bool(row["unsubscribed"]),
         "created_at": timefmt.iso(row["created_at"]),
         "updated_at": timefmt.iso(row["updated_at"]),

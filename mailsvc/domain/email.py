@@ -187,9 +187,28 @@ def parse_mailboxes(field: str, value: Any, required: bool = False) -> tuple[Mai
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
         raise Invalid(field, f"{field} must be a string or an array of strings")
-    if len(items) > MAX_RECIPIENTS:
-        raise Invalid(field, f"{field}: at most {MAX_RECIPIENTS} addresses")
-    return tuple(parse_mailbox(field, item) for item in items)
+    return _unique_mailboxes(field, items)
+
+
+def _unique_mailboxes(field: str, items: list) -> tuple[Mailbox, ...]:
+    """
+    The mailboxes of ``items``, each address once (the first spelling, addresses compared
+    ignoring case): an address repeated is one recipient and gets one copy. An entry repeating
+    an earlier one (ignoring case and surrounding spaces) is skipped unread; at most
+    ``MAX_RECIPIENTS`` different entries are read, which bounds the parsing a request can ask for.
+    """
+    read: set[str] = set()
+    unique: dict[str, Mailbox] = {}
+    for item in items:
+        seen_key = item.strip().lower() if isinstance(item, str) else None
+        if seen_key is not None and seen_key in read:
+            continue
+        if len(read) == MAX_RECIPIENTS:
+            raise Invalid(field, f"{field}: at most {MAX_RECIPIENTS} different addresses")
+        mailbox = parse_mailbox(field, item)
+        read.add(seen_key)
+        unique.setdefault(mailbox.address.lower(), mailbox)
+    return tuple(unique.values())
 
 
 def _optional_string(body: dict, field: str) -> str | None:

@@ -227,7 +227,8 @@ def template_fields(body: dict, *, creating: bool) -> dict[str, Any]:
     elif creating and "builder" not in fields:
         raise Invalid("html", "html is required")
     if "text" in given:
-        fields["text"] = None if given["text"] is None else checked_string("text", given["text"])
+        # Empty is unset, as the template shows it (``""``): generated from the html at send time.
+        fields["text"] = None if given["text"] is None else checked_string("text", given["text"]) or None
     if "variables" in given:
         fields["variables"] = variables_of(given["variables"])
     return fields

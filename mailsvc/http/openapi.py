@@ -126,8 +126,8 @@ BROADCAST = obj(
     ("object", "id", "name", "segment_id", "audience_id", "from", "subject", "reply_to", "preview_text", "html",
      "text", "status", "created_at", "scheduled_at", "sent_at", "topic_id", "recipients", "stats"),
     object={"const": "broadcast"}, id=UUID, name=STR, segment_id=NULLABLE_UUID, audience_id=NULLABLE_UUID,
-    **{"from": STR}, subject=STR, reply_to={"type": ["array", "null"], "items": STR}, preview_text=NULLABLE_STR,
-    html=NULLABLE_STR, text=NULLABLE_STR, status=BROADCAST_STATUS, created_at=STR, scheduled_at=NULLABLE_STR,
+    **{"from": STR}, subject=STR, reply_to={"type": "array", "items": STR}, preview_text=STR,
+    html=STR, text=STR, status=BROADCAST_STATUS, created_at=STR, scheduled_at=NULLABLE_STR,
     sent_at=NULLABLE_STR, topic_id={"type": "null"}, recipients=INT,
     stats={"type": "object", "additionalProperties": INT},
     progress=obj(("done", "total"), done=INT, total=INT),
@@ -460,7 +460,7 @@ OPERATIONS: dict[str, Op] = {
     "GET /dashboard/templates/<key>/published": Op(
         "A template's published version (for the draft-against-published diff)", ok={200: obj(
             ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},
-            **{"from": NULLABLE_STR}, subject=NULLABLE_STR, html=NULLABLE_STR, text=NULLABLE_STR)}),
+            **{"from": STR}, subject=STR, html=STR, text=STR)}),
     # The web UI: its static files, and the redirects to it
     "GET /": Op("Redirects to the web UI (/ui/)", ok={302: None}),
     "GET /ui": Op("Redirects to the web UI (/ui/)", ok={302: None}),

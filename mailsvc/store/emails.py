@@ -18,8 +18,15 @@ _COLUMNS = (
 _ATTACHMENT_COLUMNS = "id, filename, size, content_type, content_disposition, content_id"
 
 
-async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
-    return await db.fetchone(f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
+async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID,
+              domain_id: uuid.UUID | None = None) -> dict | None:
+    """The email ``email_id`` of the account; with ``domain_id``, only if it was sent from that domain."""
+    if domain_id is None:
+        return await db.fetchone(
+            f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
+    return await db.fetchone(
+        f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s AND domain_id = %s",
+        (tenant_id, email_id, domain_id))
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:

@@ -115,7 +115,9 @@ class EmailsResource:
            multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
-        permissive = (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive"
+        # The native batch is atomic (SPEC "Native API"): the main surface's header does not apply.
+        permissive = request.surface != NATIVE and (
+            (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):
             raise Invalid("body", "body must be an array of emails")
         if not body:
@@ -143,7 +145,7 @@ class EmailsResource:
     @route("GET", "/emails/<email_id>", access=SENDING, native=True)
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
-        resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed))
+        resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))
         if request.surface == NATIVE:
             resource["deliveries"] = await self._emails.deliveries(caller.tenant.id, parsed)
         return resource

@@ -69,5 +69,5 @@ class ContentReads:
             raise NotFound("Template")
         if row["version_id"] is None:
             return {"object": "template_version", "id": None}
-        return {"object": "template_version", "id": str(row["version_id"]), "from": row["sender"],
-                "subject": row["subject"], "html": row["html"], "text": row["text"]}
+        return {"object": "template_version", "id": str(row["version_id"]), "from": row["sender"] or "",
+                "subject": row["subject"] or "", "html": row["html"] or "", "text": row["text"] or ""}

@@ -46,7 +46,8 @@ _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 #: In what becomes one header line (header values, filenames, content types): all but tab.
 _LINE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
-#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
+#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`),
+#: nor any other ``Resent-*`` field (a resending identity nothing checks, as over SMTP).
 MANAGED_HEADERS = frozenset(
     name.lower()
     for name in (
@@ -233,7 +234,7 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
     for name, header_value in value.items():
         if not _FIELD_NAME.match(name):
             raise Invalid("headers", f"headers: `{name}` is not a valid header name")
-        if name.lower() in MANAGED_HEADERS:
+        if name.lower() in MANAGED_HEADERS or name.lower().startswith("resent-"):
             raise Invalid("headers", f"headers: `{name}` is managed by the platform and cannot be set")
         if not isinstance(header_value, str):
             raise Invalid("headers", f"headers: the value of `{name}` must be a string")

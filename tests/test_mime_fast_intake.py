@@ -219,7 +219,8 @@ FROM_SHAPES = ["From: {a}", "From: News <{a}>", 'From: "Doe, J" <{a}>', "From: {
 MISREAD_SHAPES = [
     "From : {a}", "From\t: {a}", "From {a} Mon Jan  1 00:00:00 2024", "Sender : {a}", "Resent-From : {a}",
     "X-Junk : y", "To : r@example.com", ": no name", "no colon at all", " ", "\t ", "Subject: a\rFrom: {a}",
-    "Subject: a\nFrom: {a}", "", "From: news@alpha.example, {a}", "From:", "Resent-From: {a}", "resent-sender: {a}",
+    "Subject: a\nFrom: {a}", "Subject: a\x0bFrom: {a}", "Subject: a\x0cFrom: {a}", "Subject: a\x1cFrom: {a}",
+    "", "From: news@alpha.example, {a}", "From:", "Resent-From: {a}", "resent-sender: {a}",
 ]
 PLAIN_SHAPES = [*FROM_SHAPES, "Sender: {a}", "X-Junk: y", "To: r@example.com", "Subject: hi {a}", " {a}",
                 "\t(folded)", "Bcc: {a}", "Message-ID: <x@{a}>", "X-Café: v", "Date: today"]

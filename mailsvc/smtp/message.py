@@ -2,8 +2,10 @@
 The submission a message submitted over SMTP asks for. The envelope decides who receives: the
 ``To`` and ``Cc`` headers only sort the envelope recipients they name into ``to`` and ``cc``
 (the others are ``bcc``); an address named only in a header receives nothing. The rest is read
-from the message's own headers, of which ``From`` must occur once. The common shapes are read
-without the ``email`` package's full parser, which gives the same result more slowly.
+from the message's own headers, of which ``From`` must occur once. The header section is read
+here, line by line (``header_fields``), so that the fields checked are those a receiver reads;
+the common shapes of values and bodies are read without the ``email`` package's full parser,
+which gives the same result more slowly.
 """
 
 from __future__ import annotations
@@ -95,14 +97,14 @@ def _shown(line: bytes) -> str:
 
 
 def _check_read_size(fields: dict[str, list[str]]) -> None:
-    size = sum(len(value) for name in _READ_HEADERS for value in fields.get(name, ()) if isinstance(value, str))
+    size = sum(len(value) for name in _READ_HEADERS for value in fields.get(name, ()))
     if size > MAX_READ_HEADER_BYTES:
         raise Invalid("headers", f"headers: From, Sender, To, Cc and Subject exceed {MAX_READ_HEADER_BYTES // 1024}"
                                  " KiB together")
 
 
-def _plain(value) -> bool:
-    return isinstance(value, str) and "=?" not in value and _PLAIN_VALUE.match(value) is not None
+def _plain(value: str) -> bool:
+    return "=?" not in value and _PLAIN_VALUE.match(value) is not None
 
 
 def _simple_addresses(value: str) -> list[Mailbox] | None:
@@ -139,7 +141,7 @@ def _text_body(raw: bytes, fields: dict[str, list[str]]) -> tuple[str | None, st
         return None
     encodings = fields.get("content-transfer-encoding", [""])
     encoding = encodings[0]
-    if not isinstance(encoding, str) or (encoding and not _TOKEN.match(encoding)):
+    if encoding and not _TOKEN.match(encoding):
         return None
     if encoding.lower() in ("x-uuencode", "uuencode", "uue", "x-uue"):
         return None

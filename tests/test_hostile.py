@@ -54,6 +54,12 @@ CASES = [
     ("crlf in to", "/emails", {"to": "ann@example.com\r\nBcc: evil@example.net"}, 422, "validation_error"),
     ("colon in header name", "/emails", {"headers": {"X-A: b": "c"}}, 422, "validation_error"),
     ("managed header bcc", "/emails", {"headers": {"Bcc": "evil@example.net"}}, 422, "validation_error"),
+    # SMTP submission's header rules (tests/test_hostile_smtp.py), over HTTP.
+    ("space before the colon of a from header", "/emails", {"headers": {"From ": "ceo@bystander.example.com"}},
+     422, "validation_error"),
+    ("sender header", "/emails", {"headers": {"Sender": "ceo@bystander.example.com"}}, 422, "validation_error"),
+    ("resent-reply-to header", "/emails", {"headers": {"Resent-Reply-To": "ceo@bystander.example.com"}},
+     422, "validation_error"),
     ("form feed in header value", "/emails", {"headers": {"X-Ref": "a\x0cb"}}, 422, "validation_error"),
     ("nul in content type", "/emails",
      {"attachments": [{"filename": "a.txt", "content": "aGk=", "content_type": f"text/plain{NUL}"}]},

@@ -250,3 +250,14 @@ async def test_a_connection_that_sends_nothing_is_not_answered(api):
     with socket.create_connection(("127.0.0.1", api.port.getHost().port)):
         code, body, _ = await api.json("GET", "/healthz")
     assert (code, body) == (200, {"status": "ok"})
+
+
+@pt.ensureDeferred
+async def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(api):
+    started = time.monotonic()
+    answers, closed = await talk(api, [])  # the header deadline is 1 s here, the idle timeout 75 s
+    assert answers == [] and closed and time.monotonic() - started < 5
+    # A first byte in time starts the header deadline: that request is answered.
+    parts = [0.5, b"G", 0.7, b"ET /healthz HTTP/1.1\r\nHost: mail.test\r\nConnection: close\r\n\r\n"]
+    [(status, _, _)], closed = await talk(api, parts)
+    assert status == 200 and closed

@@ -26,12 +26,19 @@ from tests.test_smtp_submission import pem, smtp_ports, tls_context  # noqa: F40
 
 
 class Wire:
-    """One SMTP client connection over implicit TLS: raw bytes out, each reply's last line in."""
+    """One SMTP client connection over TLS (implicit, or by STARTTLS): raw bytes out, each reply's last line in."""
 
-    def __init__(self, port: int, cert):
-        self.sock = tls_context(cert).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+    def __init__(self, port: int, cert, starttls: bool = False):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if starttls:
+            self.file = self.sock.makefile("rb")
+            assert self.reply().startswith(b"220")
+            assert self.send(b"EHLO client.example\r\n")[0].startswith(b"250")
+            assert self.send(b"STARTTLS\r\n")[0].startswith(b"220")
+        self.sock = tls_context(cert).wrap_socket(self.sock)
         self.file = self.sock.makefile("rb")
-        assert self.reply().startswith(b"220")
+        if not starttls:
+            assert self.reply().startswith(b"220")
 
     def reply(self) -> bytes:
         """The last line of the next reply, or b"" when the server has closed the connection."""
@@ -294,3 +301,58 @@ async def test_bare_line_endings_are_normalised_before_signing(api, smtp_ports, 
     assert signatures == 2
     assert [checker.verify(idx=i, dnsfunc=dnsfunc) for i in range(signatures)] == [True, True]
 
+
+
+#: Header sections (issue #27) that the email package's compat32 reader misread: it dropped a
+#: ``Name :`` line or ended the header section there, while the message was stored, signed and
+#: read by receivers with the line as a header field. Each: (id, the header section as a
+#: function of the victim and the bystander, the reply).
+MISREAD_HEADERS = [
+    ("from with a space before the colon", lambda v, b: f"To: ann@example.com\r\nSubject: s\r\nFrom : ceo@{b.domain}"
+     f"\r\nFrom: news@{v.domain}\r\n", b"550 5.6.0 headers: line 3 of the header section is not a header field"),
+    ("sender with a space before the colon", lambda v, b: f"From: news@{v.domain}\r\nSender : ceo@{b.domain}\r\n",
+     b"550 5.6.0 headers: line 2 of the header section is not a header field"),
+    ("resent-from with a space before the colon", lambda v, b: f"From: news@{v.domain}\r\n"
+     f"Resent-From : ceo@{b.domain}\r\n", b"550 5.6.0 headers: line 2 of the header section is not a header field"),
+    ("a from after a name-space-colon line", lambda v, b: f"From: news@{v.domain}\r\nX-Junk : y\r\n"
+     f"From: ceo@bank.example\r\n", b"550 5.6.0 headers: line 2 of the header section is not a header field"),
+    ("a tab before the colon", lambda v, b: f"From\t: ceo@{b.domain}\r\nFrom: news@{v.domain}\r\n",
+     b"550 5.6.0 headers: line 1 of the header section is not a header field"),
+    ("a line of white space only", lambda v, b: f"From: news@{v.domain}\r\n \t\r\nFrom: ceo@{b.domain}\r\n",
+     b"550 5.6.0 headers: line 2 of the header section is white space only"),
+    ("a continuation line first", lambda v, b: f" From: ceo@{b.domain}\r\nFrom: news@{v.domain}\r\n",
+     b"550 5.6.0 headers: the message starts with a continuation line"),
+    ("an mbox from line", lambda v, b: f"From: news@{v.domain}\r\nFrom ceo@{b.domain} Mon Jan  1 00:00:00 2024\r\n",
+     b"550 5.6.0 headers: line 2 of the header section is not a header field"),
+    ("a second from on the account's own domain", lambda v, b: f"From: news@{v.domain}\r\nFrom: ceo@{v.domain}\r\n",
+     b"550 5.6.0 from: the message has more than one From header"),
+    ("a second from on another account's domain", lambda v, b: f"From: news@{v.domain}\r\nFrom: ceo@{b.domain}\r\n",
+     b"550 5.6.0 from: the message has more than one From header"),
+    ("sender on another account's domain", lambda v, b: f"From: news@{v.domain}\r\nSender: ceo@{b.domain}\r\n",
+     b"550 5.7.1 The Sender header's domain bystander.example.com is not a verified domain"),
+    ("resent-from on another account's domain", lambda v, b: f"From: news@{v.domain}\r\nResent-From: ceo@{b.domain}"
+     "\r\n", b"550 5.7.1 Resent-* headers are not accepted (Resent-From)"),
+    ("resent-from on the account's own domain", lambda v, b: f"From: news@{v.domain}\r\nResent-From: a@{v.domain}"
+     "\r\n", b"550 5.7.1 Resent-* headers are not accepted (Resent-From)"),
+]
+
+
+def misread_headers_session(port: int, cert, key: str, starttls: bool, transactions: list[bytes]) -> list[bytes]:
+    """Each transaction's last reply (after DATA), on one connection."""
+    wire = Wire(port, cert, starttls)
+    try:
+        wire.login(key)
+        return [wire.send(data, 4)[-1] for data in transactions]
+    finally:
+        wire.close()
+
+
+@pytest.mark.parametrize("mode", ["starttls", "implicit"])
+@pt.ensureDeferred
+async def test_a_header_section_is_read_as_receivers_read_it(api, smtp_ports, pem, victim, bystander, mode):  # noqa: F811
+    transactions = [transaction(victim, head(victim, bystander).encode() + b"\r\nbody\r\n")
+                    for _, head, _ in MISREAD_HEADERS]
+    got = await attack(api, victim, bystander, lambda: threads.deferToThread(
+        misread_headers_session, smtp_ports[mode], pem, victim.key, mode == "starttls", transactions))
+    for (name, _, expected), reply in zip(MISREAD_HEADERS, got, strict=True):
+        assert reply.startswith(expected), (name, reply)

@@ -10,6 +10,7 @@ import base64
 import email
 import email.policy
 import re
+import smtplib
 import uuid
 
 import dns.resolver
@@ -24,7 +25,7 @@ from tests.domainsupport import publish
 from tests.mta import DOMAIN
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 from tests.test_dkim import verify_all
-from tests.test_smtp_submission import message, submit
+from tests.test_smtp_submission import message, submit, tls_context
 
 
 async def signing_sender(mta, **fields) -> tuple[dict, str, str]:
@@ -215,6 +216,41 @@ async def test_smtp_submitted_mail_with_its_own_headers_verifies(mta, pem):
     parsed = email.message_from_bytes(received.data, policy=email.policy.default)
     assert parsed["X-Entity-Ref-ID"] == "own-header" and parsed["Reply-To"] == "desk@acme.example.com"
     assert len(signatures(received.data)) == 2 and "forged" not in str(parsed.get_all("DKIM-Signature"))
+    assert await verdicts(mta, received.data) == [True, True]
+
+
+def submit_raw(port: int, pem, key: str, raw: bytes, recipients: list[str]) -> None:
+    client = smtplib.SMTP_SSL("127.0.0.1", port, context=tls_context(pem), timeout=10)
+    try:
+        client.login("mailsvc", key)
+        client.sendmail(f"news@{DOMAIN}", recipients, raw)
+    finally:
+        client.quit()
+
+
+@pt.ensureDeferred
+async def test_the_from_delivered_is_the_from_checked(mta, pem):
+    # Folded fields, a Sender: what the intake read is what the sink receives, signed; the
+    # email package's strict policy (which raises on a line it cannot read) and its default
+    # policy read the same From and Sender (issue #27; the fuzz is in test_mime_fast_intake).
+    mta.route("example.net")
+    _, key, _ = await signing_sender(mta)
+    raw = (f"From: News\r\n <news@{DOMAIN}>\r\nSender: Desk\r\n\t<desk@{DOMAIN}>\r\nTo: ann@example.net\r\n"
+           "X-Junk: y\r\nSubject: checked\r\n\r\nbody\r\n").encode()
+    port = await compose.listen_submission(reactor, "ssl:0:interface=127.0.0.1", mta.parts.submission,
+                                           tls.server_options(*pem))
+    try:
+        await threads.deferToThread(submit_raw, port.getHost().port, pem, key, raw, ["ann@example.net"])
+    finally:
+        await port.stopListening()
+    await mta.sink.wait_for(1)
+    await mta.settled()
+    (received,) = mta.sink.messages
+    for policy in (email.policy.strict, email.policy.default):
+        parsed = email.message_from_bytes(received.data, policy=policy)
+        assert [str(f) for f in parsed.get_all("From")] == [f"News <news@{DOMAIN}>"]
+        assert [str(f) for f in parsed.get_all("Sender")] == [f"Desk <desk@{DOMAIN}>"]
+    assert all(re.search(r"h=from:from:sender:sender:", s) for s in signatures(received.data))
     assert await verdicts(mta, received.data) == [True, True]
 
 

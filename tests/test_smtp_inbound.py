@@ -61,8 +61,9 @@ class Recorder:
 def connect(tls_options=None, asynchronous=True, **kwargs):
     recorder = Recorder(asynchronous)
     clock = task.Clock()
+    kwargs.setdefault("idle_timeout", 30)
     factory = InboundFactory(clock, "mx.acme.example", recorder.accepts, recorder.deliver,
-                             tls_options=tls_options, idle_timeout=30, **kwargs)
+                             tls_options=tls_options, **kwargs)
     proto, transport = connected(factory)
     return proto, transport, recorder, clock
 
@@ -205,6 +206,15 @@ def test_idle_timeout():
     assert transport.value() == b""
     clock.advance(2)
     assert transport.value() == b"421 4.4.2 mx.acme.example Idle timeout, closing connection\r\n"
+    assert transport.disconnecting
+
+
+def test_a_silent_peer_has_the_idle_timeout_to_its_first_command():
+    # Mail servers send bounces and reports here: RFC 5321's 5 minutes from the start.
+    proto, transport, _, clock = connect(idle_timeout=300)
+    clock.advance(299)
+    assert not transport.disconnecting
+    clock.advance(1)
     assert transport.disconnecting
 
 

@@ -160,6 +160,27 @@ def test_long_lines_and_idle_timeout():
     assert transport.disconnecting
 
 
+def test_a_client_has_30_s_to_its_first_command_then_the_idle_timeout():
+    recorder, clock = Recorder(), task.Clock()
+    factory = SubmissionFactory(clock, Submission(recorder.authenticate, recorder.accept, "mx.test"), object(),
+                                implicit_tls=True)
+    silent, silent_transport = connected(factory)
+    talking, talking_transport = connected(factory)
+    clock.advance(29)
+    send(talking, talking_transport, b"EH")  # a part of a line is no command
+    clock.advance(0.5)
+    send(talking, talking_transport, b"LO c\r\n")
+    assert not silent_transport.disconnecting
+    silent_transport.clear()
+    clock.advance(1)
+    assert silent_transport.value() == b"421 4.4.2 Idle timeout, closing connection\r\n"
+    assert silent_transport.disconnecting and not talking_transport.disconnecting
+    clock.advance(298)  # then 5 minutes between commands (RFC 5321 §4.5.3.2), from EHLO at 29.5 s
+    assert not talking_transport.disconnecting
+    clock.advance(1)
+    assert talking_transport.disconnecting
+
+
 def test_the_third_failed_auth_closes_the_connection():
     client, recorder, _ = node()
     proto, transport = client()

@@ -42,7 +42,8 @@ UNSUBSCRIBE_KEYS = frozenset({"SVC_UNSUBSCRIBE_URL", "RESEND_UNSUBSCRIBE_URL"})
 LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
 
-#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`).
+#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`),
+#: nor any other ``Resent-*`` field (a resending identity nothing checks, as over SMTP).
 MANAGED_HEADERS = frozenset(
     name.lower()
     for name in (
@@ -231,7 +232,7 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
     for name, header_value in value.items():
         if not _FIELD_NAME.match(name):
             raise Invalid("headers", f"headers: `{name}` is not a valid header name")
-        if name.lower() in MANAGED_HEADERS:
+        if name.lower() in MANAGED_HEADERS or name.lower().startswith("resent-"):
             raise Invalid("headers", f"headers: `{name}` is managed by the platform and cannot be set")
         if not isinstance(header_value, str):
             raise Invalid("headers", f"headers: the value of `{name}` must be a string")

@@ -124,15 +124,26 @@ class Channel(http.HTTPChannel):
     _receiving: Request | None = None  # the request whose body is coming in
     _expects_continue = False  # its client waits for "100 Continue" before sending the body
     _deadline = None  # the delayed call ending the current phase
+    _awaiting_first_byte = False  # a new connection that has sent nothing yet
     _waiting_for_admission = False
     _closing = False
     _linger = None
 
     # Deadlines
 
+    def connectionMade(self):  # noqa: N802
+        super().connectionMade()
+        # A new connection's first byte is due within the header deadline too (not the idle
+        # timeout's 75 s); none came: closed without an answer, since nothing was asked.
+        self._deadline = self.callLater(self.header_timeout, self.transport.loseConnection)
+        self._awaiting_first_byte = True
+
     def dataReceived(self, data):  # noqa: N802
         if self._closing:
             return  # lingering: what the peer still sends is dropped
+        if data and self._awaiting_first_byte:
+            self._awaiting_first_byte = False
+            self._cancel_deadline()  # the header deadline starts now
         if data and self._deadline is None and self._receiving is None and not self._handlingRequest:
             self._deadline = self.callLater(self.header_timeout, self._time_is_up)
         super().dataReceived(data)

@@ -120,13 +120,13 @@ def _split(message: bytes) -> tuple[list[bytes], bytes, bytes]:
     else:
         head, body = message, b""
     linesep = b"\r\n" if b"\r\n" in head else b"\n"
-    fields: list[bytes] = []
+    fields: list[list[bytes]] = []  # each field's lines, joined once: a long folded field stays linear
     for line in head.split(linesep):
         if line[:1] in (b" ", b"\t") and fields:
-            fields[-1] += b"\r\n" + line
+            fields[-1].append(line)
         elif line:
-            fields.append(line)
-    return fields, body, linesep
+            fields.append([line])
+    return [b"\r\n".join(lines) for lines in fields], body, linesep
 
 
 def _fold(parts: list[str], linesep: str) -> str:

@@ -411,13 +411,13 @@ def split_header_fields(raw: bytes) -> tuple[list[bytes], bytes]:
     head, sep, body = raw.partition(b"\r\n\r\n")
     if not sep:
         head, body = raw, b""
-    fields: list[bytes] = []
+    fields: list[list[bytes]] = []  # each field's lines, joined once: a long folded field stays linear
     for line in head.split(b"\r\n"):
         if line[:1] in (b" ", b"\t") and fields:
-            fields[-1] += b"\r\n" + line
+            fields[-1].append(line)
         elif line:
-            fields.append(line)
-    return fields, body
+            fields.append([line])
+    return [b"\r\n".join(lines) for lines in fields], body
 
 
 def field_name(field: bytes) -> bytes:

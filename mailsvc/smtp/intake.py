@@ -8,7 +8,7 @@ refusal as an SMTP reply.
 |---|---|
 | account paused or suspended, domain not verified or not allowed for the key | 550 5.7.1 |
 | a ``Sender`` header off the account's verified domains, a ``Resent-*`` header | 550 5.7.1 |
-| malformed message (no From or two, bad address, too long, a NUL once decoded) | 550 5.6.0 |
+| malformed message (a header line that is no field, no From or two, bad address, too long, ...) | 550 5.6.0 |
 | daily or monthly quota used up, API rate limit | 451 4.7.1 (try later) |
 | idempotency key reused with another message | 550 5.6.0 |
 | a refusal kept under the message's idempotency key | the same reply again |
@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from email import policy
-from email.parser import BytesParser
 
 from mailsvc.app import idempotency
 from mailsvc.app.apikeys import Caller
@@ -31,10 +29,10 @@ from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Item, Outcome, Submitter
 from mailsvc.domain.email import Mailbox
 from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded, RateLimited
-from mailsvc.smtp.message import sender_header, submission_from_message
+from mailsvc.smtp.message import header_fields, sender_header, submission_from_message
 from mailsvc.smtp.server import Refusal
 
-_IDEMPOTENCY_HEADERS = ("Resend-Idempotency-Key", "X-Resend-Idempotency-Key")
+_IDEMPOTENCY_HEADERS = ("resend-idempotency-key", "x-resend-idempotency-key")
 
 
 def refusal_for(error: DomainError) -> Refusal:
@@ -84,10 +82,10 @@ class SmtpIntake:
     async def _accept(self, caller: Caller, raw: bytes, recipients: list[str]) -> str:
         if await self._limiter.take(caller.tenant.id, caller.tenant.api_rate_per_sec) is not None:
             raise Refusal(451, "4.7.1", "Too many requests; slow down and retry")
-        parsed = BytesParser(policy=policy.compat32).parsebytes(raw)
-        key = next((parsed[h] for h in _IDEMPOTENCY_HEADERS if parsed[h]), None)
-        acting = sender_header(parsed)
-        submission = submission_from_message(raw, recipients, parsed)
+        fields = header_fields(raw)
+        key = next((fields[h][0] for h in _IDEMPOTENCY_HEADERS if fields.get(h, [""])[0]), None)
+        acting = sender_header(fields)
+        submission = submission_from_message(raw, recipients, fields)
         if acting is not None:
             await self._check_sender(caller, acting)
         asked = None

@@ -2,15 +2,16 @@
 The submission a message submitted over SMTP asks for. The envelope decides who receives: the
 ``To`` and ``Cc`` headers only sort the envelope recipients they name into ``to`` and ``cc``
 (the others are ``bcc``); an address named only in a header receives nothing. The rest is read
-from the message's own headers, of which ``From`` must occur once. The common shapes are read
-without the ``email`` package's full parser, which gives the same result more slowly.
+from the message's own headers, of which ``From`` must occur once. The header section is read
+here, line by line (``header_fields``), so that the fields checked are those a receiver reads;
+the common shapes of values and bodies are read without the ``email`` package's full parser,
+which gives the same result more slowly.
 """
 
 from __future__ import annotations
 
 import re
 from email import policy
-from email.message import Message
 from email.parser import BytesParser
 
 from mailsvc.domain.email import (
@@ -41,25 +42,69 @@ _READ_HEADERS = ("from", "sender", "to", "cc", "subject")
 _PLAIN_VALUE = re.compile(r"[\x20-\x7e\t]*\Z")
 
 
-def _raw_fields(message: Message) -> dict[str, list[str]]:
-    """Each header field's values as the source has them, unfolded as the parser does."""
+#: The first line of a header field (RFC 5322 §3.6.8): a name of printable ASCII but the colon,
+#: the colon right after it (no white space before it, the obsolete syntax a receiver may read
+#: otherwise).
+_FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]+:")
+
+
+def header_fields(raw: bytes) -> dict[str, list[str]]:
+    """
+    Each header field's values (by lower-case name, in order), unfolded, as read line by line
+    with RFC 5322's grammar: the header section ends at the first empty line, each line before it
+    starts a field or continues one. Anything else refuses the message, so that what is checked
+    here is what every receiver reads, and what is stored and signed (``mime.resubmitted`` and
+    ``dkim.sign`` split the header section the same way): a ``Name :`` line, which the
+    ``email`` package drops or takes for the start of the body while a receiver may read it as
+    a field; a line of white space only, which some readers take for the end of the header
+    section; a bare CR or LF (the listener makes each a line break, but the reader does not
+    rely on it).
+    """
+    if raw.startswith(b"\r\n"):
+        raise Invalid("headers", "headers: the message starts with an empty line (no header section)")
+    head = raw.partition(b"\r\n\r\n")[0]
+    read: list[tuple[str, list[str]]] = []  # each field's pieces, joined once (no quadratic +=)
+    for number, line in enumerate(head.split(b"\r\n"), 1):
+        if b"\r" in line or b"\n" in line:
+            raise Invalid("headers", f"headers: line {number} of the header section holds a bare CR or LF")
+        if line[:1] in (b" ", b"\t"):
+            if not read:
+                raise Invalid("headers", "headers: the message starts with a continuation line (white space"
+                                         " first), not a header field")
+            if not line.strip(b" \t"):
+                raise Invalid("headers", f"headers: line {number} of the header section is white space only")
+            read[-1][1].append(line.decode("ascii", "surrogateescape"))
+            continue
+        if not line:
+            break  # the CRLF that ends a message without a body
+        found = _FIELD_START.match(line)
+        if found is None:
+            raise Invalid("headers", f"headers: line {number} of the header section is not a header field"
+                                     f" (Name: value, no white space in the name or before the colon):"
+                                     f" {_shown(line)}")
+        name = line[:found.end() - 1].decode("ascii").lower()
+        read.append((name, [line[found.end():].decode("ascii", "surrogateescape").lstrip(" \t")]))
     fields: dict[str, list[str]] = {}
-    for name, value in message.raw_items():
-        if isinstance(value, str):
-            value = value.replace("\r", "").replace("\n", "")
-        fields.setdefault(name.lower(), []).append(value)
+    for name, pieces in read:
+        fields.setdefault(name, []).append("".join(pieces))
     return fields
 
 
+def _shown(line: bytes) -> str:
+    """The start of a refused line, printable, for the reply."""
+    text = line[:40].decode("ascii", "replace")
+    return "".join(c if " " <= c <= "~" else "?" for c in text) + ("..." if len(line) > 40 else "")
+
+
 def _check_read_size(fields: dict[str, list[str]]) -> None:
-    size = sum(len(value) for name in _READ_HEADERS for value in fields.get(name, ()) if isinstance(value, str))
+    size = sum(len(value) for name in _READ_HEADERS for value in fields.get(name, ()))
     if size > MAX_READ_HEADER_BYTES:
         raise Invalid("headers", f"headers: From, Sender, To, Cc and Subject exceed {MAX_READ_HEADER_BYTES // 1024}"
                                  " KiB together")
 
 
-def _plain(value) -> bool:
-    return isinstance(value, str) and "=?" not in value and _PLAIN_VALUE.match(value) is not None
+def _plain(value: str) -> bool:
+    return "=?" not in value and _PLAIN_VALUE.match(value) is not None
 
 
 def _simple_addresses(value: str) -> list[Mailbox] | None:
@@ -78,9 +123,9 @@ def _simple_addresses(value: str) -> list[Mailbox] | None:
     return found
 
 
-def _text_body(message: Message, fields: dict[str, list[str]]) -> tuple[str | None, str | None] | None:
+def _text_body(raw: bytes, fields: dict[str, list[str]]) -> tuple[str | None, str | None] | None:
     """(html, text) of a message that is one text part, decoded as ``get_content`` does; else None."""
-    if message.is_multipart() or "content-disposition" in fields:
+    if "content-disposition" in fields:
         return None
     types = fields.get("content-type")
     if types is None:
@@ -96,23 +141,27 @@ def _text_body(message: Message, fields: dict[str, list[str]]) -> tuple[str | No
         return None
     encodings = fields.get("content-transfer-encoding", [""])
     encoding = encodings[0]
-    if not isinstance(encoding, str) or (encoding and not _TOKEN.match(encoding)):
+    if encoding and not _TOKEN.match(encoding):
         return None
     if encoding.lower() in ("x-uuencode", "uuencode", "uue", "x-uue"):
         return None
-    data = message.get_payload(decode=True)  # as the parser's message would decode it, for a plain token
+    # The body decoded as the parser's message would decode it, for a plain token (the header
+    # section it reads is the one read here: header_fields refused any line it reads otherwise).
+    data = BytesParser(policy=policy.compat32).parsebytes(raw).get_payload(decode=True)
     content = data.decode(charsets[0] if charsets else "ASCII", errors="replace").replace("\r\n", "\n")
     return (content, None) if subtype == "html" else (None, content)
 
 
-def submission_from_message(raw: bytes, envelope_recipients: list[str], parsed: Message | None = None) -> Submission:
+def submission_from_message(raw: bytes, envelope_recipients: list[str],
+                            fields: dict[str, list[str]] | None = None) -> Submission:
     """
-    The submission a message asks for. The common shapes (plain header values, one text part)
-    are read from a ``compat32`` parse (``parsed``, when the caller has one); anything else
-    through the ``email`` package's full parser, header by header or for the bodies.
+    The submission a message asks for. Its header fields are ``header_fields(raw)`` (``fields``,
+    when the caller has them); the common shapes (plain header values, one text part) are read
+    without the ``email`` package's full parser, anything else through it, header by header or
+    for the bodies.
     """
-    message = parsed if parsed is not None else BytesParser(policy=policy.compat32).parsebytes(raw)
-    fields = _raw_fields(message)
+    if fields is None:
+        fields = header_fields(raw)
     _check_read_size(fields)
 
     def parsed_header(name: str, value):
@@ -157,7 +206,7 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str], parsed: 
     to, cc, bcc = envelope_split(envelope_recipients, tuple(parse_mailbox("to", t) for t in to_found),
                                  tuple(parse_mailbox("cc", c) for c in cc_found))
     try:
-        bodies = _text_body(message, fields)
+        bodies = _text_body(raw, fields)
     except (LookupError, ValueError):
         bodies = (None, None)  # an unknown charset: stored as submitted, shown without bodies
     if bodies is None:
@@ -203,13 +252,13 @@ def _has_surrogate(value: str) -> bool:
     return False
 
 
-def sender_header(message: Message) -> Mailbox | None:
+def sender_header(fields: dict[str, list[str]]) -> Mailbox | None:
     """
-    The mailbox a ``Sender`` header names (at most one header, one mailbox), which must be on a
-    verified domain of the account like ``From``'s. A ``Resent-*`` header is refused: it claims
-    a resending identity that nothing here checks, and a submission is a new message.
+    The mailbox the ``Sender`` header of ``header_fields`` names (at most one header, one
+    mailbox), which must be on a verified domain of the account like ``From``'s. A ``Resent-*``
+    header, whatever its domain, is refused: it claims a resending identity that nothing here
+    checks, and a submission is a new message.
     """
-    fields = _raw_fields(message)
     _check_read_size(fields)
     resent = sorted(name for name in fields if name.startswith("resent-"))
     if resent:

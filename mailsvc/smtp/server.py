@@ -46,11 +46,14 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     log = Logger()  # its namespace is the listener's class
 
     def __init__(self, hostname: str, tls_options, encrypted: bool, idle_timeout: float,
-                 max_message_bytes: int):
+                 max_message_bytes: int, first_command_timeout: float | None = None):
         self._hostname = hostname
         self._tls_options = tls_options
         self._encrypted = encrypted
         self._idle_timeout = idle_timeout
+        #: Seconds from the connection (and its TLS handshake) to the first command line; then
+        #: ``idle_timeout`` between lines. None: ``idle_timeout`` from the start.
+        self._first_command_timeout = first_command_timeout
         self._max_message_bytes = max_message_bytes
         self._helo: bytes | None = None
         self._errors = 0
@@ -59,7 +62,7 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     # Connection
 
     def connectionMade(self):  # noqa: N802
-        self.setTimeout(self._idle_timeout)
+        self.setTimeout(self._first_command_timeout or self._idle_timeout)
         self._reply(220, None, f"{self._hostname} ESMTP mailsvc")
 
     def timeoutConnection(self):  # noqa: N802
@@ -118,7 +121,11 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     # Lines
 
     def lineReceived(self, line: bytes):  # noqa: N802
-        self.resetTimeout()
+        if self._first_command_timeout is not None:
+            self._first_command_timeout = None
+            self.setTimeout(self._idle_timeout)
+        else:
+            self.resetTimeout()
         if self._data is not None:
             return self._data_line(line)
         self._command(line)

@@ -37,6 +37,9 @@ AUTH_FAILURES_PER_MINUTE = 10
 #: writes, far below what would keep the reactor parsing for long.
 MAX_HEADER_FIELDS = 1000
 MAX_HEADER_BYTES = 1024 * 1024
+#: Seconds a client has from its connection (TLS handshake included) to its first command; a
+#: client says EHLO at once. Then the idle timeout (RFC 5321 §4.5.3.2's 5 minutes) applies.
+FIRST_COMMAND_TIMEOUT = 30
 
 # A reverse-path with a control character (a NUL, ...) is malformed, not an address.
 _MAIL = re.compile(rb"^FROM:\s*<([^<>\x00-\x1f\x7f]*)>(.*)$", re.I)
@@ -54,11 +57,13 @@ class Submission:
         hostname: str,
         idle_timeout: float = 300,
         auth_failures: ClientRate | None = None,
+        first_command_timeout: float = FIRST_COMMAND_TIMEOUT,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
         self.hostname = hostname.encode("idna")
         self.idle_timeout = idle_timeout
+        self.first_command_timeout = first_command_timeout
         #: Shared by every listener of the node.
         self.auth_failures = auth_failures or ClientRate(60 / AUTH_FAILURES_PER_MINUTE, AUTH_FAILURES_PER_MINUTE)
 
@@ -69,7 +74,7 @@ class SubmissionProtocol(ESMTPServerProtocol):
 
     def __init__(self, service: Submission, tls_options, implicit_tls: bool, clock):
         super().__init__(service.hostname.decode(), tls_options, implicit_tls, service.idle_timeout,
-                         MAX_MESSAGE_BYTES)
+                         MAX_MESSAGE_BYTES, service.first_command_timeout)
         self._service = service
         self._clock = clock
         self._caller = None

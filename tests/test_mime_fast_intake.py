@@ -9,7 +9,6 @@ reads them that way).
 import base64
 import random
 import re
-import time
 from datetime import UTC, datetime
 from email import policy
 from email.parser import BytesParser
@@ -301,6 +300,8 @@ def test_the_misread_lines_are_refused_and_the_plain_ones_read():
         b"From: a@alpha.example\r\nResent-From: b@alpha.example\r\n",
         b"From: a@alpha.example\r\nSender: b@beta.example\r\n",
         b" From: a@alpha.example\r\n",
+        b"From: a@alpha.example\r\nSubject: a\x0bFrom: ceo@beta.example\r\n",
+        b"From: a@alpha.example\r\nSubject: a\x1cb\r\n",
     ]
     for head in refused:
         assert checked(head + b"\r\nbody\r\n") is None, head
@@ -311,14 +312,11 @@ def test_the_misread_lines_are_refused_and_the_plain_ones_read():
                                                            "Sender": [["desk@alpha.example"]]}
 
 
-def test_a_long_folded_header_is_read_stored_and_signed_in_linear_time():
+def test_a_long_folded_header_is_read_stored_and_signed_whole():
     # Up to 1 MiB of header (the listener's cap) in one field of 260,000 continuation lines: a
     # field grown line by line (quadratic) took 3 s to read, 6.6 s to store and 5 s to sign,
-    # on the reactor; each takes about 0.1 s now.
+    # on the reactor; each takes about 0.1 s now (a figure, not a test: speed lives in bench/).
     raw = b"From: a@alpha.example\r\nX-Long: v\r\n" + b" v\r\n" * 260_000 + b"\r\nbody\r\n"
-    steps = [lambda: header_fields(raw), lambda: outgoing(raw)]
-    for step in steps:
-        started = time.perf_counter()
-        step()
-        assert time.perf_counter() - started < 1, step
     assert len(header_fields(raw)["x-long"][0]) == 1 + 2 * 260_000
+    signed = outgoing(raw)
+    assert signed.count(b"\r\n v") >= 260_000 and signed.endswith(b"\r\n\r\nbody\r\n")

@@ -48,6 +48,11 @@ _PLAIN_VALUE = re.compile(r"[\x20-\x7e\t]*\Z")
 _FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]+:")
 
 
+#: A control character other than TAB, CR and LF (CR and LF are read as line breaks below): a
+#: reader splitting lines as ``str.splitlines`` does breaks a line at VT, FF and FS-US.
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def header_fields(raw: bytes) -> dict[str, list[str]]:
     """
     Each header field's values (by lower-case name, in order), unfolded, as read line by line
@@ -63,6 +68,11 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
     if raw.startswith(b"\r\n"):
         raise Invalid("headers", "headers: the message starts with an empty line (no header section)")
     head = raw.partition(b"\r\n\r\n")[0]
+    control = _CONTROL.search(head)
+    if control is not None:
+        number = head.count(b"\r\n", 0, control.start()) + 1
+        raise Invalid("headers", f"headers: line {number} of the header section holds a control character"
+                                 f" (0x{head[control.start()]:02x}), which some receivers take for a line break")
     read: list[tuple[str, list[str]]] = []  # each field's pieces, joined once (no quadratic +=)
     for number, line in enumerate(head.split(b"\r\n"), 1):
         if b"\r" in line or b"\n" in line:

@@ -36,6 +36,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.policy import Policies, PolicyDeferral
@@ -393,7 +394,7 @@ class DeliveryWorker(LeasedEngine):
         if not outcomes:
             return
         try:
-            await store.record(self._db, self._clock, outcomes)
+            await store.record(self._db, self._clock, outcomes, suppress=suppressions.add_many)
         except Exception:
             self._outcomes[:0] = outcomes
             raise

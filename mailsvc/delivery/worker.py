@@ -158,7 +158,7 @@ class DeliveryWorker(LeasedEngine):
     @property
     def in_flight(self) -> int:
         """Deliveries in SMTP transactions under way (steps run one at a time, so these are all
-        the deliveries this node holds between steps)."""
+        the deliveries this worker holds between steps)."""
         return sum(len(group) for group, _ in self._held())
 
     async def step(self) -> None:

@@ -1,4 +1,5 @@
-"""The one runner of background work: its steps, wake-ups and failures, on a fake clock."""
+"""The one runner of background work: its steps, wake-ups and failures, on a fake clock; and the
+leased engines' shared shape built on it."""
 
 from twisted.internet import defer, task
 

@@ -25,7 +25,7 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.brand import BrandImporter
-from mailsvc.app.broadcasts import Broadcasts, Fanout
+from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
@@ -39,6 +39,7 @@ from mailsvc.app.submit import Item, ServiceSender, Submitter
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
+from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
 from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
@@ -54,6 +55,7 @@ from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
+from mailsvc.engine import LeasedEngine
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
@@ -88,10 +90,8 @@ from mailsvc.smtp.message import submission_from_message
 from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import accounts as accounts_store
-from mailsvc.store import broadcasts as broadcast_rows
-from mailsvc.store import events, partitions, stats
+from mailsvc.store import partitions, stats
 from mailsvc.store import suppressions as suppression_list
-from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, DatabaseUnavailable
 from mailsvc.store.embedded import ClusterError, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import MigrationError, migrate
@@ -194,6 +194,17 @@ class RolePart:
     desc: str
     start: Callable[[], Awaitable[None]]
     stop: Callable[[], Awaitable[None]]
+
+
+def _engine_part(notifications: Notifications, engine: LeasedEngine) -> RolePart:
+    """A leased engine as the part of its role: woken by its channel's NOTIFYs from its start.
+    Every process running the role (``processes.worker_roles``) runs an engine of its own."""
+
+    async def start() -> None:
+        await notifications.listen(engine.channel, engine.notified)
+        engine.start()
+
+    return RolePart(engine.role, engine.desc, start, engine.stop)
 
 
 @attrs.define
@@ -343,10 +354,6 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
         on_failure=count_failure,
     )
 
-    async def start_dispatcher() -> None:
-        await notifications.listen(events.CHANNEL, dispatcher.notified)
-        dispatcher.start()
-
     # One key makes the VERP return paths of outgoing mail and checks those coming back.
     verp_key = credentials.derive(master, "verp")
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
@@ -369,14 +376,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
 
-    async def start_delivery() -> None:
-        await notifications.listen(DELIVERIES, worker.wake)
-        worker.start()
-
-    role_parts = [
-        RolePart("webhooks", dispatcher.desc, start_dispatcher, dispatcher.stop),
-        RolePart("delivery", worker.desc, start_delivery, worker.stop),
-    ]
+    role_parts = [_engine_part(notifications, dispatcher), _engine_part(notifications, worker)]
 
     # The check loop calls the domains, which wake it when a check is due at once.
     check_domains = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
@@ -405,12 +405,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(BroadcastsResource(broadcasts))
     fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
-
-    async def start_fanout() -> None:
-        await notifications.listen(broadcast_rows.CHANNEL, fanout.wake)
-        fanout.start()
-
-    role_parts.append(RolePart("broadcasts", fanout.desc, start_fanout, fanout.stop))
+    role_parts.append(_engine_part(notifications, fanout))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 

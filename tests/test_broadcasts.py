@@ -21,8 +21,9 @@ import resend
 from twisted.internet import reactor
 
 from mailsvc import compose, timefmt
-from mailsvc.app.broadcasts import Fanout
+from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.domain.errors import LeaseLost
+from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
 from tests.conftest import Api
 from tests.sdk import call
@@ -509,9 +510,9 @@ async def test_a_chunk_whose_lease_was_taken_over_writes_nothing(api):
     row = (await api.parts.db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (b["id"],)))[0]
     assert await api.parts.fanout.write_chunk(row) == 6
     # The stalled node wakes up and tries to write its chunk: refused whole.
-    tenant = await api.parts.fanout._tenant(row["tenant_id"])
+    tenant = await accounts.get_tenant(api.parts.db, row["tenant_id"])
     with pytest.raises(LeaseLost):
-        await api.parts.fanout._submit(row, tenant, stalled, claimed)
+        await api.parts.fanout.submit_chunk(row, tenant, stalled, claimed)
     assert len(await messages(api, b["id"])) == 6
     assert (await api.parts.db.fetchone("SELECT count(*) AS n FROM emails"))["n"] == 6
 

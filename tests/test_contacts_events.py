@@ -8,8 +8,8 @@ import pytest_twisted as pt
 import resend
 import svix.webhooks
 
+from mailsvc.app import suppressions
 from mailsvc.app.contacts import Contacts
-from mailsvc.store import suppressions as suppression_rows
 from tests.test_webhooks_delivery import ca_file, rig  # noqa: F401 (fixtures)
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -23,7 +23,7 @@ async def test_contact_events_are_delivered_signed(rig):  # noqa: F811 (fixture)
     contact_id = await contacts.create(rig.tenant_id, {"email": "Ann@Example.com", "first_name": "Ann"})
     await contacts.update(rig.tenant_id, "ann@example.com", {"last_name": "Lee"})
     # A bounce suppresses the address: the contact is unsubscribed, and hears of it.
-    await rig.db.run("bounce", suppression_rows.add, rig.clock, rig.tenant_id, "ann@example.com", "hard_bounce")
+    await rig.db.run("bounce", suppressions.add, rig.clock, rig.tenant_id, "ann@example.com", "hard_bounce")
     await contacts.delete(rig.tenant_id, str(contact_id))
     await node.run()
 

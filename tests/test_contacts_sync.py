@@ -9,6 +9,7 @@ complaints (ARF) received on the real return-path listener. Each change of a con
 import pytest_twisted as pt
 from twisted.internet import reactor
 
+from mailsvc.app import suppressions
 from mailsvc.store import suppressions as suppression_rows
 from tests.test_returns import delivered, port, sample, submit  # noqa: F401 (port: a fixture)
 from tests.test_sending import sending_tenant
@@ -55,7 +56,7 @@ async def test_patching_unsubscribed_writes_the_suppression_list(api):
     # A hard bounce or a complaint is evidence: a contact's `false` does not lift it.
     tenant_id = (await api.parts.db.fetchone(
         "SELECT tenant_id FROM contacts WHERE id = %s", (created["id"],)))["tenant_id"]
-    await api.parts.db.run("bounce", suppression_rows.add, reactor, tenant_id, "ann@example.com", "hard_bounce")
+    await api.parts.db.run("bounce", suppressions.add, reactor, tenant_id, "ann@example.com", "hard_bounce")
     assert (await _contact(api, key, created["id"]))["unsubscribed"] is True
     code, refused, _ = await api.json("PATCH", "/contacts/ann@example.com", key,
                                       json={"unsubscribed": False, "first_name": "Ann"})
@@ -143,3 +144,22 @@ async def test_a_hard_bounce_and_a_complaint_unsubscribe_the_contact(mta, port):
     assert (await _record(mta, key, "reader@example.net"))["origin"] == "complaint"
     code, refused, _ = await mta.json("PATCH", "/contacts/reader@example.net", key, json={"unsubscribed": False})
     assert code == 422
+
+
+@pt.ensureDeferred
+async def test_contacts_follow_the_list_by_the_use_case_not_the_rows(api):
+    _, key = await api.tenant()
+    code, created, _ = await api.json("POST", "/contacts", key, json={"email": "ann@example.com"})
+    assert code == 201
+    tenant_id = (await api.parts.db.fetchone(
+        "SELECT tenant_id FROM contacts WHERE id = %s", (created["id"],)))["tenant_id"]
+    # The rows alone are the list's: the contacts' own writes record their events themselves.
+    row = await api.parts.db.run("rows", suppression_rows.add, reactor, tenant_id, "ann@example.com", "manual")
+    assert await _updates(api, created["id"]) == []
+    await api.parts.db.run("rows", suppression_rows.delete, tenant_id, row["id"])
+    assert await _updates(api, created["id"]) == []
+
+    await api.parts.db.run("add", suppressions.add_many, reactor, tenant_id, ["Ann@Example.com"], "hard_bounce")
+    assert [e["unsubscribed"] for e in await _updates(api, created["id"])] == [True]
+    await suppressions.remove(api.parts.db, tenant_id, "ann@example.com", clock=reactor)
+    assert [e["unsubscribed"] for e in await _updates(api, created["id"])] == [True, False]

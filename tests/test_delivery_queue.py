@@ -8,9 +8,15 @@ import uuid
 import pytest_twisted as pt
 from twisted.internet.task import Clock
 
+from mailsvc.app import suppressions
 from mailsvc.store import deliveries as store
 from mailsvc.store.deliveries import Outcome
 from tests.test_sending import BODY, sending_tenant
+
+
+async def record(api, clock, outcomes) -> int:
+    """Outcomes written as the delivery worker writes them."""
+    return await store.record(api.parts.db, clock, outcomes, suppress=suppressions.add_many)
 
 
 def clock_at(seconds: float) -> Clock:
@@ -46,7 +52,7 @@ async def test_a_claim_is_exclusive_until_its_lease_ends(api):
     # The first claim's late outcome is refused; the current one is written.
     late = [Outcome(w.id, w.tenant_id, w.email_id, w.recipient, "delivered", {}, "250 ok", claim=uuid.uuid4())
             for w in first.work]
-    assert await store.record(api.parts.db, clock, late) == 0
+    assert await record(api, clock, late) == 0
 
 
 @pt.ensureDeferred
@@ -121,10 +127,10 @@ async def test_the_reputation_guard_pauses_a_bouncing_tenant(api):
         "INSERT INTO delivery_stats (tenant_id, day, delivered, bounced) VALUES (%s, current_date - 1, 192, 7)",
         (tenant["id"],))
     # A bounce report (no claim) applies even while a node holds the delivery.
-    assert await store.record(api.parts.db, clock, [_report(first, "bounced", BOUNCE)]) == 1
+    assert await record(api, clock, [_report(first, "bounced", BOUNCE)]) == 1
     code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
     assert got["status"] == "active"  # 8 bounced of 200: 4.0%, not over the limit
-    assert await store.record(api.parts.db, clock, [_report(second, "bounced", BOUNCE)]) == 1
+    assert await record(api, clock, [_report(second, "bounced", BOUNCE)]) == 1
     code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
     assert got["status"] == "paused" and "bounce rate 4.5%" in got["status_reason"]  # 9 of 201
     clock.advance(1)
@@ -138,10 +144,10 @@ async def test_the_reputation_guard_counts_complaints_against_deliveries(api):
     token = uuid.uuid4()
     (work,) = (await claim(api, clock, token=token)).work
     delivered = Outcome(work.id, work.tenant_id, work.email_id, work.recipient, "delivered", {}, "250 ok", claim=token)
-    assert await store.record(api.parts.db, clock, [delivered]) == 1
+    assert await record(api, clock, [delivered]) == 1
     await api.parts.db.execute(
         "UPDATE delivery_stats SET delivered = delivered + 999, complained = 1 WHERE tenant_id = %s", (tenant["id"],))
-    assert await store.record(api.parts.db, clock, [_report(work, "complained", {"source": "fbl"})]) == 1
+    assert await record(api, clock, [_report(work, "complained", {"source": "fbl"})]) == 1
     code, got, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}", api.operator_token)
     assert got["status"] == "paused" and "complaint rate 0.20%" in got["status_reason"]
     suppressed = await api.parts.db.fetchall("SELECT email, origin, source_id FROM suppressions")

@@ -8,7 +8,7 @@ from twisted.internet import reactor
 from twisted.logger import Logger, globalLogPublisher
 
 from mailsvc import logs, timefmt
-from mailsvc.app.broadcasts import Fanout
+from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.compose import LagProbe, StatsOf
 from mailsvc.http.router import FULL, route
 from mailsvc.store import broadcasts as broadcast_rows

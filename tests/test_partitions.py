@@ -21,6 +21,7 @@ from twisted.internet.task import deferLater
 from twisted.internet.threads import blockingCallFromThread
 
 from mailsvc import ids
+from mailsvc.app import suppressions
 from mailsvc.config import load
 from mailsvc.store import deliveries, partitions, webhooks
 from mailsvc.store.deliveries import Outcome
@@ -99,7 +100,7 @@ async def decide(api, at: datetime, limit: int) -> list:
     claimed = await deliveries.claim(api.parts.db, clock, "node-a", token, limit, 60)
     outcomes = [Outcome(w.id, w.tenant_id, w.email_id, w.recipient, "delivered", {}, "250 ok", claim=token)
                 for w in claimed.work]
-    assert await deliveries.record(api.parts.db, clock, outcomes) == len(outcomes)
+    assert await deliveries.record(api.parts.db, clock, outcomes, suppress=suppressions.add_many) == len(outcomes)
     await api.parts.db.run("fan out", webhooks.fan_out, datetime.now(UTC), 100)
     return claimed.work
 

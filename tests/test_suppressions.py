@@ -30,7 +30,7 @@ async def _add(api, tenant_id, address, origin, source_id=None, clock=None):
     from twisted.internet import reactor
 
     return await api.parts.db.run(
-        "add", suppression_rows.add, clock or reactor, tenant_id, address, origin, source_id
+        "add", suppressions.add, clock or reactor, tenant_id, address, origin, source_id
     )
 
 

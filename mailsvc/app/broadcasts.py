@@ -6,59 +6,33 @@ getting its own copy (its name and properties filled in, its own one-click unsub
 ``scheduled_at``), cancel, duplicate, preview, and the release of scheduled broadcasts (the
 scheduler role). Every change of status is one guarded UPDATE (``mailsvc.store.broadcasts``).
 
-``Fanout`` is the job (the ``broadcasts`` role), a leased job in PostgreSQL: it starts queued
-broadcasts (their segment's membership fixed at that moment) and then, chunk by chunk, claims
-pending recipients with a lease, renders each one's message and hands the chunk to the one
-accept path (``app/submit``) as ONE request of the service on the account's behalf
-(``ServiceSender``). The chunk's recipients are recorded, with their e-mails, by that same
-accept statement, and only while the chunk still holds its lease: a node that dies mid-chunk
-leaves nothing of it, and another node takes the chunk over once the lease expires; no
-recipient is written twice. Quotas are charged per recipient by the accept statement; a chunk
-takes no more recipients than the quota leaves, and a used-up quota makes the broadcast wait
-for the next UTC day (``wait_reason``) while its status stays ``sending``.
+The fan-out that sends queued broadcasts is a leased engine: ``mailsvc.broadcasting.fanout``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.emails import Schedules
 from mailsvc.app.spam import SpamChecks
-from mailsvc.app.submit import Item, Outcome, ServiceSender, Submitter
 from mailsvc.domain import broadcasts as rules
 from mailsvc.domain.broadcasts import Contact, Content, personalised
-from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, parse_mailbox, parse_mailboxes
-from mailsvc.domain.errors import Invalid, LeaseLost, NotAllowed, NotFound, QuotaExceeded
+from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.htmltext import html_to_text
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import parse_uuid, uuid7
-from mailsvc.loop import Loop
-from mailsvc.mail import mime
-from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
 from mailsvc.store.database import Database
 
 log = Logger()
 
 KIND = "Broadcast"
-#: Recipients one chunk takes (one accept statement).
-CHUNK = 500
-#: Seconds a chunk is held by the node that claimed it; another node takes it over after.
-LEASE_SECONDS = 60
-#: How often a broadcast whose account is paused (reputation) looks again.
-PAUSED_RECHECK = timedelta(seconds=60)
-#: Chunks one run of the fan-out writes before giving the loop back (it runs again at once).
-CHUNKS_PER_RUN = 8
-#: Chunks of one broadcast in flight at once on a node: one is rendered while another's accept
-#: statement runs.
-PARALLEL_CHUNKS = 2
 #: Delivery statuses counted in ``stats`` (the keys always shown), from the delivery rows.
 STATS = ("delivered", "bounced", "complained", "suppressed", "failed", "delivery_delayed")
 _STAT_OF_STATUS = {"delivered": "delivered", "bounced": "bounced", "complained": "complained",
@@ -304,190 +278,3 @@ def list_item(row: dict) -> dict:
         "sent_at": timefmt.resource(row["sent_at"]),
         "topic_id": None,
     }
-
-
-class Fanout:
-    """The ``broadcasts`` role: starts queued broadcasts and writes their chunks (module docstring)."""
-
-    desc = "broadcast fan-out"
-
-    def __init__(self, clock, db: Database, submitter: Submitter,
-                 tenant: Callable[[uuid.UUID], Awaitable[Tenant | None]] | None = None,
-                 chunk: int = CHUNK, lease_seconds: float = LEASE_SECONDS, interval: float = 1,
-                 on_failure: Callable[[str], None] | None = None):
-        self._clock = clock
-        self._db = db
-        self._submitter = submitter
-        self._tenant = tenant or (lambda tenant_id: accounts.get_tenant(db, tenant_id))
-        self.chunk = chunk
-        self.lease_seconds = lease_seconds
-        self._loop = Loop(clock, self.desc, interval, self.step, on_failure=on_failure)
-        #: Per broadcast, the last contact this node claimed: where its next claim starts.
-        self._keyset: dict[uuid.UUID, uuid.UUID] = {}
-
-    def _now(self) -> datetime:
-        return timefmt.from_seconds(self._clock.seconds())
-
-    def start(self) -> None:
-        self._loop.start()
-
-    async def stop(self) -> None:
-        await self._loop.stop()
-
-    def wake(self, *_: object) -> None:
-        self._loop.wake()
-
-    async def step(self) -> int:
-        """Start what is queued, then write chunks (round robin over the broadcasts that are
-        sending) until none is left to write or CHUNKS_PER_RUN were; the recipients written."""
-        while await self._db.run("start broadcast", rows.start_next, self._now()) is not None:
-            pass
-        written = 0
-        chunks = 0
-        while chunks < CHUNKS_PER_RUN:
-            ready = await rows.ready(self._db, self._now(), 16)
-            progressed = False
-            for broadcast in ready:
-                done = await self.write_chunks(broadcast)
-                if done:
-                    progressed = True
-                    written += sum(done)
-                    chunks += len(done)
-            if not progressed:
-                return written
-        self._loop.wake()  # more to write: run again at once, after giving the loop back
-        return written
-
-    async def write_chunk(self, b: dict) -> int | None:
-        """One chunk of ``b`` written; the recipients recorded, or None when there was none to take."""
-        done = await self.write_chunks(b, 1)
-        return done[0] if done else None
-
-    async def write_chunks(self, b: dict, parallel: int = PARALLEL_CHUNKS) -> list[int]:
-        """
-        Up to ``parallel`` chunks of ``b`` claimed (within the quota left) and written at once, so
-        that one is rendered while another's statement runs; the recipients each recorded.
-        """
-        now = self._now()
-        tenant = await self._tenant(b["tenant_id"])
-        if tenant is None:
-            return []
-        if tenant.status == "suspended":
-            await self._fail(b, "account_suspended", now)
-            return []
-        if tenant.status == "paused":
-            await rows.wait(self._db, b["id"], "account_paused", now + PAUSED_RECHECK, now)
-            return []
-        left, period = await rows.remaining_quota(self._db, tenant.id, tenant.daily_quota, tenant.monthly_quota, now)
-        if left <= 0:
-            # Nothing may be charged today: unless nothing is left to write, wait for tomorrow.
-            if await rows.finish(self._db, b["id"], now) is None:
-                await rows.wait(self._db, b["id"], f"{period}_quota", rules.next_utc_day(now), now)
-            return []
-        if b["wait_reason"] is not None:
-            await rows.wait(self._db, b["id"], None, None, now)
-        leases = []
-        while len(leases) < parallel and left > 0:
-            lease = uuid.uuid4()
-            after = self._keyset.get(b["id"])
-            claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now,
-                                         self.lease_seconds, min(self.chunk, left), after)
-            if not claimed and after is not None:
-                # Past the end: from the start again, for chunks released or whose lease expired.
-                claimed = await self._db.run("claim broadcast chunk", rows.claim, b["id"], lease, now,
-                                             self.lease_seconds, min(self.chunk, left))
-            if not claimed:
-                self._keyset.pop(b["id"], None)
-                break
-            self._keyset[b["id"]] = claimed[-1]["contact_id"]
-            left -= len(claimed)
-            leases.append((lease, claimed))
-        if not leases:
-            if await rows.finish(self._db, b["id"], now) is not None:
-                log.info("broadcast {id} sent", id=b["id"])
-            return []
-        if len(leases) == 1:
-            done = [await self._written(b, tenant, *leases[0], now)]
-        else:
-            done = await defer.gatherResults(
-                [defer.ensureDeferred(self._written(b, tenant, lease, claimed, now)) for lease, claimed in leases],
-                consumeErrors=True)
-        return [n for n in done if n is not None]
-
-    async def _written(self, b: dict, tenant: Tenant, lease: uuid.UUID, claimed: list[dict],
-                       now: datetime) -> int | None:
-        """A claimed chunk handed to the accept path; what refuses it makes the broadcast wait or fail."""
-        try:
-            return await self._submit(b, tenant, lease, claimed)
-        except QuotaExceeded as e:
-            await rows.release(self._db, b["id"], lease)
-            await rows.wait(self._db, b["id"], f"{e.period}_quota", rules.next_utc_day(now), now)
-        except NotAllowed as e:
-            await rows.release(self._db, b["id"], lease)
-            if e.reason == "tenant_paused":
-                await rows.wait(self._db, b["id"], "account_paused", now + PAUSED_RECHECK, now)
-            else:
-                await self._fail(b, e.reason, now)
-        except LeaseLost:
-            # Canceled meanwhile, or the lease expired and another node took the chunk over.
-            log.info("broadcast {id}: a chunk's lease was lost; nothing of it was written", id=b["id"])
-        except BaseException:
-            await rows.release(self._db, b["id"], lease)
-            raise
-        return None
-
-    async def _fail(self, b: dict, reason: str, now: datetime) -> None:
-        failed = await rows.transition(self._db, None, b["id"], ("sending",), "failed", now, failure=reason,
-                                       wait_reason=None, wait_until=None)
-        if failed is not None:
-            log.warn("broadcast {id} failed: {reason}", id=b["id"], reason=reason)
-
-    async def _submit(self, b: dict, tenant: Tenant, lease: uuid.UUID, claimed: list[dict]) -> int:
-        # The plain text derived from the html (when the broadcast has none) is derived once,
-        # its placeholders kept, then filled per recipient (values raw, as in any text part).
-        text = b["text"] if b["text"] or not b["html"] else mime.text_from_html(b["html"])
-        content = Content(b["subject"], b["html"], text, b["preview_text"])
-        sender = parse_mailbox("from", b["sender"])
-        reply_to = parse_mailboxes("reply_to", list(b["reply_to"] or ()))
-        tags = (("broadcast_id", str(b["id"])),)
-        marks: list[tuple[uuid.UUID, uuid.UUID | None, str]] = []  # contacts deleted since the start
-        contacts: list[Contact] = []
-        for row in claimed:
-            if row["email"] is None:
-                marks.append((row["contact_id"], None, "skipped"))
-            else:
-                contacts.append(contact_of(row))
-
-        def item(contact: Contact) -> Item:
-            def read(now: datetime) -> Submission:
-                shown = personalised(content, contact)
-                if len(shown.subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
-                    raise Invalid("subject", f"subject: longer than {MAX_SUBJECT_BYTES} bytes for this contact")
-                return Submission(sender=sender, to=(parse_mailbox("to", contact.email),), reply_to=reply_to,
-                                  subject=shown.subject, html=shown.html, text=shown.text, tags=tags,
-                                  stream="broadcast")
-            return Item(read)
-
-        def recorded(outcome: Outcome):
-            refused = {index for index, _ in outcome.refused}
-            accepted = iter(outcome.accepted)
-            states = list(marks)
-            for index, contact in enumerate(contacts):
-                if index in refused:
-                    states.append((contact.id, None, "refused"))
-                else:
-                    states.append((contact.id, next(accepted).id, "written"))
-            return rows.written_guard(b["id"], lease, states)
-
-        outcome = Outcome([], [])
-        if contacts:
-            outcome = await self._submitter.submit(
-                ServiceSender(tenant), [item(c) for c in contacts], "broadcast", batch="permissive",
-                links_base=b["links_base"], also=recorded)
-        for _, error in outcome.refused:
-            if isinstance(error, NotAllowed):  # the sending domain: the same for every item
-                raise error
-        if not outcome.accepted:  # nothing accepted: no accept statement recorded the chunk
-            if not await rows.record(self._db, recorded(outcome)):
-                raise LeaseLost("chunk")
-        return len(outcome.accepted)

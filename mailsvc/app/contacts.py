@@ -149,7 +149,7 @@ class Contacts:
         by_email = {email: row["id"] for email, row in now_rows.items()}
         unsubscribing = [state.email for state in touched if state.unsubscribed]
         if unsubscribing:
-            await suppression_rows.add_many(txn, self._clock, tenant_id, unsubscribing, "unsubscribe", contacts=False)
+            await suppression_rows.add_many(txn, self._clock, tenant_id, unsubscribing, "unsubscribe")
         await rows.add_members(
             txn, [(s, by_email[state.email]) for state in touched for s in state.segments], now)
         # Each contact as it now reads: the suppression records added just above count too (a
@@ -196,7 +196,7 @@ class Contacts:
             _apply(state, write)
             await rows.upsert(txn, tenant_id, [_row(state)], now)
             if write.unsubscribed is True:
-                await suppression_rows.add(txn, self._clock, tenant_id, old["email"], "unsubscribe", contacts=False)
+                await suppression_rows.add(txn, self._clock, tenant_id, old["email"], "unsubscribe")
             elif write.unsubscribed is False:
                 record = await suppression_rows.get(txn, tenant_id, old["email"])
                 if record is not None and record["origin"] not in LIFTED_BY_CONTACT:
@@ -204,7 +204,7 @@ class Contacts:
                         f"unsubscribed: the address is suppressed after a {record['origin'].replace('_', ' ')};"
                         " remove it from the suppression list (DELETE /suppressions) to write to it again"))
                 if record is not None:
-                    await suppression_rows.delete(txn, self._clock, tenant_id, record["id"], contacts=False)
+                    await suppression_rows.delete(txn, tenant_id, record["id"])
             await self._record(txn, tenant_id, [(old["id"], False)])
             return old["id"]
 

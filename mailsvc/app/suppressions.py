@@ -3,9 +3,14 @@ The account's do-not-send list, as every part that sends mail or learns about a 
 uses it. Nothing here is cached: each call reads or writes PostgreSQL, so an address removed
 on one node is deliverable on every node at once, and one added is refused at once.
 
-The sending paths and the MTA read and write the list through ``mailsvc.store.suppressions``
-(``suppressed_for``, ``add``, ``add_many``), inside their own statements; this module is what
-the API and the unsubscribe links do with it.
+The sending paths read the list through ``mailsvc.store.suppressions.suppressed_for``, inside
+their own statements; this module is what the API, the unsubscribe links and the MTA (hard
+bounces and complaints) write to it.
+
+Contacts follow the list (issue 16): a contact's ``unsubscribed`` is whether its address is on
+it, so every add and removal here that changes that for a contact of the account also marks
+the contact changed and records its ``contact.updated``, in the same transaction. The
+contacts' own writes (``app/contacts``) change the list through the store and record theirs.
 
 Addresses are bare (``local@domain``, no display name) and may be in any case or spelling of
 the domain; they are compared in their normal form (``normal_form``).
@@ -17,12 +22,15 @@ import uuid
 from collections.abc import Iterable
 
 from mailsvc import timefmt
+from mailsvc.domain.contacts import event_data
 from mailsvc.ids import parse_uuid
+from mailsvc.store import contacts as contact_rows
+from mailsvc.store import events
 from mailsvc.store import suppressions as rows
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
-__all__ = ["get", "list_page", "record", "remove", "remove_many"]
+__all__ = ["add", "add_many", "get", "list_page", "record", "remove", "remove_many"]
 
 
 def _key(id_or_address: str | uuid.UUID) -> uuid.UUID | str | None:
@@ -38,6 +46,57 @@ async def get(
     """The record named by its id or its address (any spelling), or None."""
     key = _key(id_or_address)
     return await rows.get(db_or_txn, tenant_id, key) if key is not None else None
+
+
+async def _contacts_follow(txn: Transaction, clock, tenant_id: uuid.UUID, emails: list[str]) -> None:
+    """The account's contacts with these addresses changed ``unsubscribed``: mark them, and
+    record one ``contact.updated`` each."""
+    if not emails:
+        return
+    changed = await contact_rows.touch(txn, tenant_id, emails, timefmt.from_seconds(clock.seconds()))
+    await events.record_many(txn, clock, [(tenant_id, "contact.updated", event_data(row)) for row in changed])
+
+
+async def add_many(
+    txn: Transaction,
+    clock,
+    tenant_id: uuid.UUID,
+    addresses: Iterable[str],
+    origin: str,
+    source_id: uuid.UUID | str | None = None,
+) -> list[dict]:
+    """Put every address on the list (``store.suppressions.add_many``: its rows, in the order
+    given); the contacts with an address new to it become unsubscribed."""
+    added = await rows.add_many(txn, clock, tenant_id, addresses, origin, source_id)
+    await _contacts_follow(txn, clock, tenant_id, [row["email"] for row in added if row["inserted"]])
+    return added
+
+
+async def add(
+    txn: Transaction,
+    clock,
+    tenant_id: uuid.UUID,
+    address: str,
+    origin: str,
+    source_id: uuid.UUID | str | None = None,
+) -> dict:
+    """``add_many`` for one address: its record, new or kept."""
+    (row,) = await add_many(txn, clock, tenant_id, [address], origin, source_id)
+    return row
+
+
+async def _delete(txn: Transaction, clock, tenant_id: uuid.UUID, key: uuid.UUID | str) -> dict | None:
+    row = await rows.delete(txn, tenant_id, key)
+    if row is not None:
+        await _contacts_follow(txn, clock, tenant_id, [row["email"]])
+    return row
+
+
+async def _delete_many(txn: Transaction, clock, tenant_id: uuid.UUID, emails: list[str],
+                       ids: list[uuid.UUID]) -> list[dict]:
+    removed = await rows.delete_many(txn, tenant_id, emails, ids)
+    await _contacts_follow(txn, clock, tenant_id, [row["email"] for row in removed])
+    return removed
 
 
 async def _in_transaction(db_or_txn: Database | Transaction, desc: str, fn, *args):
@@ -57,7 +116,7 @@ async def remove(
     key = _key(id_or_address)
     if key is None:
         return None
-    return await _in_transaction(db_or_txn, "remove suppression", rows.delete, clock, tenant_id, key)
+    return await _in_transaction(db_or_txn, "remove suppression", _delete, clock, tenant_id, key)
 
 
 async def remove_many(
@@ -74,7 +133,7 @@ async def remove_many(
     if not normals and not ids:
         return []
     removed = await _in_transaction(
-        db_or_txn, "remove suppressions", rows.delete_many, clock, tenant_id, normals, ids)
+        db_or_txn, "remove suppressions", _delete_many, clock, tenant_id, normals, ids)
     # In the order asked for, whichever key named the record.
     order = {key: i for i, key in enumerate([*normals, *ids])}
     return sorted(removed, key=lambda row: order.get(row["email"], order.get(row["id"], 0)))

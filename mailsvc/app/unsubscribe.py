@@ -21,7 +21,6 @@ from mailsvc.app import suppressions
 from mailsvc.crypto.links import LINK_MAC_BYTES, link_payload, signed_link
 from mailsvc.domain.errors import LinkRefused, NotFound
 from mailsvc.store import accounts, emails
-from mailsvc.store import suppressions as suppression_rows
 from mailsvc.store.database import Database, Transaction
 
 VERSION = 1
@@ -89,7 +88,7 @@ class Unsubscribes:
         async def add(txn: Transaction) -> dict | None:
             if await accounts.get_tenant(txn, link.tenant_id) is None:
                 return None
-            return await suppression_rows.add(
+            return await suppressions.add(
                 txn, self._clock, link.tenant_id, link.address, "unsubscribe", source_id=link.email_id
             )
 

@@ -30,6 +30,7 @@ import attrs
 from twisted.logger import Logger
 
 from mailsvc import ids
+from mailsvc.app import suppressions
 from mailsvc.domain.domains import DMARC_REPORTS_LOCAL
 from mailsvc.mail import dmarc, reports, verp
 from mailsvc.store import deliverability as reports_store
@@ -89,7 +90,7 @@ class ReturnPath:
             relayed = await store.relayed(self._db, [(o.email_id, o.delivery_id) for o in outcomes.values()])
             await outcomes_store.record(self._db, self._clock, [
                 attrs.evolve(o, event={**o.event, "source": "relay"}) if o.delivery_id in relayed else o
-                for o in outcomes.values()])
+                for o in outcomes.values()], suppress=suppressions.add_many)
 
     async def _dmarc(self, recipients: list[str], message: bytes) -> None:
         """

@@ -36,16 +36,17 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
-from mailsvc.deferreds import when_done
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED, next_attempt
-from mailsvc.loop import Loop
+from mailsvc.engine import LeasedEngine
 from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
+from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database
 from mailsvc.store.deliveries import Contents, Outcome, Work
 
@@ -123,8 +124,10 @@ def _response(result: RecipientResult) -> str:
     return " ".join(str(p) for p in (reply.code, reply.enhanced_code, reply.text) if p)
 
 
-class DeliveryWorker:
+class DeliveryWorker(LeasedEngine):
     desc = "delivery worker"
+    role = "delivery"
+    channel = DELIVERIES
 
     def __init__(
         self,
@@ -139,7 +142,7 @@ class DeliveryWorker:
         policies: Policies | None = None,
         on_reply: Callable[[str, object], None] | None = None,
     ):
-        self._clock = clock
+        super().__init__(clock, "deliver mail", SAFETY_INTERVAL, on_failure)
         self._policies = policies
         #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
         self._on_reply = on_reply
@@ -148,27 +151,15 @@ class DeliveryWorker:
         self._connections = connections
         self._settings = settings
         self._keys = keys
-        self._loop = Loop(clock, "deliver mail", SAFETY_INTERVAL, self.step, on_failure)
         self._on_outcome = on_outcome
-        self._in_flight: dict[int, tuple[defer.Deferred, list[Work], uuid.UUID]] = {}
         self._outcomes: list[Outcome] = []
-        self._next_due = None
-        self._stopping = False
         self._serial = itertools.count()
 
     @property
     def in_flight(self) -> int:
         """Deliveries in SMTP transactions under way (steps run one at a time, so these are all
-        the deliveries this node holds between steps)."""
-        return sum(len(group) for _, group, _ in self._in_flight.values())
-
-    def start(self) -> None:
-        self._stopping = False
-        self._loop.start()
-        self._loop.wake()
-
-    def wake(self, *_) -> None:
-        self._loop.wake()
+        the deliveries this worker holds between steps)."""
+        return sum(len(group) for group, _ in self._held())
 
     async def step(self) -> None:
         await self._write_outcomes()
@@ -191,25 +182,17 @@ class DeliveryWorker:
             if t.shared is not None:
                 signatures.expect(t.shared)
         for t in transactions:
-            key = next(self._serial)
             d = defer.ensureDeferred(self._deliver(t, signatures, token, deadline))
-            self._in_flight[key] = (d, t.group, token)
-            d.addBoth(self._landed, key)
+            self._track(next(self._serial), d, (t.group, token), wake=True)
         if len(claimed.work) == room:
             self.wake()
 
     def _plan(self, due: float | None) -> None:
-        if self._next_due is not None and self._next_due.active():
-            if due is None or self._next_due.getTime() <= due:
-                return
-            self._next_due.cancel()
-        self._next_due = None
-        if due is not None and not self._stopping:
-            self._next_due = self._clock.callLater(max(0, due - self._clock.seconds()), self.wake)
-
-    def _landed(self, _, key: int) -> None:
-        del self._in_flight[key]
-        self.wake()
+        """A step when the next claimable delivery comes due, unless one is planned earlier."""
+        planned = self._wake_planned()
+        if planned is not None and (due is None or planned <= due):
+            return
+        self._wake_at(due)
 
     def _transactions(self, work: list[Work], contents: Contents, token: uuid.UUID):
         """Each SMTP transaction of ``work``; decides what needs no sending."""
@@ -401,8 +384,7 @@ class DeliveryWorker:
     async def settled(self) -> None:
         """Wait for every transaction started so far and for a step under way, then write
         every outcome."""
-        while self._in_flight:
-            await defer.DeferredList([when_done(d) for d, _, _ in self._in_flight.values()])
+        await self._all_landed()
         await self._loop.idle()
         await self._flush()
 
@@ -412,7 +394,7 @@ class DeliveryWorker:
         if not outcomes:
             return
         try:
-            await store.record(self._db, self._clock, outcomes)
+            await store.record(self._db, self._clock, outcomes, suppress=suppressions.add_many)
         except Exception:
             self._outcomes[:0] = outcomes
             raise
@@ -430,20 +412,8 @@ class DeliveryWorker:
     async def stop(self) -> None:
         """Stop claiming, let transactions finish (up to DRAIN_SECONDS; the rest are given
         back at once for any node to take), write every outcome, close connections."""
-        self._stopping = True
-        await self._loop.stop()
-        if self._next_due is not None and self._next_due.active():
-            self._next_due.cancel()
-        if self._in_flight:
-            waiting = defer.DeferredList([when_done(d) for d, _, _ in self._in_flight.values()])
-            timer = self._clock.callLater(DRAIN_SECONDS, waiting.cancel)
-            try:
-                await waiting
-            except defer.CancelledError:
-                pass
-            if timer.active():
-                timer.cancel()
-        abandoned = [(w, token) for _, group, token in self._in_flight.values() for w in group]
+        await self._stop_claiming()
+        abandoned = [(w, token) for group, token in await self._drain(DRAIN_SECONDS, cancel=False) for w in group]
         await self._flush()
         if abandoned:
             await store.release(self._db, self._clock, abandoned)

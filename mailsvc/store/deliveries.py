@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -143,7 +145,7 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
              [r["id"] for r in admitted]),
         )
     if decided:
-        await _write(txn, clock, decided)
+        await _write(txn, clock, decided, None)  # failures: nothing to suppress
     work = [
         Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], r["attempts"], float(r["retry_until"]),
              r["delivery_mode"], r["own_message"])
@@ -210,12 +212,18 @@ async def contents(db: Database, work: list[Work]) -> Contents:
     return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys))
 
 
-async def record(db: Database, clock, outcomes: list[Outcome]) -> int:
-    """Write outcomes (and what they cause) in one transaction; returns how many applied."""
-    return await db.run("record_delivery_outcomes", _write, clock, outcomes)
+#: Puts addresses on an account's suppression list in the transaction given (and does what that
+#: causes): ``(txn, clock, tenant_id, addresses, origin, source_id)``, ``app.suppressions.add_many``.
+Suppress = Callable[[Transaction, Any, uuid.UUID, list[str], str, uuid.UUID], Awaitable[object]]
 
 
-async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
+async def record(db: Database, clock, outcomes: list[Outcome], *, suppress: Suppress) -> int:
+    """Write outcomes (and what they cause: the recipients of hard bounces and complaints are
+    ``suppress``ed) in one transaction; returns how many applied."""
+    return await db.run("record_delivery_outcomes", _write, clock, outcomes, suppress)
+
+
+async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Suppress | None) -> int:
     if not outcomes:
         return 0
     at = timefmt.from_seconds(clock.seconds())
@@ -271,14 +279,14 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
     )
 
     counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0])
-    suppress: dict[tuple, list[str]] = defaultdict(list)
+    to_suppress: dict[tuple, list[str]] = defaultdict(list)
     for o in done:
         column = {"delivered": 0, "bounced": 1, "complained": 2}.get(o.status)
         if column is not None:
             counts[o.tenant_id][column] += 1
         origin = _SUPPRESSION_OF_OUTCOME.get(o.status)
         if origin is not None:
-            suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
+            to_suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
     if counts:
         day = at.date()
         await txn.execute(
@@ -287,8 +295,8 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
             + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
             " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained",
         )
-    for (tenant_id, email_id, origin), addresses in suppress.items():
-        await suppression_list.add_many(txn, clock, tenant_id, _valid(addresses), origin, source_id=email_id)
+    for (tenant_id, email_id, origin), addresses in to_suppress.items():
+        await suppress(txn, clock, tenant_id, _valid(addresses), origin, email_id)
     for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:
         await _guard(txn, tenant_id, at)
     return len(done)

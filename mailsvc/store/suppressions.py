@@ -8,13 +8,8 @@ broadcasts): just before the accepting statement (or in the releasing transactio
 accounts at hand); each address it returns is skipped (an ``email.suppressed`` event with
 ``recipient`` and ``reason`` = its origin, not counted against quotas).
 
-For the MTA: in the transaction that records a hard bounce or a complaint, call
-``add(txn, clock, tenant_id, recipient, "hard_bounce" | "complaint", source_id=email_id)``.
-
-Contacts follow the list (issue 16): a contact's ``unsubscribed`` is whether its address is
-here, so every add and removal that changes that for a contact of the account also marks the
-contact changed and records its ``contact.updated`` event, in the same transaction
-(``_contacts_follow``). The contacts' own writes pass ``contacts=False`` and record theirs.
+Writes change the list alone: that contacts follow it (issue 16) is the use case's rule,
+``mailsvc.app.suppressions`` (``add``, ``add_many``, ``remove``, ``remove_many``).
 """
 
 from __future__ import annotations
@@ -24,12 +19,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from mailsvc import timefmt
-from mailsvc.domain.contacts import event_data
 from mailsvc.domain.errors import Invalid
 from mailsvc.domain.suppression import ORIGINS, ORIGINS_BY_STRENGTH, normal_form
 from mailsvc.ids import uuid7
-from mailsvc.store import contacts as contact_rows
-from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -102,43 +94,27 @@ async def get(db: Database | Transaction, tenant_id: uuid.UUID, key: uuid.UUID |
     )
 
 
-async def _contacts_follow(txn: Transaction, clock, tenant_id: uuid.UUID, emails: list[str]) -> None:
-    """The account's contacts with these addresses changed ``unsubscribed``: mark them, and
-    record one ``contact.updated`` each."""
-    changed = await contact_rows.touch(txn, tenant_id, emails, timefmt.from_seconds(clock.seconds()))
-    await events.record_many(txn, clock, [(tenant_id, "contact.updated", event_data(row)) for row in changed])
-
-
-async def delete(txn: Transaction, clock, tenant_id: uuid.UUID, key: uuid.UUID | str,
-                 contacts: bool = True) -> dict | None:
-    row = await txn.fetchone(
+async def delete(txn: Transaction, tenant_id: uuid.UUID, key: uuid.UUID | str) -> dict | None:
+    return await txn.fetchone(
         f"DELETE FROM suppressions WHERE tenant_id = %s AND {_where(key)} RETURNING {COLUMNS}",
         (tenant_id, key),
     )
-    if row is not None and contacts:
-        await _contacts_follow(txn, clock, tenant_id, [row["email"]])
-    return row
 
 
 async def delete_many(
     txn: Transaction,
-    clock,
     tenant_id: uuid.UUID,
     emails: list[str],
     ids: list[uuid.UUID],
     origins: tuple[str, ...] = ORIGINS_BY_STRENGTH,
-    contacts: bool = True,
 ) -> list[dict]:
     """Remove the records of these origins with any of these addresses or ids; the removed rows."""
-    rows = await txn.fetchall(
+    return await txn.fetchall(
         "DELETE FROM suppressions WHERE tenant_id = %s"
         " AND (email = ANY(%s::text[]) OR id = ANY(%s::uuid[])) AND origin = ANY(%s::text[])"
         f" RETURNING {COLUMNS}",
         (tenant_id, emails, ids, list(origins)),
     )
-    if rows and contacts:
-        await _contacts_follow(txn, clock, tenant_id, [row["email"] for row in rows])
-    return rows
 
 
 async def page(
@@ -191,15 +167,13 @@ async def add_many(
     addresses: Iterable[str],
     origin: str,
     source_id: uuid.UUID | str | None = None,
-    contacts: bool = True,
 ) -> list[dict]:
     """
-    Put every address on the list within ``txn`` (contacts follow unless ``contacts`` is
-    False). An address already there keeps its record
+    Put every address on the list within ``txn``. An address already there keeps its record
     (id, created_at); it takes ``origin`` and ``source_id`` only if ``origin`` is stronger
     (ORIGINS_BY_STRENGTH). Returns one row per distinct address, in the order given: ``id``,
-    ``email`` (normal form), ``origin``, ``source_id``, ``created_at``. Raises Invalid for an
-    address that is no valid e-mail address.
+    ``email`` (normal form), ``origin``, ``source_id``, ``created_at``, and ``inserted``
+    (whether it is new). Raises Invalid for an address that is no valid e-mail address.
     """
     if origin not in ORIGINS:
         raise ValueError(f"unknown suppression origin {origin!r}")
@@ -209,10 +183,6 @@ async def add_many(
     now = clock.seconds()
     entries = [(uuid7(now), normal) for normal in normals]
     by_email = await upsert(txn, tenant_id, entries, origin, source_id, timefmt.from_seconds(now))
-    if contacts:
-        added = [row["email"] for row in by_email.values() if row["inserted"]]
-        if added:
-            await _contacts_follow(txn, clock, tenant_id, added)
     return [by_email[normal] for normal in normals]
 
 
@@ -223,8 +193,7 @@ async def add(
     address: str,
     origin: str,
     source_id: uuid.UUID | str | None = None,
-    contacts: bool = True,
 ) -> dict:
     """``add_many`` for one address: its record, new or kept."""
-    (row,) = await add_many(txn, clock, tenant_id, [address], origin, source_id, contacts)
+    (row,) = await add_many(txn, clock, tenant_id, [address], origin, source_id)
     return row

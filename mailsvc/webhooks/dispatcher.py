@@ -26,12 +26,12 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto import webhook_signatures as signing
-from mailsvc.deferreds import when_done
 from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, Pace, next_attempt_delay, retry_after_seconds
-from mailsvc.loop import Loop
+from mailsvc.engine import LeasedEngine
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
+from mailsvc.store.events import CHANNEL
 
 log = Logger()
 
@@ -152,8 +152,11 @@ def payload(row: dict) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
-class Dispatcher:
+class Dispatcher(LeasedEngine):
     desc = "webhook dispatcher"
+    role = "webhooks"
+    channel = CHANNEL
+    notify_gather = WAKE_GATHER
 
     def __init__(
         self,
@@ -167,32 +170,15 @@ class Dispatcher:
         host_rate_per_sec: int = 500,
         on_failure=None,
     ):
-        self._clock = clock
+        super().__init__(clock, "webhook dispatch", SAFETY_INTERVAL, on_failure)
         self._db = db
         self._fetcher = fetcher
         self._registry = registry
         self._per_endpoint = per_endpoint
         self._max_in_flight = max_in_flight
         self._hosts = HostLimits(clock, host_concurrency, host_rate_per_sec)
-        self._loop = Loop(clock, "webhook dispatch", SAFETY_INTERVAL, self.step, on_failure)
-        self._in_flight: dict[tuple[uuid.UUID, uuid.UUID], defer.Deferred] = {}
         self._outcomes: list[tuple] = []
-        self._next_retry = None
         self._pruned_at = float("-inf")
-        self._stopping = False
-
-    def start(self) -> None:
-        """Start stepping, at once: events and retries may have waited while no node ran."""
-        self._stopping = False
-        self._loop.start()
-        self._loop.wake()
-
-    def wake(self, *_) -> None:
-        self._loop.wake()
-
-    def notified(self, *_) -> None:
-        """A NOTIFY on the events channel: a step soon, shared with the NOTIFYs close to it."""
-        self._loop.wake(WAKE_GATHER)
 
     async def step(self) -> None:
         """
@@ -223,13 +209,10 @@ class Dispatcher:
             )
 
     def _plan_next_retry(self, due) -> None:
-        if self._next_retry is not None and self._next_retry.active():
-            self._next_retry.cancel()
-        self._next_retry = None
-        if due is not None and not self._stopping:
-            delay = due.timestamp() - self._clock.seconds()
-            if delay > 0:
-                self._next_retry = self._clock.callLater(delay, self.wake)
+        """A step when the next retry falls due; none for one due already (it waits for its
+        endpoint's capacity, freed by an attempt landing, which wakes a step)."""
+        at = due.timestamp() if due is not None else None
+        self._wake_at(at if at is not None and at > self._clock.seconds() else None)
 
     def _launch(self, row: dict, claim: uuid.UUID, now: float) -> None:
         key = (row["webhook_id"], row["event_id"])
@@ -244,12 +227,8 @@ class Dispatcher:
             return
         d = defer.ensureDeferred(self._deliver(job))
         if not d.called:
-            self._in_flight[key] = d
-            d.addBoth(self._landed, key)
-
-    def _landed(self, _, key) -> None:
-        """An attempt is over (``_deliver`` logs its own failures and never raises)."""
-        del self._in_flight[key]
+            # Landing, it writes its outcome, which wakes a step (``_finish``, ``_release``).
+            self._track(key, d)
 
     async def _deliver(self, job: _Job) -> None:
         status = retry_after = None
@@ -316,8 +295,7 @@ class Dispatcher:
     async def settled(self) -> None:
         """Wait until every attempt started so far has finished and its outcome is written
         (if the write fails, the outcomes wait for the next step)."""
-        while self._in_flight:
-            await defer.DeferredList([when_done(d) for d in self._in_flight.values()])
+        await self._all_landed()
         outcomes, self._outcomes = self._outcomes, []
         if outcomes:
             try:
@@ -330,17 +308,7 @@ class Dispatcher:
         """Stop claiming, let attempts in flight finish (up to DRAIN_SECONDS; the rest are
         abandoned and given back; those still waiting for their host at once), and write every
         outcome."""
-        self._stopping = True
-        await self._loop.stop()
+        await self._stop_claiming()
         self._hosts.stop_waiting()
-        if self._next_retry is not None and self._next_retry.active():
-            self._next_retry.cancel()
-        self._next_retry = None
-        if self._in_flight:
-            abandon = self._clock.callLater(
-                DRAIN_SECONDS, lambda: [d.cancel() for d in list(self._in_flight.values())]
-            )
-            await defer.DeferredList([when_done(d) for d in self._in_flight.values()])
-            if abandon.active():
-                abandon.cancel()
+        await self._drain(DRAIN_SECONDS, cancel=True)
         await self.settled()

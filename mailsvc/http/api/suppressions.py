@@ -14,7 +14,6 @@ from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
-from mailsvc.store import suppressions as suppression_rows
 from mailsvc.store.database import Database
 
 KIND = "Suppression"
@@ -38,7 +37,7 @@ class SuppressionsResource:
     async def create(self, request, caller: Caller):
         address = normal_form(read_json(request).get("email"))
         row = await self._db.run(
-            "add_suppression", suppression_rows.add, self._clock, caller.tenant.id, address, "manual")
+            "add_suppression", suppressions.add, self._clock, caller.tenant.id, address, "manual")
         if request.surface == NATIVE:
             return Reply(201, _full(row))
         return Reply(201, {"object": "suppression", "id": str(row["id"])})
@@ -70,7 +69,7 @@ class SuppressionsResource:
     async def batch_add(self, request, caller: Caller):
         addresses = batch_addresses(read_json(request).get("emails"))
         added = await self._db.run(
-            "add_suppressions", suppression_rows.add_many, self._clock, caller.tenant.id, addresses, "manual")
+            "add_suppressions", suppressions.add_many, self._clock, caller.tenant.id, addresses, "manual")
         return Reply(201, {"data": [{"object": "suppression", "id": str(row["id"])} for row in added]})
 
     @route("POST", "/suppressions/batch/remove", access=FULL)

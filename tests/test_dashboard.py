@@ -245,6 +245,32 @@ async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changin
 
 
 @pt.ensureDeferred
+async def test_the_origin_check_compares_the_scheme_too(api):
+    _, _, session = await signed_in(api)
+    here = api.url.split("://", 1)[1]  # plain HTTP on loopback: the pages are http://
+    code, body, _ = await login(api, "owner@example.com", PASSWORD, headers={"Origin": f"https://{here}"})
+    assert (code, body["name"]) == (403, "invalid_origin")
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={"Origin": f"https://{here}"})
+    assert code == 403
+    assert (await login(api, "owner@example.com", PASSWORD, headers={"Origin": f"http://{here}"}))[0] == 200
+    # Any other Host: TLS here or at a proxy in front, so the pages are https:// (the cookie is Secure).
+    proxied = {"Host": "mail.example.com"}
+    code, _, _ = await login(api, "owner@example.com", PASSWORD,
+                             headers={**proxied, "Origin": "http://mail.example.com"})
+    assert code == 403
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={**proxied, "Origin": "http://mail.example.com"})
+    assert code == 403
+    code, _, _ = await login(api, "owner@example.com", PASSWORD,
+                             headers={**proxied, "Origin": "https://mail.example.com"})
+    assert code == 200
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={**proxied, "Origin": "https://mail.example.com"})
+    assert code == 200
+
+
+@pt.ensureDeferred
 async def test_a_session_of_one_account_gets_404_on_another_accounts_ids(api):
     _, key_a, session_a = await signed_in(api, "a@example.com")
     _, key_b, _ = await sending_tenant(api, "beta.example.com")

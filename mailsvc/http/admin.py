@@ -17,7 +17,6 @@ from mailsvc.metrics import CONTENT_TYPE, Metrics
 from mailsvc.store import deliverability, health
 from mailsvc.store.database import Database
 
-
 #: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -37,6 +37,7 @@ from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Item, ServiceSender, Submitter
 from mailsvc.app.templates import Templates
+from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import Config
@@ -237,6 +238,7 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboar
         clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+        throttle=Throttle(clock, db),
     )
 
 
@@ -412,7 +414,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
 
     role_parts.append(RolePart("broadcasts", fanout.desc, start_fanout, fanout.stop))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
-    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
+    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
+                            auth_failures=SmtpAuthFailures(Throttle(clock, db)))
 
     site = Site(router.resource(), clock, metrics, admit=router.admit,
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)

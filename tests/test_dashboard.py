@@ -11,6 +11,7 @@ from http.cookies import SimpleCookie
 
 import pytest
 import pytest_twisted as pt
+from twisted.internet import defer
 
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
@@ -169,6 +170,20 @@ async def test_failed_sign_ins_are_throttled_per_address_and_per_client(api):
         await login(api, f"other{n}@example.com", "wrong password")
     code, _, _ = await login(api, "fresh@example.com", "wrong password")
     assert code == 429
+
+
+@pt.ensureDeferred
+async def test_concurrent_wrong_sign_ins_cannot_pass_the_throttle_together(api):
+    await signed_in(api)
+    # Right passwords are not counted: more than the address's 5 in a row all sign in.
+    for _ in range(6):
+        assert (await login(api, "owner@example.com", PASSWORD))[0] == 200
+    # 60 wrong passwords at once: each is counted before its password is checked.
+    attempts = [defer.ensureDeferred(login(api, "owner@example.com", "wrong password")) for _ in range(60)]
+    codes = [code for code, _, _ in await defer.gatherResults(attempts)]
+    assert codes.count(401) == 5 and codes.count(429) == 55, codes
+    # The refused ones counted nothing against the client network (5 of its 20 are used).
+    assert (await login(api, "other@example.com", "wrong password"))[0] == 401
 
 
 @pt.ensureDeferred

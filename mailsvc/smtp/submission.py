@@ -6,8 +6,10 @@ PLAIN, and hands one message object per recipient (DESIGN.md, Known traps). A fi
 enters the same ``accept()`` path as ``POST /emails``.
 
 Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
-client address (an IPv6 one by its /64) that failed too often on this node in the last minute
-is answered 421 at once, before any key is checked (``ClientRate``).
+client address (an IPv6 one by its /64) that failed too often in the last minute, on any
+process or node, is answered 421 at once, before any key is checked: each AUTH exchange is
+counted as failed when it begins (``auth_failures``, in PostgreSQL), and given back if it
+succeeds, so exchanges at once cannot pass the limit together.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import base64
 import binascii
 import re
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from twisted.internet import protocol
 
-from mailsvc.domain.clients import ClientRate, network_of
+from mailsvc.domain.clients import network_of
 from mailsvc.smtp.server import ESMTPServerProtocol
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
@@ -31,8 +34,6 @@ MAX_ERRORS = 20
 #: Failed AUTH exchanges (535, or 501 for an undecodable or aborted one) a connection may make:
 #: the last is followed by 421 and the end of the connection.
 MAX_AUTH_FAILURES = 3
-#: Failed AUTH exchanges a client address may make on a node per minute, all at once at most.
-AUTH_FAILURES_PER_MINUTE = 10
 #: Header fields, and bytes of the header section, of a message: far above what a client
 #: writes, far below what would keep the reactor parsing for long.
 MAX_HEADER_FIELDS = 1000
@@ -44,6 +45,16 @@ _RCPT = re.compile(rb"^TO:\s*<([^<>]+)>(.*)$", re.I)
 _HEADER_FIELD_START = re.compile(rb"\r\n(?![ \t])")
 
 
+class AuthFailures(Protocol):
+    """Failed AUTH exchanges per client network (``mailsvc.app.throttle.SmtpAuthFailures``)."""
+
+    async def reserve(self, client: str) -> int | None:
+        """Count one exchange as failed before its key is checked; None, or the seconds to wait."""
+
+    async def give_back(self, client: str) -> None:
+        """The exchange succeeded."""
+
+
 class Submission:
     """What the protocol needs from the service (wired in compose)."""
 
@@ -53,14 +64,14 @@ class Submission:
         accept_message: Callable[[object, bytes, list[str], list[str]], Awaitable[str]],
         hostname: str,
         idle_timeout: float = 300,
-        auth_failures: ClientRate | None = None,
+        *,
+        auth_failures: AuthFailures,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
         self.hostname = hostname.encode("idna")
         self.idle_timeout = idle_timeout
-        #: Shared by every listener of the node.
-        self.auth_failures = auth_failures or ClientRate(60 / AUTH_FAILURES_PER_MINUTE, AUTH_FAILURES_PER_MINUTE)
+        self.auth_failures = auth_failures
 
 
 class SubmissionProtocol(ESMTPServerProtocol):
@@ -107,29 +118,39 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(503, "5.5.1", "Send EHLO first")
         if self._caller is not None:
             return self._reply(503, "5.5.1", "Already authenticated")
-        if self._service.auth_failures.wait(self._client(), self._clock.seconds()) is not None:
-            return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         mechanism, _, initial = rest.partition(b" ")
         mechanism = mechanism.upper()
+        if mechanism not in (b"PLAIN", b"LOGIN"):
+            return self._reply(504, "5.5.4", "Unrecognized authentication mechanism")
+        self._pending(self._begin_auth(mechanism, initial), "authentication")
+
+    async def _begin_auth(self, mechanism: bytes, initial: bytes) -> None:
+        # Counted as failed before any key is checked; a success gives it back.
+        if await self._service.auth_failures.reserve(self._client()) is not None:
+            return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         if mechanism == b"PLAIN":
             if initial:
-                return self._auth_plain(initial)
+                credentials = self._plain_credentials(initial)
+                if credentials is not None:
+                    await self._check(*credentials)
+                return
             self._auth_state = ("PLAIN",)
             return self._reply(334, None, "")
-        if mechanism == b"LOGIN":
-            if initial:
-                self._auth_state = ("LOGIN", initial)
-                return self._reply(334, None, base64.b64encode(b"Password:").decode())
-            self._auth_state = ("LOGIN",)
-            return self._reply(334, None, base64.b64encode(b"Username:").decode())
-        self._reply(504, "5.5.4", "Unrecognized authentication mechanism")
+        if initial:
+            self._auth_state = ("LOGIN", initial)
+            return self._reply(334, None, base64.b64encode(b"Password:").decode())
+        self._auth_state = ("LOGIN",)
+        self._reply(334, None, base64.b64encode(b"Username:").decode())
 
     def _auth_line(self, line: bytes) -> None:
         state, self._auth_state = self._auth_state, None
         if line.strip() == b"*":
             return self._auth_failed(501, "5.0.0", "Authentication aborted")
         if state[0] == "PLAIN":
-            return self._auth_plain(line.strip())
+            credentials = self._plain_credentials(line.strip())
+            if credentials is not None:
+                self._pending(self._check(*credentials), "authentication")
+            return
         if len(state) == 1:
             self._auth_state = ("LOGIN", line.strip())
             return self._reply(334, None, base64.b64encode(b"Password:").decode())
@@ -138,9 +159,10 @@ class SubmissionProtocol(ESMTPServerProtocol):
             password = base64.b64decode(line.strip(), validate=True)
         except (binascii.Error, ValueError):
             return self._auth_failed(501, "5.5.2", "Cannot decode response")
-        self._login(user, password)
+        self._pending(self._check(user, password), "authentication")
 
-    def _auth_plain(self, encoded: bytes) -> None:
+    def _plain_credentials(self, encoded: bytes) -> tuple[bytes, bytes] | None:
+        """The user and password of an AUTH PLAIN response; None when it failed (answered)."""
         try:
             parts = base64.b64decode(encoded, validate=True).split(b"\0")
         except (binascii.Error, ValueError):
@@ -148,24 +170,21 @@ class SubmissionProtocol(ESMTPServerProtocol):
         if len(parts) != 3:
             return self._auth_failed(501, "5.5.2", "Malformed AUTH PLAIN response")
         _, user, password = parts
-        self._login(user, password)
+        return user, password
 
-    def _login(self, user: bytes, password: bytes) -> None:
-        async def check():
-            caller = None
-            if user in SERVICE_USERS:
-                caller = await self._service.authenticate(password.decode("utf-8", "replace"))
-            if caller is None:
-                return self._auth_failed(535, "5.7.8", "Authentication credentials invalid")
-            self._caller = caller
-            self._reply(235, "2.7.0", "Authentication successful")
-
-        self._pending(check(), "authentication")
+    async def _check(self, user: bytes, password: bytes) -> None:
+        caller = None
+        if user in SERVICE_USERS:
+            caller = await self._service.authenticate(password.decode("utf-8", "replace"))
+        if caller is None:
+            return self._auth_failed(535, "5.7.8", "Authentication credentials invalid")
+        await self._service.auth_failures.give_back(self._client())
+        self._caller = caller
+        self._reply(235, "2.7.0", "Authentication successful")
 
     def _auth_failed(self, code: int, enhanced: str, text: str) -> None:
-        """A failed AUTH exchange: answered, and counted for the connection and the client's address."""
+        """A failed AUTH exchange: answered, and counted for the connection (and, when it began, for the address)."""
         self._auth_failures += 1
-        self._service.auth_failures.count(self._client(), self._clock.seconds())
         self._reply(code, enhanced, text)
         if self._auth_failures >= MAX_AUTH_FAILURES:
             self._close(421, "4.7.0", "Too many failed authentications, closing connection")

@@ -131,17 +131,24 @@ class Dashboard:
             raise NotFound("User")
         return row
 
-    async def remove_user(self, caller: Caller, user_id: uuid.UUID | None) -> None:
+    async def remove_user(self, caller: Caller, user_id: uuid.UUID | None, revoke_keys: bool = False) -> list[dict]:
+        """
+        Remove a user of the account (their sessions end with them) and, if ``revoke_keys``, the
+        API keys they made, in one transaction; the keys revoked (id, prefix) are returned.
+        Kept keys go on working, still showing who made them.
+        """
         _owner(caller)
         if user_id == caller.user_id:
             raise NotAllowed("You cannot remove yourself.", reason="validation_error")
 
-        async def remove(txn: Transaction):
+        async def remove(txn: Transaction) -> list[dict]:
+            revoked = await accounts.delete_keys_made_by(txn, caller.tenant.id, user_id) if revoke_keys else []
             row = await store.delete_user(txn, caller.tenant.id, user_id) if user_id else None
             if row is None:
                 raise NotFound("User")
+            return revoked
 
-        await self._db.run("remove_user", remove)
+        return await self._db.run("remove_user", remove)
 
     async def invite(self, caller: Caller, body: dict) -> tuple[dict, str]:
         _owner(caller)

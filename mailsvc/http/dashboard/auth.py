@@ -14,7 +14,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard, SignedIn
 from mailsvc.app.domains import Domains
 from mailsvc.domain.clients import network_of
-from mailsvc.domain.errors import NotFound
+from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.router import (
@@ -161,8 +161,13 @@ class AuthResource:
 
     @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
     async def remove(self, request, caller: Caller, user_id: str):
-        await self._dashboard.remove_user(caller, parse_uuid(user_id))
-        return {"object": "user", "id": user_id, "deleted": True}
+        """``?revoke_keys=true`` also revokes the API keys the user made."""
+        revoke = (request.args.get(b"revoke_keys") or [b"false"])[0]
+        if revoke not in (b"true", b"false"):
+            raise Invalid("revoke_keys", "revoke_keys must be `true` or `false`")
+        revoked = await self._dashboard.remove_user(caller, parse_uuid(user_id), revoke == b"true")
+        return {"object": "user", "id": user_id, "deleted": True,
+                "revoked_keys": [str(row["id"]) for row in revoked]}
 
     # The operator creates an account's first user
 

@@ -150,8 +150,19 @@ class KeyRing:
         row = await accounts.delete_key(self._db, tenant_id, key_id)
         if row is None:
             raise NotFound("API key")
-        self._cache.pop(row["prefix"], None)
-        self._used.pop(key_id, None)
+        self._forget([row])
+
+    async def revoke_made_by(self, txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
+        """Revoke, inside ``txn``, every key of the account that ``user_id`` made; their rows (id, prefix)."""
+        rows = await accounts.delete_keys_made_by(txn, tenant_id, user_id)
+        txn.after_commit(self._forget, rows)
+        return rows
+
+    def _forget(self, rows: list[dict]) -> None:
+        """Revoked keys: refused on this node at once (on the others within ``cache_seconds``)."""
+        for row in rows:
+            self._cache.pop(row["prefix"], None)
+            self._used.pop(row["id"], None)
 
     async def flush_last_used(self) -> None:
         used, self._used = self._used, {}

@@ -32,7 +32,7 @@ import attrs
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from mailsvc import timefmt
-from mailsvc.app.apikeys import Caller
+from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited, SignInRefused
@@ -73,11 +73,12 @@ def token_hash(token: str) -> bytes:
 
 class Dashboard:
     def __init__(self, clock, db: Database, link_key: bytes, csrf_key: bytes, settings: SessionSettings,
-                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]], throttle: Throttle,
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]], throttle: Throttle, keys: KeyRing,
                  hasher: argon2.PasswordHasher | None = None):
         self._clock = clock
         self._db = db
         self._throttle = throttle
+        self._keys = keys
         self._link_key = link_key
         self._csrf_key = csrf_key
         self.settings = settings
@@ -142,7 +143,7 @@ class Dashboard:
             raise NotAllowed("You cannot remove yourself.", reason="validation_error")
 
         async def remove(txn: Transaction) -> list[dict]:
-            revoked = await accounts.delete_keys_made_by(txn, caller.tenant.id, user_id) if revoke_keys else []
+            revoked = await self._keys.revoke_made_by(txn, caller.tenant.id, user_id) if revoke_keys and user_id else []
             row = await store.delete_user(txn, caller.tenant.id, user_id) if user_id else None
             if row is None:
                 raise NotFound("User")

@@ -415,7 +415,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     role_parts.append(RolePart("broadcasts", fanout.desc, start_fanout, fanout.stop))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
-                            auth_failures=SmtpAuthFailures(Throttle(clock, db)))
+                            auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
 
     site = Site(router.resource(), clock, metrics, admit=router.admit,
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)

@@ -3,7 +3,6 @@
 import base64
 import email
 import email.policy
-import secrets
 import smtplib
 import ssl
 from email.message import EmailMessage
@@ -14,8 +13,9 @@ from twisted.internet import defer, reactor, task, threads
 from twisted.internet.address import IPv4Address
 
 from mailsvc import compose
+from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.crypto import tls
-from mailsvc.smtp.submission import SubmissionFactory
+from mailsvc.smtp.submission import Submission, SubmissionFactory
 from tests.smtpwire import TLSStringTransport
 from tests.test_sending import sending_tenant
 
@@ -172,21 +172,31 @@ async def answered(transports, seconds: float = 20) -> list[bytes]:
 
 
 @pt.ensureDeferred
-async def test_failed_auths_per_address_are_counted_across_processes(api, db, config):
+async def test_failed_auths_per_address_are_counted_across_processes(api, db):
     _, key, _ = await sending_tenant(api)
-    # A second process of the node: its own parts on the same database.
-    other = compose.assemble(reactor, config, db, secrets.token_bytes(32), "op_x")
-    factories = [SubmissionFactory(reactor, parts.submission, object(), implicit_tls=True)
-                 for parts in (api.parts, other)]
-    wrong = base64.b64encode(b"\0mailsvc\0re_AAAAAAAA_wrong")
-    transports = []
-    for n in range(30):  # 30 wrong keys at once from one address, spread over both processes
-        proto = factories[n % 2].buildProtocol(None)
-        transport = TLSStringTransport(peerAddress=IPv4Address("TCP", "192.0.2.7", 40000 + n))
-        proto.makeConnection(transport)
-        proto.dataReceived(b"EHLO c\r\nAUTH PLAIN " + wrong + b"\r\n")
-        transports.append(transport)
-    codes = [line[:3] for line in await answered(transports)]
+    # A second process of the node: its own submission service (the same keys) on the same database.
+    node = api.parts.submission
+    other = Submission(node.authenticate, node.accept_message, "mx.test",
+                       auth_failures=SmtpAuthFailures(Throttle(reactor, db), reactor))
+    factories = [SubmissionFactory(reactor, submission, object(), implicit_tls=True) for submission in (node, other)]
+
+    def at_once(host: str, password: bytes) -> list:
+        """30 connections from ``host``, spread over both processes, each sending AUTH at once."""
+        transports = []
+        for n in range(30):
+            proto = factories[n % 2].buildProtocol(None)
+            transport = TLSStringTransport(peerAddress=IPv4Address("TCP", host, 40000 + n))
+            proto.makeConnection(transport)
+            proto.dataReceived(b"EHLO c\r\nAUTH PLAIN " + base64.b64encode(b"\0mailsvc\0" + password) + b"\r\n")
+            transports.append(transport)
+        return transports
+
+    # A client opening many connections at once with its right key: none is refused (an
+    # exchange holds the count only while its key is checked, and a refused one asks again).
+    codes = [line[:3] for line in await answered(at_once("192.0.2.9", key.encode()))]
+    assert codes == [b"235"] * 30, codes
+    # 30 wrong keys at once from one address: only 10 are checked.
+    codes = [line[:3] for line in await answered(at_once("192.0.2.7", b"re_AAAAAAAA_wrong"))]
     assert codes.count(b"535") == 10 and codes.count(b"421") == 20, codes
     # Held on both processes, even with the right key; another address is not.
     right = base64.b64encode(b"\0mailsvc\0" + key.encode())

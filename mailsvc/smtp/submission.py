@@ -7,9 +7,9 @@ enters the same ``accept()`` path as ``POST /emails``.
 
 Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
 client address (an IPv6 one by its /64) that failed too often in the last minute, on any
-process or node, is answered 421 at once, before any key is checked: each AUTH exchange is
-counted as failed when it begins (``auth_failures``, in PostgreSQL), and given back if it
-succeeds, so exchanges at once cannot pass the limit together.
+process or node, is answered 421 before any key is checked: an exchange is counted as failed
+once its credentials are in, before they are checked (``auth_failures``, in PostgreSQL), and
+given back if they were right, so exchanges at once cannot pass the limit together.
 """
 
 from __future__ import annotations
@@ -120,37 +120,25 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(503, "5.5.1", "Already authenticated")
         mechanism, _, initial = rest.partition(b" ")
         mechanism = mechanism.upper()
-        if mechanism not in (b"PLAIN", b"LOGIN"):
-            return self._reply(504, "5.5.4", "Unrecognized authentication mechanism")
-        self._pending(self._begin_auth(mechanism, initial), "authentication")
-
-    async def _begin_auth(self, mechanism: bytes, initial: bytes) -> None:
-        # Counted as failed before any key is checked; a success gives it back.
-        if await self._service.auth_failures.reserve(self._client()) is not None:
-            return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         if mechanism == b"PLAIN":
             if initial:
-                credentials = self._plain_credentials(initial)
-                if credentials is not None:
-                    await self._check(*credentials)
-                return
+                return self._auth_plain(initial)
             self._auth_state = ("PLAIN",)
             return self._reply(334, None, "")
-        if initial:
-            self._auth_state = ("LOGIN", initial)
-            return self._reply(334, None, base64.b64encode(b"Password:").decode())
-        self._auth_state = ("LOGIN",)
-        self._reply(334, None, base64.b64encode(b"Username:").decode())
+        if mechanism == b"LOGIN":
+            if initial:
+                self._auth_state = ("LOGIN", initial)
+                return self._reply(334, None, base64.b64encode(b"Password:").decode())
+            self._auth_state = ("LOGIN",)
+            return self._reply(334, None, base64.b64encode(b"Username:").decode())
+        self._reply(504, "5.5.4", "Unrecognized authentication mechanism")
 
     def _auth_line(self, line: bytes) -> None:
         state, self._auth_state = self._auth_state, None
         if line.strip() == b"*":
             return self._auth_failed(501, "5.0.0", "Authentication aborted")
         if state[0] == "PLAIN":
-            credentials = self._plain_credentials(line.strip())
-            if credentials is not None:
-                self._pending(self._check(*credentials), "authentication")
-            return
+            return self._auth_plain(line.strip())
         if len(state) == 1:
             self._auth_state = ("LOGIN", line.strip())
             return self._reply(334, None, base64.b64encode(b"Password:").decode())
@@ -159,10 +147,9 @@ class SubmissionProtocol(ESMTPServerProtocol):
             password = base64.b64decode(line.strip(), validate=True)
         except (binascii.Error, ValueError):
             return self._auth_failed(501, "5.5.2", "Cannot decode response")
-        self._pending(self._check(user, password), "authentication")
+        self._login(user, password)
 
-    def _plain_credentials(self, encoded: bytes) -> tuple[bytes, bytes] | None:
-        """The user and password of an AUTH PLAIN response; None when it failed (answered)."""
+    def _auth_plain(self, encoded: bytes) -> None:
         try:
             parts = base64.b64decode(encoded, validate=True).split(b"\0")
         except (binascii.Error, ValueError):
@@ -170,20 +157,41 @@ class SubmissionProtocol(ESMTPServerProtocol):
         if len(parts) != 3:
             return self._auth_failed(501, "5.5.2", "Malformed AUTH PLAIN response")
         _, user, password = parts
-        return user, password
+        self._login(user, password)
 
-    async def _check(self, user: bytes, password: bytes) -> None:
-        caller = None
-        if user in SERVICE_USERS:
-            caller = await self._service.authenticate(password.decode("utf-8", "replace"))
-        if caller is None:
-            return self._auth_failed(535, "5.7.8", "Authentication credentials invalid")
-        await self._service.auth_failures.give_back(self._client())
-        self._caller = caller
-        self._reply(235, "2.7.0", "Authentication successful")
+    def _login(self, user: bytes, password: bytes) -> None:
+        async def check():
+            if not await self._counted():
+                return
+            caller = None
+            if user in SERVICE_USERS:
+                caller = await self._service.authenticate(password.decode("utf-8", "replace"))
+            if caller is None:
+                return self._failed(535, "5.7.8", "Authentication credentials invalid")
+            await self._service.auth_failures.give_back(self._client())
+            self._caller = caller
+            self._reply(235, "2.7.0", "Authentication successful")
+
+        self._pending(check(), "authentication")
+
+    async def _counted(self) -> bool:
+        """Count the exchange as failed for the client's address; False (answered 421) when it is over its limit."""
+        if await self._service.auth_failures.reserve(self._client()) is None:
+            return True
+        self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
+        return False
 
     def _auth_failed(self, code: int, enhanced: str, text: str) -> None:
-        """A failed AUTH exchange: answered, and counted for the connection (and, when it began, for the address)."""
+        """An exchange that failed before any key was checked: counted for the client's address too."""
+
+        async def refuse():
+            if await self._counted():
+                self._failed(code, enhanced, text)
+
+        self._pending(refuse(), "authentication")
+
+    def _failed(self, code: int, enhanced: str, text: str) -> None:
+        """A failed AUTH exchange (counted for the address already): answered, and counted for the connection."""
         self._auth_failures += 1
         self._reply(code, enhanced, text)
         if self._auth_failures >= MAX_AUTH_FAILURES:

@@ -14,7 +14,7 @@ RETURNING tat
 """
 
 
-async def reserve(txn: Transaction, key: str, now: float, interval: float, window: float) -> float | None:
+async def reserve(txn: Transaction | Database, key: str, now: float, interval: float, window: float) -> float | None:
     """
     Count one more for ``key`` if its row stays within ``window`` seconds of ``now``: None then.
     Otherwise the row is left as it was (but locked until ``txn`` ends), and its theoretical

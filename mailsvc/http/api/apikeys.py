@@ -33,7 +33,7 @@ def _listed(row: dict) -> dict:
     }
 
 
-def creator_json(row: dict) -> dict | None:
+def _creator(row: dict) -> dict | None:
     """Who made a key: ``{"type": "operator" | "api"}``, or a user (``user_id`` null once removed); None: unknown."""
     if row["created_by"] is None:
         return None
@@ -68,7 +68,7 @@ class ApiKeysResource:
         rows, has_more = await self._keys.list(caller.tenant.id, page_of(request.args, None))
         shown = _native if request.surface == NATIVE else _listed
         if caller.session_id is not None:
-            return envelope([{**shown(row), "created_by": creator_json(row)} for row in rows], has_more)
+            return envelope([{**shown(row), "created_by": _creator(row)} for row in rows], has_more)
         return envelope([shown(row) for row in rows], has_more)
 
     @route("PATCH", "/api-keys/<key_id>", access=FULL)

@@ -37,6 +37,7 @@ from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Item, ServiceSender, Submitter
 from mailsvc.app.templates import Templates
+from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
@@ -242,12 +243,13 @@ class Parts:
     node_info: dict = attrs.Factory(dict)
 
 
-def dashboard_of(clock, config: Config, db: Database, master: bytes) -> Dashboard:
+def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing) -> Dashboard:
     settings = config.dashboard
     return Dashboard(
         clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+        throttle=Throttle(clock, db), keys=keyring,
     )
 
 
@@ -303,7 +305,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
     ai = AiHelper(clock, db, fetcher, config.ai, renderer)
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
-    dashboard = dashboard_of(clock, config, db, master)
+    dashboard = dashboard_of(clock, config, db, master, keyring)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
                     dashboard_origins=config.dashboard.origins)
@@ -407,7 +409,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
     role_parts.append(_engine_part(notifications, fanout))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
-    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
+    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
+                            auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
 
     site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
@@ -754,9 +757,9 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     try:
         await migrate(db)
         await reseal(config, db, master)
-        dashboard = dashboard_of(reactor, config, db, master)
-        accounts = Accounts(reactor, db, KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"),
-                                                  config.api.key_tag, 0), config.api.rate_per_sec)
+        keyring = KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag, 0)
+        dashboard = dashboard_of(reactor, config, db, master, keyring)
+        accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
         first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
     finally:
         db.stop()

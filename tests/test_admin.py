@@ -8,6 +8,7 @@ from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts
 from mailsvc.domain.clients import ClientRate, network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
+from mailsvc.http.admin import spreadsheet_text
 
 
 @pt.ensureDeferred
@@ -158,6 +159,25 @@ async def test_waitlist(api):
     assert lines[0] == "id,email,created_at" and len(lines) == 4
     code, _, _ = await api.json("GET", "/admin/v1/waitlist?format=xml", api.operator_token)
     assert code == 422
+
+
+@pt.ensureDeferred
+async def test_the_waitlist_csv_shows_formula_like_cells_as_text(api):
+    # Valid addresses a spreadsheet would run as formulas (OWASP CSV injection).
+    for address in ("=1+2@example.com", "+1-2@example.com", "-2+3@example.com", "ann@example.com"):
+        assert (await api.json("POST", "/public/waitlist", json={"email": address}))[0] == 200
+    response, body = await api.request("GET", "/admin/v1/waitlist?format=csv", api.operator_token)
+    emails = [line.split(",")[1] for line in body.decode().splitlines()[1:]]
+    assert emails == ["ann@example.com", "'-2+3@example.com", "'+1-2@example.com", "'=1+2@example.com"]
+
+
+@pytest.mark.parametrize(
+    ("cell", "written"),
+    [("=SUM(A1)", "'=SUM(A1)"), ("+1", "'+1"), ("-1", "'-1"), ("@cmd", "'@cmd"), ("\tx", "'\tx"),
+     ("\rx", "'\rx"), ("a=b", "a=b"), ("'quoted", "'quoted"), ("", "")],
+)
+def test_spreadsheet_text(cell, written):
+    assert spreadsheet_text(cell) == written
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import resend.exceptions
 from twisted.internet import task
 
 from mailsvc.app.apikeys import KeyRing
-from mailsvc.domain.apikeys import NewKey
+from mailsvc.domain.apikeys import API, NewKey
 from tests.sdk import call
 
 
@@ -193,7 +193,7 @@ async def test_only_an_hmac_of_the_secret_is_stored(db):
     from mailsvc.app.accounts import Accounts
 
     tenant, _, token = await Accounts(clock, db, ring, 10).create_tenant({"name": "t"})
-    _, second = await ring.create(tenant.id, NewKey("n", "full_access", None))
+    _, second = await ring.create(tenant.id, NewKey("n", "full_access", None), API)
     rows = await db.fetchall("SELECT * FROM api_keys")
     dump = repr(rows)
     for t in (token, second):

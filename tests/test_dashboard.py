@@ -11,6 +11,7 @@ from http.cookies import SimpleCookie
 
 import pytest
 import pytest_twisted as pt
+from twisted.internet import defer
 
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
@@ -172,6 +173,20 @@ async def test_failed_sign_ins_are_throttled_per_address_and_per_client(api):
 
 
 @pt.ensureDeferred
+async def test_concurrent_wrong_sign_ins_cannot_pass_the_throttle_together(api):
+    await signed_in(api)
+    # Right passwords are not counted: more than the address's 5 in a row all sign in.
+    for _ in range(6):
+        assert (await login(api, "owner@example.com", PASSWORD))[0] == 200
+    # 60 wrong passwords at once: each is counted before its password is checked.
+    attempts = [defer.ensureDeferred(login(api, "owner@example.com", "wrong password")) for _ in range(60)]
+    codes = [code for code, _, _ in await defer.gatherResults(attempts)]
+    assert codes.count(401) == 5 and codes.count(429) == 55, codes
+    # The refused ones counted nothing against the client network (5 of its 20 are used).
+    assert (await login(api, "other@example.com", "wrong password"))[0] == 401
+
+
+@pt.ensureDeferred
 async def test_expired_idle_and_revoked_sessions_get_401(api):
     _, _, first = await signed_in(api)
     _, second_body, response = await login(api, "owner@example.com", PASSWORD)
@@ -245,6 +260,32 @@ async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changin
 
 
 @pt.ensureDeferred
+async def test_the_origin_check_compares_the_scheme_too(api):
+    _, _, session = await signed_in(api)
+    here = api.url.split("://", 1)[1]  # plain HTTP on loopback: the pages are http://
+    code, body, _ = await login(api, "owner@example.com", PASSWORD, headers={"Origin": f"https://{here}"})
+    assert (code, body["name"]) == (403, "invalid_origin")
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={"Origin": f"https://{here}"})
+    assert code == 403
+    assert (await login(api, "owner@example.com", PASSWORD, headers={"Origin": f"http://{here}"}))[0] == 200
+    # Any other Host: TLS here or at a proxy in front, so the pages are https:// (the cookie is Secure).
+    proxied = {"Host": "mail.example.com"}
+    code, _, _ = await login(api, "owner@example.com", PASSWORD,
+                             headers={**proxied, "Origin": "http://mail.example.com"})
+    assert code == 403
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={**proxied, "Origin": "http://mail.example.com"})
+    assert code == 403
+    code, _, _ = await login(api, "owner@example.com", PASSWORD,
+                             headers={**proxied, "Origin": "https://mail.example.com"})
+    assert code == 200
+    code, _, _ = await session.json("POST", "/dashboard/api-keys", json={"name": "x"},
+                                    headers={**proxied, "Origin": "https://mail.example.com"})
+    assert code == 200
+
+
+@pt.ensureDeferred
 async def test_a_session_of_one_account_gets_404_on_another_accounts_ids(api):
     _, key_a, session_a = await signed_in(api, "a@example.com")
     _, key_b, _ = await sending_tenant(api, "beta.example.com")
@@ -312,7 +353,9 @@ async def test_dashboard_serves_the_api_handlers_under_the_shared_rate_limit(api
     assert code == 200
     _, by_key, _ = await api.json("GET", "/api-keys", key)
     _, by_session, _ = await session.json("GET", "/dashboard/api-keys")
-    assert by_session == by_key and {k["name"] for k in by_session["data"]} == {"Default", "Production"}
+    # The same list, and who made each key (test_the_dashboard_shows_who_made_each_key).
+    assert [{f: v for f, v in k.items() if f != "created_by"} for k in by_session["data"]] == by_key["data"]
+    assert {k["name"] for k in by_session["data"]} == {"Default", "Production"}
     # Errors in the main shape.
     code, body, _ = await session.json("POST", "/dashboard/domains", json={"name": "not a domain"})
     assert code == 422 and set(body) == {"statusCode", "name", "message"}
@@ -392,6 +435,58 @@ async def test_owners_invite_members_who_cannot_manage_users(api):
     assert code == 200 and reset["set_password_url"] != invited["set_password_url"]
     code, _, _ = await owner.json("DELETE", f"/dashboard/users/{invited['id']}")
     assert code == 200 and (await member.json("GET", "/me"))[0] == 401
+
+
+async def member(api, owner: Session, email: str) -> Session:
+    """A member invited by ``owner``, signed in."""
+    code, invited, _ = await owner.json("POST", "/dashboard/users", json={"email": email})
+    assert code == 201
+    code, body, response = await api.json("POST", "/auth/password",
+                                          json={"token": link_token(invited), "password": PASSWORD})
+    return Session(api, cookie_of(response)[1], body["csrf_token"], body)
+
+
+@pt.ensureDeferred
+async def test_the_dashboard_shows_who_made_each_key(api):
+    _, key, owner = await signed_in(api)
+    mia = await member(api, owner, "mia@example.com")
+    assert (await mia.json("POST", "/dashboard/api-keys", json={"name": "Mia's"}))[0] == 200
+    assert (await api.json("POST", "/api-keys", key, json={"name": "By a key"}))[0] == 200
+    code, listed, _ = await owner.json("GET", "/dashboard/api-keys")
+    assert code == 200 and {k["name"]: k["created_by"] for k in listed["data"]} == {
+        "Default": {"type": "operator"}, "By a key": {"type": "api"},
+        "Mia's": {"type": "user", "user_id": mia.user["id"], "email": "mia@example.com"}}
+    # The main API's list items keep their fields (COMPAT: id, name, created_at, last_used_at).
+    _, by_key, _ = await api.json("GET", "/api-keys", key)
+    assert {tuple(sorted(k)) for k in by_key["data"]} == {("created_at", "id", "last_used_at", "name")}
+    _, native, _ = await api.json("GET", "/v1/api-keys", key)
+    assert not any("created_by" in k for k in native["data"])
+
+
+@pt.ensureDeferred
+async def test_removing_a_member_may_revoke_the_keys_they_made(api):
+    _, key, owner = await signed_in(api)
+    mia, max_ = await member(api, owner, "mia@example.com"), await member(api, owner, "max@example.com")
+    _, mias, _ = await mia.json("POST", "/dashboard/api-keys", json={"name": "Mia's"})
+    _, maxs, _ = await max_.json("POST", "/dashboard/api-keys", json={"name": "Max's"})
+    _, owners, _ = await owner.json("POST", "/dashboard/api-keys", json={"name": "Owner's"})
+    assert (await api.json("GET", "/domains", mias["token"]))[0] == 200  # checked, so cached on this node
+    code, body, _ = await owner.json("DELETE", f"/dashboard/users/{mia.user['id']}?revoke_keys=maybe")
+    assert code == 422 and (await mia.json("GET", "/me"))[0] == 200
+    # Mia leaves, her key with her: it no longer works (at once on this node, within the key
+    # cache's time on the others), nobody else's key is touched.
+    code, body, _ = await owner.json("DELETE", f"/dashboard/users/{mia.user['id']}?revoke_keys=true")
+    assert code == 200 and body["revoked_keys"] == [mias["id"]]
+    assert (await api.json("GET", "/domains", mias["token"]))[0] == 403
+    for token in (maxs["token"], owners["token"], key):
+        assert (await api.json("GET", "/domains", token))[0] == 200
+    # Max leaves, his key stays (the owner chose so), still showing who made it.
+    code, body, _ = await owner.json("DELETE", f"/dashboard/users/{max_.user['id']}")
+    assert code == 200 and body["revoked_keys"] == [] and (await max_.json("GET", "/me"))[0] == 401
+    assert (await api.json("GET", "/domains", maxs["token"]))[0] == 200
+    _, listed, _ = await owner.json("GET", "/dashboard/api-keys")
+    assert {k["name"]: k["created_by"] for k in listed["data"]}["Max's"] == {
+        "type": "user", "user_id": None, "email": "max@example.com"}
 
 
 @pt.ensureDeferred

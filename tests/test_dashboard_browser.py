@@ -463,3 +463,59 @@ def contacts_walk(page, daemon, fresh_dsn):
         .filter(e => !e.labels.length && !e.getAttribute('aria-label')).map(e => e.name)""")
     assert unlabelled == []
     assert page.evaluate("window.__xss") is None
+
+
+def test_removing_a_member_offers_to_revoke_the_keys_they_made(daemon, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        set_first_password(page, daemon)
+        invited = page.evaluate("""async () => {
+            const me = await (await fetch("/me")).json();
+            const made = await fetch("/dashboard/users", {method: "POST",
+                body: JSON.stringify({email: "mia@example.com"}),
+                headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
+            return (await made.json()).set_password_url;
+        }""")
+        # Mia, in a browser of her own, sets her password and makes a full-access key.
+        mia_context = browser.new_context()
+        mia = mia_context.new_page()
+        mia.goto(invited)
+        mia.get_by_label("New password").fill(PASSWORD)
+        mia.get_by_label("Repeat it").fill(PASSWORD)
+        mia.get_by_role("button", name="Set password and sign in").click()
+        mia.get_by_role("heading", name="Overview").wait_for()
+        token = api_key_of(mia)
+        mia_context.close()
+        assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
+                            timeout=5).status_code == 200
+
+        # The owner sees who made it, and removing Mia asks about it.
+        go(page, "#/api-keys", "API keys")
+        row = page.locator("tr", has=page.get_by_label("New name for checks"))
+        assert row.locator("td").nth(1).text_content() == "mia@example.com"
+        go(page, "#/settings", "Settings")
+        page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
+            "button", name="Remove").click()
+        dialog = page.get_by_role("dialog", name="Remove mia@example.com?")
+        dialog.wait_for()
+        assert dialog.locator("li strong").all_text_contents() == ["checks"]
+        shoot(page, "remove-member")
+        dialog.get_by_role("button", name="Cancel").click()
+        dialog.wait_for(state="detached")
+        assert page.get_by_role("cell", name="mia@example.com").count() == 1
+        page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
+            "button", name="Remove").click()
+        page.get_by_role("dialog").get_by_role("button", name="Remove and revoke the keys").click()
+        page.get_by_role("cell", name="mia@example.com").wait_for(state="detached")
+        assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
+                            timeout=5).status_code == 403
+        assert errors == []
+    except Exception:
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "failure-remove-member.png"), full_page=True)
+        raise
+    finally:
+        context.close()

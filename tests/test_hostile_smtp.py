@@ -18,9 +18,10 @@ import pytest_twisted as pt
 from twisted.internet import reactor, task, threads
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
+from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.crypto import tls
 from mailsvc.mail import dkim
-from mailsvc.smtp.submission import SubmissionFactory
+from mailsvc.smtp.submission import Submission, SubmissionFactory
 from tests.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
 from tests.test_smtp_submission import pem, smtp_ports, tls_context  # noqa: F401 (fixtures)
 
@@ -167,9 +168,12 @@ def clock():
 
 @pytest.fixture
 def clocked_port(api, pem, clock):  # noqa: F811
-    """An implicit-TLS submission listener of the node whose time is ``clock``."""
+    """An implicit-TLS submission listener of the node whose time (its AUTH failures' too) is ``clock``."""
     options = tls.server_options(*pem)
-    factory = TLSMemoryBIOFactory(options, False, SubmissionFactory(clock, api.parts.submission, options, True))
+    node = api.parts.submission
+    clocked = Submission(node.authenticate, node.accept_message, "mx.test",
+                         auth_failures=SmtpAuthFailures(Throttle(clock, api.parts.db), reactor))
+    factory = TLSMemoryBIOFactory(options, False, SubmissionFactory(clock, clocked, options, True))
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     yield port.getHost().port
     pt.blockon(port.stopListening())

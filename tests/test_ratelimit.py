@@ -5,6 +5,7 @@ import treq
 from twisted.internet import defer, reactor, task
 
 from mailsvc.app.ratelimit import RateLimiter
+from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -207,3 +208,23 @@ async def test_requests_waiting_for_a_lease_share_its_failure(db):
     assert [ok for ok, _ in outcomes] == [False] * 8
     assert all(f.check(DatabaseUnavailable) for _, f in outcomes)
     assert down.statements == 1
+
+
+@pt.ensureDeferred
+async def test_failure_throttle_reserves_all_keys_or_none_and_gives_back(db):
+    clock = task.Clock()
+    clock.advance(1_800_000_000.123)
+    one, two = Throttle(clock, db), Throttle(clock, db)  # two processes
+    address, client = {"address:a": Limit(2, 60.0)}, {"client:c": Limit(3, 15.0)}
+    both = {**address, **client}
+    assert [await (one if n % 2 else two).reserve(both) for n in range(2)] == [None, None]
+    # The address is full: nothing is counted for the client either.
+    assert await one.reserve(both) == 60
+    assert await two.reserve(client) is None and await two.reserve(client) == 15
+    # A try whose credentials were right gives its count back.
+    await one.give_back(client)
+    assert await two.reserve(client) is None
+    clock.advance(59)
+    assert await one.reserve(address) == 1
+    clock.advance(1)
+    assert await one.reserve(address) is None and await one.reserve(address) == 60

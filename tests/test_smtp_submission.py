@@ -1,5 +1,6 @@
 """SMTP submission end to end: smtplib over STARTTLS and implicit TLS into the accept path."""
 
+import base64
 import email
 import email.policy
 import smtplib
@@ -8,10 +9,14 @@ from email.message import EmailMessage
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, threads
+from twisted.internet import defer, reactor, task, threads
+from twisted.internet.address import IPv4Address
 
 from mailsvc import compose
+from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.crypto import tls
+from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.smtpwire import TLSStringTransport
 from tests.test_sending import sending_tenant
 
 
@@ -154,3 +159,51 @@ async def test_the_accounts_rate_limit_applies(api, smtp_ports, pem):
 
     replies = await threads.deferToThread(burst)
     assert (451, b"4.7.1") in replies and replies[0] == 250
+
+
+async def answered(transports, seconds: float = 20) -> list[bytes]:
+    """The last reply line of each connection, once every one has answered its AUTH."""
+    for _ in range(int(seconds * 100)):
+        lines = [t.value().split(b"\r\n")[-2] for t in transports]
+        if all(line[:3] in (b"235", b"421", b"535") for line in lines):
+            return lines
+        await task.deferLater(reactor, 0.01, lambda: None)
+    raise AssertionError([t.value() for t in transports])
+
+
+@pt.ensureDeferred
+async def test_failed_auths_per_address_are_counted_across_processes(api, db):
+    _, key, _ = await sending_tenant(api)
+    # A second process of the node: its own submission service (the same keys) on the same database.
+    node = api.parts.submission
+    other = Submission(node.authenticate, node.accept_message, "mx.test",
+                       auth_failures=SmtpAuthFailures(Throttle(reactor, db), reactor))
+    factories = [SubmissionFactory(reactor, submission, object(), implicit_tls=True) for submission in (node, other)]
+
+    def at_once(host: str, password: bytes) -> list:
+        """30 connections from ``host``, spread over both processes, each sending AUTH at once."""
+        transports = []
+        for n in range(30):
+            proto = factories[n % 2].buildProtocol(None)
+            transport = TLSStringTransport(peerAddress=IPv4Address("TCP", host, 40000 + n))
+            proto.makeConnection(transport)
+            proto.dataReceived(b"EHLO c\r\nAUTH PLAIN " + base64.b64encode(b"\0mailsvc\0" + password) + b"\r\n")
+            transports.append(transport)
+        return transports
+
+    # A client opening many connections at once with its right key: none is refused (an
+    # exchange holds the count only while its key is checked, and a refused one asks again).
+    codes = [line[:3] for line in await answered(at_once("192.0.2.9", key.encode()))]
+    assert codes == [b"235"] * 30, codes
+    # 30 wrong keys at once from one address: only 10 are checked.
+    codes = [line[:3] for line in await answered(at_once("192.0.2.7", b"re_AAAAAAAA_wrong"))]
+    assert codes.count(b"535") == 10 and codes.count(b"421") == 20, codes
+    # Held on both processes, even with the right key; another address is not.
+    right = base64.b64encode(b"\0mailsvc\0" + key.encode())
+    for factory, host, code in ((factories[0], "192.0.2.7", b"421"), (factories[1], "192.0.2.7", b"421"),
+                                (factories[0], "192.0.2.8", b"235")):
+        proto = factory.buildProtocol(None)
+        transport = TLSStringTransport(peerAddress=IPv4Address("TCP", host, 41000))
+        proto.makeConnection(transport)
+        proto.dataReceived(b"EHLO c\r\nAUTH PLAIN " + right + b"\r\n")
+        assert (await answered([transport]))[0][:3] == code, host

@@ -6,7 +6,7 @@ from mailsvc import timefmt
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.addresses import normalize_address
-from mailsvc.domain.apikeys import NewKey, Token
+from mailsvc.domain.apikeys import OPERATOR, NewKey, Token
 from mailsvc.domain.clients import ClientRate
 from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
@@ -47,7 +47,7 @@ class Accounts:
             if tenant is None:
                 raise Conflict(f"id: a tenant with id {tenant_id} already exists")
             row, token = await self._keyring.issue(
-                txn, tenant.id, NewKey("Default", "full_access", None)
+                txn, tenant.id, NewKey("Default", "full_access", None), OPERATOR
             )
             return tenant, row, token
 

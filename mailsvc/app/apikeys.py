@@ -17,7 +17,7 @@ from datetime import datetime
 import attrs
 
 from mailsvc import timefmt
-from mailsvc.domain.apikeys import NewKey, Token, new_token, parse_token
+from mailsvc.domain.apikeys import Creator, NewKey, Token, new_token, parse_token
 from mailsvc.domain.errors import NotAllowed, NotFound
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import uuid7
@@ -101,7 +101,8 @@ class KeyRing:
             if entry.caller.tenant.id == tenant_id:
                 del self._cache[prefix]
 
-    async def issue(self, txn: Transaction, tenant_id: uuid.UUID, key: NewKey) -> tuple[dict, Token]:
+    async def issue(self, txn: Transaction, tenant_id: uuid.UUID, key: NewKey,
+                    creator: Creator) -> tuple[dict, Token]:
         """Store a new key inside ``txn``; the token is returned only here."""
         token = new_token(self.tag)
         row = await accounts.insert_key(
@@ -114,10 +115,12 @@ class KeyRing:
             key.permission,
             key.domain_id,
             timefmt.from_seconds(self._clock.seconds()),
+            creator.kind,
+            creator.user_id,
         )
         return row, token
 
-    async def create(self, tenant_id: uuid.UUID, key: NewKey) -> tuple[dict, Token]:
+    async def create(self, tenant_id: uuid.UUID, key: NewKey, creator: Creator) -> tuple[dict, Token]:
         if key.domain_id is not None:
             domain = await accounts.domain_of(self._db, tenant_id, key.domain_id)
             if domain is None:
@@ -127,7 +130,7 @@ class KeyRing:
                     f"domain_id: the domain {domain['name']} is not verified; verify it first",
                     reason="domain_not_verified",
                 )
-        return await self._db.run("create_api_key", self.issue, tenant_id, key)
+        return await self._db.run("create_api_key", self.issue, tenant_id, key, creator)
 
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
         rows, has_more = await accounts.list_keys(self._db, tenant_id, page)
@@ -147,8 +150,19 @@ class KeyRing:
         row = await accounts.delete_key(self._db, tenant_id, key_id)
         if row is None:
             raise NotFound("API key")
-        self._cache.pop(row["prefix"], None)
-        self._used.pop(key_id, None)
+        self._forget([row])
+
+    async def revoke_made_by(self, txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
+        """Revoke, inside ``txn``, every key of the account that ``user_id`` made; their rows (id, prefix)."""
+        rows = await accounts.delete_keys_made_by(txn, tenant_id, user_id)
+        txn.after_commit(self._forget, rows)
+        return rows
+
+    def _forget(self, rows: list[dict]) -> None:
+        """Revoked keys: refused on this node at once (on the others within ``cache_seconds``)."""
+        for row in rows:
+            self._cache.pop(row["prefix"], None)
+            self._used.pop(row["id"], None)
 
     async def flush_last_used(self) -> None:
         used, self._used = self._used, {}

@@ -10,7 +10,9 @@ The dashboard's people: users, sign-in, sessions and set-password links (docs/de
 - A set-password link is signed (the user, the password version it sets, its expiry): setting
   the password bumps the version, so a link works once, and older links die with it.
 - Failed sign-ins are throttled per address and per client network, whether the address has a
-  user or not, and the refusal never says which was wrong.
+  user or not, and the refusal never says which was wrong. A sign-in is counted as failed
+  before its password is checked (``mailsvc.app.throttle``): sign-ins at once cannot pass the
+  limits together; a right password takes its count back.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import math
 import secrets
 import struct
 import uuid
@@ -31,7 +32,8 @@ import attrs
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from mailsvc import timefmt
-from mailsvc.app.apikeys import Caller
+from mailsvc.app.apikeys import Caller, KeyRing
+from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited, SignInRefused
 from mailsvc.domain.tenant import Tenant
@@ -41,9 +43,10 @@ from mailsvc.store import accounts
 from mailsvc.store import dashboard as store
 from mailsvc.store.database import Database, Transaction
 
-#: Failed sign-ins: (key prefix, burst, seconds per further failure). An address gets 5 tries,
-#: then one a minute; a client network 20, then one every 15 s.
-THROTTLES = (("address", 5, 60.0), ("client", 20, 15.0))
+#: Failed sign-ins: an address gets 5 tries, then one a minute; a client network 20, then one
+#: every 15 s.
+ADDRESS_LIMIT = Limit(5, 60.0)
+CLIENT_LIMIT = Limit(20, 15.0)
 #: A session's ``last_seen_at`` is written at most this often (its idle expiry is that coarse).
 TOUCH_SECONDS = 60
 REFUSED = "The e-mail address or the password is wrong."
@@ -70,10 +73,12 @@ def token_hash(token: str) -> bytes:
 
 class Dashboard:
     def __init__(self, clock, db: Database, link_key: bytes, csrf_key: bytes, settings: SessionSettings,
-                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]], throttle: Throttle, keys: KeyRing,
                  hasher: argon2.PasswordHasher | None = None):
         self._clock = clock
         self._db = db
+        self._throttle = throttle
+        self._keys = keys
         self._link_key = link_key
         self._csrf_key = csrf_key
         self.settings = settings
@@ -127,17 +132,24 @@ class Dashboard:
             raise NotFound("User")
         return row
 
-    async def remove_user(self, caller: Caller, user_id: uuid.UUID | None) -> None:
+    async def remove_user(self, caller: Caller, user_id: uuid.UUID | None, revoke_keys: bool = False) -> list[dict]:
+        """
+        Remove a user of the account (their sessions end with them) and, if ``revoke_keys``, the
+        API keys they made, in one transaction; the keys revoked (id, prefix) are returned.
+        Kept keys go on working, still showing who made them.
+        """
         _owner(caller)
         if user_id == caller.user_id:
             raise NotAllowed("You cannot remove yourself.", reason="validation_error")
 
-        async def remove(txn: Transaction):
+        async def remove(txn: Transaction) -> list[dict]:
+            revoked = await self._keys.revoke_made_by(txn, caller.tenant.id, user_id) if revoke_keys and user_id else []
             row = await store.delete_user(txn, caller.tenant.id, user_id) if user_id else None
             if row is None:
                 raise NotFound("User")
+            return revoked
 
-        await self._db.run("remove_user", remove)
+        return await self._db.run("remove_user", remove)
 
     async def invite(self, caller: Caller, body: dict) -> tuple[dict, str]:
         _owner(caller)
@@ -200,24 +212,15 @@ class Dashboard:
 
     # Sign-in and sessions
 
-    async def _throttled(self, keys: dict[str, tuple[int, float]], now: float) -> int | None:
-        tats = await store.throttle_state(self._db, list(keys))
-        wait = 0.0
-        for key, (burst, interval) in keys.items():
-            arrival = max(tats.get(key, now), now) + interval
-            wait = max(wait, arrival - now - burst * interval)
-        return math.ceil(wait) if wait > 0 else None
-
     async def login(self, body: dict, client: str) -> SignedIn:
         email, password = body.get("email"), body.get("password")
         try:
             address = user_address(email)
         except Invalid:
             address = str(email)[:320].lower()
-        now = self._clock.seconds()
-        keys = {f"{name}:{value}": (burst, interval)
-                for (name, burst, interval), value in zip(THROTTLES, (address, client), strict=True)}
-        wait = await self._throttled(keys, now)
+        limits = {f"address:{address}": ADDRESS_LIMIT, f"client:{client}": CLIENT_LIMIT}
+        # Counted as a failure before the password is checked: sign-ins at once wait on the count.
+        wait = await self._throttle.reserve(limits)
         if wait is not None:
             raise RateLimited("Too many failed sign-ins; try again later.", wait)
         user = await store.user_by_email(self._db, address)
@@ -225,9 +228,8 @@ class Dashboard:
         # An unknown address costs the same hash as a known one.
         ok = await self._verify(stored or await self._dummy(), password if isinstance(password, str) else "")
         if not ok or stored is None:
-            for key, (_, interval) in keys.items():
-                await store.count_failure(self._db, key, now, interval)
             raise SignInRefused(REFUSED)
+        await self._throttle.give_back(limits)
         if self._hasher.check_needs_rehash(stored):
             await store.rehash(self._db, user["id"], stored, await self._hash(password))
         return await self._open_session(user)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import string
+import uuid
 from typing import Any
 
 import attrs
@@ -47,6 +48,23 @@ def parse_token(text: str, tag: str) -> Token | None:
     if len(prefix) != PREFIX_LENGTH or not secret or len(secret) > 256:
         return None
     return Token(tag, prefix, secret)
+
+
+@attrs.frozen
+class Creator:
+    """Who makes a key: the ``operator`` (an account's first key), a key (``api``), or a dashboard ``user``."""
+
+    kind: str
+    user_id: uuid.UUID | None = None
+
+
+OPERATOR = Creator("operator")
+API = Creator("api")
+
+
+def made_by(user_id: uuid.UUID | None) -> Creator:
+    """A dashboard session's user, or else (an API key) the API."""
+    return Creator("user", user_id) if user_id is not None else API
 
 
 @attrs.frozen

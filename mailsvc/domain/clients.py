@@ -1,6 +1,7 @@
 """
-Anonymous clients as the node's own limits count them (the waitlist form, failed SMTP AUTHs):
-by network, and at a rate kept in memory on each node.
+Anonymous clients as limits count them: by network (failed sign-ins and SMTP AUTHs in
+PostgreSQL, ``mailsvc.app.throttle``), and, for the waitlist form, at a rate kept in memory
+on each node (``ClientRate``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,15 @@ from mailsvc.metrics import CONTENT_TYPE, Metrics
 from mailsvc.store import deliverability, health
 from mailsvc.store.database import Database
 
+#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(value: object) -> str:
+    """A CSV cell a spreadsheet shows as text: one that would start a formula gets a leading ``'``."""
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
 
 def tenant_json(tenant: Tenant) -> dict:
     return {
@@ -146,7 +155,8 @@ class AdminResource:
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(["id", "email", "created_at"])
         for row in rows:
-            writer.writerow([row["id"], row["email"], timefmt.resource(row["created_at"])])
+            writer.writerow([spreadsheet_text(cell) for cell in (row["id"], row["email"],
+                                                                  timefmt.resource(row["created_at"]))])
         return Reply(
             200, out.getvalue().encode("utf-8"), b"text/csv; charset=utf-8",
             {"Content-Disposition": 'attachment; filename="waitlist.csv"'},

@@ -418,7 +418,11 @@ OPERATIONS: dict[str, Op] = {
     "POST /dashboard/users": Op("Invite a user (owners only)", USER_BODY, {201: USER_LINK}, errors=(409,)),
     "POST /dashboard/users/<user_id>/password-link": Op("A new set-password link for a user (owners only)",
                                                         ok={200: USER_LINK}),
-    "DELETE /dashboard/users/<user_id>": Op("Remove a user (owners only; not oneself)", ok={200: DELETED}),
+    "DELETE /dashboard/users/<user_id>": Op(
+        "Remove a user (owners only; not oneself); `revoke_keys=true` also revokes the API keys they made",
+        ok={200: obj(("object", "id", "deleted"), object=STR, id=STR, deleted={"const": True},
+                     revoked_keys={"type": "array", "items": UUID})},
+        query=(("revoke_keys", {"enum": ["true", "false"]}),), errors=(422,)),
     "GET /dashboard/stats": Op("Sends and outcomes per day over 30 days, and the quota used", ok={200: obj(
         ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
         days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,

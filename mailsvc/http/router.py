@@ -20,6 +20,7 @@ dict or a ``Reply``; ``Router.mount(resource)`` registers them.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -363,7 +364,7 @@ class Router:
         if text in self._dashboard_origins:
             return True
         host = request.getHeader(b"host")
-        return host is not None and text.split("://", 1)[-1] == host.decode("latin-1")
+        return host is not None and text == f"{browser_scheme(request)}://{host.decode('latin-1')}"
 
     async def _serve(self, request, handler, access, surface, kwargs) -> bytes:
         context = {"request_id": request.request_id, "tenant": None}
@@ -483,6 +484,32 @@ class Router:
 NO_SESSION = ApiError(401, "session_required", "Sign in first: the session is missing, expired or revoked.")
 BAD_CSRF = ApiError(403, "invalid_csrf_token", "The CSRF token is missing or does not match the session.")
 CROSS_SITE = ApiError(403, "invalid_origin", "This request must come from the dashboard's own pages.")
+
+
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def plain_http_on_loopback(request) -> bool:
+    """Plain HTTP from a loopback peer to a loopback Host: development, the one case a browser uses ``http``."""
+    if request.isSecure():
+        return False
+    host = (request.getHeader(b"host") or b"").decode("latin-1").lower()
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    peer = getattr(request.getClientAddress(), "host", None)
+    try:
+        peer_loopback = peer is not None and ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        peer_loopback = False
+    return peer_loopback and (name in _LOOPBACK_NAMES or name.endswith(".localhost"))
+
+
+def browser_scheme(request) -> str:
+    """
+    The scheme of this site's pages as a browser sees them: ``https`` (over TLS here, or through
+    a TLS-terminating proxy, which is every other case: the cookie is ``Secure`` there too),
+    ``http`` only in development (``plain_http_on_loopback``).
+    """
+    return "http" if plain_http_on_loopback(request) else "https"
 
 
 def session_token(request) -> str | None:

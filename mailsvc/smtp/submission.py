@@ -6,8 +6,10 @@ PLAIN, and hands one message object per recipient (DESIGN.md, Known traps). A fi
 enters the same ``accept()`` path as ``POST /emails``.
 
 Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
-client address (an IPv6 one by its /64) that failed too often on this node in the last minute
-is answered 421 at once, before any key is checked (``ClientRate``).
+client address (an IPv6 one by its /64) that failed too often in the last minute, on any
+process or node, is answered 421 before any key is checked: an exchange is counted as failed
+once its credentials are in, before they are checked (``auth_failures``, in PostgreSQL), and
+given back if they were right, so exchanges at once cannot pass the limit together.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import base64
 import binascii
 import re
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from twisted.internet import protocol
 
-from mailsvc.domain.clients import ClientRate, network_of
+from mailsvc.domain.clients import network_of
 from mailsvc.smtp.server import ESMTPServerProtocol
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
@@ -31,8 +34,6 @@ MAX_ERRORS = 20
 #: Failed AUTH exchanges (535, or 501 for an undecodable or aborted one) a connection may make:
 #: the last is followed by 421 and the end of the connection.
 MAX_AUTH_FAILURES = 3
-#: Failed AUTH exchanges a client address may make on a node per minute, all at once at most.
-AUTH_FAILURES_PER_MINUTE = 10
 #: Header fields, and bytes of the header section, of a message: far above what a client
 #: writes, far below what would keep the reactor parsing for long.
 MAX_HEADER_FIELDS = 1000
@@ -47,6 +48,16 @@ _RCPT = re.compile(rb"^TO:\s*<([^<>]+)>(.*)$", re.I)
 _HEADER_FIELD_START = re.compile(rb"\r\n(?![ \t])")
 
 
+class AuthFailures(Protocol):
+    """Failed AUTH exchanges per client network (``mailsvc.app.throttle.SmtpAuthFailures``)."""
+
+    async def reserve(self, client: str) -> int | None:
+        """Count one exchange as failed before its key is checked; None, or the seconds to wait."""
+
+    async def give_back(self, client: str) -> None:
+        """The exchange succeeded."""
+
+
 class Submission:
     """What the protocol needs from the service (wired in compose)."""
 
@@ -56,16 +67,16 @@ class Submission:
         accept_message: Callable[[object, bytes, list[str], list[str]], Awaitable[str]],
         hostname: str,
         idle_timeout: float = 300,
-        auth_failures: ClientRate | None = None,
         first_command_timeout: float = FIRST_COMMAND_TIMEOUT,
+        *,
+        auth_failures: AuthFailures,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
         self.hostname = hostname.encode("idna")
         self.idle_timeout = idle_timeout
         self.first_command_timeout = first_command_timeout
-        #: Shared by every listener of the node.
-        self.auth_failures = auth_failures or ClientRate(60 / AUTH_FAILURES_PER_MINUTE, AUTH_FAILURES_PER_MINUTE)
+        self.auth_failures = auth_failures
 
 
 class SubmissionProtocol(ESMTPServerProtocol):
@@ -112,8 +123,6 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(503, "5.5.1", "Send EHLO first")
         if self._caller is not None:
             return self._reply(503, "5.5.1", "Already authenticated")
-        if self._service.auth_failures.wait(self._client(), self._clock.seconds()) is not None:
-            return self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
         mechanism, _, initial = rest.partition(b" ")
         mechanism = mechanism.upper()
         if mechanism == b"PLAIN":
@@ -157,20 +166,38 @@ class SubmissionProtocol(ESMTPServerProtocol):
 
     def _login(self, user: bytes, password: bytes) -> None:
         async def check():
+            if not await self._counted():
+                return
             caller = None
             if user in SERVICE_USERS:
                 caller = await self._service.authenticate(password.decode("utf-8", "replace"))
             if caller is None:
-                return self._auth_failed(535, "5.7.8", "Authentication credentials invalid")
+                return self._failed(535, "5.7.8", "Authentication credentials invalid")
+            await self._service.auth_failures.give_back(self._client())
             self._caller = caller
             self._reply(235, "2.7.0", "Authentication successful")
 
         self._pending(check(), "authentication")
 
+    async def _counted(self) -> bool:
+        """Count the exchange as failed for the client's address; False (answered 421) when it is over its limit."""
+        if await self._service.auth_failures.reserve(self._client()) is None:
+            return True
+        self._close(421, "4.7.0", "Too many failed authentications from your address; try again later")
+        return False
+
     def _auth_failed(self, code: int, enhanced: str, text: str) -> None:
-        """A failed AUTH exchange: answered, and counted for the connection and the client's address."""
+        """An exchange that failed before any key was checked: counted for the client's address too."""
+
+        async def refuse():
+            if await self._counted():
+                self._failed(code, enhanced, text)
+
+        self._pending(refuse(), "authentication")
+
+    def _failed(self, code: int, enhanced: str, text: str) -> None:
+        """A failed AUTH exchange (counted for the address already): answered, and counted for the connection."""
         self._auth_failures += 1
-        self._service.auth_failures.count(self._client(), self._clock.seconds())
         self._reply(code, enhanced, text)
         if self._auth_failures >= MAX_AUTH_FAILURES:
             self._close(421, "4.7.0", "Too many failed authentications, closing connection")

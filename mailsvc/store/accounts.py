@@ -58,7 +58,8 @@ async def update_tenant(
 
 # API keys
 
-_KEY_COLUMNS = "id, tenant_id, name, prefix, permission, domain_id, created_at, last_used_at"
+_KEY_COLUMNS = ("id, tenant_id, name, prefix, permission, domain_id, created_at, last_used_at, created_by,"
+                " created_by_user_id, created_by_email")
 
 
 async def insert_key(
@@ -71,11 +72,17 @@ async def insert_key(
     permission: str,
     domain_id: uuid.UUID | None,
     now: datetime,
+    created_by: str,
+    created_by_user_id: uuid.UUID | None,
 ) -> dict:
+    """The new key; made by a user, it keeps their address as it is now."""
     return await txn.fetchone(
-        "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_hmac, permission, domain_id,"
-        f" created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_KEY_COLUMNS}",
-        (key_id, tenant_id, name, prefix, secret_hmac, permission, domain_id, now),
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_hmac, permission, domain_id, created_at,"
+        " created_by, created_by_user_id, created_by_email)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, (SELECT email FROM users WHERE id = %s))"
+        f" RETURNING {_KEY_COLUMNS}",
+        (key_id, tenant_id, name, prefix, secret_hmac, permission, domain_id, now, created_by,
+         created_by_user_id, created_by_user_id),
     )
 
 
@@ -110,6 +117,14 @@ async def delete_key(db: Database, tenant_id: uuid.UUID, key_id: uuid.UUID) -> d
     return await db.fetchone(
         "DELETE FROM api_keys WHERE tenant_id = %s AND id = %s RETURNING id, prefix",
         (tenant_id, key_id),
+    )
+
+
+async def delete_keys_made_by(txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
+    """Revoke every key of the account that ``user_id`` made."""
+    return await txn.fetchall(
+        "DELETE FROM api_keys WHERE tenant_id = %s AND created_by_user_id = %s RETURNING id, prefix",
+        (tenant_id, user_id),
     )
 
 

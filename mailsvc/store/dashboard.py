@@ -1,4 +1,4 @@
-"""Rows of the dashboard: users, sessions, the sign-in throttle, and the reads only the dashboard makes."""
+"""Rows of the dashboard: users, sessions, and the reads only the dashboard makes."""
 
 from __future__ import annotations
 
@@ -109,25 +109,6 @@ async def revoke_session(db: Database, token_hash: bytes, now: datetime) -> None
 async def revoke_sessions_of(txn: Transaction | Database, user_id: uuid.UUID, now: datetime) -> None:
     await txn.execute("UPDATE sessions SET revoked_at = %s WHERE user_id = %s AND revoked_at IS NULL",
                       (now, user_id))
-
-
-# The sign-in throttle (a GCRA per key, as store/api_rate.py)
-
-_FAIL = """
-INSERT INTO login_throttle (key, tat) VALUES (%(key)s, %(now)s + %(interval)s)
-ON CONFLICT (key) DO UPDATE SET tat = GREATEST(login_throttle.tat, %(now)s) + %(interval)s
-RETURNING tat
-"""
-
-
-async def throttle_state(db: Database, keys: list[str]) -> dict[str, float]:
-    """The theoretical arrival time of each throttled key that has one."""
-    rows = await db.fetchall("SELECT key, tat FROM login_throttle WHERE key = ANY(%s)", (keys,))
-    return {row["key"]: float(row["tat"]) for row in rows}
-
-
-async def count_failure(db: Database, key: str, now: float, interval: float) -> None:
-    await db.fetchone(_FAIL, {"key": key, "now": now, "interval": interval})
 
 
 # Reads of the dashboard

@@ -308,6 +308,12 @@ async function domainPage(id) {
 
 // API keys
 
+function madeBy(by) {
+  if (!by) return "—";
+  if (by.type === "user") return by.user_id ? by.email : `${by.email} (removed)`;
+  return by.type === "operator" ? "Operator" : "API";
+}
+
 async function apiKeysPage() {
   const list = await get("/dashboard/api-keys");
   return shell("#/api-keys", h("h1", "API keys"),
@@ -321,10 +327,10 @@ async function apiKeysPage() {
     }, h("div.inline", field("Name", input("name", { required: true, maxlength: 50 })),
       field("Permission", select("permission", [["full_access", "Full access"], ["sending_access", "Sending only"]], "full_access")),
       h("button.primary", { type: "submit" }, "Create")))),
-    table(["Name", "Created", "Last used", ""], list.data.map((k) => {
+    table(["Name", "Made by", "Created", "Last used", ""], list.data.map((k) => {
       const name = input("name", { value: k.name, "aria-label": `New name for ${k.name}` });
       return h("tr",
-        h("td", name), h("td", when(k.created_at)), h("td", when(k.last_used_at)),
+        h("td", name), h("td", madeBy(k.created_by)), h("td", when(k.created_at)), h("td", when(k.last_used_at)),
         h("td.actions", action("Rename", async () => { await patch(`/dashboard/api-keys/${k.id}`, { name: name.value }); route(); }),
           action("Revoke", async () => { await del(`/dashboard/api-keys/${k.id}`); route(); }, "danger small")));
     })));
@@ -640,6 +646,36 @@ async function contactPage(id) {
 
 // Settings
 
+// Removing a user who made API keys: their keys go on working after them (a full-access one
+// too) unless revoked, so a dialog lists them and asks. Answers "revoke", "keep" or "" (cancel).
+function askAboutKeys(user, keys) {
+  return new Promise((resolve) => {
+    const choice = (value, label, cls) => h(`button.${cls}`, { type: "button", value }, label);
+    const dialog = h("dialog.confirm", { "aria-labelledby": "remove-user-title" },
+      h("h2", { id: "remove-user-title" }, `Remove ${user.email}?`),
+      h("p", `${user.email} made ${keys.length === 1 ? "this API key" : `these ${keys.length} API keys`}.`
+        + " Keys keep working after their maker is removed, unless you revoke them:"),
+      h("ul", keys.map((k) => h("li", h("strong", k.name), ` — created ${when(k.created_at)}, last used ${when(k.last_used_at)}`))),
+      h("div.inline", choice("revoke", "Remove and revoke the keys", "danger"),
+        choice("keep", "Remove, keep the keys", "secondary"), choice("", "Cancel", "secondary")));
+    dialog.addEventListener("click", (event) => {
+      const button = event.target.closest("button");
+      if (button) dialog.close(button.value);
+    });
+    dialog.addEventListener("close", () => { dialog.remove(); resolve(dialog.returnValue); });
+    document.body.append(dialog);
+    dialog.showModal();
+  });
+}
+
+async function removeUser(user) {
+  const keys = (await get("/dashboard/api-keys")).data.filter((k) => k.created_by && k.created_by.user_id === user.id);
+  const choice = keys.length ? await askAboutKeys(user, keys) : "keep";
+  if (!choice) return;
+  await del(`/dashboard/users/${user.id}${choice === "revoke" ? "?revoke_keys=true" : ""}`);
+  route();
+}
+
 async function settingsPage() {
   const me = session.me;
   const users = await get("/dashboard/users");
@@ -658,7 +694,7 @@ async function settingsPage() {
             const made = await post(`/dashboard/users/${u.id}/password-link`);
             document.getElementById("invite-status").replaceChildren(linkShown(made));
           }),
-          action("Remove", async () => { await del(`/dashboard/users/${u.id}`); route(); }, "danger small")] : null)))),
+          action("Remove", () => removeUser(u), "danger small")] : null)))),
       h("div#invite-status", { id: "invite-status", role: "status" }),
       owner ? form(async (data, node) => {
         const made = await post("/dashboard/users", { email: data.get("email"), role: data.get("role") });

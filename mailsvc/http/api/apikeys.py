@@ -1,10 +1,14 @@
-"""API keys: main ``/api-keys`` and native ``/v1/api-keys``."""
+"""
+API keys: main ``/api-keys`` and native ``/v1/api-keys``. A dashboard session (the same
+handlers under ``/dashboard``) also sees who made each key (``created_by``): the main API's
+list items keep the fields its SDKs know.
+"""
 
 from __future__ import annotations
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller, KeyRing
-from mailsvc.domain.apikeys import key_name, new_key
+from mailsvc.domain.apikeys import key_name, made_by, new_key
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
@@ -29,6 +33,16 @@ def _listed(row: dict) -> dict:
     }
 
 
+def _creator(row: dict) -> dict | None:
+    """Who made a key: ``{"type": "operator" | "api"}``, or a user (``user_id`` null once removed); None: unknown."""
+    if row["created_by"] is None:
+        return None
+    if row["created_by"] != "user":
+        return {"type": row["created_by"]}
+    user_id = row["created_by_user_id"]
+    return {"type": "user", "user_id": str(user_id) if user_id else None, "email": row["created_by_email"]}
+
+
 def _native(row: dict) -> dict:
     return {
         "object": "api_key",
@@ -44,7 +58,7 @@ class ApiKeysResource:
 
     @route("POST", "/api-keys", access=FULL, native=True)
     async def create(self, request, caller: Caller):
-        row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)))
+        row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id))
         if request.surface == NATIVE:
             return Reply(201, {**_native(row), "token": str(token)})
         return {"object": "api_key", "id": str(row["id"]), "token": str(token)}
@@ -53,6 +67,8 @@ class ApiKeysResource:
     async def list(self, request, caller: Caller):
         rows, has_more = await self._keys.list(caller.tenant.id, page_of(request.args, None))
         shown = _native if request.surface == NATIVE else _listed
+        if caller.session_id is not None:
+            return envelope([{**shown(row), "created_by": _creator(row)} for row in rows], has_more)
         return envelope([shown(row) for row in rows], has_more)
 
     @route("PATCH", "/api-keys/<key_id>", access=FULL)

@@ -7,8 +7,6 @@ handlers (``Router.mount``).
 
 from __future__ import annotations
 
-import ipaddress
-
 from twisted.logger import Logger
 
 from mailsvc import timefmt
@@ -16,10 +14,19 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard, SignedIn
 from mailsvc.app.domains import Domains
 from mailsvc.domain.clients import network_of
-from mailsvc.domain.errors import NotFound
+from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
-from mailsvc.http.router import OPERATOR, SESSION, SESSION_COOKIE, SIGN_IN, Reply, route, session_token
+from mailsvc.http.router import (
+    OPERATOR,
+    SESSION,
+    SESSION_COOKIE,
+    SIGN_IN,
+    Reply,
+    plain_http_on_loopback,
+    route,
+    session_token,
+)
 from mailsvc.ids import parse_uuid
 from mailsvc.store import dashboard as reads
 from mailsvc.store.database import Database
@@ -28,7 +35,6 @@ log = Logger()
 
 #: Where the web UI takes a set-password token (in the fragment: never sent to a server).
 SET_PASSWORD_PATH = "/ui/#/set-password/"
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 def base_url(request, public_url: str) -> str:
@@ -44,17 +50,6 @@ def set_password_link(base: str, token: str) -> str:
     return base + SET_PASSWORD_PATH + token
 
 
-def _is_loopback(request) -> bool:
-    host = (request.getHeader(b"host") or b"").decode("latin-1").lower()
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    peer = getattr(request.getClientAddress(), "host", None)
-    try:
-        peer_loopback = peer is not None and ipaddress.ip_address(peer).is_loopback
-    except ValueError:
-        peer_loopback = False
-    return peer_loopback and (name in _LOOPBACK_NAMES or name.endswith(".localhost"))
-
-
 class Cookies:
     """The session cookie: ``HttpOnly; Secure; SameSite=Lax; Path=/``, ``Secure`` dropped only
     for plain HTTP on loopback (development), with a warning."""
@@ -64,7 +59,7 @@ class Cookies:
         self._warned = False
 
     def _secure(self, request) -> str:
-        if request.isSecure() or not _is_loopback(request):
+        if not plain_http_on_loopback(request):
             return "; Secure"
         if not self._warned:
             self._warned = True
@@ -166,8 +161,13 @@ class AuthResource:
 
     @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
     async def remove(self, request, caller: Caller, user_id: str):
-        await self._dashboard.remove_user(caller, parse_uuid(user_id))
-        return {"object": "user", "id": user_id, "deleted": True}
+        """``?revoke_keys=true`` also revokes the API keys the user made."""
+        revoke = (request.args.get(b"revoke_keys") or [b"false"])[0]
+        if revoke not in (b"true", b"false"):
+            raise Invalid("revoke_keys", "revoke_keys must be `true` or `false`")
+        revoked = await self._dashboard.remove_user(caller, parse_uuid(user_id), revoke == b"true")
+        return {"object": "user", "id": user_id, "deleted": True,
+                "revoked_keys": [str(row["id"]) for row in revoked]}
 
     # The operator creates an account's first user
 

@@ -586,8 +586,11 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
     parts = assemble(reactor, config, db, master, operator_token)
+    first = key_path = None
     if inherited is None:
         await reseal(config, db, master)
+        if "api" in config.node.roles:  # before the node answers: its key's file is there by then
+            first, key_path = await first_account(config, parts.dashboard, db, parts.accounts.create_tenant)
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
@@ -663,9 +666,6 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
 
     node.parts["assembled"] = parts
     if inherited is None:
-        first = key_path = None
-        if "api" in config.node.roles:
-            first, key_path = await first_account(config, parts.dashboard, db, parts.accounts.create_tenant)
         announce_node(config, "one process", token_path, first, key_path, node.parts.get("http_port"))
 
 
@@ -718,7 +718,7 @@ def announce_node(config: Config, processes_text: str, token_path: Path | None, 
                  link=set_password_link(base, first.password_token))
     if key_path is not None:
         log.info('API key of the first account ("{name}", revocable) is in {path}', name=FIRST_KEY_NAME,
-                 path=key_path)
+                 path=str(key_path))
 
 
 async def start_onion(reactor, config: Config, node: Node, parts: Parts, http_address,

@@ -679,7 +679,7 @@ def keeps_first_key(config: Config) -> bool:
 
 
 async def first_account(config: Config, dashboard: Dashboard, db: Database,
-                        create_tenant) -> tuple[FirstOwner | None, Path | None]:
+                        create_tenant: Callable[..., Awaitable]) -> tuple[FirstOwner | None, Path | None]:
     """
     A fresh install's first account and user (``dashboard.first_user``); on a development start,
     the file that keeps the account's first key (written when the account is made, never again).
@@ -687,12 +687,12 @@ async def first_account(config: Config, dashboard: Dashboard, db: Database,
     keeps_key = keeps_first_key(config)
     first = await first_owner(dashboard, db, config.dashboard.first_user, create_tenant,
                               key_name=FIRST_KEY_NAME if keeps_key else "Default")
-    key_path = None
-    if first is not None and first.api_key is not None and keeps_key:
+    if first is None or not keeps_key:
+        return first, None
+    if first.api_key is not None:
         credentials.write_account_key(config.state_dir, first.api_key)
-    if first is not None and keeps_key and (config.state_dir / credentials.ACCOUNT_KEY_FILE).exists():
-        key_path = config.state_dir / credentials.ACCOUNT_KEY_FILE
-    return first, key_path
+    key_path = config.state_dir / credentials.ACCOUNT_KEY_FILE
+    return first, key_path if key_path.exists() else None
 
 
 def announce_node(config: Config, processes_text: str, token_path: Path | None, first: FirstOwner | None,

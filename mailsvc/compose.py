@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import attrs
 from treq.client import HTTPClient
@@ -28,7 +29,7 @@ from mailsvc.app.brand import BrandImporter
 from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
-from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
+from mailsvc.app.dashboard import Dashboard, FirstOwner, SessionSettings, first_owner
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
@@ -54,6 +55,7 @@ from mailsvc.delivery.tlsrpt import TlsReports
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
+from mailsvc.domain.domains import unpublishable_reason
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
 from mailsvc.engine import LeasedEngine
@@ -587,8 +589,11 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
     parts = assemble(reactor, config, db, master, operator_token)
+    first = key_path = None
     if inherited is None:
         await reseal(config, db, master)
+        if "api" in config.node.roles:  # before the node answers: its key's file is there by then
+            first, key_path = await first_account(config, parts.dashboard, db, parts.accounts.create_tenant)
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
@@ -619,7 +624,8 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         inbound_port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
         node.on_stop("SMTP return path", inbound_port.stopListening)
         node.parts["inbound_port"] = inbound_port.getHost().port
-        log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
+        if inherited is None:  # a worker's listeners are its parent's to tell
+            log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
     if "api" in config.node.roles:
         site = parts.site
@@ -639,10 +645,8 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         node.on_stop("HTTP listener", drain)
         address = port.getHost()
         node.parts["http_port"] = address.port
-        log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
         if inherited is None:
-            first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
-            announce_first_owner(config, first, address.port)
+            log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
 
         if config.tor.onion:
             await start_onion(reactor, config, node, parts, address, inherited)
@@ -653,7 +657,8 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
                 smtp_port = await listen_submission(reactor, description, parts.submission, tls_options, inherited)
                 node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
                 node.parts["smtp_ports"].append(smtp_port.getHost().port)
-                log.info("SMTP submission listening on {endpoint}", endpoint=description)
+                if inherited is None:
+                    log.info("SMTP submission listening on {endpoint}", endpoint=description)
 
     if config.manhole.listen:
         names = manhole.namespace(parts=parts, db=db, node=node, config=config, reactor=reactor)
@@ -662,19 +667,61 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         node.parts["manhole_address"] = ssh_port.getHost()
         log.info("SSH manhole listening on {address}", address=manhole.describe(ssh_port.getHost()))
 
+    node.parts["assembled"] = parts
+    if inherited is None:
+        announce_node(config, "one process", token_path, first, key_path, node.parts.get("http_port"))
+
+
+#: The name of a development start's first key (``<state dir>/api-key``), to find and revoke it by.
+FIRST_KEY_NAME = "first key (scripts/serve)"
+
+
+def keeps_first_key(config: Config) -> bool:
+    """A development start (``dashboard.first_key_file``, set by scripts/serve) on the embedded store."""
+    return config.dashboard.first_key_file and not config.database.dsn
+
+
+async def first_account(config: Config, dashboard: Dashboard, db: Database,
+                        create_tenant: Callable[..., Awaitable]) -> tuple[FirstOwner | None, Path | None]:
+    """
+    A fresh install's first account and user (``dashboard.first_user``); on a development start,
+    the file that keeps the account's first key (written when the account is made, never again).
+    """
+    keeps_key = keeps_first_key(config)
+    first = await first_owner(dashboard, db, config.dashboard.first_user, create_tenant,
+                              key_name=FIRST_KEY_NAME if keeps_key else "Default")
+    if first is None or not keeps_key:
+        return first, None
+    if first.api_key is not None:
+        credentials.write_account_key(config.state_dir, first.api_key)
+    key_path = config.state_dir / credentials.ACCOUNT_KEY_FILE
+    return first, key_path if key_path.exists() else None
+
+
+def announce_node(config: Config, processes_text: str, token_path: Path | None, first: FirstOwner | None,
+                  key_path: Path | None, port: int | None) -> None:
+    """
+    What the node is, said once by the process that started it (its workers say none of it), and
+    last what a newcomer needs: the operator token's file, the set-password link of a fresh
+    install's first user and the file of its account's first key (scripts/serve shows them).
+    """
+    store = f"embedded PostgreSQL in {config.state_dir / 'postgresql'}" if not config.database.dsn \
+        else "PostgreSQL at database.dsn"
+    log.info("mailsvc {version}: roles {roles}; {processes}; store: {store}; mail hostname {hostname}",
+             version=__version__, roles=", ".join(config.node.roles), processes=processes_text, store=store,
+             hostname=config.hostname)
+    reason = unpublishable_reason(config.hostname)
+    if reason is not None:
+        log.warn("{reason}", reason=reason)
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)
-    node.parts["assembled"] = parts
-
-
-def announce_first_owner(config: Config, first: tuple[dict, str] | None, port: int) -> None:
-    """Log the set-password link of a fresh install's first user (scripts/serve shows it)."""
-    if first is None:
-        return
-    user, token = first
-    base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
-    log.info("dashboard: {email} sets a password at {link}", email=user["email"],
-             link=set_password_link(base, token))
+    if first is not None and first.password_token is not None and port is not None:
+        base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
+        log.info("dashboard: {email} sets a password at {link}", email=first.user["email"],
+                 link=set_password_link(base, first.password_token))
+    if key_path is not None:
+        log.info('API key of the first account ("{name}", revocable) is in {path}', name=FIRST_KEY_NAME,
+                 path=str(key_path))
 
 
 async def start_onion(reactor, config: Config, node: Node, parts: Parts, http_address,
@@ -760,7 +807,7 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
         keyring = KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag, 0)
         dashboard = dashboard_of(reactor, config, db, master, keyring)
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
-        first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
+        first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
     finally:
         db.stop()
 
@@ -773,11 +820,12 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     address = ports[processes.listener("http", config.http.listen)].getHost()
     node.parts["http_port"] = address.port
     log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
-    announce_first_owner(config, first, address.port)
     node.parts["smtp_ports"] = []
     for description in config.smtp.submission:
         node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
         log.info("SMTP submission listening on {endpoint}", endpoint=description)
+    if "delivery" in config.node.roles and config.smtp.inbound:
+        log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
     # The workers' values of one /metrics (prometheus_client's multiprocess mode); those of an
     # earlier run are gone with its processes.
@@ -806,5 +854,5 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     supervisor.start()
     node.on_stop("workers", supervisor.stop)
     node.parts["supervisor"] = supervisor
-    if token_path is not None:
-        log.info("operator token is in {path}", path=token_path)
+    announce_node(config, f"{config.node.process_count} worker processes", token_path, first, key_path,
+                  address.port)

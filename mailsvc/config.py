@@ -227,6 +227,9 @@ class DashboardConfig:
     #: An address: at start, if the database has no user yet, an account with this owner is
     #: made and its set-password link logged (scripts/serve sets it).
     first_user: str = ""
+    #: A development start (scripts/serve sets it): on the embedded store, the first account's
+    #: first key is written to <state dir>/api-key (0600). A packaged install leaves it off.
+    first_key_file: bool = False
 
 
 @_section

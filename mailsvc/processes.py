@@ -93,8 +93,9 @@ async def open_sockets(reactor, listeners: Iterable[tuple[str, str]]) -> dict[st
             if stream.split(":", 1)[0] not in SHAREABLE:
                 raise ValueError(f"{kind} listener {description}: with node.processes above 1, "
                                  f"only {', '.join(SHAREABLE)} endpoints (or node.processes = 1)")
-            port = await endpoints.serverFromString(reactor, stream).listen(
-                protocol.Factory.forProtocol(protocol.Protocol))
+            placeholder = protocol.Factory.forProtocol(protocol.Protocol)
+            placeholder.noisy = False  # the node's listeners are told once, by name
+            port = await endpoints.serverFromString(reactor, stream).listen(placeholder)
             port.stopReading()
             ports[listener(kind, description)] = port
     except BaseException:

@@ -16,20 +16,22 @@ class Options(usage.Options):
     optParameters = [
         ["config", "c", None, "Configuration file (ini)."],
         ["worker", None, None, "Internal: serve as a worker of the parent that started this process."],
+        ["parent-logger", None, "", "Internal: a worker's parent's --logger."],
     ]
 
 
 def worker_command(options: Options) -> list[str]:
     """
     How the parent starts a worker: twistd in the foreground with the parent's logger (the
-    workers write to the parent's standard output and error), this plugin, the same file.
+    workers write to the parent's standard output and error) less Twisted's start-up chatter,
+    this plugin, the same file.
     """
-    command = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "--nodaemon", "--pidfile="]
+    command = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "--nodaemon", "--pidfile=",
+               "--logger=mailsvc.logs.worker_observer", "mailsvc"]
     twistd = getattr(options, "parent", None)
     if twistd is not None and twistd.get("logger"):  # twistd has turned the name into the callable
         logger = twistd["logger"]
-        command.append(f"--logger={logger.__module__}.{logger.__qualname__}")
-    command.append("mailsvc")
+        command.append(f"--parent-logger={logger.__module__}.{logger.__qualname__}")
     if options["config"]:
         command += ["--config", options["config"]]
     return command
@@ -44,5 +46,8 @@ def makeService(options: Options):  # noqa: N802 (twistd's name)
     except ConfigError as e:
         raise SystemExit(f"mailsvc: configuration error: {e}") from None
     if options["worker"]:
+        from mailsvc import logs
+
+        logs.PARENT_LOGGER["name"] = options["parent-logger"]  # read by logs.worker_observer, next
         return compose.build(config, inherited=processes.Inherited.from_json(options["worker"]))
     return compose.build(config, worker_command=worker_command(options))

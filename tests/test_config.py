@@ -92,3 +92,19 @@ def test_make_service_reports_a_bad_config_in_one_line(tmp_path):
     with pytest.raises(SystemExit) as e:
         makeService(options)
     assert str(e.value) == "mailsvc: configuration error: http.lisen: unknown key"
+
+
+def test_the_mail_hostname_defaults_to_the_machines_fully_qualified_name():
+    import socket
+
+    assert load(None, environ={}).hostname == socket.getfqdn()
+    assert load(None, environ={"MAILSVC_MAIL_HOSTNAME": "mail.example.net"}).hostname == "mail.example.net"
+
+
+def test_only_a_development_start_asks_for_the_first_accounts_key_file():
+    from mailsvc.compose import keeps_first_key
+
+    assert not keeps_first_key(load(None, environ={"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com"}))
+    development = {"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com", "MAILSVC_DASHBOARD_FIRST_KEY_FILE": "true"}
+    assert keeps_first_key(load(None, environ=development))
+    assert not keeps_first_key(load(None, environ={**development, "MAILSVC_DATABASE_DSN": "dbname=mailsvc"}))

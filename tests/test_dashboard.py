@@ -9,10 +9,12 @@ import re
 import uuid
 from http.cookies import SimpleCookie
 
+import attrs
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer
 
+from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
 from tests.test_sending import BODY, sending_tenant
@@ -23,10 +25,12 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def config(dns_server):
-    """A listed dashboard origin; names resolve through the test DNS server (webhook endpoints)."""
+def config(dns_server, request):
+    """A listed dashboard origin; names resolve through the test DNS server (webhook endpoints).
+    A test may add settings (``indirect`` parametrization: environment names)."""
     dns_server.a("hooks.example.com", "8.8.8.8")
-    return dns_server.configure(load(None, environ={"MAILSVC_DASHBOARD_ORIGINS": f"{LISTED}/"}))
+    environ = {"MAILSVC_DASHBOARD_ORIGINS": f"{LISTED}/", **getattr(request, "param", {})}
+    return dns_server.configure(load(None, environ=environ))
 
 
 class Session:
@@ -536,3 +540,66 @@ async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
     for path in ("/nope", "/ui/nope.js", "/ui/../setup.cfg", "/emailsx"):
         code, body, _ = await api.json("GET", path)
         assert code == 404 and body["name"] == "not_found", path
+
+
+def first_start(config, state_dir, **dashboard):
+    """``config`` as a start with its state in ``state_dir`` and these dashboard settings."""
+    return attrs.evolve(config, state=attrs.evolve(config.state, dir=str(state_dir)),
+                        dashboard=attrs.evolve(config.dashboard, first_user="admin@example.com", **dashboard))
+
+
+@pt.ensureDeferred
+async def test_a_development_start_keeps_the_first_accounts_key_in_a_private_file_once(api, db, config, tmp_path):
+    development = first_start(config, tmp_path, first_key_file=True)
+    first, path = await compose.first_account(development, api.parts.dashboard, db,
+                                              api.parts.accounts.create_tenant)
+    assert path == tmp_path / "api-key" and oct(path.stat().st_mode & 0o777) == "0o600"
+    key = path.read_text().strip()
+    code, keys, _ = await api.json("GET", "/api-keys", key)
+    assert code == 200 and [k["name"] for k in keys["data"]] == ["first key (scripts/serve)"]
+    code, usage, _ = await api.json("GET", "/v1/usage", key)
+    assert usage["tenant_id"] == str(first.user["tenant_id"]) and first.user["role"] == "owner"
+    assert first.password_token is not None
+
+    # A second start: the same account and file, neither made again; the link while no password.
+    written, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    again, path_again = await compose.first_account(development, api.parts.dashboard, db,
+                                                    api.parts.accounts.create_tenant)
+    assert again.api_key is None and again.user["id"] == first.user["id"] and again.password_token
+    assert path_again == path and path.read_bytes() == written and path.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("settings", [
+    {"first_key_file": False},  # a packaged install: first_user at most
+    {"first_key_file": True, "dsn": "host=/elsewhere dbname=mailsvc"},  # not the embedded store
+])
+@pt.ensureDeferred
+async def test_no_account_key_is_written_to_disk_but_by_a_development_start_on_the_embedded_store(
+        api, db, config, tmp_path, settings):
+    start = first_start(config, tmp_path, first_key_file=settings["first_key_file"])
+    start = attrs.evolve(start, database=attrs.evolve(start.database, dsn=settings.get("dsn", "")))
+    first, path = await compose.first_account(start, api.parts.dashboard, db, api.parts.accounts.create_tenant)
+    assert first.password_token is not None and path is None and list(tmp_path.iterdir()) == []
+    code, keys, _ = await api.json("GET", "/api-keys", first.api_key)
+    assert [k["name"] for k in keys["data"]] == ["Default"]
+
+
+@pytest.mark.parametrize(("config", "reason"), [
+    ({"MAILSVC_MAIL_HOSTNAME": "mail.example.net"}, None),
+    ({"MAILSVC_MAIL_HOSTNAME": "localhost"}, "The node's mail hostname is 'localhost': "),
+    ({"MAILSVC_MAIL_HOSTNAME": "vm"}, "The node's mail hostname 'vm' has no dot: "),
+], indirect=["config"])
+@pt.ensureDeferred
+async def test_the_dashboards_records_say_whether_the_nodes_hostname_lets_them_be_published(api, reason):
+    tenant, key, session = await signed_in(api)
+    _, domain, _ = await api.json("POST", "/domains", key, json={"name": "example.org"})
+    code, dns, _ = await session.json("GET", f"/dashboard/domains/{domain['id']}/dns")
+    assert code == 200 and dns["records_publishable"] is (reason is None)
+    if reason is None:
+        assert dns["unpublishable_reason"] is None
+    else:
+        assert dns["unpublishable_reason"].startswith(reason)
+        assert dns["unpublishable_reason"].endswith("until mail.hostname is set to the node's public name.")
+    # The API's domain keeps SPEC's shape: the records name the hostname, and nothing is added.
+    _, same, _ = await api.json("GET", f"/domains/{domain['id']}", key)
+    assert "records_publishable" not in same and "unpublishable_reason" not in same

@@ -88,3 +88,13 @@ def test_judge():
 ])
 def test_a_claim_lapses_only_if_never_verified_within_the_window(status, age, lapsed):
     assert rules.claim_lapsed(status, created_at=1000.0, now=1000.0 + age, window=100.0) is lapsed
+
+
+@pytest.mark.parametrize("hostname, publishable", [
+    ("mail.example.net", True), ("mx.example.net.", True),
+    ("localhost", False), ("LOCALHOST.", False), ("node.localhost", False), ("vm", False),
+])
+def test_records_naming_localhost_or_a_name_without_a_dot_are_not_publishable(hostname, publishable):
+    reason = rules.unpublishable_reason(hostname)
+    assert (reason is None) is publishable
+    assert publishable or ("mail.hostname" in reason and repr(hostname) in reason)

@@ -141,6 +141,39 @@ async def test_a_parent_refuses_a_socket_it_cannot_pass_on():
         await processes.open_sockets(reactor, [("submission", "ssl:0:interface=127.0.0.1"), ("http", "ssl:0")])
 
 
+#: Events a worker's observer passed on (logs.PARENT_LOGGER names ``collecting``).
+COLLECTED: list[dict] = []
+
+
+def collecting():
+    return COLLECTED.append
+
+
+def test_a_worker_logs_mailsvc_and_warnings_through_its_parents_logger_but_not_twisteds_info(monkeypatch):
+    from twisted.logger import LogLevel
+
+    from mailsvc import logs, tap
+
+    options = tap.Options()
+    options.parseOptions([])
+    options.parent = {"logger": collecting}
+    command = tap.worker_command(options)
+    assert "--logger=mailsvc.logs.worker_observer" in command
+    name = f"{collecting.__module__}.collecting"
+    assert command[-1] == f"--parent-logger={name}"
+    monkeypatch.setitem(logs.PARENT_LOGGER, "name", name)
+    COLLECTED.clear()
+    observe = logs.worker_observer()
+    for namespace, level in [("twisted.scripts._twistd_unix.UnixAppLogger", LogLevel.info),  # starting up
+                             ("log_legacy", LogLevel.info),  # Site starting on, resolv.conf changed
+                             ("mailsvc.compose", LogLevel.info), ("twisted.internet.defer", LogLevel.critical),
+                             ("log_legacy", LogLevel.warn)]:
+        observe({"log_namespace": namespace, "log_level": level, "log_format": "", "log_time": 0})
+    assert [(e["log_namespace"], e["log_level"]) for e in COLLECTED] == [
+        ("mailsvc.compose", LogLevel.info), ("twisted.internet.defer", LogLevel.critical),
+        ("log_legacy", LogLevel.warn)]
+
+
 def test_processes_default_to_the_cores():
     assert load(None, environ={}).node.process_count == os.cpu_count()
     assert load(None, environ={"MAILSVC_NODE_PROCESSES": "3"}).node.process_count == 3
@@ -286,5 +319,6 @@ def test_ctrl_c_stops_the_node_once(state, pg_dsn):  # noqa: F811
         if daemon.poll() is None:
             daemon.kill()
     assert daemon.returncode in (0, -signal.SIGINT), err
-    assert "exited" not in out and out.count("Server Shut Down") == 3
+    # Told once, by the parent: the workers keep Twisted's info lines to themselves.
+    assert "exited" not in out and out.count("Server Shut Down") == 1
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)

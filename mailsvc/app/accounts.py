@@ -33,7 +33,7 @@ class Accounts:
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
 
-    async def create_tenant(self, body: dict) -> tuple[Tenant, dict, Token]:
+    async def create_tenant(self, body: dict, key_name: str = "Default") -> tuple[Tenant, dict, Token]:
         """A new tenant and its first ``full_access`` key, in one transaction."""
         fields = new_tenant_fields(body, self._api_rate_per_sec)
         tenant_id = uuid7(self._clock.seconds())
@@ -47,7 +47,7 @@ class Accounts:
             if tenant is None:
                 raise Conflict(f"id: a tenant with id {tenant_id} already exists")
             row, token = await self._keyring.issue(
-                txn, tenant.id, NewKey("Default", "full_access", None), OPERATOR
+                txn, tenant.id, NewKey(key_name, "full_access", None), OPERATOR
             )
             return tenant, row, token
 

@@ -304,18 +304,30 @@ def _owner(caller: Caller) -> None:
         raise NotAllowed("Only an owner of the account may do this.", reason="owner_required")
 
 
+@attrs.frozen
+class FirstOwner:
+    """A fresh install's first user: its set-password token while it has no password, and the
+    first key of its account (plain text) when that account was made by this start."""
+
+    user: dict
+    password_token: str | None
+    api_key: str | None
+
+
 async def first_owner(dashboard: Dashboard, db: Database, email: str,
-                      create_tenant: Callable[[dict], Awaitable[Any]]) -> tuple[dict, str] | None:
+                      create_tenant: Callable[..., Awaitable[Any]], key_name: str = "Default") -> FirstOwner | None:
     """
-    On a fresh install (no user at all), an account "Default" owned by ``email``; while that
-    first user has set no password, a fresh set-password token at every start. None otherwise.
+    On a fresh install (no user at all), an account "Default" owned by ``email``, its first
+    full-access key named ``key_name``; while that first user has set no password, a fresh
+    set-password token at every start. None without ``email``.
     """
     if not email:
         return None
     user = await store.first_user(db)
+    api_key = None
     if user is None:
-        tenant, _, _ = await create_tenant({"name": "Default"})
+        tenant, _, token = await create_tenant({"name": "Default"}, key_name=key_name)
         user = await dashboard.create_user(tenant.id, {"email": email, "role": "owner"})
-    if user["password_hash"] is not None:
-        return None
-    return user, dashboard.password_token(user)
+        api_key = str(token)
+    token = dashboard.password_token(user) if user["password_hash"] is None else None
+    return FirstOwner(user, token, api_key)

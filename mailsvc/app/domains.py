@@ -34,6 +34,7 @@ from mailsvc.domain.domains import (
     new_domain,
     records_of,
     registered_domain,
+    unpublishable_reason,
 )
 from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited
 from mailsvc.ids import uuid7
@@ -312,6 +313,10 @@ class Domains:
             })
         return {"object": "dmarc_summary", "domain_id": str(domain_id), "domain": row["name"], "days": days,
                 "data": out}
+
+    def unpublishable_reason(self) -> str | None:
+        """Why no domain's records can be published while the node's hostname is what it is."""
+        return unpublishable_reason(self._settings.mx_host)
 
     async def live_records(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> tuple[DomainView, list[str]]:
         """The domain, and what DNS answers now for each of its records (as a check finds it)."""

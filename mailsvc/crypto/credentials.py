@@ -1,7 +1,8 @@
 """
 The server's own secrets: the master key (from which the API-key HMAC key and, later, the
 at-rest encryption keys are derived) and the operator token. Either comes from the
-configuration or is generated once into the state directory with mode 0600.
+configuration or is generated once into the state directory with mode 0600. A development
+start also keeps its first account's first API key there (``api-key``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mailsvc.crypto.keyvault import KeyVault
+
+#: Where a development start keeps its first account's first key (compose.keeps_first_key).
+ACCOUNT_KEY_FILE = "api-key"
 
 
 def _read_or_create(path: Path, make) -> str:
@@ -70,3 +74,18 @@ def operator_token(configured: str, state_dir: Path) -> tuple[str, Path | None]:
         return configured, None
     path = state_dir / "operator-token"
     return _read_or_create(path, lambda: "op_" + secrets.token_urlsafe(32)), path
+
+
+def write_account_key(state_dir: Path, token: str) -> Path:
+    """
+    ``<state dir>/api-key`` (0600) holding ``token``: written when the first account is made,
+    replacing the key of an earlier database (never the key of this one: it is not made again).
+    """
+    path = state_dir / ACCOUNT_KEY_FILE
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(token + "\n")
+    os.replace(partial, path)
+    return path

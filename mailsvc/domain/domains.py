@@ -208,6 +208,23 @@ def records_of(return_path: str, keys: list[DkimKey], mx_host: str, spf_include:
     return records
 
 
+def unpublishable_reason(mx_host: str) -> str | None:
+    """
+    Why records naming ``mx_host`` (the node's ``mail.hostname``: the return path's MX target and
+    the SPF include under it) cannot be published in public DNS, or None when they can: a
+    receiver cannot reach ``localhost`` nor a name without a dot.
+    """
+    name = mx_host.rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        problem = f"is {mx_host!r}"
+    elif "." not in name:
+        problem = f"{mx_host!r} has no dot"
+    else:
+        return None
+    return (f"The node's mail hostname {problem}: the domain records that name it (the return path's "
+            "MX and SPF include) are not publishable until mail.hostname is set to the node's public name.")
+
+
 # What a lookup found
 
 

@@ -449,10 +449,14 @@ OPERATIONS: dict[str, Op] = {
     "GET /dashboard/domains/<domain_id>/dmarc": Op("The domain's DMARC aggregate reports over the last 30 days",
                                                    ok={200: DMARC}),
     "GET /dashboard/domains/<domain_id>/dns": Op(
-        "A domain's records, each with its stored status and what DNS answers now",
-        ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
-            ("record", "name", "type", "value", "status"), record=STR, name=STR, type=STR, value=STR,
-            priority=NULLABLE_INT, status=STR, live={"enum": ["match", "mismatch", "temporary"]})}}}}),
+        "A domain's records, each with its stored status and what DNS answers now, and whether they can be "
+        "published (not while the node's mail.hostname is localhost or has no dot: the reason says so)",
+        ok={200: {**LIST_ONLY, "required": [*LIST_ONLY["required"], "records_publishable", "unpublishable_reason"],
+                  "properties": {**LIST_ONLY["properties"], "records_publishable": BOOL,
+                                 "unpublishable_reason": NULLABLE_STR, "data": {"type": "array", "items": obj(
+                                     ("record", "name", "type", "value", "status"), record=STR, name=STR,
+                                     type=STR, value=STR, priority=NULLABLE_INT, status=STR,
+                                     live={"enum": ["match", "mismatch", "temporary"]})}}}}),
     "GET /dashboard/segment-sizes": Op("The account's segments with their number of contacts", ok={200: {
         **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
             ("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}),

@@ -166,6 +166,7 @@ class InboundFactory(protocol.Factory):
     """
 
     protocol = InboundProtocol
+    noisy = False  # the listener is told once, by the node
 
     def __init__(
         self,

@@ -249,6 +249,8 @@ class SubmissionProtocol(ESMTPServerProtocol):
 
 
 class SubmissionFactory(protocol.Factory):
+    noisy = False  # the listener is told once, by the node
+
     def __init__(self, clock, service: Submission, tls_options, implicit_tls: bool):
         self._clock = clock
         self._service = service

@@ -240,9 +240,15 @@ class DashboardReads:
 
     @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
     async def live_dns(self, request, caller: Caller, domain_id: str):
-        """Each record with its stored status and what DNS answers now (match, mismatch, temporary)."""
+        """
+        Each record with its stored status and what DNS answers now (match, mismatch, temporary),
+        and whether the records can be published at all (not while the node's mail.hostname is
+        localhost or has no dot).
+        """
         view, live = await self._domains.live_records(caller.tenant.id, _id(domain_id, "Domain"))
-        return {"object": "list", "has_more": False, "data": [
+        reason = self._domains.unpublishable_reason()
+        return {"object": "list", "has_more": False,
+                "records_publishable": reason is None, "unpublishable_reason": reason, "data": [
             {"record": r.record, "name": r.name, "type": r.type, "value": r.value, "priority": r.priority,
              "status": status, "live": found}
             for (r, status), found in zip(view.records, live, strict=True)

@@ -24,7 +24,7 @@ from mailsvc.store.idempotency import COMPLETE
 #: NOTIFY channel that wakes the delivery workers.
 DELIVERIES = "deliveries"
 
-#: The columns of each table, in the order their row's values are given (``_values``).
+#: The columns of each table, in the order ``_email_values`` and its siblings give a row's values.
 #: ``signed`` is written false: messages are stored unsigned and signed at delivery (the
 #: column's default, true, marks mail stored signed by an older version).
 EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"

@@ -397,6 +397,24 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
 
 
 @pt.ensureDeferred
+async def test_the_release_gives_the_store_typed_states(api):
+    from mailsvc import timefmt
+    from mailsvc.store import emails as rows
+
+    _, key, _ = await sending_tenant(api)
+    _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
+    (delivery,) = await api.parts.db.fetchall("SELECT id FROM deliveries")
+    now = timefmt.from_seconds(1_800_000_000)
+    await api.parts.db.run("release", rows.release, now,
+                           [rows.ReleasedDelivery(delivery["id"], "queued", now, None)],
+                           [rows.ReleasedEmail(uuid.UUID(sent["id"]), "sent")])
+    assert await api.parts.db.fetchone("SELECT status, due_at, updated_at, retry_until FROM deliveries") == {
+        "status": "queued", "due_at": now, "updated_at": now, "retry_until": None}
+    assert await api.parts.db.fetchone("SELECT status, last_event FROM emails") == {
+        "status": "queued", "last_event": "sent"}
+
+
+@pt.ensureDeferred
 async def test_capture_mode_stores_mail_as_delivered(api):
     tenant, key, _ = await sending_tenant(api)
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})

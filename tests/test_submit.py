@@ -12,10 +12,10 @@ from twisted.internet import threads
 from mailsvc import timefmt
 from mailsvc.app.idempotency import IdempotencyKey
 from mailsvc.app.submit import Item, ServiceSender
-from mailsvc.domain.email import submission_from_json
+from mailsvc.domain.email import Mailbox, submission_from_json
 from mailsvc.domain.errors import IdempotencyClaimLost
 from mailsvc.store import accept, accounts
-from mailsvc.store.accept import AcceptRows
+from mailsvc.store.accept import AcceptRows, AttachmentRow, Completion, DeliveryRow, EmailRow, EventRow
 from tests.test_sending import BODY, sending_tenant
 from tests.test_smtp_submission import message, pem, smtp_ports, submit  # noqa: F401 (fixtures)
 
@@ -85,8 +85,8 @@ async def test_the_final_write_needs_the_claim_to_hold(api):
     # Another request took the key over (as it may once the lease ran out).
     await api.parts.db.execute("UPDATE idempotency_keys SET locked_until = locked_until + interval '1 second'")
     rows = AcceptRows()
-    rows.completions.append((200, b"{}", tenant_id, claim.key, claim.token))
-    rows.events.append((tenant_id, "email.sent", {"email_id": "x"}))
+    rows.completions.append(Completion(tenant_id, claim.key, claim.token, 200, b"{}"))
+    rows.events.append(EventRow(tenant_id, "email.sent", {"email_id": "x"}))
     with pytest.raises(IdempotencyClaimLost):
         await accept.write(api.parts.db, api.parts.submitter._clock, rows, timefmt.from_seconds(0))
     assert await api.parts.db.fetchone("SELECT count(*) AS n FROM events") == {"n": 0}
@@ -94,6 +94,46 @@ async def test_the_final_write_needs_the_claim_to_hold(api):
         await keys.complete(api.parts.db, claim, 200, b"{}")
     await keys.release(claim)  # a lost claim is not released: the new holder keeps it
     assert await api.parts.db.fetchone("SELECT state FROM idempotency_keys") == {"state": "pending"}
+
+
+@pt.ensureDeferred
+async def test_the_accept_statement_encodes_typed_rows_itself(api):
+    """The use case gives rows by name; the store writes each column as the API reads it back."""
+    tenant, _, domain_id = await sending_tenant(api)
+    tenant_id, domain_id = uuid.UUID(tenant["id"]), uuid.UUID(domain_id)
+    now = timefmt.from_seconds(1_800_000_000)
+    email_id, delivery_id = uuid.uuid4(), uuid.uuid4()
+    tags = [{"name": "kind", "value": "welcome"}]
+    rows = AcceptRows()
+    rows.emails.append(EmailRow(
+        id=email_id, tenant_id=tenant_id, domain_id=domain_id, message_id="<m1@acme.example.com>",
+        sender="Acme <news@acme.example.com>", to=(Mailbox("Ann", "ann@example.com"),), cc=(),
+        bcc=(Mailbox("", "bob@example.com"),), reply_to=(Mailbox("Help, Desk", "help@acme.example.com"),),
+        subject="Hello", html="<p>Hi</p>", text=None, tags=tags, stream="transactional", source="api",
+        scheduled_at=None, status="queued", last_event="sent", message=b"the message", created_at=now))
+    rows.attachments.append(AttachmentRow(
+        id=uuid.uuid4(), email_id=email_id, tenant_id=tenant_id, filename="logo.png", content_type="image/png",
+        inline=True, content_id="logo", content=b"\x89PNG"))
+    rows.deliveries.append(DeliveryRow(
+        id=delivery_id, email_id=email_id, tenant_id=tenant_id, recipient="ann@example.com", status="queued",
+        due_at=now, updated_at=now, message=None, retry_until=None))
+    rows.events.append(EventRow(tenant_id, "email.sent", {"email_id": str(email_id)}))
+    await accept.write(api.parts.db, api.parts.submitter._clock, rows, now)
+    email = await api.parts.db.fetchone(
+        "SELECT recipients, tags, signed, status, last_event, convert_from(message, 'UTF8') AS message"
+        " FROM emails WHERE id = %s", (email_id,))
+    assert email == {
+        "recipients": {"to": ["Ann <ann@example.com>"], "cc": [], "bcc": ["bob@example.com"],
+                       "reply_to": ['"Help, Desk" <help@acme.example.com>']},
+        "tags": tags, "signed": False, "status": "queued", "last_event": "sent", "message": "the message"}
+    attachment = await api.parts.db.fetchone(
+        "SELECT content_disposition, size, content_id FROM attachments WHERE email_id = %s", (email_id,))
+    assert attachment == {"content_disposition": "inline", "size": 4, "content_id": "logo"}
+    delivery = await api.parts.db.fetchone("SELECT recipient, status, message FROM deliveries WHERE id = %s",
+                                           (delivery_id,))
+    assert delivery == {"recipient": "ann@example.com", "status": "queued", "message": None}
+    event = await api.parts.db.fetchone("SELECT type, data FROM events WHERE tenant_id = %s", (tenant_id,))
+    assert event == {"type": "email.sent", "data": {"email_id": str(email_id)}}
 
 
 def test_the_accept_statement_inlines_values_as_psycopg2_writes_them(pg_dsn):

@@ -156,8 +156,8 @@ class Emails:
             recipients.setdefault(email["tenant_id"], set()).update(d["recipient"] for d in deliveries[email["id"]])
         suppressed_by_tenant = await self._suppressed_for(txn, recipients)
         entries: list[tuple[uuid.UUID, str, dict]] = []
-        delivery_states: list[tuple] = []
-        email_states: list[tuple] = []
+        delivery_states: list[rows.ReleasedDelivery] = []
+        email_states: list[rows.ReleasedEmail] = []
         for email in due:
             tenant_id = email["tenant_id"]
             suppressed = {a.lower(): origin for a, origin in suppressed_by_tenant.get(tenant_id, {}).items()}
@@ -170,11 +170,12 @@ class Emails:
             for d in deliveries[email["id"]]:
                 origin = suppressed.get(d["recipient"].lower())
                 status = first_status(origin, False, capture)
-                delivery_states.append((d["id"], status, *first_times(status, now)))
+                due_at, retry_until = first_times(status, now)
+                delivery_states.append(rows.ReleasedDelivery(d["id"], status, due_at, retry_until))
                 event = first_event(status, base, str(d["id"]), d["recipient"], origin)
                 if event is not None:
                     entries.append((tenant_id, *event))
-            email_states.append((email["id"], first_last_event(bool(live), False, capture)))
+            email_states.append(rows.ReleasedEmail(email["id"], first_last_event(bool(live), False, capture)))
         await events.record_many(txn, self._clock, entries)
         await rows.release(txn, now, delivery_states, email_states)
         txn.notify(DELIVERIES)

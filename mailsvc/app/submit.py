@@ -1,21 +1,9 @@
 """
-The one accept path of every message, whether it came over HTTP, SMTP, from the release of
-scheduled mail or from a broadcast: ``Submitter.submit``. It claims the idempotency key, checks
-the account and the sending domain, builds each message, splits off suppressed recipients,
-charges the quotas, and stores the emails, their deliveries, their events and the key's outcome
-in ONE transaction. Nothing is delivered from here, and nothing is signed: the delivery worker
-signs each message right before it leaves, with the domain's keys of that moment.
-
-Which outcomes a key keeps, over HTTP and SMTP alike: an acceptance and a refusal of the
-request itself (HTTP 2xx and 4xx) are stored and replayed for 24 hours; a refusal that asks to
-come back later (a quota, a rate limit: HTTP 429, SMTP 451) and an unexpected failure (5xx) free
-the key, so that the client may retry with it.
-
-A broadcast-stream email (``stream: "broadcast"``) also gets one message per recipient, each
-with its own RFC 8058 one-click unsubscribe link (``List-Unsubscribe`` and
-``List-Unsubscribe-Post``, both signed at delivery, and ``{{{SVC_UNSUBSCRIBE_URL}}}`` filled in),
-stored in ``deliveries.message``; the email row keeps the message as submitted (no link,
-placeholders unfilled), which is never delivered for it. Transactional mail does none of this.
+The one accept path of every message (HTTP, SMTP, broadcasts, the service's TLS reports):
+``Submitter.submit`` checks the account and the sending domain, builds each message (unsigned:
+it is signed at delivery) and gives the store typed rows that ONE statement writes with the
+idempotency outcome and the quota charge, so that every surface follows the same rules. What a
+key keeps and the broadcast stream's per-recipient messages: docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -26,7 +14,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import attrs
-from psycopg2.extras import Json
 from twisted.internet import defer
 
 from mailsvc import timefmt
@@ -58,7 +45,16 @@ from mailsvc.ids import uuid7
 from mailsvc.mail import mime
 from mailsvc.outside.fetch import FetchFailed, TargetRefused
 from mailsvc.store import accept
-from mailsvc.store.accept import DELIVERIES, AcceptRows, Guard
+from mailsvc.store.accept import (
+    DELIVERIES,
+    AcceptRows,
+    AttachmentRow,
+    Completion,
+    DeliveryRow,
+    EmailRow,
+    EventRow,
+    Guard,
+)
 from mailsvc.store.database import Database
 from mailsvc.store.groupcommit import GroupCommit
 
@@ -97,7 +93,7 @@ class Sender(Protocol):
 
 @attrs.frozen
 class ServiceSender:
-    """The service sending for an account on its own account (scheduled release, broadcasts)."""
+    """The service sending for an account on its own account (broadcasts, TLS reports)."""
 
     tenant: Tenant
     domain_id: uuid.UUID | None = None
@@ -143,7 +139,10 @@ class Answers(Protocol):
 
 
 def keeps(error: DomainError) -> bool:
-    """Whether an idempotency key keeps this refusal (see the module's docstring)."""
+    """
+    Whether an idempotency key keeps this refusal: not one that asks the client to come back
+    later, which frees the key for a retry (docs/decisions.md, "What an idempotency key keeps").
+    """
     if isinstance(error, ItemRefused):
         return keeps(error.error)
     return not isinstance(error, _RETRY_LATER)
@@ -453,7 +452,7 @@ class Submitter:
                     rows.guards.append(guard)
             if one.claim is not None:
                 status, body = one.answers.accepted(Outcome(accepted, one.refused))
-                rows.completions.append((status, body, one.claim.tenant_id, one.claim.key, one.claim.token))
+                rows.completions.append(Completion(one.claim.tenant_id, one.claim.key, one.claim.token, status, body))
         await accept.write(self._db, self._clock, rows, now)
         return outcomes
 
@@ -468,20 +467,18 @@ class Submitter:
         live = [r for r in recipients if r.lower() not in suppressed]
         last_event = first_last_event(bool(live), scheduled, capture)
         tags = [{"name": n, "value": v} for n, v in s.tags]
-        rows.emails.append((
-                email_id, tenant.id, p.domain_id, p.message_id, str(s.sender),
-                Json({"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc],
-                      "bcc": [str(m) for m in s.bcc], "reply_to": [str(m) for m in s.reply_to]}),
-                s.subject, s.html, s.text, Json(tags), s.stream, source,
-                s.scheduled_at, "scheduled" if scheduled else "queued", last_event, p.message, now, False,
-        ))
+        rows.emails.append(EmailRow(
+            id=email_id, tenant_id=tenant.id, domain_id=p.domain_id, message_id=p.message_id, sender=str(s.sender),
+            to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject, html=s.html, text=s.text, tags=tags,
+            stream=s.stream, source=source, scheduled_at=s.scheduled_at,
+            status="scheduled" if scheduled else "queued", last_event=last_event, message=p.message, created_at=now))
         for a in p.attachments:
-            rows.attachments.append(
-                (uuid7(self._clock.seconds()), email_id, tenant.id, a.filename, a.content_type,
-                 "inline" if a.inline else "attachment", a.content_id, len(a.content), a.content))
+            rows.attachments.append(AttachmentRow(
+                id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,
+                content_type=a.content_type, inline=a.inline, content_id=a.content_id, content=a.content))
         if live and not scheduled:
-            rows.events.append((tenant.id, "email.sent",
-                                sent_event(email_id, str(s.sender), s.subject, tags, s.scheduled_at, live, now)))
+            sent = sent_event(email_id, str(s.sender), s.subject, tags, s.scheduled_at, live, now)
+            rows.events.append(EventRow(tenant.id, "email.sent", sent))
         base = {"email_id": str(email_id), "created_at": timefmt.iso(now), "to": live}
         for recipient in recipients:
             delivery_id = uuid7(self._clock.seconds())
@@ -490,10 +487,12 @@ class Submitter:
             due, retry_until = first_times(status, now)
             # A suppressed recipient is never sent to: no message of its own.
             own = p.messages.get(recipient) if origin is None else None
-            rows.deliveries.append((delivery_id, email_id, tenant.id, recipient, status, due, now, own, retry_until))
+            rows.deliveries.append(DeliveryRow(
+                id=delivery_id, email_id=email_id, tenant_id=tenant.id, recipient=recipient, status=status, due_at=due,
+                updated_at=now, message=own, retry_until=retry_until))
             event = first_event(status, base, str(delivery_id), recipient, origin)
             if event is not None:
-                rows.events.append((tenant.id, *event))
+                rows.events.append(EventRow(tenant.id, *event))
         return AcceptedEmail(email_id, last_event)
 
 

@@ -7,6 +7,7 @@ transaction, then the NOTIFYs. Nothing of it remains when any part is refused.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 import attrs
@@ -14,6 +15,7 @@ from psycopg2 import errors as pgerrors
 from psycopg2.extensions import adapt
 from psycopg2.extras import Json
 
+from mailsvc.domain.email import Mailbox
 from mailsvc.domain.errors import IdempotencyClaimLost, LeaseLost, QuotaExceeded, SendingDomainGone
 from mailsvc.store import events
 from mailsvc.store.database import Database
@@ -22,6 +24,7 @@ from mailsvc.store.idempotency import COMPLETE
 #: NOTIFY channel that wakes the delivery workers.
 DELIVERIES = "deliveries"
 
+#: The columns of each table, in the order ``_email_values`` and its siblings give a row's values.
 #: ``signed`` is written false: messages are stored unsigned and signed at delivery (the
 #: column's default, true, marks mail stored signed by an older version).
 EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
@@ -48,18 +51,92 @@ class Guard:
     expected: int
 
 
+# The rows are built per e-mail and per recipient on the accept path: slots and no validators.
+
+
+@attrs.frozen
+class EmailRow:
+    """An email as accepted (its message as submitted, unsigned)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    domain_id: uuid.UUID
+    message_id: str
+    sender: str
+    to: Sequence[Mailbox]
+    cc: Sequence[Mailbox]
+    bcc: Sequence[Mailbox]
+    reply_to: Sequence[Mailbox]
+    subject: str
+    html: str | None
+    text: str | None
+    #: ``{"name", "value"}`` objects, as the API shows them.
+    tags: list[dict]
+    stream: str
+    source: str
+    scheduled_at: datetime | None
+    status: str
+    last_event: str
+    message: bytes
+    created_at: datetime
+
+
+@attrs.frozen
+class AttachmentRow:
+    id: uuid.UUID
+    email_id: uuid.UUID
+    tenant_id: uuid.UUID
+    filename: str
+    content_type: str | None
+    inline: bool
+    content_id: str | None
+    content: bytes
+
+
+@attrs.frozen
+class DeliveryRow:
+    """A recipient of an email; ``message`` is its own (broadcast stream), or None: the email's."""
+
+    id: uuid.UUID
+    email_id: uuid.UUID
+    tenant_id: uuid.UUID
+    recipient: str
+    status: str
+    due_at: datetime | None
+    updated_at: datetime
+    message: bytes | None
+    retry_until: datetime | None
+
+
+@attrs.frozen
+class EventRow:
+    tenant_id: uuid.UUID
+    type: str
+    data: dict
+
+
+@attrs.frozen
+class Completion:
+    """An idempotency key's outcome, written only while the claim ``token`` still holds it."""
+
+    tenant_id: uuid.UUID
+    key: str
+    token: datetime
+    status: int
+    response: bytes
+
+
 @attrs.define
 class AcceptRows:
-    """What one accept statement writes, table by table (values in the order of the columns)."""
+    """What one accept statement writes, table by table."""
 
-    emails: list[tuple] = attrs.Factory(list)
-    attachments: list[tuple] = attrs.Factory(list)
-    deliveries: list[tuple] = attrs.Factory(list)
-    events: list[tuple[uuid.UUID, str, dict]] = attrs.Factory(list)
+    emails: list[EmailRow] = attrs.Factory(list)
+    attachments: list[AttachmentRow] = attrs.Factory(list)
+    deliveries: list[DeliveryRow] = attrs.Factory(list)
+    events: list[EventRow] = attrs.Factory(list)
     #: Recipients to charge per tenant, with the tenant's daily and monthly quotas.
     charges: dict[uuid.UUID, list[int]] = attrs.Factory(dict)
-    #: Idempotency outcomes: (status, response, tenant_id, key, claim token).
-    completions: list[tuple] = attrs.Factory(list)
+    completions: list[Completion] = attrs.Factory(list)
     #: Guarded writes of the same transaction (``Guard``).
     guards: list[Guard] = attrs.Factory(list)
 
@@ -68,6 +145,23 @@ class AcceptRows:
             charge = self.charges.setdefault(tenant_id, [0, daily, monthly])
             charge[0] += count
             charge[1], charge[2] = min(charge[1], daily), min(charge[2], monthly)
+
+
+def _email_values(e: EmailRow) -> tuple:
+    recipients = {"to": [str(m) for m in e.to], "cc": [str(m) for m in e.cc],
+                  "bcc": [str(m) for m in e.bcc], "reply_to": [str(m) for m in e.reply_to]}
+    return (e.id, e.tenant_id, e.domain_id, e.message_id, e.sender, Json(recipients), e.subject, e.html, e.text,
+            Json(e.tags), e.stream, e.source, e.scheduled_at, e.status, e.last_event, e.message, e.created_at,
+            False)
+
+
+def _attachment_values(a: AttachmentRow) -> tuple:
+    return (a.id, a.email_id, a.tenant_id, a.filename, a.content_type, "inline" if a.inline else "attachment",
+            a.content_id, len(a.content), a.content)
+
+
+def _delivery_values(d: DeliveryRow) -> tuple:
+    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.message, d.retry_until)
 
 
 def inlined(sql: str, parameters: list) -> tuple[str, list]:
@@ -115,20 +209,21 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
 
     Raises QuotaExceeded, IdempotencyClaimLost or SendingDomainGone for what refused it.
     """
-    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, 18),
-             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, rows.deliveries, 9),
-             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, rows.attachments, 9)]
+    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, _email_values),
+             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, rows.deliveries, _delivery_values),
+             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, rows.attachments, _attachment_values)]
     ctes, parameters, inserted = [], [], []
-    for name, table, columns, values, width in parts:
-        if values:
-            row = "(" + ", ".join(["%s"] * width) + ")"
-            ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(values))}"
+    for name, table, columns, typed, values_of in parts:
+        if typed:
+            row = "(" + ", ".join(["%s"] * (columns.count(",") + 1)) + ")"
+            ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(typed))}"
                         " RETURNING 1)")
-            parameters += [value for one in values for value in one]
+            for one in typed:
+                parameters += values_of(one)
             inserted.append(name)
     channels = [DELIVERIES]
     if rows.events:
-        values, event_parameters = events.rows(clock, rows.events)
+        values, event_parameters = events.rows(clock, [(e.tenant_id, e.type, e.data) for e in rows.events])
         ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) VALUES {values} RETURNING 1)")
         parameters += event_parameters
         inserted.append("new_events")
@@ -141,9 +236,9 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
         verdicts.append(f"(CASE WHEN (SELECT count(*) FROM guarded_{n}) = %s THEN '0' ELSE %s END)::int")
         verdict_parameters += [guard.expected, _LEASE_LOST]
     if rows.completions:
-        for n, completion in enumerate(rows.completions):
+        for n, c in enumerate(rows.completions):
             ctes.append(f"completed_{n} AS ({COMPLETE})")
-            parameters += completion
+            parameters += (c.status, c.response, c.tenant_id, c.key, c.token)
         # A claim that no longer holds fails the statement: a text that is no integer.
         completed = " + ".join(f"(SELECT count(*) FROM completed_{n})" for n in range(len(rows.completions)))
         verdicts.append(f"(CASE WHEN {completed} = {len(rows.completions)} THEN '0' ELSE %s END)::int")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+import attrs
+
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import Page
 
@@ -98,25 +100,42 @@ async def scheduled_deliveries(txn: Transaction, email_ids: list[uuid.UUID]) -> 
     )
 
 
-async def release(txn: Transaction, now: datetime, deliveries: list[tuple], emails: list[tuple]) -> None:
-    """
-    Released deliveries' ``(id, status, due_at, retry_until)`` and emails' ``(id, last_event)``
-    written in two statements.
-    """
+@attrs.frozen
+class ReleasedDelivery:
+    """A scheduled delivery's first state once its time has come."""
+
+    id: uuid.UUID
+    status: str
+    due_at: datetime | None
+    retry_until: datetime | None
+
+
+@attrs.frozen
+class ReleasedEmail:
+    id: uuid.UUID
+    last_event: str
+
+
+async def release(txn: Transaction, now: datetime, deliveries: list[ReleasedDelivery],
+                  emails: list[ReleasedEmail]) -> None:
+    """Released deliveries and emails, written in two statements (the emails are queued)."""
     if deliveries:
+        parameters: list = [now]
+        for d in deliveries:
+            parameters += (d.id, d.status, d.due_at, d.retry_until)
         await txn.execute(
             "UPDATE deliveries d SET status = v.status, due_at = v.due_at, updated_at = %s,"
             " retry_until = v.retry_until FROM (VALUES "
             + ", ".join(["(%s::uuid, %s, %s::timestamptz, %s::timestamptz)"] * len(deliveries))
             + ") AS v (id, status, due_at, retry_until) WHERE d.id = v.id",
-            [now, *(value for state in deliveries for value in state)],
+            parameters,
         )
     if emails:
         await txn.execute(
             "UPDATE emails e SET status = 'queued', last_event = v.last_event FROM (VALUES "
             + ", ".join(["(%s::uuid, %s)"] * len(emails))
             + ") AS v (id, last_event) WHERE e.id = v.id",
-            [value for state in emails for value in state],
+            [value for e in emails for value in (e.id, e.last_event)],
         )
 
 

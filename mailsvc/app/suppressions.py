@@ -23,12 +23,12 @@ from collections.abc import Iterable
 
 from mailsvc import timefmt
 from mailsvc.domain.contacts import event_data
+from mailsvc.domain.paging import Page
 from mailsvc.ids import parse_uuid
 from mailsvc.store import contacts as contact_rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as rows
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 __all__ = ["add", "add_many", "get", "list_page", "record", "remove", "remove_many"]
 

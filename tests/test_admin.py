@@ -8,7 +8,7 @@ from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts
 from mailsvc.domain.clients import ClientRate, network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
-from mailsvc.http.admin import spreadsheet_text
+from mailsvc.http.waitlist import spreadsheet_text
 
 
 @pt.ensureDeferred

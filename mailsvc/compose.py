@@ -30,13 +30,17 @@ from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, FirstOwner, SessionSettings, first_owner
+from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
+from mailsvc.app.health import Health
 from mailsvc.app.idempotency import IdempotencyKeys
+from mailsvc.app.operator import Destinations
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Item, ServiceSender, Submitter
+from mailsvc.app.suppressions import Suppressions
 from mailsvc.app.templates import Templates
 from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.app.unsubscribe import Unsubscribes
@@ -59,7 +63,6 @@ from mailsvc.domain.domains import unpublishable_reason
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
 from mailsvc.engine import LeasedEngine
-from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.brand import BrandResource
@@ -73,13 +76,18 @@ from mailsvc.http.api.spam import SpamResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
-from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
+from mailsvc.http.dashboard.auth import AuthResource, set_password_link
 from mailsvc.http.dashboard.content import ContentReads
+from mailsvc.http.dashboard.reads import ReadsResource
 from mailsvc.http.dashboard.ui import UiResource
+from mailsvc.http.health import HealthResource
 from mailsvc.http.openapi import OpenApiResource
+from mailsvc.http.operator import OperatorResource
 from mailsvc.http.public import UnsubscribeResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
+from mailsvc.http.usage import UsageResource
+from mailsvc.http.waitlist import WaitlistResource
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail.spam import SpamAssassin
@@ -312,13 +320,17 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                     public_origins=config.public.cors_origins, sessions=dashboard,
                     dashboard_origins=config.dashboard.origins)
     router.mount(AuthResource(dashboard, config.http.public_url))
-    router.mount(UiResource(db))
-    router.mount(ContentReads(db))
+    dashboard_reads = DashboardReads(db)
+    router.mount(UiResource(dashboard_reads))
+    router.mount(ContentReads(dashboard_reads))
     router.mount(ApiKeysResource(keyring))
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
-    router.mount(AdminResource(accounts, db, metrics, node_info, config.delivery.source))
+    router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, node_info))
+    router.mount(UsageResource(accounts))
+    router.mount(WaitlistResource(accounts))
+    router.mount(HealthResource(Health(db)))
     router.mount(OpenApiResource(router, config.http.public_url))
-    router.mount(SuppressionsResource(clock, db))
+    router.mount(SuppressionsResource(Suppressions(clock, db)))
     # Templates, and the template builder whose renderer (above) turns their builder documents
     # into html and text.
     templates = Templates(clock, db, renderer)
@@ -387,7 +399,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                          on_failure=count_failure)
     domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
     router.mount(DomainsResource(domains))
-    router.mount(DashboardReads(dashboard, db, domains))
+    router.mount(ReadsResource(dashboard, dashboard_reads, domains))
 
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)

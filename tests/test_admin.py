@@ -8,7 +8,7 @@ from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts
 from mailsvc.domain.clients import ClientRate, network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
-from mailsvc.http.admin import spreadsheet_text
+from mailsvc.http.waitlist import spreadsheet_text
 
 
 @pt.ensureDeferred
@@ -248,3 +248,22 @@ async def test_health_and_metrics(api):
     assert 'mailsvc_http_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
     assert 'route="unmatched",status="404"' in text
     assert "mailsvc_http_request_duration_seconds_bucket" in text
+
+
+@pt.ensureDeferred
+async def test_each_audience_reaches_its_own_routes(api):
+    """The operator API, a tenant's usage, the waitlist form and /healthz: one module each, each
+    route with the credential of its audience only."""
+    tenant, key = await api.tenant()
+    code, own, _ = await api.json("GET", "/v1/usage", key)
+    assert code == 200
+    code, seen, _ = await api.json("GET", f"/admin/v1/tenants/{tenant['id']}/usage", api.operator_token)
+    assert (code, seen) == (200, own)
+    code, _, _ = await api.json("GET", "/v1/usage", api.operator_token)
+    assert code == 403
+    code, _, _ = await api.json("GET", "/admin/v1/destinations", key)
+    assert code == 403
+    code, body, _ = await api.json("POST", "/public/waitlist", json={"email": "audience@example.com"})
+    assert (code, body) == (200, {"object": "waitlist_entry", "email": "audience@example.com"})
+    code, body, _ = await api.json("GET", "/healthz")
+    assert (code, body) == (200, {"status": "ok"})

@@ -9,12 +9,12 @@ from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import OPERATOR, NewKey, Token
 from mailsvc.domain.clients import ClientRate
 from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
+from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
 from mailsvc.store import accounts, deliveries, usage
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 #: Waitlist requests of one client address: a burst of 10, then one every 6 s (10 a minute).
 WAITLIST_BURST = 10

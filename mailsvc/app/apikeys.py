@@ -19,11 +19,11 @@ import attrs
 from mailsvc import timefmt
 from mailsvc.domain.apikeys import Creator, NewKey, Token, new_token, parse_token
 from mailsvc.domain.errors import NotAllowed, NotFound
+from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import uuid7
 from mailsvc.store import accounts
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 
 @attrs.frozen

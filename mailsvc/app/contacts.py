@@ -37,12 +37,12 @@ from mailsvc.domain.contacts import (
     shown_properties,
 )
 from mailsvc.domain.errors import DomainError, Invalid, NotFound
+from mailsvc.domain.paging import Page
 from mailsvc.ids import uuid7
 from mailsvc.store import contacts as rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as suppression_rows
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 #: Origins a contact's ``unsubscribed: false`` may lift; the others are evidence, not a wish.
 LIFTED_BY_CONTACT = ("unsubscribe", "manual")

@@ -37,13 +37,13 @@ from mailsvc.domain.domains import (
     unpublishable_reason,
 )
 from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited
+from mailsvc.domain.paging import Page
 from mailsvc.ids import uuid7
 from mailsvc.mail import dkim
 from mailsvc.mail.dkim import Signer
 from mailsvc.store import deliverability, events
 from mailsvc.store import domains as store
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 log = Logger()
 

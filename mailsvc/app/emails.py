@@ -17,11 +17,11 @@ from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import SchedulePhrase, parse_schedule, read_phrase, schedule_within
 from mailsvc.domain.errors import LinkRefused, NotCancelable, NotFound, NotReschedulable
+from mailsvc.domain.paging import Page
 from mailsvc.store import emails as rows
 from mailsvc.store import events
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 DOWNLOAD_LINK_LIFETIME = 3600
 RELEASE_BATCH = 200

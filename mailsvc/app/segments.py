@@ -11,10 +11,10 @@ import uuid
 from mailsvc import timefmt
 from mailsvc.domain.contacts import SEGMENT, segment_id_of, segment_name
 from mailsvc.domain.errors import NotFound
+from mailsvc.domain.paging import Page
 from mailsvc.ids import uuid7
 from mailsvc.store import segments as rows
 from mailsvc.store.database import Database
-from mailsvc.store.paging import Page
 
 
 class Segments:

@@ -23,14 +23,14 @@ from collections.abc import Iterable
 
 from mailsvc import timefmt
 from mailsvc.domain.contacts import event_data
+from mailsvc.domain.paging import Page
 from mailsvc.ids import parse_uuid
 from mailsvc.store import contacts as contact_rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as rows
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
-__all__ = ["add", "add_many", "get", "list_page", "record", "remove", "remove_many"]
+__all__ = ["Suppressions", "add", "add_many", "get", "list_page", "record", "remove", "remove_many"]
 
 
 def _key(id_or_address: str | uuid.UUID) -> uuid.UUID | str | None:
@@ -144,6 +144,34 @@ async def list_page(
 ) -> tuple[list[dict], bool]:
     """A newest-first page of the list, of one origin or all."""
     return await rows.page(db, tenant_id, page, origin)
+
+
+class Suppressions:
+    """The list as the API reads and changes it, each write in its own transaction."""
+
+    def __init__(self, clock, db: Database):
+        self._clock = clock
+        self._db = db
+
+    async def add(self, tenant_id: uuid.UUID, address: str) -> dict:
+        """Put the address on the list by hand (``manual``); its record, new or kept."""
+        return await self._db.run("add_suppression", add, self._clock, tenant_id, address, "manual")
+
+    async def add_many(self, tenant_id: uuid.UUID, addresses: Iterable[str]) -> list[dict]:
+        return await self._db.run("add_suppressions", add_many, self._clock, tenant_id, addresses, "manual")
+
+    async def get(self, tenant_id: uuid.UUID, id_or_address: str) -> dict | None:
+        return await get(self._db, tenant_id, id_or_address)
+
+    async def page(self, tenant_id: uuid.UUID, page: Page, origin: str | None = None) -> tuple[list[dict], bool]:
+        return await list_page(self._db, tenant_id, page, origin)
+
+    async def remove(self, tenant_id: uuid.UUID, id_or_address: str) -> dict | None:
+        return await remove(self._db, tenant_id, id_or_address, clock=self._clock)
+
+    async def remove_many(self, tenant_id: uuid.UUID, addresses: Iterable[str],
+                          ids: Iterable[uuid.UUID]) -> list[dict]:
+        return await remove_many(self._db, tenant_id, addresses, ids, clock=self._clock)
 
 
 def record(row: dict) -> dict:

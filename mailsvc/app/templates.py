@@ -24,6 +24,7 @@ from mailsvc import timefmt
 from mailsvc.domain import themes
 from mailsvc.domain.documents import Document, document_of
 from mailsvc.domain.errors import AliasTaken, Invalid, NotFound, PlanRequired
+from mailsvc.domain.paging import Page
 from mailsvc.domain.templates import (
     ALIAS,
     Variable,
@@ -38,7 +39,6 @@ from mailsvc.ids import parse_uuid, uuid7
 from mailsvc.store import builder as builder_rows
 from mailsvc.store import templates as rows
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 KIND = "Template"
 #: The plan builder documents need (SPEC: the top plan).

@@ -13,12 +13,12 @@ from mailsvc import timefmt
 from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.domain.errors import Invalid, NotAllowed, NotFound
+from mailsvc.domain.paging import Page
 from mailsvc.domain.webhooks import NewWebhook, WebhookChange
 from mailsvc.ids import uuid7
 from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
 
 #: How long the previous secret keeps signing after a rotation.
 ROTATION_OVERLAP_SECONDS = 24 * 3600

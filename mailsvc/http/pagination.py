@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from mailsvc.domain.paging import Page
 from mailsvc.http.errors import validation
 from mailsvc.ids import parse_uuid
-from mailsvc.store.paging import Page
 
 LIMIT_MESSAGE = (
     "The pagination limit must be a number between 1 and 100. "

@@ -6,9 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 _TENANT_COLUMNS = (
     "id, name, plan, sandbox, status, status_reason, daily_quota, monthly_quota, max_domains,"
@@ -98,7 +99,7 @@ async def key_with_tenant(db: Database, prefix: str) -> dict | None:
 
 
 async def list_keys(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = %s AND {where} {order}",
         [tenant_id, *params],
@@ -166,7 +167,7 @@ async def join_waitlist(db: Database, entry_id: uuid.UUID, email: str, now: date
 
 
 async def list_waitlist(db: Database, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT id, email, created_at FROM waitlist WHERE {where} {order}", params
     )

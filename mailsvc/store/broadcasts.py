@@ -16,9 +16,10 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.accept import Guard
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 COLUMNS = (
     "id, tenant_id, name, segment_id, sender, subject, reply_to, preview_text, html, text, status,"
@@ -63,7 +64,7 @@ async def status(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id:
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {LIST_COLUMNS} FROM broadcasts WHERE tenant_id = %s AND {where} {order}", [tenant_id, *params])
     return page.finish(rows)

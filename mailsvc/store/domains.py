@@ -8,8 +8,9 @@ from typing import Any
 
 from psycopg2.extras import Json
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 _COLUMNS = (
     "id, tenant_id, name, status, return_path, tls, region, record_status, created_at,"
@@ -72,7 +73,7 @@ async def keys_of(db: Database | Transaction, domain_id: uuid.UUID) -> list[dict
 
 
 async def list_domains(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {_COLUMNS} FROM domains WHERE tenant_id = %s AND {where} {order}",
         [tenant_id, *params],

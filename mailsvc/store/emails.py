@@ -11,8 +11,9 @@ from datetime import datetime
 
 import attrs
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 _COLUMNS = (
     "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status"
@@ -32,7 +33,7 @@ async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID,
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND {where} {order}", [tenant_id, *params])
     return page.finish(rows)
@@ -140,7 +141,7 @@ async def release(txn: Transaction, now: datetime, deliveries: list[ReleasedDeli
 
 
 async def attachments(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {_ATTACHMENT_COLUMNS} FROM attachments WHERE tenant_id = %s AND email_id = %s AND {where} {order}",
         [tenant_id, email_id, *params],

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 COLUMNS = "id, name, created_at, updated_at"
 
@@ -40,7 +41,7 @@ async def delete(db: Database | Transaction, tenant_id: uuid.UUID, segment_id: u
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {COLUMNS} FROM segments WHERE tenant_id = %s AND {where} {order}", [tenant_id, *params])
     return page.finish(rows)

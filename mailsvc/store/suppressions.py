@@ -20,10 +20,11 @@ from datetime import datetime
 
 from mailsvc import timefmt
 from mailsvc.domain.errors import Invalid
+from mailsvc.domain.paging import Page
 from mailsvc.domain.suppression import ORIGINS, ORIGINS_BY_STRENGTH, normal_form
 from mailsvc.ids import uuid7
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 COLUMNS = "id, email, origin, source_id, created_at"
 
@@ -120,7 +121,7 @@ async def delete_many(
 async def page(
     db: Database, tenant_id: uuid.UUID, page: Page, origin: str | None
 ) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     origin_condition, origin_params = ("origin = %s", [origin]) if origin else ("TRUE", [])
     rows = await db.fetchall(
         f"SELECT {COLUMNS} FROM suppressions"

@@ -12,8 +12,9 @@ from typing import Any
 
 from psycopg2.extras import Json
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 COLUMNS = (
     "id, tenant_id, alias, name, sender, subject, reply_to, html, text, builder, variables,"
@@ -79,7 +80,7 @@ async def published(db: Database | Transaction, tenant_id: uuid.UUID, key: uuid.
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         "SELECT id, alias, name, current_version_id, published_at, created_at, updated_at FROM templates"
         f" WHERE tenant_id = %s AND {where} {order}",

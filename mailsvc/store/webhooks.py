@@ -8,8 +8,9 @@ from typing import Any
 
 import attrs
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 _COLUMNS = (
     "id, tenant_id, endpoint, events, status, naming, secret, previous_secret,"
@@ -42,7 +43,7 @@ async def get(db: Database | Transaction, tenant_id: uuid.UUID, webhook_id: uuid
 
 
 async def list_page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, params = page.clause()
+    where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {_COLUMNS} FROM webhooks WHERE tenant_id = %s AND {where} {order}",
         [tenant_id, *params],

@@ -6,21 +6,20 @@ may be percent-encoded (``%2F`` included, hence the ``path`` converter).
 
 from __future__ import annotations
 
-from mailsvc.app import suppressions
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.suppressions import Suppressions, record
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.suppression import batch_addresses, normal_form, origin_filter, removal
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
-from mailsvc.store.database import Database
 
 KIND = "Suppression"
 
 
 def _full(row: dict) -> dict:
-    return {"object": "suppression", **suppressions.record(row)}
+    return {"object": "suppression", **record(row)}
 
 
 def _origin(request) -> str | None:
@@ -29,15 +28,13 @@ def _origin(request) -> str | None:
 
 
 class SuppressionsResource:
-    def __init__(self, clock, db: Database):
-        self._clock = clock
-        self._db = db
+    def __init__(self, suppressions: Suppressions):
+        self._suppressions = suppressions
 
     @route("POST", "/suppressions", access=FULL, native=True)
     async def create(self, request, caller: Caller):
         address = normal_form(read_json(request).get("email"))
-        row = await self._db.run(
-            "add_suppression", suppressions.add, self._clock, caller.tenant.id, address, "manual")
+        row = await self._suppressions.add(caller.tenant.id, address)
         if request.surface == NATIVE:
             return Reply(201, _full(row))
         return Reply(201, {"object": "suppression", "id": str(row["id"])})
@@ -45,20 +42,20 @@ class SuppressionsResource:
     @route("GET", "/suppressions", access=FULL, native=True)
     async def list(self, request, caller: Caller):
         page = page_of(request.args, None)
-        found, has_more = await suppressions.list_page(self._db, caller.tenant.id, page, _origin(request))
-        shown = _full if request.surface == NATIVE else suppressions.record
+        found, has_more = await self._suppressions.page(caller.tenant.id, page, _origin(request))
+        shown = _full if request.surface == NATIVE else record
         return envelope([shown(row) for row in found], has_more)
 
     @route("GET", "/suppressions/<path:key>", access=FULL)
     async def retrieve(self, request, caller: Caller, key: str):
-        row = await suppressions.get(self._db, caller.tenant.id, key)
+        row = await self._suppressions.get(caller.tenant.id, key)
         if row is None:
             raise NotFound(KIND)
         return _full(row)
 
     @route("DELETE", "/suppressions/<path:key>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, key: str):
-        row = await suppressions.remove(self._db, caller.tenant.id, key, clock=self._clock)
+        row = await self._suppressions.remove(caller.tenant.id, key)
         if row is None:
             raise NotFound(KIND)
         if request.surface == NATIVE:
@@ -68,12 +65,11 @@ class SuppressionsResource:
     @route("POST", "/suppressions/batch/add", access=FULL)
     async def batch_add(self, request, caller: Caller):
         addresses = batch_addresses(read_json(request).get("emails"))
-        added = await self._db.run(
-            "add_suppressions", suppressions.add_many, self._clock, caller.tenant.id, addresses, "manual")
+        added = await self._suppressions.add_many(caller.tenant.id, addresses)
         return Reply(201, {"data": [{"object": "suppression", "id": str(row["id"])} for row in added]})
 
     @route("POST", "/suppressions/batch/remove", access=FULL)
     async def batch_remove(self, request, caller: Caller):
         addresses, ids = removal(read_json(request))
-        gone = await suppressions.remove_many(self._db, caller.tenant.id, addresses, ids, clock=self._clock)
+        gone = await self._suppressions.remove_many(caller.tenant.id, addresses, ids)
         return {"data": [{"object": "suppression", "id": str(row["id"]), "deleted": True} for row in gone]}

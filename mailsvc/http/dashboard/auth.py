@@ -1,7 +1,7 @@
 """
 The dashboard's own routes: sign-in (``/auth/*``), ``/me``, the account's users and
-invitations, and the reads only a dashboard needs (``/dashboard/*``); docs/decisions.md,
-"Dashboard". The resources of the main API are served under ``/dashboard`` by their own
+invitations; docs/decisions.md, "Dashboard". What a dashboard shows beyond the API is in
+``reads``; the resources of the main API are served under ``/dashboard`` by their own
 handlers (``Router.mount``).
 """
 
@@ -12,7 +12,6 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard, SignedIn
-from mailsvc.app.domains import Domains
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
@@ -28,8 +27,6 @@ from mailsvc.http.router import (
     session_token,
 )
 from mailsvc.ids import parse_uuid
-from mailsvc.store import dashboard as reads
-from mailsvc.store.database import Database
 
 log = Logger()
 
@@ -94,7 +91,8 @@ def tenant_summary(tenant) -> dict:
     }
 
 
-def _id(text: str, kind: str):
+def id_or_not_found(text: str, kind: str):
+    """The id in a path, or ``NotFound`` of ``kind``: a malformed id names nothing."""
     parsed = parse_uuid(text)
     if parsed is None:
         raise NotFound(kind)
@@ -174,82 +172,6 @@ class AuthResource:
     @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE)
     async def create_user(self, request, _, tenant_id: str):
         body = read_json(request)
-        row = await self._dashboard.create_user(_id(tenant_id, "Tenant"), {"role": "owner", **body})
+        row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body})
         link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
-
-
-def _event(row: dict) -> dict:
-    data = row["data"]
-    return {"id": str(row["id"]), "type": row["type"], "created_at": timefmt.resource(row["created_at"]),
-            "recipient": data.get("to") if isinstance(data.get("to"), str) else None,
-            "data": data}
-
-
-class DashboardReads:
-    """What a dashboard shows beyond the API's own resources."""
-
-    def __init__(self, dashboard: Dashboard, db: Database, domains: Domains):
-        self._dashboard = dashboard
-        self._db = db
-        self._domains = domains
-
-    @route("GET", "/dashboard/stats", access=SESSION)
-    async def stats(self, request, caller: Caller):
-        """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
-        return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
-                "usage": await self._dashboard.usage(caller.tenant)}
-
-    @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION)
-    async def timeline(self, request, caller: Caller, email_id: str):
-        parsed = _id(email_id, "Email")
-        rows = await reads.email_timeline(self._db, caller.tenant.id, parsed)
-        if rows is None:
-            raise NotFound("Email")
-        deliveries = await reads.email_deliveries(self._db, caller.tenant.id, parsed)
-        return {
-            "object": "list", "has_more": False, "data": [_event(row) for row in rows],
-            "deliveries": [{"recipient": d["recipient"], "status": d["status"], "attempts": d["attempts"],
-                            "last_response": d["last_response"],
-                            "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
-        }
-
-    @route("GET", "/dashboard/search/emails", access=SESSION)
-    async def search(self, request, caller: Caller):
-        text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
-        rows = await reads.search_emails(self._db, caller.tenant.id, text, 50)
-        return {"object": "list", "has_more": False, "data": [{
-            "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
-            "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
-        } for r in rows]}
-
-    @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION)
-    async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
-        rows = await reads.webhook_deliveries(self._db, caller.tenant.id, _id(webhook_id, "Webhook"), 50)
-        return {"object": "list", "has_more": False, "data": [{
-            "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
-            "response_status": r["last_status"], "response": (r["last_response"] or "")[:500],
-            "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
-            "created_at": timefmt.resource(r["created_at"]),
-        } for r in rows]}
-
-    @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION)
-    async def dmarc(self, request, caller: Caller, domain_id: str):
-        """The DMARC aggregate reports' summary of the last 30 days (as GET /domains/{id}/dmarc)."""
-        return await self._domains.dmarc(caller.tenant.id, _id(domain_id, "Domain"), 30)
-
-    @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
-    async def live_dns(self, request, caller: Caller, domain_id: str):
-        """
-        Each record with its stored status and what DNS answers now (match, mismatch, temporary),
-        and whether the records can be published at all (not while the node's mail.hostname is
-        localhost or has no dot).
-        """
-        view, live = await self._domains.live_records(caller.tenant.id, _id(domain_id, "Domain"))
-        reason = self._domains.unpublishable_reason()
-        return {"object": "list", "has_more": False,
-                "records_publishable": reason is None, "unpublishable_reason": reason, "data": [
-            {"record": r.record, "name": r.name, "type": r.type, "value": r.value, "priority": r.priority,
-             "status": status, "live": found}
-            for (r, status), found in zip(view.records, live, strict=True)
-        ]}

@@ -9,11 +9,10 @@ from __future__ import annotations
 from importlib import resources
 
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.router import PUBLIC, SESSION, Reply, route
 from mailsvc.ids import parse_uuid
-from mailsvc.store import dashboard as reads
-from mailsvc.store.database import Database
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
@@ -55,8 +54,8 @@ def _files() -> dict[str, bytes]:
 
 
 class UiResource:
-    def __init__(self, db: Database):
-        self._db = db
+    def __init__(self, reads: DashboardReads):
+        self._reads = reads
         self._files = _files()
 
     def _file(self, name: str) -> Reply:
@@ -86,10 +85,7 @@ class UiResource:
 
     @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION)
     async def preview(self, request, caller: Caller, email_id: str):
-        parsed = parse_uuid(email_id)
-        html = await reads.email_html(self._db, caller.tenant.id, parsed) if parsed else None
-        if html is None:
-            raise NotFound("Email")
+        html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id))
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {
             "Content-Security-Policy": PREVIEW_CSP, "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN",

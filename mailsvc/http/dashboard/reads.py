@@ -1,0 +1,85 @@
+"""
+What a dashboard shows beyond the API's own resources (``/dashboard/*``): the overview's
+figures, an e-mail's timeline, the search of e-mails, a webhook's deliveries, and a domain's
+DMARC summary and live DNS answers. docs/decisions.md, "Dashboard".
+"""
+
+from __future__ import annotations
+
+from mailsvc import timefmt
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.dashboard import Dashboard
+from mailsvc.app.dashboard_reads import DashboardReads
+from mailsvc.app.domains import Domains
+from mailsvc.http.dashboard.auth import id_or_not_found
+from mailsvc.http.router import SESSION, route
+
+
+def _event(row: dict) -> dict:
+    data = row["data"]
+    return {"id": str(row["id"]), "type": row["type"], "created_at": timefmt.resource(row["created_at"]),
+            "recipient": data.get("to") if isinstance(data.get("to"), str) else None,
+            "data": data}
+
+
+class ReadsResource:
+    def __init__(self, dashboard: Dashboard, reads: DashboardReads, domains: Domains):
+        self._dashboard = dashboard
+        self._reads = reads
+        self._domains = domains
+
+    @route("GET", "/dashboard/stats", access=SESSION)
+    async def stats(self, request, caller: Caller):
+        """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
+        return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
+                "usage": await self._dashboard.usage(caller.tenant)}
+
+    @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION)
+    async def timeline(self, request, caller: Caller, email_id: str):
+        rows, deliveries = await self._reads.email_timeline(caller.tenant.id, id_or_not_found(email_id, "Email"))
+        return {
+            "object": "list", "has_more": False, "data": [_event(row) for row in rows],
+            "deliveries": [{"recipient": d["recipient"], "status": d["status"], "attempts": d["attempts"],
+                            "last_response": d["last_response"],
+                            "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
+        }
+
+    @route("GET", "/dashboard/search/emails", access=SESSION)
+    async def search(self, request, caller: Caller):
+        text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
+        rows = await self._reads.search_emails(caller.tenant.id, text)
+        return {"object": "list", "has_more": False, "data": [{
+            "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
+            "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
+        } for r in rows]}
+
+    @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION)
+    async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
+        rows = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
+        return {"object": "list", "has_more": False, "data": [{
+            "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
+            "response_status": r["last_status"], "response": (r["last_response"] or "")[:500],
+            "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
+            "created_at": timefmt.resource(r["created_at"]),
+        } for r in rows]}
+
+    @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION)
+    async def dmarc(self, request, caller: Caller, domain_id: str):
+        """The DMARC aggregate reports' summary of the last 30 days (as GET /domains/{id}/dmarc)."""
+        return await self._domains.dmarc(caller.tenant.id, id_or_not_found(domain_id, "Domain"), 30)
+
+    @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
+    async def live_dns(self, request, caller: Caller, domain_id: str):
+        """
+        Each record with its stored status and what DNS answers now (match, mismatch, temporary),
+        and whether the records can be published at all (not while the node's mail.hostname is
+        localhost or has no dot).
+        """
+        view, live = await self._domains.live_records(caller.tenant.id, id_or_not_found(domain_id, "Domain"))
+        reason = self._domains.unpublishable_reason()
+        return {"object": "list", "has_more": False,
+                "records_publishable": reason is None, "unpublishable_reason": reason, "data": [
+            {"record": r.record, "name": r.name, "type": r.type, "value": r.value, "priority": r.priority,
+             "status": status, "live": found}
+            for (r, status), found in zip(view.records, live, strict=True)
+        ]}

@@ -1,0 +1,16 @@
+"""The tenant's own usage against its quotas (``GET /v1/usage``, any full-access key)."""
+
+from __future__ import annotations
+
+from mailsvc.app.accounts import Accounts
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.router import FULL, route
+
+
+class UsageResource:
+    def __init__(self, accounts: Accounts):
+        self._accounts = accounts
+
+    @route("GET", "/v1/usage", access=FULL, surface=NATIVE)
+    async def usage(self, request, caller):
+        return await self._accounts.usage(caller.tenant)

@@ -53,6 +53,11 @@ async def test_the_document_names_every_route_the_router_serves(api):
     # Native replies that differ from the main route's are the native ones.
     assert set(doc["paths"]["/v1/api-keys/{key_id}"]["delete"]["responses"]) >= {"204"}
     assert "200" not in doc["paths"]["/v1/api-keys/{key_id}"]["delete"]["responses"]
+    # The native batch is atomic: it reads no x-batch-validation (SPEC, Native API).
+    def headers(path):
+        return {p["name"] for p in doc["paths"][path]["post"]["parameters"] if p["in"] == "header"}
+    assert headers("/emails/batch") == {"Idempotency-Key", "x-batch-validation"}
+    assert headers("/v1/emails/batch") == {"Idempotency-Key"}
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))
 

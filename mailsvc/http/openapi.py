@@ -164,6 +164,7 @@ class Op:
     native_ok: dict | None = None  # the /v1 route's replies when they differ
     query: tuple[tuple[str, dict], ...] = ()
     headers: tuple[tuple[str, dict], ...] = ()
+    main_only_headers: tuple[str, ...] = ()  # headers the /v1 route ignores (its batch is always atomic)
     errors: tuple[int, ...] = ()  # statuses beside those every route of its kind may answer
     content_type: str = "application/json"  # of the success replies
     also: tuple[str, ...] = ()  # other content types a success may have (an export's CSV)
@@ -230,7 +231,7 @@ OPERATIONS: dict[str, Op] = {
                              {200: obj(("data",), data={"type": "array", "items": ID}, errors={"type": "array"})},
                              headers=(("Idempotency-Key", STR),
                                       ("x-batch-validation", {"enum": ["strict", "permissive"]})),
-                             errors=(400, 409)),
+                             main_only_headers=("x-batch-validation",), errors=(400, 409)),
     "GET /emails": Op("List e-mails", ok={200: listing()}, query=PAGE),
     "GET /emails/<email_id>": Op("Retrieve an e-mail", ok={200: obj(("object", "id"), object={"const": "email"},
                                                                    id=UUID)}),
@@ -571,7 +572,7 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
     parameters = [{"name": name, "in": "path", "required": True, "schema": STR} for name in params]
     parameters += [{"name": name, "in": "query", "required": False, "schema": schema} for name, schema in op.query]
     parameters += [{"name": name, "in": "header", "required": False, "schema": schema}
-                   for name, schema in op.headers]
+                   for name, schema in op.headers if not (native and name in op.main_only_headers)]
     if parameters:
         operation["parameters"] = parameters
     if op.body is not None:

@@ -136,9 +136,15 @@ export async function route() {
   const mine = ++generation;
   const open = OPEN.find(([pattern]) => pattern.test(hash));
   if (open) { render(open[1](hash.match(open[0]))); return; }
-  if (!session.me) {
+  const current = document.getElementById("main");
+  if (session.me && current) {
+    // The frame stays; the page left is gone at once, so that nothing is typed into it.
+    current.replaceChildren(h("p.muted", "Loading…"));
+  } else {
     // Nothing private is on screen while the session is read (the back button after sign-out).
     app.replaceChildren(h("main", { id: "main", tabindex: "-1" }, h("p.muted", "Loading…")));
+  }
+  if (!session.me) {
     try {
       const me = await get("/me");
       session.me = me;

@@ -2,7 +2,7 @@
 
 import { get } from "/ui/api.js";
 import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
-import { form, input, shell } from "/ui/ui.js";
+import { form, input, shell, wide } from "/ui/ui.js";
 
 function emailRows(items) {
   return items.map((e) => h("tr",
@@ -34,7 +34,7 @@ function firstEmail() {
       h("code", "delivered@resend.dev"), ": no domain is needed. With the Python SDK (", h("code", "pip install resend"),
       ") and a key from ", h("a", { href: "#/api-keys" }, "API keys"), ":"),
     h("pre.snippet", h("code", snippet)), copyButton(snippet, "Copy the code"),
-    h("p.muted", "It shows here within a second. To send from your own addresses, ", h("a", { href: "#/domains" }, "add a domain"), "."));
+    h("p.muted", "Then it is listed here with its events. To send from your own addresses, ", h("a", { href: "#/domains" }, "add a domain"), "."));
 }
 
 async function emailsPage(query) {
@@ -48,8 +48,7 @@ async function emailsPage(query) {
     h("button.primary", { type: "submit" }, "Search")));
   if (!query && !list.data.length) return shell("#/emails", h("h1", "E-mails"), firstEmail());
   return shell("#/emails", h("h1", "E-mails"), search,
-    table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null,
-      `No e-mail matches “${query}”.`));
+    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, `No e-mail matches “${query}”.`)));
 }
 
 async function emailPage(id) {

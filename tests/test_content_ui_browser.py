@@ -355,3 +355,12 @@ def walk(page, context, daemon, sink, fresh_dsn):
     page.locator("#bc-status .b-draft").wait_for()
     copy = api.call("GET", f"/dashboard/broadcasts/{copy_id}")
     assert copy["status"] == "draft" and copy["scheduled_at"] is None, copy
+
+    # A failed broadcast says why in words, the code after them (not "Failed: domain_not_verified").
+    with psycopg2.connect(fresh_dsn) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE broadcasts SET status = 'failed', failure = 'domain_not_verified' WHERE id = %s",
+                    (copy_id,))
+    page.reload()
+    page.get_by_role("heading", name="Spring launch (copy)").wait_for()
+    said = page.locator("main").get_by_role("alert").text_content()
+    assert said == "The sending domain is not verified (domain_not_verified).", said

@@ -8,12 +8,14 @@ from __future__ import annotations
 import re
 import uuid
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import attrs
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer
 
+import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
@@ -534,9 +536,18 @@ async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
     response, script = await api.request("GET", "/ui/app.js")
     assert response.code == 200 and response.headers.getRawHeaders("content-type") == ["text/javascript; charset=utf-8"]
     assert b"innerHTML" not in script
-    for name in ("dom.js", "api.js", "csv.js"):
+    # Every module is served, the pages' too, and none writes markup.
+    web = Path(mailsvc.web.__file__).parent
+    modules = sorted(p.relative_to(web).as_posix() for p in web.rglob("*.js"))
+    assert "ui.js" in modules and "pages/domains.js" in modules
+    for name in modules:
         response, script = await api.request("GET", f"/ui/{name}")
         assert response.code == 200 and b"innerHTML" not in script and b"insertAdjacentHTML" not in script, name
+    # The favicon is the page's own (nothing asks for /favicon.ico).
+    assert b'<link rel="icon" href="/ui/favicon.svg" type="image/svg+xml">' in page
+    response, icon = await api.request("GET", "/ui/favicon.svg")
+    assert response.code == 200 and response.headers.getRawHeaders("content-type") == ["image/svg+xml"]
+    assert icon.startswith(b"<svg") and b"<script" not in icon
     for path in ("/nope", "/ui/nope.js", "/ui/../setup.cfg", "/emailsx"):
         code, body, _ = await api.json("GET", path)
         assert code == 404 and body["name"] == "not_found", path

@@ -29,6 +29,9 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "dashboard"
+#: The screenshots the README shows, copied to docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1.
+DOCS_IMAGES = ROOT / "docs" / "images"
+DOCS_SHOTS = {"domain-1280", "domain-375", "overview-1280", "email-1280", "emails-375"}
 PASSWORD = "correct horse battery"
 #: Run if it ever becomes script: each sets a flag the test reads.
 XSS_SUBJECT = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
@@ -110,13 +113,68 @@ def shoot(page, name: str) -> None:
         if width == 375:
             overflow = page.evaluate("document.documentElement.scrollWidth")
             assert overflow <= 380, f"{name}: {overflow} px wide at 375 px"
-        page.screenshot(path=str(OUTPUT / f"{name}-{width}.png"), full_page=True)
+        shot = OUTPUT / f"{name}-{width}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
+            shutil.copy(shot, DOCS_IMAGES / f"dashboard-{shot.name}")
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
 def go(page, hash_: str, heading: str) -> None:
     page.goto(page.url.split("#")[0] + hash_)
     page.get_by_role("heading", level=1, name=heading).wait_for()
+
+
+def records_keep_their_columns(page) -> None:
+    """At 1,280 and 375 px, every cell of the domain's records table is wider than a few
+    characters, and the type and statuses stay on one line (no "T / X / T" column)."""
+    for width in (1280, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.wait_for_timeout(150)
+        cells = page.evaluate("""[...document.querySelectorAll('.records tbody tr')].map((row) =>
+            [...row.cells].map((cell) => Math.round(cell.getBoundingClientRect().width)))""")
+        assert cells and all(len(row) == 5 for row in cells), cells
+        assert min(min(row) for row in cells) >= 56, (width, cells)
+        lines = page.evaluate("""[...document.querySelectorAll('.records td.kind, .records .badge')].map((node) => {
+            const text = document.createRange();
+            text.selectNodeContents(node);
+            return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size;
+        })""")
+        assert lines and max(lines) == 1, (width, lines)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def empty_states_say_what_to_do(page, daemon) -> None:
+    """A new account's lists: what to do next, not "Nothing yet."."""
+    go(page, "#/emails", "E-mails")
+    snippet = page.locator("#first-email pre").text_content()
+    assert f'resend.api_url = "{daemon.url}"' in snippet
+    assert '"from": "onboarding@resend.dev"' in snippet and '"to": "delivered@resend.dev"' in snippet
+    assert page.get_by_role("link", name="API keys").count() >= 2  # the navigation's and the snippet's
+    shoot(page, "emails-empty")
+    go(page, "#/domains", "Domains")
+    page.get_by_role("cell", name=re.compile(r"^No domain yet: add a domain above")).wait_for()
+    go(page, "#/webhooks", "Webhooks")
+    page.get_by_role("cell", name=re.compile(r"^No webhook yet\. A webhook tells your application what")).wait_for()
+    for hash_, heading in (("#/api-keys", "API keys"), ("#/suppressions", "Suppressions"),
+                           ("#/contacts", "Contacts and segments")):
+        go(page, hash_, heading)
+        assert "Nothing yet" not in page.locator("main").text_content(), hash_
+
+
+def chart_fills_its_card(page) -> None:
+    """The overview's chart is as wide as its card, and today's send is a bar one can see."""
+    go(page, "#/", "Overview")
+    chart, card = page.evaluate("""(() => {
+        const chart = document.querySelector('svg.chart.days');
+        const card = chart.parentElement;
+        const pad = parseFloat(getComputedStyle(card).paddingLeft) + parseFloat(getComputedStyle(card).paddingRight);
+        return [chart.getBoundingClientRect().width, card.clientWidth - pad];
+    })()""")
+    assert abs(chart - card) <= 2, (chart, card)
+    bars = page.evaluate("""[...document.querySelectorAll('svg.chart.days rect.bar-sent')].map((bar) =>
+        [bar.getBoundingClientRect().width, bar.getBoundingClientRect().height])""")
+    assert len(bars) == 1 and bars[0][0] >= 8 and bars[0][1] >= 3, bars
 
 
 def test_the_dashboard_end_to_end(daemon, browser, fresh_dsn):
@@ -167,8 +225,28 @@ def walk_through(page, context, daemon, fresh_dsn, link, dialogs, errors):
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Sign in"
+    me_reads = []
+    page.on("request", lambda r: me_reads.append(r.url) if r.url.endswith("/me") else None)
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="Overview").wait_for()
+
+    # A new account's pages say what to do next.
+    empty_states_say_what_to_do(page, daemon)
+
+    # An error is told in words, its code after them.
+    go(page, "#/domains", "Domains")
+    page.get_by_label("Domain name").fill("not a domain")
+    page.get_by_role("button", name="Add domain").click()
+    said = page.get_by_role("alert").text_content()
+    assert re.fullmatch(r"[A-Za-z].* \(validation_error\)", said) and "422" not in said, said
+
+    # dom.js sets no link or source that is not http(s), mailto or the page's own.
+    refused = page.evaluate("""(async () => {
+        const { h } = await import("/ui/dom.js");
+        return ["javascript:alert(1)", "data:text/html,x", " JAVASCRIPT:alert(1)", "#/emails",
+                "https://example.com/", "/ui/"].map((href) => h("a", { href }).getAttribute("href"));
+    })()""")
+    assert refused == [None, None, None, "#/emails", "https://example.com/", "/ui/"]
 
     # A key: created, shown once, copied.
     go(page, "#/api-keys", "API keys")
@@ -192,6 +270,7 @@ def walk_through(page, context, daemon, fresh_dsn, link, dialogs, errors):
     assert page.evaluate("navigator.clipboard.readText()") == records.first.text_content()
     # The live lookup answered: nothing answers DNS here, so each record's lookup failed.
     page.locator("td[aria-live] .b-temporary").first.wait_for()
+    records_keep_their_columns(page)
     shoot(page, "domain")
 
     # The domain verified (DNS is not what this test is about) and mail captured: a send
@@ -230,6 +309,10 @@ def walk_through(page, context, daemon, fresh_dsn, link, dialogs, errors):
     shoot(page, "webhook")
     go(page, "#/webhooks", "Webhooks")
     page.get_by_role("link", name=XSS_ENDPOINT).wait_for()
+
+    chart_fills_its_card(page)
+    # The session was read once, at sign-in: navigating does not ask for it again.
+    assert len(me_reads) == 1, me_reads
 
     # The other pages render, at both widths.
     for hash_, heading, name in (("#/", "Overview", "overview"), ("#/suppressions", "Suppressions", "suppressions"),

@@ -66,8 +66,9 @@ def test_the_wheel_carries_the_plugin_and_the_migrations_and_no_tests(installed)
     icons = sorted((ROOT / "mailsvc" / "web" / "social").glob("*.png"))
     assert len(icons) == 9 and all(f"mailsvc/web/social/{p.name}" in names for p in icons)
     # The web UI (served at /ui/) travels in the package.
-    ui = sorted(p for p in (ROOT / "mailsvc" / "web").iterdir() if p.suffix in (".html", ".js", ".css"))
-    assert ui and all(f"mailsvc/web/{p.name}" in names for p in ui)
+    web = ROOT / "mailsvc" / "web"
+    ui = sorted(p.relative_to(web).as_posix() for p in web.rglob("*") if p.suffix in (".html", ".js", ".css", ".svg"))
+    assert "pages/domains.js" in ui and "favicon.svg" in ui and all(f"mailsvc/web/{p}" in names for p in ui)
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
 
 

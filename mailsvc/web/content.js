@@ -1,22 +1,17 @@
-// The content pages (issue 21): templates, the visual builder and broadcasts. app.js hands over
-// its page helpers (shell, form, action, notice, route...) and registers the routes returned here.
+// What the content pages (templates, the visual builder, broadcasts) share: the sandboxed
+// preview, the spam score beside it, the diff shown before a publish.
 
 import { post } from "/ui/api.js";
-import { h, table } from "/ui/dom.js";
-import { broadcastPages } from "/ui/broadcasts.js";
-import { builderPages } from "/ui/builder.js";
-import { templatePages } from "/ui/templates.js";
-
-export function contentPages(ui) {
-  return [...templatePages(ui), ...builderPages(ui), ...broadcastPages(ui)];
-}
+import { lineDiff } from "/ui/diff.js";
+import { h, safeUrl, table } from "/ui/dom.js";
 
 /** A sandboxed frame showing HTML with an e-mail's own CSP (the HTML is handed over once). */
 export function previewFrame(title) {
-  const frame = h("iframe.mailframe", { sandbox: "", title, src: "about:blank" });
+  const frame = h("iframe.mailframe", { sandbox: "", title });
   frame.show = async (html) => {
     const kept = await post("/dashboard/previews", { html });
-    frame.src = kept.url;
+    const url = safeUrl(kept.url);
+    if (url) frame.src = url;
   };
   return frame;
 }
@@ -37,28 +32,6 @@ export function spamScoreView(spam) {
       ? table(["Rule", "Points", "Description"], spam.rules.map((r) => h("tr",
         h("td", h("code", r.name)), h("td", String(r.score)), h("td", r.description || ""))), "Rules that hit")
       : h("p.muted", "No rule hit."));
-}
-
-/** Line diff (LCS) of two texts: [["=", line] | ["-", line] | ["+", line]]. */
-export function lineDiff(before, after) {
-  const a = String(before || "").split("\n");
-  const b = String(after || "").split("\n");
-  if (a.length * b.length > 4_000_000) return [...a.map((l) => ["-", l]), ...b.map((l) => ["+", l])];
-  const n = a.length; const m = b.length;
-  const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
-  for (let i = n - 1; i >= 0; i--) {
-    for (let j = m - 1; j >= 0; j--) {
-      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
-    }
-  }
-  const out = [];
-  let i = 0; let j = 0;
-  while (i < n && j < m) {
-    if (a[i] === b[j]) { out.push(["=", a[i]]); i++; j++; } else if (lcs[i + 1][j] >= lcs[i][j + 1]) { out.push(["-", a[i++]]); } else { out.push(["+", b[j++]]); }
-  }
-  while (i < n) out.push(["-", a[i++]]);
-  while (j < m) out.push(["+", b[j++]]);
-  return out;
 }
 
 export function diffView(label, before, after) {

@@ -1,7 +1,20 @@
 // Building the page: every string goes in as text (textContent, attribute values), never as
-// markup, so that nothing a user or a sender wrote can become HTML or script.
+// markup, so that nothing a user or a sender wrote can become HTML or script; and a link or a
+// source is only ever an http(s) or mailto URL or a path of this origin, never javascript: or
+// data: (a webhook endpoint or a download URL is data too). No DOM is touched at import, so that
+// tests/web/ can run safeUrl under node.
 
 const SVG = "http://www.w3.org/2000/svg";
+const SCHEMES = ["http:", "https:", "mailto:"];
+const URL_ATTRIBUTES = new Set(["href", "src", "action", "formaction", "poster", "xlink:href"]);
+
+/** ``value`` if, read against ``base`` (the page), it is an http(s) or mailto URL (a path or a
+ *  #route of the page is one), else null. */
+export function safeUrl(value, base = globalThis.location ? globalThis.location.href : undefined) {
+  let url;
+  try { url = new URL(String(value), base); } catch { return null; }
+  return SCHEMES.includes(url.protocol) ? String(value) : null;
+}
 
 function put(node, child) {
   if (child === null || child === undefined || child === false) return;
@@ -14,6 +27,9 @@ function set(node, attrs) {
     if (value === null || value === undefined || value === false) continue;
     if (name.startsWith("on") && typeof value === "function") {
       node.addEventListener(name.slice(2), value);
+    } else if (URL_ATTRIBUTES.has(name) && safeUrl(value) === null) {
+      // Refused: the link or frame stays inert rather than the whole page failing.
+      continue;
     } else if (value === true) {
       node.setAttribute(name, "");
     } else {
@@ -59,12 +75,13 @@ export function field(label, input, hint) {
   return h("div.field", parts);
 }
 
-export function table(headers, rows, caption) {
+/** A table of ``rows``; with none, one row saying ``empty`` (what to do next, where it helps). */
+export function table(headers, rows, caption, empty = "None.") {
   return h("div.table-wrap",
     h("table",
       caption ? h("caption", caption) : null,
       h("thead", h("tr", headers.map((x) => h("th", { scope: "col" }, x)))),
-      h("tbody", rows.length ? rows : h("tr", h("td", { colspan: headers.length, class: "muted" }, "Nothing yet.")))));
+      h("tbody", rows.length ? rows : h("tr.empty", h("td", { colspan: headers.length, class: "muted" }, empty)))));
 }
 
 export function badge(text) {

@@ -5,11 +5,10 @@
 import { del, get, post } from "/ui/api.js";
 import { badge, field, h, svg, table, when } from "/ui/dom.js";
 import { previewFrame, spamScoreView } from "/ui/content.js";
+import { PLACEHOLDERS, insertPlaceholder } from "/ui/placeholders.js";
+import * as ui from "/ui/ui.js";
+import { reasonText } from "/ui/words.js";
 
-const PLACEHOLDERS = [
-  ["{{{FIRST_NAME|there}}}", "First name (fallback “there”)"], ["{{{LAST_NAME}}}", "Last name"], ["{{{EMAIL}}}", "E-mail address"],
-  ["{{{contact.PROPERTY}}}", "A contact property"], ["{{{RESEND_UNSUBSCRIBE_URL}}}", "Unsubscribe link"],
-];
 const OUTCOMES = ["delivered", "bounced", "complained", "suppressed", "failed", "delivery_delayed"];
 const COLOURS = { delivered: "#16a34a", bounced: "#dc2626", complained: "#9333ea", suppressed: "#6b7280", failed: "#b91c1c", delivery_delayed: "#d97706" };
 const CANCEL_WHY = {
@@ -17,18 +16,16 @@ const CANCEL_WHY = {
   sent: "It has been sent.", canceled: "It is already canceled.", failed: "It failed; nothing is being sent.",
 };
 
-export function broadcastPages(ui) {
-  return [
-    [/^#\/broadcasts\/([\w-]+)$/, (m) => broadcastPage(ui, m[1])],
-    [/^#\/broadcasts$/, () => broadcastsPage(ui)],
-  ];
-}
+export const nav = ["#/broadcasts", "Broadcasts"];
+export const routes = [
+  [/^#\/broadcasts\/([\w-]+)$/, (m) => broadcastPage(ui, m[1])],
+  [/^#\/broadcasts$/, () => broadcastsPage(ui)],
+];
 
 function insertAtCursor(area, text) {
-  const start = area.selectionStart ?? area.value.length;
-  const end = area.selectionEnd ?? start;
-  area.value = area.value.slice(0, start) + text + area.value.slice(end);
-  area.selectionStart = area.selectionEnd = start + text.length;
+  const { value, caret } = insertPlaceholder(area.value, area.selectionStart, area.selectionEnd, text);
+  area.value = value;
+  area.selectionStart = area.selectionEnd = caret;
   area.focus();
 }
 
@@ -71,13 +68,14 @@ async function broadcastsPage(ui) {
     h("button.primary", { type: "submit" }, "Create draft"))),
     h("section.card", ui.wide(table(["Name", "Segment", "Status", "Created", "Sent"], list.data.map((b) => h("tr",
       h("td", h("a", { href: `#/broadcasts/${b.id}` }, b.name || "(unnamed)")), h("td", names[b.segment_id] || "—"),
-      h("td", badge(b.status)), h("td", when(b.created_at)), h("td", when(b.sent_at)))), "Broadcasts"))));
+      h("td", badge(b.status)), h("td", when(b.created_at)), h("td", when(b.sent_at)))), "Broadcasts",
+      "No broadcast yet: write one above; it goes to every contact of a segment."))));
 }
 
 function statsChart(stats) {
   const max = Math.max(1, ...OUTCOMES.map((k) => stats[k] || 0));
   const rowH = 26; const width = 520;
-  return svg("svg", { viewBox: `0 0 ${width} ${OUTCOMES.length * rowH}`, role: "img", class: "chart", "aria-label": "Deliveries by outcome" },
+  return svg("svg", { viewBox: `0 0 ${width} ${OUTCOMES.length * rowH}`, role: "img", class: "chart outcomes", "aria-label": "Deliveries by outcome" },
     OUTCOMES.map((k, i) => {
       const n = stats[k] || 0;
       return svg("g", { "data-outcome": k, "data-count": n },
@@ -124,7 +122,7 @@ async function broadcastPage(ui, id) {
   const page = ui.shell("#/broadcasts", h("h1", b.name || "Broadcast"),
     h("p", status, ` To ${b.segment_id ? "a segment" : "nobody"}, from ${b.from}: “${b.subject}”.`),
     b.scheduled_at ? h("p#scheduled", { id: "scheduled" }, `Scheduled for ${when(b.scheduled_at)} (${b.scheduled_at} UTC).`) : null,
-    b.failure ? h("p.error", `Failed: ${b.failure}`) : null,
+    b.failure ? h("p.error", { role: "alert" }, `${reasonText(b.failure)}.`) : null,
     h("section.card", h("h2", "Progress"), progress, h("h3", "Deliveries by outcome"), chart),
     h("section.card", h("h2", "Preview"), h("div.inline", field("Preview as", who),
       ui.action("Show preview", async () => {

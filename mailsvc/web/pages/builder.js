@@ -5,6 +5,7 @@
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
+import * as ui from "/ui/ui.js";
 
 const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
 const AI_ERRORS = {
@@ -31,12 +32,11 @@ document.addEventListener("click", (e) => {
   if (a && dirty && document.getElementById("builder") && !confirm("Leave the builder? Unsaved changes will be lost.")) e.preventDefault();
 }, true);
 
-export function builderPages(ui) {
-  return [
-    [/^#\/builder\/([\w-]+)$/, (m) => builderPage(ui, m[1])],
-    [/^#\/builder$/, () => builderPage(ui, null)],
-  ];
-}
+export const nav = ["#/builder", "Builder"];
+export const routes = [
+  [/^#\/builder\/([\w-]+)$/, (m) => builderPage(ui, m[1])],
+  [/^#\/builder$/, () => builderPage(ui, null)],
+];
 
 function uid() { return crypto.randomUUID(); }
 
@@ -154,7 +154,11 @@ async function builderPage(ui, templateId) {
       const to = index + by;
       if (to < 0 || to >= list.length) return;
       onChange(() => { list.splice(index, 1); list.splice(to, 0, block); });
-      setTimeout(() => { const again = document.querySelector(`[data-block="${block.id}"]`); if (again) again.focus(); }, 0);
+      // Found by comparing the data attribute, not by a selector built from the id.
+      setTimeout(() => {
+        const again = [...document.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
+        if (again) again.focus();
+      }, 0);
     };
     const card = h("li.block", { draggable: "true", tabindex: "0", "data-block": block.id, "data-type": block.type,
       "aria-label": `${block.type} block, ${index + 1} of ${list.length}. Alt+Arrow keys move it, Delete removes it.` },
@@ -292,7 +296,7 @@ async function builderPage(ui, templateId) {
       ui.action("Apply to theme", async () => {
         const picked = { ...proposed, font: fallback.value };
         for (const key of ["logo", "brand_color", "text_color", "link_color", "web_font", "heading_web_font"]) {
-          const chosen = node.querySelector(`input[name=${key}]:checked`);
+          const chosen = [...node.querySelectorAll("input:checked")].find((box) => box.name === key);
           if (chosen) picked[key === "logo" ? "logo_url" : key] = chosen.value;
         }
         for (const k of Object.keys(picked)) if (picked[k] === "" || picked[k] === null) delete picked[k];

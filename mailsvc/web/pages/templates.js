@@ -5,13 +5,13 @@
 import { del, get, patch, post, session } from "/ui/api.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 import { diffView, previewFrame, spamScoreView } from "/ui/content.js";
+import * as ui from "/ui/ui.js";
 
-export function templatePages(ui) {
-  return [
-    [/^#\/templates\/([\w-]+)$/, (m) => templatePage(ui, m[1])],
-    [/^#\/templates$/, () => templatesPage(ui)],
-  ];
-}
+export const nav = ["#/templates", "Templates"];
+export const routes = [
+  [/^#\/templates\/([\w-]+)$/, (m) => templatePage(ui, m[1])],
+  [/^#\/templates$/, () => templatesPage(ui)],
+];
 
 async function templatesPage(ui) {
   const [list, caps] = await Promise.all([get("/dashboard/templates?limit=100"), get("/dashboard/template-builder")]);
@@ -30,7 +30,8 @@ async function templatesPage(ui) {
       : h("p.muted", `The visual builder comes with the ${caps.required_plan} plan.`))),
     h("section.card", ui.wide(table(["Name", "Alias", "Status", "Changes", "Updated"], list.data.map((t) => h("tr",
       h("td", h("a", { href: `#/templates/${t.id}` }, t.name)), h("td", t.alias || "—"), h("td", badge(t.status)),
-      h("td", t.has_unpublished_versions ? "unpublished changes" : "—"), h("td", when(t.updated_at)))), "Templates"))));
+      h("td", t.has_unpublished_versions ? "unpublished changes" : "—"), h("td", when(t.updated_at)))), "Templates",
+      "No template yet: create one above, then send it by its id or alias."))));
 }
 
 function variableRow(v = {}) {

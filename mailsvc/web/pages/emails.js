@@ -1,0 +1,90 @@
+// E-mails: the list (with a search), and one e-mail with its parts, attachments and events.
+
+import { get } from "/ui/api.js";
+import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { form, input, shell, wide } from "/ui/ui.js";
+
+function emailRows(items) {
+  return items.map((e) => h("tr",
+    h("td", h("a", { href: `#/emails/${e.id}` }, e.subject || "(no subject)")),
+    h("td", [].concat(e.to || []).join(", ")),
+    h("td", badge(e.last_event)),
+    h("td", when(e.created_at))));
+}
+
+/** What an account with no e-mail does next: a first send through the Python SDK, from the test
+ *  sender to a test address (no domain needed), against this node. */
+function firstEmail() {
+  const snippet = [
+    "import resend",
+    "",
+    `resend.api_url = "${location.origin}"  # this node`,
+    'resend.api_key = "re_..."  # a key from API keys',
+    "email = resend.Emails.send({",
+    '    "from": "onboarding@resend.dev",',
+    '    "to": "delivered@resend.dev",',
+    '    "subject": "Hello from mailsvc",',
+    '    "html": "<p>It works.</p>",',
+    "})",
+    'print(email["id"])',
+  ].join("\n");
+  return h("section.card.empty-state", { id: "first-email" },
+    h("h2", "Send your first e-mail"),
+    h("p", "No e-mail yet. Send one from the test sender ", h("code", "onboarding@resend.dev"), " to the test address ",
+      h("code", "delivered@resend.dev"), ": no domain is needed. With the Python SDK (", h("code", "pip install resend"),
+      ") and a key from ", h("a", { href: "#/api-keys" }, "API keys"), ":"),
+    h("pre.snippet", h("code", snippet)), copyButton(snippet, "Copy the code"),
+    h("p.muted", "Then it is listed here with its events. To send from your own addresses, ", h("a", { href: "#/domains" }, "add a domain"), "."));
+}
+
+async function emailsPage(query) {
+  const list = query
+    ? await get(`/dashboard/search/emails?q=${encodeURIComponent(query)}`)
+    : await get("/dashboard/emails?limit=50");
+  const search = form(async (data) => {
+    const q = String(data.get("q") || "").trim();
+    location.hash = q ? `#/emails?q=${encodeURIComponent(q)}` : "#/emails";
+  }, h("div.inline", field("Search subject, sender or recipient", input("q", { type: "search", value: query || "" })),
+    h("button.primary", { type: "submit" }, "Search")));
+  if (!query && !list.data.length) return shell("#/emails", h("h1", "E-mails"), firstEmail());
+  return shell("#/emails", h("h1", "E-mails"), search,
+    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, `No e-mail matches “${query}”.`)));
+}
+
+async function emailPage(id) {
+  const [email, events, attachments] = await Promise.all([
+    get(`/dashboard/emails/${encodeURIComponent(id)}`),
+    get(`/dashboard/emails/${encodeURIComponent(id)}/events`),
+    get(`/dashboard/emails/${encodeURIComponent(id)}/attachments`).catch(() => ({ data: [] })),
+  ]);
+  const headers = [["From", email.from], ["To", [].concat(email.to || []).join(", ")], ["Cc", [].concat(email.cc || []).join(", ")],
+    ["Reply-To", [].concat(email.reply_to || []).join(", ")], ["Subject", email.subject], ["Created", when(email.created_at)],
+    ["Status", email.last_event]];
+  return shell("#/emails",
+    h("p", h("a", { href: "#/emails" }, "← All e-mails")),
+    h("h1", email.subject || "(no subject)"),
+    h("section.card", h("h2", "Headers"), h("dl.pairs", headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)]))),
+    h("section.card", h("h2", "HTML"),
+      email.html
+        ? h("iframe.preview", { title: "HTML preview of the e-mail", sandbox: "", referrerpolicy: "no-referrer",
+          src: `/dashboard/emails/${encodeURIComponent(id)}/html` })
+        : h("p.muted", "No HTML part.")),
+    h("section.card", h("h2", "Text"), email.text ? h("pre.text", email.text) : h("p.muted", "No text part.")),
+    h("section.card", h("h2", "Attachments"),
+      table(["File", "Type", "Size"], attachments.data.map((a) => h("tr",
+        h("td", a.download_url ? h("a", { href: a.download_url, rel: "noreferrer" }, a.filename || a.id) : (a.filename || a.id)),
+        h("td", a.content_type), h("td", `${a.size} B`))))),
+    h("section.card", h("h2", "Events"),
+      h("ol.timeline", events.data.length ? events.data.map((e) => h("li",
+        badge(e.type.replace("email.", "")), " ", h("time", when(e.created_at)),
+        e.data && e.data.to ? h("span.muted", ` ${[].concat(e.data.to).join(", ")}`) : null,
+        e.data && e.data.bounce ? h("span.muted", ` ${e.data.bounce.message || ""}`) : null)) : h("li.muted", "No events yet.")),
+      table(["Recipient", "Delivery", "Attempts", "Last answer"], events.deliveries.map((d) => h("tr",
+        h("td", d.recipient), h("td", badge(d.status)), h("td", String(d.attempts)), h("td", d.last_response || "—"))))));
+}
+
+export const nav = ["#/emails", "E-mails"];
+export const routes = [
+  [/^#\/emails\/([\w-]+)$/, (m) => emailPage(m[1])],
+  [/^#\/emails(?:\?q=(.*))?$/, (m) => emailsPage(m[1] ? decodeURIComponent(m[1]) : "")],
+];

@@ -1,0 +1,63 @@
+// Webhooks: endpoints, their events, signing secret and recent deliveries.
+
+import { del, get, patch, post } from "/ui/api.js";
+import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { action, form, input, route, shell } from "/ui/ui.js";
+
+const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
+  "email.failed", "email.suppressed", "domain.updated", "contact.created", "contact.updated", "contact.deleted"];
+
+function eventBoxes(chosen = []) {
+  return h("fieldset.events", h("legend", "Events"), EVENTS.map((e) => {
+    const box = h("input", { type: "checkbox", name: "events", value: e, checked: chosen.includes(e) });
+    return h("label.check", box, e);
+  }));
+}
+
+async function webhooksPage() {
+  const list = await get("/dashboard/webhooks");
+  return shell("#/webhooks", h("h1", "Webhooks"),
+    h("section.card", h("h2", "Add an endpoint"), form(async (data) => {
+      const made = await post("/dashboard/webhooks", { endpoint: data.get("endpoint"), events: data.getAll("events") });
+      location.hash = `#/webhooks/${made.id}`;
+    }, field("Endpoint URL", input("endpoint", { type: "url", required: true, placeholder: "https://example.com/hooks" })),
+    eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook"))),
+    table(["Endpoint", "Events", "Status", "Created"], list.data.map((w) => h("tr",
+      h("td", h("a", { href: `#/webhooks/${w.id}` }, w.endpoint)), h("td", w.events.join(", ")), h("td", badge(w.status)),
+      h("td", when(w.created_at)))), null,
+    "No webhook yet. A webhook tells your application what happens to its mail as it happens: each event you choose "
+      + "(sent, delivered, bounced, complained…) is posted to your endpoint, signed so that you can check it came from "
+      + "here. Add an endpoint above."));
+}
+
+async function webhookPage(id) {
+  const path = `/dashboard/webhooks/${encodeURIComponent(id)}`;
+  const [hook, deliveries] = await Promise.all([get(path), get(`${path}/deliveries`)]);
+  const secret = hook.signing_secret;
+  return shell("#/webhooks",
+    h("p", h("a", { href: "#/webhooks" }, "← All webhooks")),
+    h("h1", "Webhook"),
+    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd", h("code", hook.endpoint)), h("dt", "Status"), h("dd", badge(hook.status)),
+      secret ? [h("dt", "Signing secret"), h("dd", h("code.secret", secret), " ", copyButton(secret, "Copy secret"))] : null),
+    h("div.row",
+      action(hook.status === "enabled" ? "Disable" : "Enable", async () => {
+        await patch(path, { status: hook.status === "enabled" ? "disabled" : "enabled" });
+        route();
+      }),
+      action("Rotate secret", async () => { await post(`${path}/signing-secret/rotate`); route(); }),
+      action("Delete", async () => { await del(path); location.hash = "#/webhooks"; }, "danger small"))),
+    h("section.card", h("h2", "Events"), form(async (data) => {
+      await patch(path, { events: data.getAll("events") });
+      return h("p.ok", "Saved.");
+    }, eventBoxes(hook.events), h("button.primary", { type: "submit" }, "Save events"))),
+    h("section.card", h("h2", "Recent deliveries"),
+      table(["Event", "State", "Response", "Attempts", "Last attempt"], deliveries.data.map((d) => h("tr",
+        h("td", d.event), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
+        h("td", String(d.attempts)), h("td", when(d.last_attempt_at)))))));
+}
+
+export const nav = ["#/webhooks", "Webhooks"];
+export const routes = [
+  [/^#\/webhooks\/([\w-]+)$/, (m) => webhookPage(m[1])],
+  [/^#\/webhooks$/, () => webhooksPage()],
+];

@@ -1,0 +1,179 @@
+// What every page shares: the session (read once, by GET /me, then kept until sign-out or a
+// 401), the frame around a page (header, navigation), the hash router, and the small builders of
+// forms and buttons. A page is a module under pages/ exporting ``routes`` ([pattern, page], the
+// page answering the nodes to show) and, to be in the navigation, ``nav`` ([hash, label]);
+// app.js lists the modules in navigation order. docs/decisions.md, "Dashboard".
+
+import { ApiError, get, post, session } from "/ui/api.js";
+import { h } from "/ui/dom.js";
+import { errorText } from "/ui/words.js";
+
+const app = document.getElementById("app");
+let NAV = [];
+let PAGES = [];
+let OPEN = [];
+
+// The frame
+
+function main(...children) {
+  return h("main#main", { id: "main", tabindex: "-1" }, children);
+}
+
+export function shell(current, ...content) {
+  const me = session.me;
+  const toggle = h("button.menu-toggle.secondary", { type: "button", "aria-expanded": "false", "aria-controls": "nav" }, "Menu");
+  const nav = h("nav#nav", { id: "nav", "aria-label": "Sections" },
+    h("ul", NAV.map(([href, label]) => h("li", h("a", {
+      href, "aria-current": href === current ? "page" : null,
+    }, label)))));
+  toggle.addEventListener("click", () => {
+    const open = nav.classList.toggle("open");
+    toggle.setAttribute("aria-expanded", String(open));
+  });
+  const signOut = h("button.secondary", { type: "button", id: "sign-out" }, "Sign out");
+  signOut.addEventListener("click", signOutNow);
+  return [
+    h("a.skip", { href: "#main", onclick: (e) => { e.preventDefault(); document.getElementById("main").focus(); } },
+      "Skip to content"),
+    h("header.top", h("strong.brand", "mailsvc"), toggle,
+      h("span.who", me ? `${me.email} · ${me.account.name}` : ""), signOut),
+    h("div.layout", nav, main(content)),
+  ];
+}
+
+function render(nodes) {
+  app.replaceChildren(...[nodes].flat());
+  const target = document.querySelector("main h1");
+  if (target) { target.setAttribute("tabindex", "-1"); target.focus({ preventScroll: true }); }
+}
+
+/** An error as an alert: its words, then its code ("… (validation_error)"). */
+export function notice(error) {
+  const code = error instanceof ApiError ? error.name : null;
+  return h("p.error", { role: "alert" }, errorText(error && error.message, code));
+}
+
+// Forms and buttons
+
+export function form(onsubmit, ...children) {
+  const node = h("form", children);
+  const status = h("div.status", { role: "status", "aria-live": "polite" });
+  node.append(status);
+  node.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    status.replaceChildren();
+    const button = node.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    try {
+      const shown = await onsubmit(new FormData(node), node);
+      if (shown) status.replaceChildren(shown);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401 && session.me) return toLogin();
+      status.replaceChildren(notice(error));
+    } finally {
+      if (button) button.disabled = false;
+    }
+  });
+  return node;
+}
+
+export function input(name, attrs = {}) {
+  return h("input", { name, type: "text", ...attrs });
+}
+
+export function select(name, options, value) {
+  return h("select", { name }, options.map(([v, label]) => h("option", { value: v, selected: v === value }, label)));
+}
+
+export function action(label, fn, cls = "secondary small") {
+  const button = h(`button.${cls.split(" ").join(".")}`, { type: "button" }, label);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try { await fn(); } catch (error) { button.after(notice(error)); } finally { button.disabled = false; }
+  });
+  return button;
+}
+
+// On a phone these tables scroll sideways in their box rather than break every address apart.
+export function wide(node) {
+  node.classList.add("wide");
+  return node;
+}
+
+// The session
+
+function forget() {
+  session.me = null;
+  session.csrf = null;
+}
+
+export function toLogin() {
+  forget();
+  location.replace("#/login");
+  route();
+}
+
+async function signOutNow() {
+  try { await post("/auth/logout"); } catch { /* already gone */ }
+  forget();
+  app.replaceChildren();
+  location.replace("#/login");
+  route();
+}
+
+/** After a sign-in: the session's token now, the rest read on the way to the first page. */
+export function signedIn(reply) {
+  forget();
+  session.csrf = reply.csrf_token;
+}
+
+// Routing
+
+let generation = 0;
+
+export async function route() {
+  const hash = location.hash || "#/";
+  const mine = ++generation;
+  const open = OPEN.find(([pattern]) => pattern.test(hash));
+  if (open) { render(open[1](hash.match(open[0]))); return; }
+  const current = document.getElementById("main");
+  if (session.me && current) {
+    // The frame stays; the page left is gone at once, so that nothing is typed into it.
+    current.replaceChildren(h("p.muted", "Loading…"));
+  } else {
+    // Nothing private is on screen while the session is read (the back button after sign-out).
+    app.replaceChildren(h("main", { id: "main", tabindex: "-1" }, h("p.muted", "Loading…")));
+  }
+  if (!session.me) {
+    try {
+      const me = await get("/me");
+      session.me = me;
+      session.csrf = me.csrf_token;
+    } catch (error) {
+      if (mine !== generation) return;
+      if (error instanceof ApiError && error.status === 401) { toLogin(); return; }
+      render(h("main", { id: "main" }, notice(error)));
+      return;
+    }
+  }
+  const page = PAGES.find(([pattern]) => pattern.test(hash));
+  let nodes;
+  try {
+    nodes = page ? await page[1](hash.match(page[0])) : shell(hash, h("h1", "Not found"), h("p", "There is no such page."));
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) { toLogin(); return; }
+    nodes = shell(hash, h("h1", "Something went wrong"), notice(error));
+  }
+  if (mine === generation) render(nodes);
+}
+
+/** Starts the dashboard with its page modules, in navigation order. */
+export function start(modules) {
+  NAV = modules.filter((m) => m.nav).map((m) => m.nav);
+  PAGES = modules.flatMap((m) => m.routes || []);
+  OPEN = modules.flatMap((m) => m.openRoutes || []);
+  window.addEventListener("hashchange", route);
+  // Back from the browser's page cache: the session may have ended meanwhile.
+  window.addEventListener("pageshow", (event) => { if (event.persisted) { forget(); route(); } });
+  route();
+}

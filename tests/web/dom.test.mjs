@@ -1,0 +1,47 @@
+// What the page builder lets through (mailsvc/web/dom.js), under node: links and sources are
+// http(s), mailto or this origin's paths; and no module builds a CSS selector out of data.
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { safeUrl } from "../../mailsvc/web/dom.js";
+
+const PAGE = "https://mail.example.net/ui/";
+const WEB = new URL("../../mailsvc/web/", import.meta.url).pathname;
+
+test("http(s) and mailto URLs, paths and routes of the page pass unchanged", () => {
+  for (const url of ["https://example.com/hooks?a=1", "http://127.0.0.1:9/x", "mailto:ann@example.com",
+    "/dashboard/emails/1/html", "#/emails", "#main", "?q=1", "relative/path", "/files/brand/logo.png"]) {
+    assert.equal(safeUrl(url, PAGE), url, url);
+  }
+});
+
+test("every other scheme is refused, however it is spelled", () => {
+  for (const url of ["javascript:alert(1)", " JavaScript:alert(1)", "java\tscript:alert(1)", "\u0001javascript:alert(1)",
+    "data:text/html,<script>alert(1)</script>", "vbscript:msgbox(1)", "about:blank", "blob:https://x/1", "file:///etc/passwd",
+    "ftp://example.com/"]) {
+    assert.equal(safeUrl(url, PAGE), null, url);
+  }
+});
+
+test("what cannot be read as a URL is refused", () => {
+  assert.equal(safeUrl("http://[::1", PAGE), null);
+  assert.equal(safeUrl("/ui/", undefined), null);  // no page to read a path against
+});
+
+function modules(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return modules(path);
+    return entry.name.endsWith(".js") ? [path] : [];
+  });
+}
+
+test("no module builds a selector from data (template or concatenation in querySelector, closest, matches)", () => {
+  const built = /\.(querySelector|querySelectorAll|closest|matches)\(\s*(`[^`]*\$\{|[^)]*["'`]\s*\+)/;
+  const found = modules(WEB).flatMap((path) => readFileSync(path, "utf8").split("\n")
+    .map((line, i) => [`${path.slice(WEB.length)}:${i + 1}`, line]).filter(([, line]) => built.test(line)));
+  assert.deepEqual(found, []);
+  assert.ok(built.test('x.querySelector(`[data-block="${id}"]`)') && built.test("x.querySelector('input[name=' + key + ']')"));
+});

@@ -266,6 +266,20 @@ async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changin
 
 
 @pt.ensureDeferred
+async def test_a_dashboard_error_names_its_native_code_beside_its_name(api):
+    """The page can say "not verified (domain_not_verified)" where the main name is validation_error."""
+    _, key, session = await signed_in(api)
+    send = {"from": "a@unverified.io", "to": "b@elsewhere.io", "subject": "s", "text": "t"}
+    code, body, _ = await session.json("POST", "/dashboard/emails", json=send)
+    assert (code, body["name"], body["code"]) == (403, "validation_error", "domain_not_verified"), body
+    # The main API's envelope is SPEC's, nothing more; a code that is the name is not repeated.
+    code, body, _ = await api.json("POST", "/emails", json=send, key=key)
+    assert code == 403 and set(body) == {"statusCode", "name", "message"}
+    code, body, _ = await session.json("GET", f"/dashboard/emails/{uuid.uuid4()}")
+    assert code == 404 and set(body) == {"statusCode", "name", "message"}
+
+
+@pt.ensureDeferred
 async def test_the_origin_check_compares_the_scheme_too(api):
     _, _, session = await signed_in(api)
     here = api.url.split("://", 1)[1]  # plain HTTP on loopback: the pages are http://

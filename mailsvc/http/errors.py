@@ -35,6 +35,9 @@ from mailsvc.domain.errors import (
 
 MAIN = "main"
 NATIVE = "native"
+#: The dashboard's routes: the main envelope, and the native ``code`` beside ``name`` where it
+#: says more (``domain_not_verified`` for a ``validation_error``), so that the page can name it.
+DASHBOARD = "dashboard"
 
 #: Native codes that differ from the main surface's names (SPEC §Errors, "codes seen").
 _NATIVE_CODES = {
@@ -78,6 +81,8 @@ class ApiError(Exception):
             }
         else:
             payload = {"statusCode": self.status, "name": self.name, "message": self.message}
+            if surface == DASHBOARD and self.native_code != self.name:
+                payload["code"] = self.native_code
         return json.dumps(payload).encode("utf-8")
 
 

@@ -487,6 +487,11 @@ COMPONENTS = {
             "required": ["statusCode", "name", "message"],
             "properties": {"statusCode": INT, "name": STR, "message": STR},
         },
+        "DashboardError": {
+            "type": "object", "additionalProperties": False,
+            "required": ["statusCode", "name", "message"],
+            "properties": {"statusCode": INT, "name": STR, "message": STR, "code": STR},
+        },
         "NativeError": {
             "type": "object", "additionalProperties": False, "required": ["error"],
             "properties": {"error": {
@@ -562,7 +567,8 @@ def _operation_id(method: str, oas_path: str) -> str:
 
 def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
     native = mounted.surface == NATIVE
-    envelope = ref("NativeError" if native else "MainError")
+    envelope = ref("NativeError" if native else "DashboardError" if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN)
+                   else "MainError")
     oas_path, _ = _openapi_path(mounted.path)
     operation: dict = {
         "operationId": _operation_id(mounted.method, oas_path),

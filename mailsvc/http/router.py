@@ -240,6 +240,7 @@ class Router:
         cors = access == PUBLIC and path.startswith("/public/")
         lines = MultiLine(multi_line)
         dashboard = is_dashboard_path(path)
+        error_surface = errors.DASHBOARD if access in (SESSION, SESSION_FRAME, SIGN_IN) else surface
         if dashboard and access not in (SESSION, SESSION_FRAME, SIGN_IN):
             raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
 
@@ -253,7 +254,7 @@ class Router:
                 self._allow_dashboard_origin(request)
                 # Nothing private stays in a cache, nor comes back with the back button.
                 request.setHeader(b"Cache-Control", b"no-store")
-            d = defer.ensureDeferred(self._serve(request, handler, access, surface, kwargs))
+            d = defer.ensureDeferred(self._serve(request, handler, access, error_surface, kwargs))
             return shielded(d)
 
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)

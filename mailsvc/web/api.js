@@ -6,6 +6,9 @@ export class ApiError extends Error {
     super((body && body.message) || `HTTP ${status}`);
     this.status = status;
     this.name = (body && body.name) || "error";
+    // What the refusal is, where the name alone is too broad (a validation_error that is a
+    // domain_not_verified): the dashboard's errors carry the native code beside the name.
+    this.code = (body && body.code) || this.name;
   }
 }
 

@@ -49,7 +49,7 @@ function render(nodes) {
 
 /** An error as an alert: its words, then its code ("… (validation_error)"). */
 export function notice(error) {
-  const code = error instanceof ApiError ? error.name : null;
+  const code = error instanceof ApiError ? error.code : null;
   return h("p.error", { role: "alert" }, errorText(error && error.message, code));
 }
 

@@ -43,15 +43,16 @@ from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
-from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
+from mailsvc.crypto.peers import TrustStore
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
-from mailsvc.delivery.policy import PeerPolicy, Policies
+from mailsvc.delivery.dialer import Dialer
+from mailsvc.delivery.policy import NoFetcher, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.delivery.shaping import SYNC_SECONDS, Shaper
 from mailsvc.delivery.tlsrpt import TlsReports
-from mailsvc.dns.resolver import build_resolver
+from mailsvc.dns.resolver import build_resolver, system_servers
 from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
@@ -81,14 +82,14 @@ from mailsvc.http.site import Site
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail.spam import SpamAssassin
-from mailsvc.metrics import Metrics
+from mailsvc.metrics import LagProbe, Metrics
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import Fetcher, TrustRoots
 from mailsvc.service import Node
 from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.message import submission_from_message
-from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
+from mailsvc.smtp.outbound import ENFORCED
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import accounts as accounts_store
 from mailsvc.store import partitions, stats
@@ -118,6 +119,8 @@ SAMPLE_METRICS_SECONDS = 15
 ONION_ADDRESS_SECONDS = 2
 #: Where the first worker leaves the published onion address for the others (``GET /admin/v1``).
 ONION_ADDRESS_FILE = "onion-address"
+#: Start failures that explain themselves in one line (no traceback in the log).
+EXPECTED_FAILURES = (OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError)
 
 
 def build(config: Config, inherited: processes.Inherited | None = None,
@@ -142,12 +145,9 @@ def build(config: Config, inherited: processes.Inherited | None = None,
         reactor.callWhenRunning(processes.watch_parent, reactor)
     if inherited is None and worker_command is not None and config.node.process_count > 1 \
             and "api" in config.node.roles:
-        node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail)
+        node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail, EXPECTED_FAILURES)
     else:
-        node = Node(lambda node: start(reactor, config, node, inherited), fail)
-    node.expected_failures = (
-        OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError,
-    )
+        node = Node(lambda node: start(reactor, config, node, inherited), fail, EXPECTED_FAILURES)
     node.ready.addCallback(_freeze_startup_heap)
     return node
 
@@ -251,39 +251,6 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: Ke
         run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
         throttle=Throttle(clock, db), keys=keyring,
     )
-
-
-class LagProbe:
-    """Ticks every INTERVAL seconds; how late each tick ran is the event loop's lag."""
-
-    INTERVAL = 1.0
-
-    def __init__(self, clock, report: Callable[[float], None]):
-        self._clock = clock
-        self._report = report
-        self._last: float | None = None
-
-    async def tick(self) -> None:
-        now = self._clock.seconds()
-        if self._last is not None:
-            self._report(max(0.0, now - self._last - self.INTERVAL))
-        self._last = now
-
-
-@attrs.frozen
-class StatsOf:
-    """mailsvc.store.stats bound to one database (what Metrics.sample reads)."""
-
-    db: Database
-
-    async def mail_today(self, day):
-        return await stats.mail_today(self.db, day)
-
-    async def queues(self):
-        return await stats.queues(self.db)
-
-    async def broadcast_progress(self):
-        return await stats.broadcast_progress(self.db)
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
@@ -421,7 +388,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     async def sample_metrics() -> None:
         metrics.pool_use(*db.pool_use())
         day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
-        await metrics.sample(StatsOf(db), day)
+        await metrics.sample(stats.Figures(db), day)
 
     loops = [
         Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
@@ -480,44 +447,18 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     if settings.relay_host:
         relay = Destination(settings.relay_host, settings.relay_port, ENFORCED, relay=True)
     relay_auth = (settings.relay_username, settings.relay_password) if settings.relay_username else None
-    trust = TrustRoots(config.security.ca_file)
-    store = TrustStore(config.security.ca_file)
     policies = None
     if settings.mta_sts or settings.dane:
-        secure = SecureResolver(clock, config.dns.servers or _system_servers()) if settings.dane else None
-        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else _NoFetcher(),
+        secure = SecureResolver(clock, config.dns.servers or system_servers()) if settings.dane else None
+        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else NoFetcher(),
                             config.security.test_mta_sts_port or 443, tls_reports.count)
 
-    async def connect(destination: Destination) -> OutboundSMTP:
-        if destination.relay:
-            endpoint = endpoints.HostnameEndpoint(clock, destination.host, destination.port, timeout=30)
-            verified = tls.verified_client_options(destination.host, trust)
-            if settings.relay_tls == "implicit":
-                endpoint = endpoints.wrapClientTLS(verified, endpoint)
-            tls_policy, tls_options = ("opportunistic", None) if settings.relay_tls != "starttls" else (
-                ENFORCED, verified)
-            protocol = OutboundSMTP(clock, config.hostname, tls_policy, tls_options, auth=relay_auth,
-                                    allow_plaintext_auth=settings.relay_tls != "starttls")
-        else:
-            address = await addresses.check(destination.host)
-            endpoint_type = endpoints.TCP4ClientEndpoint if address.version == 4 else endpoints.TCP6ClientEndpoint
-            endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
-            if destination.auth is not None:
-                # MTA-STS or DANE: the certificate is checked once TLS is up (crypto/peers.py).
-                creator = RecordingClientTLS(destination.host)
-                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, creator,
-                                        peer_policy=PeerPolicy(destination.auth, creator, store, tls_reports.count))
-            else:
-                # No policy: TLS protects against passive eavesdropping; "enforced" means never
-                # in plain text.
-                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy,
-                                        tls.unverified_client_options())
-        await endpoints.connectProtocol(endpoint, protocol)
-        return protocol
+    dialer = Dialer(clock, config.hostname, addresses, TrustRoots(config.security.ca_file),
+                    TrustStore(config.security.ca_file), tls_reports.count, settings.relay_tls, relay_auth)
 
     node_name = f"{socket.gethostname()}:{os.getpid()}"
     return delivery.DeliveryWorker(
-        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination, shaper=shaper),
+        clock, db, Routes(clock, resolver), Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
         delivery.Settings(
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
@@ -525,27 +466,6 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
         signing_keys,
         on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe,
     )
-
-
-class _NoFetcher:
-    """delivery.mta_sts off: no policy is ever fetched."""
-
-    async def get(self, *args, **kwargs):
-        raise RuntimeError("MTA-STS is switched off (delivery.mta_sts)")
-
-
-def _system_servers() -> tuple[str, ...]:
-    """The nameservers of /etc/resolv.conf, for the DNSSEC-validated lookups."""
-    servers = []
-    try:
-        with open("/etc/resolv.conf", encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[0] == "nameserver":
-                    servers.append(parts[1] if ":" not in parts[1] else f"[{parts[1]}]:53")
-    except OSError:
-        pass
-    return tuple(servers) or ("127.0.0.1:53",)
 
 
 def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:

@@ -10,11 +10,13 @@ import os
 import shutil
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 from treq.client import HTTPClient
 from twisted.internet import endpoints, threads
 from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IResolver
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
@@ -43,8 +45,8 @@ from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.crypto.peers import TrustStore
-from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
 from mailsvc.delivery.dialer import Dialer
 from mailsvc.delivery.policy import NoFetcher, Policies
@@ -52,6 +54,8 @@ from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.delivery.shaping import SYNC_SECONDS, Shaper
 from mailsvc.delivery.tlsrpt import TlsReports
+from mailsvc.delivery.worker import DeliveryWorker
+from mailsvc.delivery.worker import Settings as DeliverySettings
 from mailsvc.dns.resolver import build_resolver, system_servers
 from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
@@ -223,9 +227,10 @@ class Parts:
     fetcher: Fetcher
     webhooks: WebhookRegistry
     dispatcher: Dispatcher
-    delivery: delivery.DeliveryWorker
+    delivery: DeliveryWorker
     return_path: ReturnPath
     role_parts: list[RolePart]
+    vaults: Vaults
     domains: Domains | None = None
     emails: Emails | None = None
     submission: Submission | None = None
@@ -243,187 +248,295 @@ class Parts:
     node_info: dict = attrs.Factory(dict)
 
 
-def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing) -> Dashboard:
-    settings = config.dashboard
-    return Dashboard(
-        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
-        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-        throttle=Throttle(clock, db), keys=keyring,
-    )
-
-
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
+    """
+    Every part of a node, each built after the parts it takes (one builder per feature); the
+    routes are mounted in the order ``/openapi.json`` lists them.
+    """
     metrics = Metrics()
-    keyring = KeyRing(
-        clock, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag,
-        config.api.auth_cache_seconds,
-    )
+
+    def count_failure(desc: str) -> None:
+        metrics.loop_failures.labels(desc).inc()
+
+    run_blocking = thread_pool_runner(clock)
+    vaults = vaults_of(config, master)
+    keyring = KeyRing(clock, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag,
+                      config.api.auth_cache_seconds)
     limiter = RateLimiter(clock, db, config.api.burst_factor)
-    # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
+    outside = _outside(clock, config)
+    # The template builder's renderer (its e-mails show the social icons this node serves at
+    # public_url) and its AI helper (any OpenAI-compatible provider, through the one client).
+    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    ai = AiHelper(clock, db, outside.fetcher, config.ai, renderer)
+    dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking)
+    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
+                    public_origins=config.public.cors_origins, sessions=dashboard,
+                    dashboard_origins=config.dashboard.origins)
+    _mount_dashboard(router, config, db, dashboard)
+    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
+    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, router)
+    content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
+    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
+    # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
+    signing_keys = SigningKeys(vaults.dkim_keys)
+    domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
+                                      count_failure, router)
+    router.mount(DashboardReads(dashboard, db, domains))
+    sending = _sending(clock, config, db, master, domains, content.templates, outside.fetcher, keyring, limiter,
+                       run_blocking, count_failure, router)
+    broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, content.spam, count_failure,
+                                                         router)
+    mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, metrics, count_failure)
+    notifications = Notifications(db)
+    role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
+    site = _site(clock, config, router, metrics)
+    loops = _process_loops(clock, db, keyring, metrics, count_failure)
+    if "delivery" in config.node.roles:
+        loops += mta.loops
+    if "scheduler" in config.node.roles:
+        loops += [check_domains, sending.release, release_broadcasts, *mta.scheduled,
+                  _maintain_partitions(clock, db, count_failure)]
+    return Parts(
+        db, metrics, keyring, accounts, router, site, loops, notifications, outside.fetcher, webhooks, dispatcher,
+        mta.worker, mta.return_path, role_parts, vaults, node_info=node_info, domains=domains, emails=sending.emails,
+        submission=sending.submission, submitter=sending.submitter, templates=content.templates,
+        contacts=content.contacts, segments=content.segments, dashboard=dashboard, broadcasts=broadcasts,
+        fanout=fanout, tls_reports=mta.tls_reports, shaper=mta.shaper, spam=content.spam,
+    )
+
+
+def thread_pool_runner(reactor) -> Callable[[Callable[[], Any]], Awaitable[Any]]:
+    """Runs a blocking call (password hashing, date parsing, key generation) in the reactor's threads."""
+
+    def run_blocking(fn: Callable[[], Any]) -> Awaitable[Any]:
+        return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn)
+
+    return run_blocking
+
+
+@attrs.frozen
+class Vaults:
+    """The keys of the secrets stored sealed; each also opens what an old master key sealed."""
+
+    webhook_secrets: KeyVault
+    dkim_keys: KeyVault
+
+
+def vaults_of(config: Config, master: bytes) -> Vaults:
+    old_masters = credentials.old_master_keys(config.security.old_master_keys)
+    return Vaults(credentials.vault(master, old_masters, "webhook-secrets"),
+                  credentials.vault(master, old_masters, "dkim-keys"))
+
+
+@attrs.frozen
+class Outside:
+    """The one resolver, the one check of outside addresses and the one outbound HTTP client (DESIGN.md)."""
+
+    resolver: IResolver
+    addresses: PublicAddresses
+    fetcher: Fetcher
+
+
+def _outside(clock, config: Config) -> Outside:
     resolver = build_resolver(clock, config.dns.servers)
     addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
                                 config.security.test_public_addresses)
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
-    # The template builder's renderer (its e-mails show the social icons this node serves at
-    # public_url) and its AI helper (any OpenAI-compatible provider, through the same client);
-    # the account's usage shows the helper's figures.
-    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
-    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
-    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
-    dashboard = dashboard_of(clock, config, db, master, keyring)
-    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
-                    public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins)
+    return Outside(resolver, addresses, fetcher)
+
+
+def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing,
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> Dashboard:
+    settings = config.dashboard
+    return Dashboard(
+        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
+        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
+        run_blocking=run_blocking, throttle=Throttle(clock, db), keys=keyring,
+    )
+
+
+def _mount_dashboard(router: Router, config: Config, db: Database, dashboard: Dashboard) -> None:
+    """The dashboard's sign-in and session routes, its pages, and the content editors' reads."""
     router.mount(AuthResource(dashboard, config.http.public_url))
     router.mount(UiResource(db))
     router.mount(ContentReads(db))
+
+
+def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelper, metrics: Metrics,
+              node_info: dict, router: Router) -> Accounts:
+    """Accounts and their API keys, the operator API, and the OpenAPI document of the router."""
+    # The account's usage shows the AI helper's figures.
+    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     router.mount(ApiKeysResource(keyring))
-    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
     router.mount(AdminResource(accounts, db, metrics, node_info, config.delivery.source))
     router.mount(OpenApiResource(router, config.http.public_url))
+    return accounts
+
+
+@attrs.frozen
+class Content:
+    templates: Templates
+    spam: SpamChecks
+    contacts: Contacts
+    segments: Segments
+
+
+def _content(clock, config: Config, db: Database, fetcher: Fetcher, renderer: BuilderRenderer, ai: AiHelper,
+             run_blocking, router: Router) -> Content:
+    """
+    What accounts write their mail with and send it to: the suppression list; templates, whose
+    builder documents ``renderer`` turns into html and text, and their spam score; contacts,
+    segments and the legacy audience paths over the same segments; the template builder and
+    brand import, with the AI helper.
+    """
     router.mount(SuppressionsResource(clock, db))
-    # Templates, and the template builder whose renderer (above) turns their builder documents
-    # into html and text.
     templates = Templates(clock, db, renderer)
     # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
     spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
                       config.hostname, float(config.spam.broadcast_threshold or 0))
     router.mount(TemplatesResource(templates, spam))
     router.mount(SpamResource(spam))
-    # Contacts, segments and the legacy audience paths over the same segments.
     contacts = Contacts(clock, db)
     segments = Segments(clock, db)
     router.mount(ContactsResource(contacts))
     router.mount(SegmentsResource(segments, contacts))
     router.mount(AudiencesResource(segments, contacts))
-
-    def count_failure(desc: str) -> None:
-        metrics.loop_failures.labels(desc).inc()
-
-    notifications = Notifications(db)
-    # The builder and brand import use the AI helper built above.
     builder = Builder(clock, db, renderer, ai)
     router.mount(BuilderResource(builder, social_icons()))
     router.mount(AiResource(ai))
     brand = BrandImporter(
         clock, db, fetcher, builder, ai, config.brand, tuple(int(p) for p in config.security.test_extra_ports),
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+        run_blocking=run_blocking,
     )
     router.mount(BrandResource(brand, config.http.public_url))
-    webhook_registry = WebhookRegistry(
-        clock, db, addresses,
-        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),
-    )
-    router.mount(WebhooksResource(webhook_registry))
+    return Content(templates, spam, contacts, segments)
+
+
+def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, on_failure,
+              router: Router) -> tuple[WebhookRegistry, Dispatcher]:
+    """The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher."""
+    registry = WebhookRegistry(clock, db, outside.addresses, secrets)
+    router.mount(WebhooksResource(registry))
+    settings = config.webhooks
     dispatcher = Dispatcher(
-        clock, db, fetcher, webhook_registry, config.webhooks.concurrency_per_endpoint,
-        config.webhooks.max_in_flight, config.webhooks.host_concurrency, config.webhooks.host_rate_per_sec,
-        on_failure=count_failure,
+        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, settings.max_in_flight,
+        settings.host_concurrency, settings.host_rate_per_sec, on_failure=on_failure,
     )
+    return registry, dispatcher
 
-    # One key makes the VERP return paths of outgoing mail and checks those coming back.
-    verp_key = credentials.derive(master, "verp")
-    # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
-    signing_keys = SigningKeys(
-        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
+
+def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, run_blocking, on_failure,
+             router: Router) -> tuple[Domains, Loop]:
+    """Sending domains (DNS records, Cloudflare set-up) and the scheduler's loop checking them."""
+    # A true cycle: the loop's step is the domains' check, and the domains wake the loop when a
+    # check is due at once. The loop comes first; its step reaches the domains once built.
+    check = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
+                 on_failure=on_failure)
+    http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
+    settings = Settings(
+        config.domains.region, config.hostname, config.spf_include,
+        config.domains.verification_window, config.domains.recheck_interval,
     )
-    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
-    # Reports to mailto: addresses are the operator's account's own mail through the one accept
-    # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
-    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname,
-                             mailer=_system_mailer(db, lambda: submitter, config.tlsrpt.account),
-                             mail_from=config.tlsrpt.sender)
-    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
-    shaper = Shaper(clock, db, config.delivery.source,
-                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
-                    on_change=metrics.destination_limits)
-    worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
-                              shaper)
-    metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
-
-    role_parts = [_engine_part(notifications, dispatcher), _engine_part(notifications, worker)]
-
-    # The check loop calls the domains, which wake it when a check is due at once.
-    check_domains = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
-                         on_failure=count_failure)
-    domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
+    domains = Domains(
+        clock, db, keys, resolver, Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,
+        check.wake, run_blocking=run_blocking,
+    )
     router.mount(DomainsResource(domains))
-    router.mount(DashboardReads(dashboard, db, domains))
+    return domains, check
 
+
+@attrs.frozen
+class Sending:
+    submitter: Submitter
+    emails: Emails
+    schedules: Schedules
+    submission: Submission
+    #: The scheduler's release of scheduled e-mails.
+    release: Loop
+
+
+def _sending(clock, config: Config, db: Database, master: bytes, domains: Domains, templates: Templates,
+             fetcher: Fetcher, keyring: KeyRing, limiter: RateLimiter, run_blocking, on_failure,
+             router: Router) -> Sending:
+    """
+    The one accept path (``Submitter``) behind ``POST /emails`` and SMTP submission, the
+    e-mails' reads and the scheduled ones' release, and the one-click unsubscribe links.
+    """
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     router.mount(UnsubscribeResource(unsubscribes))
-    idempotency_keys = IdempotencyKeys(clock, db)
-    schedules = Schedules(lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-                          config.api.date_languages)
+    schedules = Schedules(run_blocking, config.api.date_languages)
     submitter = Submitter(
-        clock, db, idempotency_keys, domains.sending_domain, suppression_list.suppressed_for,
+        clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
                     schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
-    # the one accept path (broadcasts role).
-    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url, spam)
-    router.mount(BroadcastsResource(broadcasts))
-    fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
-                    lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
-    role_parts.append(_engine_part(notifications, fanout))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
                             auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
-
-    site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
-                header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
-    metrics.in_flight.set_function(lambda: site.in_flight)
-
-    lag = LagProbe(clock, metrics.loop_lag.set)
-
-    async def sample_metrics() -> None:
-        metrics.pool_use(*db.pool_use())
-        day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
-        await metrics.sample(stats.Figures(db), day)
-
-    loops = [
-        Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
-             on_failure=count_failure),
-        Loop(clock, "event loop lag", LagProbe.INTERVAL, lag.tick, on_failure=count_failure),
-        Loop(clock, "sample metrics", SAMPLE_METRICS_SECONDS, sample_metrics, on_failure=count_failure),
-    ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
-                   on_failure=count_failure)
-    release_broadcasts = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS,
-                              broadcasts.release_due, on_failure=count_failure)
-    if "delivery" in config.node.roles:
-        loops.append(Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=count_failure))
-        loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
-                          on_failure=count_failure))
-    async def maintain_partitions() -> None:
-        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
-            log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
-
-    if "scheduler" in config.node.roles:
-        loops += [check_domains, release, release_broadcasts,
-                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure),
-                  Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain_partitions,
-                       on_failure=count_failure)]
-    return Parts(
-        db, metrics, keyring, accounts, router, site, loops, node_info=node_info,
-        notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
-        dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
-        emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard, broadcasts=broadcasts, fanout=fanout,
-        tls_reports=tls_reports, shaper=shaper, spam=spam,
-    )
+                   on_failure=on_failure)
+    return Sending(submitter, emails, schedules, submission, release)
 
 
-def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: str):
+def _broadcasts(clock, config: Config, db: Database, sending: Sending, spam: SpamChecks, on_failure,
+                router: Router) -> tuple[Broadcasts, Fanout, Loop]:
+    """
+    Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through the
+    one accept path (broadcasts role).
+    """
+    broadcasts = Broadcasts(clock, db, sending.schedules, config.http.public_url, spam)
+    router.mount(BroadcastsResource(broadcasts))
+    fanout = Fanout(clock, db, sending.submitter, chunk=config.broadcasts.chunk,
+                    lease_seconds=config.broadcasts.lease_seconds, on_failure=on_failure)
+    release = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS, broadcasts.release_due,
+                   on_failure=on_failure)
+    return broadcasts, fanout, release
+
+
+@attrs.frozen
+class Delivery:
+    worker: DeliveryWorker
+    return_path: ReturnPath
+    tls_reports: TlsReports
+    shaper: Shaper
+    #: What the delivery role runs besides the worker, and what the scheduler role runs of delivery.
+    loops: list[Loop]
+    scheduled: list[Loop]
+
+
+def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outside, signing_keys: SigningKeys,
+              submitter: Submitter, metrics: Metrics, on_failure) -> Delivery:
+    """The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path."""
+    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
+    # Reports to mailto: addresses are the operator's account's own mail through the one accept
+    # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
+    tls_reports = TlsReports(clock, db, outside.resolver, outside.fetcher, config.hostname,
+                             mailer=_system_mailer(db, submitter, config.tlsrpt.account),
+                             mail_from=config.tlsrpt.sender)
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    shaper = Shaper(clock, db, config.delivery.source,
+                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
+                    on_change=metrics.destination_limits)
+    # One key makes the VERP return paths of outgoing mail and checks those coming back.
+    verp_key = credentials.derive(master, "verp")
+    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, on_failure,
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+    metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
+    loops = [
+        Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
+        Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),
+    ]
+    scheduled = [Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=on_failure)]
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
+    return Delivery(worker, return_path, tls_reports, shaper, loops, scheduled)
+
+
+def _system_mailer(db: Database, submitter: Submitter, account: str):
     """Mail of the service's own (TLS reports) sent as the configured account's, through submit."""
     tenant_id = parse_uuid(account) if account else None
     if tenant_id is None:
@@ -433,15 +546,15 @@ def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: st
         tenant = await accounts_store.get_tenant(db, tenant_id)
         if tenant is None:
             raise ValueError(f"tlsrpt.account: no account {tenant_id}")
-        await submitter().submit(ServiceSender(tenant), [Item.of(submission_from_message(raw, to), raw)], "system")
+        await submitter.submit(ServiceSender(tenant), [Item.of(submission_from_message(raw, to), raw)], "system")
 
     return send
 
 
-def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
-                     signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
-                     tls_reports: TlsReports, shaper: Shaper) -> delivery.DeliveryWorker:
-    """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
+def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
+                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, on_failure,
+                     on_outcome) -> DeliveryWorker:
+    """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
     if settings.relay_host:
@@ -450,16 +563,15 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     policies = None
     if settings.mta_sts or settings.dane:
         secure = SecureResolver(clock, config.dns.servers or system_servers()) if settings.dane else None
-        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else NoFetcher(),
+        policies = Policies(clock, db, outside.resolver, secure, outside.fetcher if settings.mta_sts else NoFetcher(),
                             config.security.test_mta_sts_port or 443, tls_reports.count)
-
-    dialer = Dialer(clock, config.hostname, addresses, TrustRoots(config.security.ca_file),
+    dialer = Dialer(clock, config.hostname, outside.addresses, TrustRoots(config.security.ca_file),
                     TrustStore(config.security.ca_file), tls_reports.count, settings.relay_tls, relay_auth)
-
     node_name = f"{socket.gethostname()}:{os.getpid()}"
-    return delivery.DeliveryWorker(
-        clock, db, Routes(clock, resolver), Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
-        delivery.Settings(
+    return DeliveryWorker(
+        clock, db, Routes(clock, outside.resolver),
+        Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
+        DeliverySettings(
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
@@ -468,17 +580,37 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     )
 
 
-def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:
-    http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
-    settings = Settings(
-        config.domains.region, config.hostname, config.spf_include,
-        config.domains.verification_window, config.domains.recheck_interval,
-    )
-    return Domains(
-        clock, db, keys, resolver,
-        Cloudflare(clock, http, config.domains.cloudflare_base_url), settings, wake,
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-    )
+def _site(clock, config: Config, router: Router, metrics: Metrics) -> Site:
+    site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
+                header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
+    metrics.in_flight.set_function(lambda: site.in_flight)
+    return site
+
+
+def _process_loops(clock, db: Database, keyring: KeyRing, metrics: Metrics, on_failure) -> list[Loop]:
+    """What every process runs: its API keys' last uses written, the event loop's lag, the metrics sampled."""
+    lag = LagProbe(clock, metrics.loop_lag.set)
+
+    async def sample_metrics() -> None:
+        metrics.pool_use(*db.pool_use())
+        day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
+        await metrics.sample(stats.Figures(db), day)
+
+    return [
+        Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used, on_failure=on_failure),
+        Loop(clock, "event loop lag", LagProbe.INTERVAL, lag.tick, on_failure=on_failure),
+        Loop(clock, "sample metrics", SAMPLE_METRICS_SECONDS, sample_metrics, on_failure=on_failure),
+    ]
+
+
+def _maintain_partitions(clock, db: Database, on_failure) -> Loop:
+    """The scheduler's upkeep of the store: time partitions made ahead, expired ones dropped (when opted in)."""
+
+    async def maintain() -> None:
+        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
+            log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
+
+    return Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain, on_failure=on_failure)
 
 
 async def listen_submission(reactor, description: str, submission: Submission, options,
@@ -508,7 +640,7 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     db = await open_store(reactor, config, node, migrated=inherited is not None)
     parts = assemble(reactor, config, db, master, operator_token)
     if inherited is None:
-        await reseal(config, db, master)
+        await reseal(db, parts.vaults)
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
@@ -650,10 +782,9 @@ async def start_onion(reactor, config: Config, node: Node, parts: Parts, http_ad
     node.parts["onion"] = service
 
 
-async def reseal(config: Config, db: Database, master: bytes) -> None:
-    old_masters = credentials.old_master_keys(config.security.old_master_keys)
-    await resealing.reseal(db, credentials.vault(master, old_masters, "webhook-secrets"),
-                           credentials.vault(master, old_masters, "dkim-keys"))
+async def reseal(db: Database, vaults: Vaults) -> None:
+    """Every stored secret sealed again under the current master key (app/resealing.py)."""
+    await resealing.reseal(db, vaults.webhook_secrets, vaults.dkim_keys)
 
 
 async def start_parent(reactor, config: Config, node: Node, worker_command: list[str]) -> None:
@@ -676,9 +807,9 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     await db.start()
     try:
         await migrate(db)
-        await reseal(config, db, master)
+        await reseal(db, vaults_of(config, master))
         keyring = KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag, 0)
-        dashboard = dashboard_of(reactor, config, db, master, keyring)
+        dashboard = dashboard_of(reactor, config, db, master, keyring, thread_pool_runner(reactor))
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
         first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
     finally:

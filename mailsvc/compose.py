@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -626,7 +627,24 @@ async def listen_submission(reactor, description: str, submission: Submission, o
     return await processes.listen(reactor, "submission", description, factory, inherited)
 
 
-async def start(reactor, config: Config, node: Node, inherited: processes.Inherited | None = None) -> None:
+@attrs.frozen
+class Opened:
+    """What a node's process opens first, before the store."""
+
+    master: bytes
+    operator_token: str
+    #: The file the operator token was generated in (None: it came from the configuration).
+    token_path: Path | None
+    #: The SMTP listeners' certificate and key (PEM), when any SMTP listener is configured.
+    tls_pem: tuple[bytes, bytes] | None
+
+
+def open_state(config: Config) -> Opened:
+    """
+    The opening steps of ``start`` and ``start_parent``: the state directory, the manhole's
+    endpoint checked, the master key, the operator token and the SMTP listeners' TLS pair (made
+    once, by the first process, when none is configured).
+    """
     # Traversable (not listable) so the embedded cluster's unprivileged owner reaches its
     # directory; the secrets in it are 0600.
     config.state_dir.mkdir(parents=True, exist_ok=True)
@@ -635,12 +653,41 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         manhole.check_endpoint(config.manhole.listen)  # refused before anything starts
     master = credentials.master_key(config.security.master_key, config.state_dir)
     operator_token, token_path = credentials.operator_token(config.operator.token, config.state_dir)
+    tls_pem = None
+    if config.smtp.submission or config.smtp.inbound:
+        tls_pem = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
+    return Opened(master, operator_token, token_path, tls_pem)
 
+
+async def start(reactor, config: Config, node: Node, inherited: processes.Inherited | None = None) -> None:
+    """A node's single process, or one of its workers (``inherited``: the sockets its parent opened)."""
+    opened = open_state(config)
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
-    parts = assemble(reactor, config, db, master, operator_token)
+    parts = assemble(reactor, config, db, opened.master, opened.operator_token)
     if inherited is None:
         await reseal(db, parts.vaults)
+    await _start_background(reactor, config, node, parts)
+    tls_options = tls.server_options(*opened.tls_pem) if opened.tls_pem is not None else None
+    if "delivery" in config.node.roles and config.smtp.inbound:
+        await _listen_inbound(reactor, config, node, parts.return_path, tls_options, inherited)
+    if "api" in config.node.roles:
+        address = await _listen_http(reactor, config, node, parts.site, inherited)
+        if inherited is None:
+            first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
+            announce_first_owner(config, first, address.port)
+        if config.tor.onion:
+            await start_onion(reactor, config, node, parts, address, inherited)
+        await _listen_submissions(reactor, config, node, parts.submission, tls_options, inherited)
+    if config.manhole.listen:
+        await _listen_manhole(reactor, config, node, parts)
+    if opened.token_path is not None:
+        log.info("operator token is in {path}", path=opened.token_path)
+    node.parts["assembled"] = parts
+
+
+async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:
+    """The loops and the role parts (leased engines) started, in the order their stops need."""
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
@@ -653,70 +700,67 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     for loop in loops:
         loop.start()
         node.on_stop(loop.desc, loop.stop)
-    # Role-gated parts (the webhook dispatcher) stop before the loops and the pool.
+    # Role-gated parts (the leased engines) stop before the loops and the pool.
     for part in parts.role_parts:
         if part.role in config.node.roles:
             await part.start()
             node.on_stop(part.desc, part.stop)
 
-    tls_options = None
-    if config.smtp.submission or config.smtp.inbound:
-        cert, key = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
-        tls_options = tls.server_options(cert, key)
 
-    if "delivery" in config.node.roles and config.smtp.inbound:
-        factory = inbound.InboundFactory(
-            reactor, config.hostname, parts.return_path.accepts, parts.return_path.deliver, tls_options=tls_options,
-        )
-        inbound_port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
-        node.on_stop("SMTP return path", inbound_port.stopListening)
-        node.parts["inbound_port"] = inbound_port.getHost().port
-        log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
+async def _listen_inbound(reactor, config: Config, node: Node, return_path: ReturnPath, tls_options,
+                          inherited: processes.Inherited | None) -> None:
+    """The SMTP return path (bounces, complaints, DMARC reports) on ``smtp.inbound``."""
+    factory = inbound.InboundFactory(
+        reactor, config.hostname, return_path.accepts, return_path.deliver, tls_options=tls_options,
+    )
+    port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
+    node.on_stop("SMTP return path", port.stopListening)
+    node.parts["inbound_port"] = port.getHost().port
+    log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
-    if "api" in config.node.roles:
-        site = parts.site
-        port = await processes.listen(reactor, "http", config.http.listen, site, inherited)
 
-        async def drain():
-            await port.stopListening()
-            if site.in_flight:
-                log.info("draining {n} HTTP requests", n=site.in_flight)
-                waiting = site.drained()
-                waiting.addTimeout(config.http.drain_timeout, reactor)
-                try:
-                    await waiting
-                except Exception:
-                    log.warn("gave up waiting for {n} HTTP requests", n=site.in_flight)
+async def _listen_http(reactor, config: Config, node: Node, site: Site, inherited: processes.Inherited | None):
+    """The HTTP listener; its stop lets the requests in flight finish (up to ``http.drain_timeout``)."""
+    port = await processes.listen(reactor, "http", config.http.listen, site, inherited)
 
-        node.on_stop("HTTP listener", drain)
-        address = port.getHost()
-        node.parts["http_port"] = address.port
-        log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
-        if inherited is None:
-            first = await first_owner(parts.dashboard, db, config.dashboard.first_user, parts.accounts.create_tenant)
-            announce_first_owner(config, first, address.port)
+    async def drain():
+        await port.stopListening()
+        if site.in_flight:
+            log.info("draining {n} HTTP requests", n=site.in_flight)
+            waiting = site.drained()
+            waiting.addTimeout(config.http.drain_timeout, reactor)
+            try:
+                await waiting
+            except Exception:
+                log.warn("gave up waiting for {n} HTTP requests", n=site.in_flight)
 
-        if config.tor.onion:
-            await start_onion(reactor, config, node, parts, address, inherited)
+    node.on_stop("HTTP listener", drain)
+    address = port.getHost()
+    node.parts["http_port"] = address.port
+    log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    return address
 
-        if config.smtp.submission:
-            node.parts["smtp_ports"] = []
-            for description in config.smtp.submission:
-                smtp_port = await listen_submission(reactor, description, parts.submission, tls_options, inherited)
-                node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
-                node.parts["smtp_ports"].append(smtp_port.getHost().port)
-                log.info("SMTP submission listening on {endpoint}", endpoint=description)
 
-    if config.manhole.listen:
-        names = manhole.namespace(parts=parts, db=db, node=node, config=config, reactor=reactor)
-        ssh_port = await manhole.listen(reactor, config.manhole.listen, names, config.state_dir)
-        node.on_stop("SSH manhole", ssh_port.stopListening)
-        node.parts["manhole_address"] = ssh_port.getHost()
-        log.info("SSH manhole listening on {address}", address=manhole.describe(ssh_port.getHost()))
+async def _listen_submissions(reactor, config: Config, node: Node, submission: Submission, tls_options,
+                              inherited: processes.Inherited | None) -> None:
+    """Every listener of ``smtp.submission``."""
+    if not config.smtp.submission:
+        return
+    node.parts["smtp_ports"] = []
+    for description in config.smtp.submission:
+        port = await listen_submission(reactor, description, submission, tls_options, inherited)
+        node.on_stop(f"SMTP submission {description}", port.stopListening)
+        node.parts["smtp_ports"].append(port.getHost().port)
+        log.info("SMTP submission listening on {endpoint}", endpoint=description)
 
-    if token_path is not None:
-        log.info("operator token is in {path}", path=token_path)
-    node.parts["assembled"] = parts
+
+async def _listen_manhole(reactor, config: Config, node: Node, parts: Parts) -> None:
+    """The operator's SSH manhole (``manhole.listen``), its namespace holding the running parts."""
+    names = manhole.namespace(parts=parts, db=parts.db, node=node, config=config, reactor=reactor)
+    port = await manhole.listen(reactor, config.manhole.listen, names, config.state_dir)
+    node.on_stop("SSH manhole", port.stopListening)
+    node.parts["manhole_address"] = port.getHost()
+    log.info("SSH manhole listening on {address}", address=manhole.describe(port.getHost()))
 
 
 def announce_first_owner(config: Config, first: tuple[dict, str] | None, port: int) -> None:
@@ -793,23 +837,15 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     once (secrets, TLS material, the embedded cluster, migrations, resealing), then the
     listening sockets, then the workers that serve them.
     """
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    config.state_dir.chmod(0o711)
-    if config.manhole.listen:
-        manhole.check_endpoint(config.manhole.listen)
-    master = credentials.master_key(config.security.master_key, config.state_dir)
-    _, token_path = credentials.operator_token(config.operator.token, config.state_dir)
-    if config.smtp.submission or config.smtp.inbound:
-        tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
-
+    opened = open_state(config)
     dsn = await database_dsn(reactor, config, node)
     db = Database(reactor, dsn, 1, config.database.statement_timeout)
     await db.start()
     try:
         await migrate(db)
-        await reseal(db, vaults_of(config, master))
-        keyring = KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag, 0)
-        dashboard = dashboard_of(reactor, config, db, master, keyring, thread_pool_runner(reactor))
+        await reseal(db, vaults_of(config, opened.master))
+        keyring = KeyRing(reactor, db, credentials.derive(opened.master, "api-key-hmac"), config.api.key_tag, 0)
+        dashboard = dashboard_of(reactor, config, db, opened.master, keyring, thread_pool_runner(reactor))
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
         first = await first_owner(dashboard, db, config.dashboard.first_user, accounts.create_tenant)
     finally:
@@ -857,5 +893,5 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     supervisor.start()
     node.on_stop("workers", supervisor.stop)
     node.parts["supervisor"] = supervisor
-    if token_path is not None:
-        log.info("operator token is in {path}", path=token_path)
+    if opened.token_path is not None:
+        log.info("operator token is in {path}", path=opened.token_path)

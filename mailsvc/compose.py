@@ -377,6 +377,8 @@ def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelpe
 
 @attrs.frozen
 class Content:
+    """What ``_content`` builds that other features take (and tests reach through ``Parts``)."""
+
     templates: Templates
     spam: SpamChecks
     contacts: Contacts
@@ -449,6 +451,8 @@ def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, r
 
 @attrs.frozen
 class Sending:
+    """What ``_sending`` builds that other features take: broadcasts and delivery submit through it."""
+
     submitter: Submitter
     emails: Emails
     schedules: Schedules
@@ -501,6 +505,8 @@ def _broadcasts(clock, config: Config, db: Database, sending: Sending, spam: Spa
 
 @attrs.frozen
 class Delivery:
+    """What ``_delivery`` builds: the worker (a role part), the return path, and its loops by role."""
+
     worker: DeliveryWorker
     return_path: ReturnPath
     tls_reports: TlsReports
@@ -582,6 +588,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outsi
 
 
 def _site(clock, config: Config, router: Router, metrics: Metrics) -> Site:
+    """The HTTP site serving the router; ``/metrics`` shows its requests in flight."""
     site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
                 header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
     metrics.in_flight.set_function(lambda: site.in_flight)

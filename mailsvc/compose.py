@@ -11,11 +11,13 @@ import shutil
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 from treq.client import HTTPClient
 from twisted.internet import endpoints, threads
 from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IResolver
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
@@ -48,15 +50,18 @@ from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
-from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
-from mailsvc.delivery import worker as delivery
+from mailsvc.crypto.keyvault import KeyVault
+from mailsvc.crypto.peers import TrustStore
 from mailsvc.delivery.connections import Connections, Destination
-from mailsvc.delivery.policy import PeerPolicy, Policies
+from mailsvc.delivery.dialer import Dialer
+from mailsvc.delivery.policy import NoFetcher, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
 from mailsvc.delivery.shaping import SYNC_SECONDS, Shaper
 from mailsvc.delivery.tlsrpt import TlsReports
-from mailsvc.dns.resolver import build_resolver
+from mailsvc.delivery.worker import DeliveryWorker
+from mailsvc.delivery.worker import Settings as DeliverySettings
+from mailsvc.dns.resolver import build_resolver, system_servers
 from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.domains import unpublishable_reason
@@ -91,14 +96,14 @@ from mailsvc.http.waitlist import WaitlistResource
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail.spam import SpamAssassin
-from mailsvc.metrics import Metrics
+from mailsvc.metrics import LagProbe, Metrics
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import Fetcher, TrustRoots
 from mailsvc.service import Node
 from mailsvc.smtp import inbound
 from mailsvc.smtp.intake import SmtpIntake
 from mailsvc.smtp.message import submission_from_message
-from mailsvc.smtp.outbound import ENFORCED, OutboundSMTP
+from mailsvc.smtp.outbound import ENFORCED
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import accounts as accounts_store
 from mailsvc.store import partitions, stats
@@ -128,6 +133,8 @@ SAMPLE_METRICS_SECONDS = 15
 ONION_ADDRESS_SECONDS = 2
 #: Where the first worker leaves the published onion address for the others (``GET /admin/v1``).
 ONION_ADDRESS_FILE = "onion-address"
+#: Start failures that explain themselves in one line (no traceback in the log).
+EXPECTED_FAILURES = (OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError)
 
 
 def build(config: Config, inherited: processes.Inherited | None = None,
@@ -152,12 +159,9 @@ def build(config: Config, inherited: processes.Inherited | None = None,
         reactor.callWhenRunning(processes.watch_parent, reactor)
     if inherited is None and worker_command is not None and config.node.process_count > 1 \
             and "api" in config.node.roles:
-        node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail)
+        node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail, EXPECTED_FAILURES)
     else:
-        node = Node(lambda node: start(reactor, config, node, inherited), fail)
-    node.expected_failures = (
-        OSError, ValueError, CannotListenError, DatabaseUnavailable, ClusterError, MigrationError,
-    )
+        node = Node(lambda node: start(reactor, config, node, inherited), fail, EXPECTED_FAILURES)
     node.ready.addCallback(_freeze_startup_heap)
     return node
 
@@ -233,9 +237,10 @@ class Parts:
     fetcher: Fetcher
     webhooks: WebhookRegistry
     dispatcher: Dispatcher
-    delivery: delivery.DeliveryWorker
+    delivery: DeliveryWorker
     return_path: ReturnPath
     role_parts: list[RolePart]
+    vaults: Vaults
     domains: Domains | None = None
     emails: Emails | None = None
     submission: Submission | None = None
@@ -253,224 +258,305 @@ class Parts:
     node_info: dict = attrs.Factory(dict)
 
 
-def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing) -> Dashboard:
-    settings = config.dashboard
-    return Dashboard(
-        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
-        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-        throttle=Throttle(clock, db), keys=keyring,
+def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
+    """
+    Every part of a node, each built after the parts it takes (one builder per feature); the
+    routes are mounted in the order ``/openapi.json`` lists them.
+    """
+    metrics = Metrics()
+
+    def count_failure(desc: str) -> None:
+        metrics.loop_failures.labels(desc).inc()
+
+    run_blocking = thread_pool_runner(clock)
+    vaults = vaults_of(config, master)
+    keyring = KeyRing(clock, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag,
+                      config.api.auth_cache_seconds)
+    limiter = RateLimiter(clock, db, config.api.burst_factor)
+    outside = _outside(clock, config)
+    # The template builder's renderer (its e-mails show the social icons this node serves at
+    # public_url) and its AI helper (any OpenAI-compatible provider, through the one client).
+    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    ai = AiHelper(clock, db, outside.fetcher, config.ai, renderer)
+    dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking)
+    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
+                    public_origins=config.public.cors_origins, sessions=dashboard,
+                    dashboard_origins=config.dashboard.origins)
+    dashboard_reads = DashboardReads(db)
+    _mount_dashboard(router, config, dashboard, dashboard_reads)
+    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
+    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, router)
+    content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
+    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
+    # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
+    signing_keys = SigningKeys(vaults.dkim_keys)
+    domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
+                                      count_failure, router)
+    router.mount(ReadsResource(dashboard, dashboard_reads, domains))
+    sending = _sending(clock, config, db, master, domains, content.templates, outside.fetcher, keyring, limiter,
+                       run_blocking, count_failure, router)
+    broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, content.spam, count_failure,
+                                                         router)
+    mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, metrics, count_failure)
+    notifications = Notifications(db)
+    role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
+    site = _site(clock, config, router, metrics)
+    loops = _process_loops(clock, db, keyring, metrics, count_failure)
+    if "delivery" in config.node.roles:
+        loops += mta.loops
+    if "scheduler" in config.node.roles:
+        loops += [check_domains, sending.release, release_broadcasts, *mta.scheduled,
+                  _maintain_partitions(clock, db, count_failure)]
+    return Parts(
+        db, metrics, keyring, accounts, router, site, loops, notifications, outside.fetcher, webhooks, dispatcher,
+        mta.worker, mta.return_path, role_parts, vaults, node_info=node_info, domains=domains, emails=sending.emails,
+        submission=sending.submission, submitter=sending.submitter, templates=content.templates,
+        contacts=content.contacts, segments=content.segments, dashboard=dashboard, broadcasts=broadcasts,
+        fanout=fanout, tls_reports=mta.tls_reports, shaper=mta.shaper, spam=content.spam,
     )
 
 
-class LagProbe:
-    """Ticks every INTERVAL seconds; how late each tick ran is the event loop's lag."""
+def thread_pool_runner(reactor) -> Callable[[Callable[[], Any]], Awaitable[Any]]:
+    """Runs a blocking call (password hashing, date parsing, key generation) in the reactor's threads."""
 
-    INTERVAL = 1.0
+    def run_blocking(fn: Callable[[], Any]) -> Awaitable[Any]:
+        return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn)
 
-    def __init__(self, clock, report: Callable[[float], None]):
-        self._clock = clock
-        self._report = report
-        self._last: float | None = None
-
-    async def tick(self) -> None:
-        now = self._clock.seconds()
-        if self._last is not None:
-            self._report(max(0.0, now - self._last - self.INTERVAL))
-        self._last = now
+    return run_blocking
 
 
 @attrs.frozen
-class StatsOf:
-    """mailsvc.store.stats bound to one database (what Metrics.sample reads)."""
+class Vaults:
+    """The keys of the secrets stored sealed; each also opens what an old master key sealed."""
 
-    db: Database
-
-    async def mail_today(self, day):
-        return await stats.mail_today(self.db, day)
-
-    async def queues(self):
-        return await stats.queues(self.db)
-
-    async def broadcast_progress(self):
-        return await stats.broadcast_progress(self.db)
+    webhook_secrets: KeyVault
+    dkim_keys: KeyVault
 
 
-def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
-    metrics = Metrics()
-    keyring = KeyRing(
-        clock, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag,
-        config.api.auth_cache_seconds,
-    )
-    limiter = RateLimiter(clock, db, config.api.burst_factor)
-    # The one check of outside addresses and the one outbound HTTP client (DESIGN.md).
+def vaults_of(config: Config, master: bytes) -> Vaults:
+    old_masters = credentials.old_master_keys(config.security.old_master_keys)
+    return Vaults(credentials.vault(master, old_masters, "webhook-secrets"),
+                  credentials.vault(master, old_masters, "dkim-keys"))
+
+
+@attrs.frozen
+class Outside:
+    """The one resolver, the one check of outside addresses and the one outbound HTTP client (DESIGN.md)."""
+
+    resolver: IResolver
+    addresses: PublicAddresses
+    fetcher: Fetcher
+
+
+def _outside(clock, config: Config) -> Outside:
     resolver = build_resolver(clock, config.dns.servers)
     addresses = PublicAddresses(clock, resolver, config.security.allow_private_targets,
                                 config.security.test_public_addresses)
     # Up to every request a node has in flight may go to one host (several webhooks on it).
     fetcher = Fetcher(clock, addresses, config.security.ca_file, config.webhooks.max_in_flight)
-    # The template builder's renderer (its e-mails show the social icons this node serves at
-    # public_url) and its AI helper (any OpenAI-compatible provider, through the same client);
-    # the account's usage shows the helper's figures.
-    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
-    ai = AiHelper(clock, db, fetcher, config.ai, renderer)
-    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
-    dashboard = dashboard_of(clock, config, db, master, keyring)
-    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
-                    public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins)
+    return Outside(resolver, addresses, fetcher)
+
+
+def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing,
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> Dashboard:
+    settings = config.dashboard
+    return Dashboard(
+        clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
+        SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
+        run_blocking=run_blocking, throttle=Throttle(clock, db), keys=keyring,
+    )
+
+
+def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads: DashboardReads) -> None:
+    """The dashboard's sign-in and session routes, its pages, and the content editors' reads."""
     router.mount(AuthResource(dashboard, config.http.public_url))
-    dashboard_reads = DashboardReads(db)
-    router.mount(UiResource(dashboard_reads))
-    router.mount(ContentReads(dashboard_reads))
+    router.mount(UiResource(reads))
+    router.mount(ContentReads(reads))
+
+
+def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelper, metrics: Metrics,
+              node_info: dict, router: Router) -> Accounts:
+    """Accounts and their API keys, the operator API, and the OpenAPI document of the router."""
+    # The account's usage shows the AI helper's figures.
+    accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     router.mount(ApiKeysResource(keyring))
-    node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
     router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, node_info))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
     router.mount(HealthResource(Health(db)))
     router.mount(OpenApiResource(router, config.http.public_url))
+    return accounts
+
+
+@attrs.frozen
+class Content:
+    """What ``_content`` builds that other features take (and tests reach through ``Parts``)."""
+
+    templates: Templates
+    spam: SpamChecks
+    contacts: Contacts
+    segments: Segments
+
+
+def _content(clock, config: Config, db: Database, fetcher: Fetcher, renderer: BuilderRenderer, ai: AiHelper,
+             run_blocking, router: Router) -> Content:
+    """
+    What accounts write their mail with and send it to: the suppression list; templates, whose
+    builder documents ``renderer`` turns into html and text, and their spam score; contacts,
+    segments and the legacy audience paths over the same segments; the template builder and
+    brand import, with the AI helper.
+    """
     router.mount(SuppressionsResource(Suppressions(clock, db)))
-    # Templates, and the template builder whose renderer (above) turns their builder documents
-    # into html and text.
     templates = Templates(clock, db, renderer)
     # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
     spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
                       config.hostname, float(config.spam.broadcast_threshold or 0))
     router.mount(TemplatesResource(templates, spam))
     router.mount(SpamResource(spam))
-    # Contacts, segments and the legacy audience paths over the same segments.
     contacts = Contacts(clock, db)
     segments = Segments(clock, db)
     router.mount(ContactsResource(contacts))
     router.mount(SegmentsResource(segments, contacts))
     router.mount(AudiencesResource(segments, contacts))
-
-    def count_failure(desc: str) -> None:
-        metrics.loop_failures.labels(desc).inc()
-
-    notifications = Notifications(db)
-    # The builder and brand import use the AI helper built above.
     builder = Builder(clock, db, renderer, ai)
     router.mount(BuilderResource(builder, social_icons()))
     router.mount(AiResource(ai))
     brand = BrandImporter(
         clock, db, fetcher, builder, ai, config.brand, tuple(int(p) for p in config.security.test_extra_ports),
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
+        run_blocking=run_blocking,
     )
     router.mount(BrandResource(brand, config.http.public_url))
-    webhook_registry = WebhookRegistry(
-        clock, db, addresses,
-        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "webhook-secrets"),
-    )
-    router.mount(WebhooksResource(webhook_registry))
+    return Content(templates, spam, contacts, segments)
+
+
+def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, on_failure,
+              router: Router) -> tuple[WebhookRegistry, Dispatcher]:
+    """The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher."""
+    registry = WebhookRegistry(clock, db, outside.addresses, secrets)
+    router.mount(WebhooksResource(registry))
+    settings = config.webhooks
     dispatcher = Dispatcher(
-        clock, db, fetcher, webhook_registry, config.webhooks.concurrency_per_endpoint,
-        config.webhooks.max_in_flight, config.webhooks.host_concurrency, config.webhooks.host_rate_per_sec,
-        on_failure=count_failure,
+        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, settings.max_in_flight,
+        settings.host_concurrency, settings.host_rate_per_sec, on_failure=on_failure,
     )
+    return registry, dispatcher
 
-    # One key makes the VERP return paths of outgoing mail and checks those coming back.
-    verp_key = credentials.derive(master, "verp")
-    # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
-    signing_keys = SigningKeys(
-        credentials.vault(master, credentials.old_master_keys(config.security.old_master_keys), "dkim-keys")
+
+def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, run_blocking, on_failure,
+             router: Router) -> tuple[Domains, Loop]:
+    """Sending domains (DNS records, Cloudflare set-up) and the scheduler's loop checking them."""
+    # A true cycle: the loop's step is the domains' check, and the domains wake the loop when a
+    # check is due at once. The loop comes first; its step reaches the domains once built.
+    check = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
+                 on_failure=on_failure)
+    http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
+    settings = Settings(
+        config.domains.region, config.hostname, config.spf_include,
+        config.domains.verification_window, config.domains.recheck_interval,
     )
-    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
-    # Reports to mailto: addresses are the operator's account's own mail through the one accept
-    # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
-    tls_reports = TlsReports(clock, db, resolver, fetcher, config.hostname,
-                             mailer=_system_mailer(db, lambda: submitter, config.tlsrpt.account),
-                             mail_from=config.tlsrpt.sender)
-    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
-    shaper = Shaper(clock, db, config.delivery.source,
-                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
-                    on_change=metrics.destination_limits)
-    worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
-                              shaper)
-    metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
-
-    role_parts = [_engine_part(notifications, dispatcher), _engine_part(notifications, worker)]
-
-    # The check loop calls the domains, which wake it when a check is due at once.
-    check_domains = Loop(clock, "check domains", config.domains.check_interval, lambda: domains.check_due(),
-                         on_failure=count_failure)
-    domains = _domains(clock, config, db, signing_keys, resolver, check_domains.wake)
+    domains = Domains(
+        clock, db, keys, resolver, Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,
+        check.wake, run_blocking=run_blocking,
+    )
     router.mount(DomainsResource(domains))
-    router.mount(ReadsResource(dashboard, dashboard_reads, domains))
+    return domains, check
 
+
+@attrs.frozen
+class Sending:
+    """What ``_sending`` builds that other features take: broadcasts and delivery submit through it."""
+
+    submitter: Submitter
+    emails: Emails
+    schedules: Schedules
+    submission: Submission
+    #: The scheduler's release of scheduled e-mails.
+    release: Loop
+
+
+def _sending(clock, config: Config, db: Database, master: bytes, domains: Domains, templates: Templates,
+             fetcher: Fetcher, keyring: KeyRing, limiter: RateLimiter, run_blocking, on_failure,
+             router: Router) -> Sending:
+    """
+    The one accept path (``Submitter``) behind ``POST /emails`` and SMTP submission, the
+    e-mails' reads and the scheduled ones' release, and the one-click unsubscribe links.
+    """
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     router.mount(UnsubscribeResource(unsubscribes))
-    idempotency_keys = IdempotencyKeys(clock, db)
-    schedules = Schedules(lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-                          config.api.date_languages)
+    schedules = Schedules(run_blocking, config.api.date_languages)
     submitter = Submitter(
-        clock, db, idempotency_keys, domains.sending_domain, suppression_list.suppressed_for,
+        clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppression_list.suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
                     schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
-    # the one accept path (broadcasts role).
-    broadcasts = Broadcasts(clock, db, schedules, config.http.public_url, spam)
-    router.mount(BroadcastsResource(broadcasts))
-    fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
-                    lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
-    role_parts.append(_engine_part(notifications, fanout))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
                             auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
-
-    site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
-                header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
-    metrics.in_flight.set_function(lambda: site.in_flight)
-
-    lag = LagProbe(clock, metrics.loop_lag.set)
-
-    async def sample_metrics() -> None:
-        metrics.pool_use(*db.pool_use())
-        day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
-        await metrics.sample(StatsOf(db), day)
-
-    loops = [
-        Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used,
-             on_failure=count_failure),
-        Loop(clock, "event loop lag", LagProbe.INTERVAL, lag.tick, on_failure=count_failure),
-        Loop(clock, "sample metrics", SAMPLE_METRICS_SECONDS, sample_metrics, on_failure=count_failure),
-    ]
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
-                   on_failure=count_failure)
-    release_broadcasts = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS,
-                              broadcasts.release_due, on_failure=count_failure)
-    if "delivery" in config.node.roles:
-        loops.append(Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=count_failure))
-        loops.append(Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush,
-                          on_failure=count_failure))
-    async def maintain_partitions() -> None:
-        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
-            log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
-
-    if "scheduler" in config.node.roles:
-        loops += [check_domains, release, release_broadcasts,
-                  Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=count_failure),
-                  Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain_partitions,
-                       on_failure=count_failure)]
-    return Parts(
-        db, metrics, keyring, accounts, router, site, loops, node_info=node_info,
-        notifications=notifications, fetcher=fetcher, webhooks=webhook_registry,
-        dispatcher=dispatcher, delivery=worker, return_path=return_path, role_parts=role_parts, domains=domains,
-        emails=emails, submission=submission, submitter=submitter, templates=templates,
-        contacts=contacts, segments=segments, dashboard=dashboard, broadcasts=broadcasts, fanout=fanout,
-        tls_reports=tls_reports, shaper=shaper, spam=spam,
-    )
+                   on_failure=on_failure)
+    return Sending(submitter, emails, schedules, submission, release)
 
 
-def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: str):
+def _broadcasts(clock, config: Config, db: Database, sending: Sending, spam: SpamChecks, on_failure,
+                router: Router) -> tuple[Broadcasts, Fanout, Loop]:
+    """
+    Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through the
+    one accept path (broadcasts role).
+    """
+    broadcasts = Broadcasts(clock, db, sending.schedules, config.http.public_url, spam)
+    router.mount(BroadcastsResource(broadcasts))
+    fanout = Fanout(clock, db, sending.submitter, chunk=config.broadcasts.chunk,
+                    lease_seconds=config.broadcasts.lease_seconds, on_failure=on_failure)
+    release = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS, broadcasts.release_due,
+                   on_failure=on_failure)
+    return broadcasts, fanout, release
+
+
+@attrs.frozen
+class Delivery:
+    """What ``_delivery`` builds: the worker (a role part), the return path, and its loops by role."""
+
+    worker: DeliveryWorker
+    return_path: ReturnPath
+    tls_reports: TlsReports
+    shaper: Shaper
+    #: What the delivery role runs besides the worker, and what the scheduler role runs of delivery.
+    loops: list[Loop]
+    scheduled: list[Loop]
+
+
+def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outside, signing_keys: SigningKeys,
+              submitter: Submitter, metrics: Metrics, on_failure) -> Delivery:
+    """The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path."""
+    # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
+    # Reports to mailto: addresses are the operator's account's own mail through the one accept
+    # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
+    tls_reports = TlsReports(clock, db, outside.resolver, outside.fetcher, config.hostname,
+                             mailer=_system_mailer(db, submitter, config.tlsrpt.account),
+                             mail_from=config.tlsrpt.sender)
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    shaper = Shaper(clock, db, config.delivery.source,
+                    Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
+                    on_change=metrics.destination_limits)
+    # One key makes the VERP return paths of outgoing mail and checks those coming back.
+    verp_key = credentials.derive(master, "verp")
+    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, on_failure,
+                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+    metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
+    loops = [
+        Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
+        Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),
+    ]
+    scheduled = [Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=on_failure)]
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
+    return Delivery(worker, return_path, tls_reports, shaper, loops, scheduled)
+
+
+def _system_mailer(db: Database, submitter: Submitter, account: str):
     """Mail of the service's own (TLS reports) sent as the configured account's, through submit."""
     tenant_id = parse_uuid(account) if account else None
     if tenant_id is None:
@@ -480,59 +566,32 @@ def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: st
         tenant = await accounts_store.get_tenant(db, tenant_id)
         if tenant is None:
             raise ValueError(f"tlsrpt.account: no account {tenant_id}")
-        await submitter().submit(ServiceSender(tenant), [Item.of(submission_from_message(raw, to), raw)], "system")
+        await submitter.submit(ServiceSender(tenant), [Item.of(submission_from_message(raw, to), raw)], "system")
 
     return send
 
 
-def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
-                     signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
-                     tls_reports: TlsReports, shaper: Shaper) -> delivery.DeliveryWorker:
-    """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
+def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
+                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, on_failure,
+                     on_outcome) -> DeliveryWorker:
+    """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
     if settings.relay_host:
         relay = Destination(settings.relay_host, settings.relay_port, ENFORCED, relay=True)
     relay_auth = (settings.relay_username, settings.relay_password) if settings.relay_username else None
-    trust = TrustRoots(config.security.ca_file)
-    store = TrustStore(config.security.ca_file)
     policies = None
     if settings.mta_sts or settings.dane:
-        secure = SecureResolver(clock, config.dns.servers or _system_servers()) if settings.dane else None
-        policies = Policies(clock, db, resolver, secure, fetcher if settings.mta_sts else _NoFetcher(),
+        secure = SecureResolver(clock, config.dns.servers or system_servers()) if settings.dane else None
+        policies = Policies(clock, db, outside.resolver, secure, outside.fetcher if settings.mta_sts else NoFetcher(),
                             config.security.test_mta_sts_port or 443, tls_reports.count)
-
-    async def connect(destination: Destination) -> OutboundSMTP:
-        if destination.relay:
-            endpoint = endpoints.HostnameEndpoint(clock, destination.host, destination.port, timeout=30)
-            verified = tls.verified_client_options(destination.host, trust)
-            if settings.relay_tls == "implicit":
-                endpoint = endpoints.wrapClientTLS(verified, endpoint)
-            tls_policy, tls_options = ("opportunistic", None) if settings.relay_tls != "starttls" else (
-                ENFORCED, verified)
-            protocol = OutboundSMTP(clock, config.hostname, tls_policy, tls_options, auth=relay_auth,
-                                    allow_plaintext_auth=settings.relay_tls != "starttls")
-        else:
-            address = await addresses.check(destination.host)
-            endpoint_type = endpoints.TCP4ClientEndpoint if address.version == 4 else endpoints.TCP6ClientEndpoint
-            endpoint = endpoint_type(clock, str(address), destination.port, timeout=30)
-            if destination.auth is not None:
-                # MTA-STS or DANE: the certificate is checked once TLS is up (crypto/peers.py).
-                creator = RecordingClientTLS(destination.host)
-                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy, creator,
-                                        peer_policy=PeerPolicy(destination.auth, creator, store, tls_reports.count))
-            else:
-                # No policy: TLS protects against passive eavesdropping; "enforced" means never
-                # in plain text.
-                protocol = OutboundSMTP(clock, config.hostname, destination.tls_policy,
-                                        tls.unverified_client_options())
-        await endpoints.connectProtocol(endpoint, protocol)
-        return protocol
-
+    dialer = Dialer(clock, config.hostname, outside.addresses, TrustRoots(config.security.ca_file),
+                    TrustStore(config.security.ca_file), tls_reports.count, settings.relay_tls, relay_auth)
     node_name = f"{socket.gethostname()}:{os.getpid()}"
-    return delivery.DeliveryWorker(
-        clock, db, Routes(clock, resolver), Connections(clock, connect, settings.per_destination, shaper=shaper),
-        delivery.Settings(
+    return DeliveryWorker(
+        clock, db, Routes(clock, outside.resolver),
+        Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
+        DeliverySettings(
             node_name, settings.port, verp_key, settings.lease_seconds,
             settings.batch, settings.max_in_flight, relay,
         ),
@@ -541,38 +600,38 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
     )
 
 
-class _NoFetcher:
-    """delivery.mta_sts off: no policy is ever fetched."""
-
-    async def get(self, *args, **kwargs):
-        raise RuntimeError("MTA-STS is switched off (delivery.mta_sts)")
-
-
-def _system_servers() -> tuple[str, ...]:
-    """The nameservers of /etc/resolv.conf, for the DNSSEC-validated lookups."""
-    servers = []
-    try:
-        with open("/etc/resolv.conf", encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[0] == "nameserver":
-                    servers.append(parts[1] if ":" not in parts[1] else f"[{parts[1]}]:53")
-    except OSError:
-        pass
-    return tuple(servers) or ("127.0.0.1:53",)
+def _site(clock, config: Config, router: Router, metrics: Metrics) -> Site:
+    """The HTTP site serving the router; ``/metrics`` shows its requests in flight."""
+    site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
+                header_timeout=config.http.header_timeout, body_timeout=config.http.body_timeout)
+    metrics.in_flight.set_function(lambda: site.in_flight)
+    return site
 
 
-def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, wake) -> Domains:
-    http = HTTPClient(Agent(clock, tls.VerifiedHTTPS(), pool=HTTPConnectionPool(clock, persistent=False)))
-    settings = Settings(
-        config.domains.region, config.hostname, config.spf_include,
-        config.domains.verification_window, config.domains.recheck_interval,
-    )
-    return Domains(
-        clock, db, keys, resolver,
-        Cloudflare(clock, http, config.domains.cloudflare_base_url), settings, wake,
-        run_blocking=lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
-    )
+def _process_loops(clock, db: Database, keyring: KeyRing, metrics: Metrics, on_failure) -> list[Loop]:
+    """What every process runs: its API keys' last uses written, the event loop's lag, the metrics sampled."""
+    lag = LagProbe(clock, metrics.loop_lag.set)
+
+    async def sample_metrics() -> None:
+        metrics.pool_use(*db.pool_use())
+        day = timefmt.from_seconds(clock.seconds()).replace(hour=0, minute=0, second=0, microsecond=0)
+        await metrics.sample(stats.Figures(db), day)
+
+    return [
+        Loop(clock, "record api key use", LAST_USED_FLUSH_SECONDS, keyring.flush_last_used, on_failure=on_failure),
+        Loop(clock, "event loop lag", LagProbe.INTERVAL, lag.tick, on_failure=on_failure),
+        Loop(clock, "sample metrics", SAMPLE_METRICS_SECONDS, sample_metrics, on_failure=on_failure),
+    ]
+
+
+def _maintain_partitions(clock, db: Database, on_failure) -> Loop:
+    """The scheduler's upkeep of the store: time partitions made ahead, expired ones dropped (when opted in)."""
+
+    async def maintain() -> None:
+        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
+            log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
+
+    return Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain, on_failure=on_failure)
 
 
 async def listen_submission(reactor, description: str, submission: Submission, options,
@@ -588,7 +647,24 @@ async def listen_submission(reactor, description: str, submission: Submission, o
     return await processes.listen(reactor, "submission", description, factory, inherited)
 
 
-async def start(reactor, config: Config, node: Node, inherited: processes.Inherited | None = None) -> None:
+@attrs.frozen
+class Opened:
+    """What a node's process opens first, before the store."""
+
+    master: bytes
+    operator_token: str
+    #: The file the operator token was generated in (None: it came from the configuration).
+    token_path: Path | None
+    #: The SMTP listeners' certificate and key (PEM), when any SMTP listener is configured.
+    tls_pem: tuple[bytes, bytes] | None
+
+
+def open_state(config: Config) -> Opened:
+    """
+    The opening steps of ``start`` and ``start_parent``: the state directory, the manhole's
+    endpoint checked, the master key, the operator token and the SMTP listeners' TLS pair (made
+    once, by the first process, when none is configured).
+    """
     # Traversable (not listable) so the embedded cluster's unprivileged owner reaches its
     # directory; the secrets in it are 0600.
     config.state_dir.mkdir(parents=True, exist_ok=True)
@@ -597,15 +673,41 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         manhole.check_endpoint(config.manhole.listen)  # refused before anything starts
     master = credentials.master_key(config.security.master_key, config.state_dir)
     operator_token, token_path = credentials.operator_token(config.operator.token, config.state_dir)
+    tls_pem = None
+    if config.smtp.submission or config.smtp.inbound:
+        tls_pem = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
+    return Opened(master, operator_token, token_path, tls_pem)
 
+
+async def start(reactor, config: Config, node: Node, inherited: processes.Inherited | None = None) -> None:
+    """A node's single process, or one of its workers (``inherited``: the sockets its parent opened)."""
+    opened = open_state(config)
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
-    parts = assemble(reactor, config, db, master, operator_token)
+    parts = assemble(reactor, config, db, opened.master, opened.operator_token)
     first = key_path = None
     if inherited is None:
-        await reseal(config, db, master)
+        await reseal(db, parts.vaults)
         if "api" in config.node.roles:  # before the node answers: its key's file is there by then
             first, key_path = await first_account(config, parts.dashboard, db, parts.accounts.create_tenant)
+    await _start_background(reactor, config, node, parts)
+    tls_options = tls.server_options(*opened.tls_pem) if opened.tls_pem is not None else None
+    if "delivery" in config.node.roles and config.smtp.inbound:
+        await _listen_inbound(reactor, config, node, parts.return_path, tls_options, inherited)
+    if "api" in config.node.roles:
+        address = await _listen_http(reactor, config, node, parts.site, inherited)
+        if config.tor.onion:
+            await start_onion(reactor, config, node, parts, address, inherited)
+        await _listen_submissions(reactor, config, node, parts.submission, tls_options, inherited)
+    if config.manhole.listen:
+        await _listen_manhole(reactor, config, node, parts)
+    node.parts["assembled"] = parts
+    if inherited is None:
+        announce_node(config, "one process", opened.token_path, first, key_path, node.parts.get("http_port"))
+
+
+async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:
+    """The loops and the role parts (leased engines) started, in the order their stops need."""
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
@@ -618,70 +720,70 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     for loop in loops:
         loop.start()
         node.on_stop(loop.desc, loop.stop)
-    # Role-gated parts (the webhook dispatcher) stop before the loops and the pool.
+    # Role-gated parts (the leased engines) stop before the loops and the pool.
     for part in parts.role_parts:
         if part.role in config.node.roles:
             await part.start()
             node.on_stop(part.desc, part.stop)
 
-    tls_options = None
-    if config.smtp.submission or config.smtp.inbound:
-        cert, key = tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
-        tls_options = tls.server_options(cert, key)
 
-    if "delivery" in config.node.roles and config.smtp.inbound:
-        factory = inbound.InboundFactory(
-            reactor, config.hostname, parts.return_path.accepts, parts.return_path.deliver, tls_options=tls_options,
-        )
-        inbound_port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
-        node.on_stop("SMTP return path", inbound_port.stopListening)
-        node.parts["inbound_port"] = inbound_port.getHost().port
-        if inherited is None:  # a worker's listeners are its parent's to tell
-            log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
+async def _listen_inbound(reactor, config: Config, node: Node, return_path: ReturnPath, tls_options,
+                          inherited: processes.Inherited | None) -> None:
+    """The SMTP return path (bounces, complaints, DMARC reports) on ``smtp.inbound``."""
+    factory = inbound.InboundFactory(
+        reactor, config.hostname, return_path.accepts, return_path.deliver, tls_options=tls_options,
+    )
+    port = await processes.listen(reactor, "inbound", config.smtp.inbound, factory, inherited)
+    node.on_stop("SMTP return path", port.stopListening)
+    node.parts["inbound_port"] = port.getHost().port
+    if inherited is None:  # a worker's listeners are its parent's to tell
+        log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
-    if "api" in config.node.roles:
-        site = parts.site
-        port = await processes.listen(reactor, "http", config.http.listen, site, inherited)
 
-        async def drain():
-            await port.stopListening()
-            if site.in_flight:
-                log.info("draining {n} HTTP requests", n=site.in_flight)
-                waiting = site.drained()
-                waiting.addTimeout(config.http.drain_timeout, reactor)
-                try:
-                    await waiting
-                except Exception:
-                    log.warn("gave up waiting for {n} HTTP requests", n=site.in_flight)
+async def _listen_http(reactor, config: Config, node: Node, site: Site, inherited: processes.Inherited | None):
+    """The HTTP listener; its stop lets the requests in flight finish (up to ``http.drain_timeout``)."""
+    port = await processes.listen(reactor, "http", config.http.listen, site, inherited)
 
-        node.on_stop("HTTP listener", drain)
-        address = port.getHost()
-        node.parts["http_port"] = address.port
-        if inherited is None:
-            log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    async def drain():
+        await port.stopListening()
+        if site.in_flight:
+            log.info("draining {n} HTTP requests", n=site.in_flight)
+            waiting = site.drained()
+            waiting.addTimeout(config.http.drain_timeout, reactor)
+            try:
+                await waiting
+            except Exception:
+                log.warn("gave up waiting for {n} HTTP requests", n=site.in_flight)
 
-        if config.tor.onion:
-            await start_onion(reactor, config, node, parts, address, inherited)
-
-        if config.smtp.submission:
-            node.parts["smtp_ports"] = []
-            for description in config.smtp.submission:
-                smtp_port = await listen_submission(reactor, description, parts.submission, tls_options, inherited)
-                node.on_stop(f"SMTP submission {description}", smtp_port.stopListening)
-                node.parts["smtp_ports"].append(smtp_port.getHost().port)
-                if inherited is None:
-                    log.info("SMTP submission listening on {endpoint}", endpoint=description)
-
-    if config.manhole.listen:
-        names = manhole.namespace(parts=parts, db=db, node=node, config=config, reactor=reactor)
-        ssh_port = await manhole.listen(reactor, config.manhole.listen, names, config.state_dir)
-        node.on_stop("SSH manhole", ssh_port.stopListening)
-        node.parts["manhole_address"] = ssh_port.getHost()
-        log.info("SSH manhole listening on {address}", address=manhole.describe(ssh_port.getHost()))
-
-    node.parts["assembled"] = parts
+    node.on_stop("HTTP listener", drain)
+    address = port.getHost()
+    node.parts["http_port"] = address.port
     if inherited is None:
-        announce_node(config, "one process", token_path, first, key_path, node.parts.get("http_port"))
+        log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+    return address
+
+
+async def _listen_submissions(reactor, config: Config, node: Node, submission: Submission, tls_options,
+                              inherited: processes.Inherited | None) -> None:
+    """Every listener of ``smtp.submission``."""
+    if not config.smtp.submission:
+        return
+    node.parts["smtp_ports"] = []
+    for description in config.smtp.submission:
+        port = await listen_submission(reactor, description, submission, tls_options, inherited)
+        node.on_stop(f"SMTP submission {description}", port.stopListening)
+        node.parts["smtp_ports"].append(port.getHost().port)
+        if inherited is None:
+            log.info("SMTP submission listening on {endpoint}", endpoint=description)
+
+
+async def _listen_manhole(reactor, config: Config, node: Node, parts: Parts) -> None:
+    """The operator's SSH manhole (``manhole.listen``), its namespace holding the running parts."""
+    names = manhole.namespace(parts=parts, db=parts.db, node=node, config=config, reactor=reactor)
+    port = await manhole.listen(reactor, config.manhole.listen, names, config.state_dir)
+    node.on_stop("SSH manhole", port.stopListening)
+    node.parts["manhole_address"] = port.getHost()
+    log.info("SSH manhole listening on {address}", address=manhole.describe(port.getHost()))
 
 
 #: The name of a development start's first key (``<state dir>/api-key``), to find and revoke it by.
@@ -789,10 +891,9 @@ async def start_onion(reactor, config: Config, node: Node, parts: Parts, http_ad
     node.parts["onion"] = service
 
 
-async def reseal(config: Config, db: Database, master: bytes) -> None:
-    old_masters = credentials.old_master_keys(config.security.old_master_keys)
-    await resealing.reseal(db, credentials.vault(master, old_masters, "webhook-secrets"),
-                           credentials.vault(master, old_masters, "dkim-keys"))
+async def reseal(db: Database, vaults: Vaults) -> None:
+    """Every stored secret sealed again under the current master key (app/resealing.py)."""
+    await resealing.reseal(db, vaults.webhook_secrets, vaults.dkim_keys)
 
 
 async def start_parent(reactor, config: Config, node: Node, worker_command: list[str]) -> None:
@@ -801,23 +902,15 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     once (secrets, TLS material, the embedded cluster, migrations, resealing), then the
     listening sockets, then the workers that serve them.
     """
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    config.state_dir.chmod(0o711)
-    if config.manhole.listen:
-        manhole.check_endpoint(config.manhole.listen)
-    master = credentials.master_key(config.security.master_key, config.state_dir)
-    _, token_path = credentials.operator_token(config.operator.token, config.state_dir)
-    if config.smtp.submission or config.smtp.inbound:
-        tls.server_pem(config.tls.cert, config.tls.key, config.state_dir, config.hostname)
-
+    opened = open_state(config)
     dsn = await database_dsn(reactor, config, node)
     db = Database(reactor, dsn, 1, config.database.statement_timeout)
     await db.start()
     try:
         await migrate(db)
-        await reseal(config, db, master)
-        keyring = KeyRing(reactor, db, credentials.derive(master, "api-key-hmac"), config.api.key_tag, 0)
-        dashboard = dashboard_of(reactor, config, db, master, keyring)
+        await reseal(db, vaults_of(config, opened.master))
+        keyring = KeyRing(reactor, db, credentials.derive(opened.master, "api-key-hmac"), config.api.key_tag, 0)
+        dashboard = dashboard_of(reactor, config, db, opened.master, keyring, thread_pool_runner(reactor))
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
         first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
     finally:
@@ -866,5 +959,5 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     supervisor.start()
     node.on_stop("workers", supervisor.stop)
     node.parts["supervisor"] = supervisor
-    announce_node(config, f"{config.node.process_count} worker processes", token_path, first, key_path,
+    announce_node(config, f"{config.node.process_count} worker processes", opened.token_path, first, key_path,
                   address.port)

@@ -37,6 +37,23 @@ class _SharedGauge:
             self._gauge.set(self._read())
 
 
+class LagProbe:
+    """Ticks every INTERVAL seconds (a ``Loop``'s step); how late each tick ran is the event loop's lag."""
+
+    INTERVAL = 1.0
+
+    def __init__(self, clock, report: Callable[[float], None]):
+        self._clock = clock
+        self._report = report
+        self._last: float | None = None
+
+    async def tick(self) -> None:
+        now = self._clock.seconds()
+        if self._last is not None:
+            self._report(max(0.0, now - self._last - self.INTERVAL))
+        self._last = now
+
+
 class Metrics:
     def __init__(self):
         self.shared_dir = os.environ.get(SHARED_DIR_VARIABLE)
@@ -135,7 +152,7 @@ class Metrics:
         multiprocess.mark_process_dead(pid, shared_dir)
 
     async def sample(self, stats, day) -> None:
-        """Set the database-sampled gauges (``stats``: mailsvc.store.stats bound to a database)."""
+        """Set the database-sampled gauges (``stats``: ``mailsvc.store.stats.Figures`` of a database)."""
         rows = await stats.mail_today(day)
         totals: dict[str, int] = {}
         self.mail_today.clear()

@@ -21,16 +21,17 @@ Stopper = Callable[[], object]
 
 class Node(service.Service):
     name = "mailsvc"
-    #: Start failures that explain themselves in one line; anything else also logs its traceback.
-    expected_failures: tuple[type[BaseException], ...] = (OSError, ValueError)
 
     def __init__(
         self,
         start: Callable[[Node], Awaitable[None]],
         on_failure: Callable[[str], None],
+        expected_failures: tuple[type[BaseException], ...] = (OSError, ValueError),
     ):
         self._start = start
         self._on_failure = on_failure
+        #: Start failures that explain themselves in one line; anything else also logs its traceback.
+        self.expected_failures = expected_failures
         self._stoppers: list[tuple[str, Stopper]] = []
         self._starting: defer.Deferred | None = None
         self.parts: dict[str, object] = {}

@@ -9,9 +9,10 @@ from twisted.logger import Logger, globalLogPublisher
 
 from mailsvc import logs, timefmt
 from mailsvc.broadcasting.fanout import Fanout
-from mailsvc.compose import LagProbe, StatsOf
 from mailsvc.http.router import FULL, route
+from mailsvc.metrics import LagProbe
 from mailsvc.store import broadcasts as broadcast_rows
+from mailsvc.store.stats import Figures
 from tests.test_broadcasts import contacts, create, get, run_fanout
 from tests.test_sending import sending_tenant
 
@@ -20,7 +21,7 @@ from tests.test_sending import sending_tenant
 async def test_metrics_show_the_sampled_figures(api, db):
     parts = api.parts
     parts.metrics.pool_use(*db.pool_use())
-    await parts.metrics.sample(StatsOf(db), datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
+    await parts.metrics.sample(Figures(db), datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
     parts.metrics.loop_lag.set(0.25)
     response, body = await api.request("GET", "/metrics", api.operator_token)
     assert response.code == 200
@@ -101,7 +102,7 @@ def _progress(text: str) -> dict[str, float]:
 @pytest_twisted.ensureDeferred
 async def test_broadcast_progress_counts_the_recipients_of_the_broadcasts_being_sent(api, db):
     async def progress() -> dict[str, float]:
-        await api.parts.metrics.sample(StatsOf(db), datetime.now(UTC).replace(hour=0, minute=0, second=0,
+        await api.parts.metrics.sample(Figures(db), datetime.now(UTC).replace(hour=0, minute=0, second=0,
                                                                                 microsecond=0))
         response, body = await api.request("GET", "/metrics", api.operator_token)
         assert response.code == 200

@@ -8,7 +8,7 @@ from twisted.internet import defer, reactor, task
 from twisted.internet.protocol import Factory
 from twisted.names.error import DNSQueryTimeoutError
 
-from mailsvc.dns.resolver import build_resolver
+from mailsvc.dns.resolver import build_resolver, system_servers
 from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable, refusal
 from mailsvc.outside.fetch import Fetcher, FetchFailed
 from tests.outside import Reply
@@ -288,3 +288,13 @@ def test_a_bad_ca_file_is_refused(tmp_path):
         Fetcher(reactor, addresses, str(tmp_path / "empty.pem"))
     with pytest.raises(ValueError, match="security.ca_file"):
         Fetcher(reactor, addresses, str(tmp_path / "missing.pem"))
+
+
+def test_system_servers_reads_the_nameservers_of_resolv_conf(tmp_path):
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("# comment\nsearch example.com\nnameserver 192.0.2.53\nnameserver 2001:db8::53\n"
+                      "nameserver\noptions edns0\n")
+    assert system_servers(str(resolv)) == ("192.0.2.53", "[2001:db8::53]:53")
+    resolv.write_text("search example.com\n")
+    assert system_servers(str(resolv)) == ("127.0.0.1:53",)
+    assert system_servers(str(tmp_path / "missing")) == ("127.0.0.1:53",)

@@ -195,3 +195,10 @@ class Policies:
         if not fetched.headers.get("content-type", "").lower().startswith("text/plain"):
             raise mtasts.PolicyInvalid("the policy is not text/plain")
         return mtasts.parse_policy(fetched.body.decode("utf-8", "replace"), record_id)
+
+
+class NoFetcher:
+    """``delivery.mta_sts`` off: no policy is ever fetched."""
+
+    async def get(self, *args, **kwargs):
+        raise RuntimeError("MTA-STS is switched off (delivery.mta_sts)")

@@ -17,6 +17,20 @@ def parse_server(text: str) -> tuple[str, int]:
     return text, 53
 
 
+def system_servers(path: str = "/etc/resolv.conf") -> tuple[str, ...]:
+    """The nameservers of resolv.conf (``host:port`` texts, as ``dns.servers``); loopback if none."""
+    servers = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "nameserver":
+                    servers.append(parts[1] if ":" not in parts[1] else f"[{parts[1]}]:53")
+    except OSError:
+        pass
+    return tuple(servers) or ("127.0.0.1:53",)
+
+
 def build_resolver(reactor, servers: tuple[str, ...]):
     """
     A resolver on ``servers`` only (``dns.servers``), or on the system's resolv.conf

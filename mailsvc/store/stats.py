@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import attrs
+
 from mailsvc.store.database import Database
 from mailsvc.store.usage import _first_id_at
 
@@ -42,3 +44,19 @@ async def broadcast_progress(db: Database) -> dict[str, int]:
         desc="stats_broadcast_progress",
     )
     return {row["state"]: row["n"] for row in rows}
+
+
+@attrs.frozen
+class Figures:
+    """These figures of one database (what ``Metrics.sample`` reads)."""
+
+    db: Database
+
+    async def mail_today(self, day: datetime) -> list[dict]:
+        return await mail_today(self.db, day)
+
+    async def queues(self) -> dict:
+        return await queues(self.db)
+
+    async def broadcast_progress(self) -> dict[str, int]:
+        return await broadcast_progress(self.db)

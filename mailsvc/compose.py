@@ -295,8 +295,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     router.mount(ReadsResource(dashboard, dashboard_reads, domains))
     sending = _sending(clock, config, db, master, domains, content.templates, outside.fetcher, keyring, limiter,
                        run_blocking, count_failure, router)
-    broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, content.spam, count_failure,
-                                                         router)
+    broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
+                                                         count_failure, router)
     mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, metrics, count_failure)
     notifications = Notifications(db)
     role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
@@ -501,13 +501,13 @@ def _sending(clock, config: Config, db: Database, master: bytes, domains: Domain
     return Sending(submitter, emails, schedules, submission, release)
 
 
-def _broadcasts(clock, config: Config, db: Database, sending: Sending, spam: SpamChecks, on_failure,
-                router: Router) -> tuple[Broadcasts, Fanout, Loop]:
+def _broadcasts(clock, config: Config, db: Database, sending: Sending, domains: Domains, spam: SpamChecks,
+                on_failure, router: Router) -> tuple[Broadcasts, Fanout, Loop]:
     """
     Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through the
     one accept path (broadcasts role).
     """
-    broadcasts = Broadcasts(clock, db, sending.schedules, config.http.public_url, spam)
+    broadcasts = Broadcasts(clock, db, sending.schedules, domains.sending_domain, config.http.public_url, spam)
     router.mount(BroadcastsResource(broadcasts))
     fanout = Fanout(clock, db, sending.submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=on_failure)

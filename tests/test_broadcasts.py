@@ -391,6 +391,30 @@ async def test_a_broadcast_whose_segment_is_gone_fails(api):
 
 
 @pt.ensureDeferred
+async def test_a_broadcast_from_an_unverified_domain_is_refused_at_send_as_an_email_is(api):
+    """The same 403 an e-mail gets, when asked to send, not 200 and a later "failed" (issue #30)."""
+    _, key, _ = await sending_tenant(api)
+    segment_id = await contacts(api, key, 1)
+    unverified = {"segment_id": segment_id, "from": "News <news@unverified.example.org>", "subject": "s",
+                  "html": HTML, "name": "Elsewhere"}
+    for extra in ({"send": True}, {"scheduled_at": "in 1 hour"}):
+        code, body, _ = await api.json("POST", "/broadcasts", key, json={**unverified, **extra})
+        assert (code, body["name"]) == (403, "validation_error") and "not verified" in body["message"], body
+        code, body, _ = await api.json("POST", "/v1/broadcasts", key, json={**unverified, **extra})
+        assert (code, body["error"]["code"]) == (403, "domain_not_verified"), body
+    draft = await create(api, key, segment_id, **{"from": unverified["from"]})
+    code, body, _ = await api.json("POST", f"/broadcasts/{draft['id']}/send", key, json={})
+    assert (code, body["name"]) == (403, "validation_error"), body
+    assert (await get(api, key, draft["id"]))["status"] == "draft"
+    code, _, _ = await api.json("POST", f"/broadcasts/{draft['id']}/send", key, json={})
+    assert code == 403
+    # From the account's verified domain, the same draft goes.
+    code, _, _ = await api.json("PATCH", f"/broadcasts/{draft['id']}", key, json={"from": FROM})
+    code, sent, _ = await api.json("POST", f"/broadcasts/{draft['id']}/send", key, json={})
+    assert code == 200, sent
+
+
+@pt.ensureDeferred
 async def test_scheduled_broadcasts_are_released_by_the_scheduler(api):
     _, key, _ = await sending_tenant(api)
     segment_id = await contacts(api, key, 2)

@@ -1,7 +1,7 @@
 """DANE (RFC 7672) outbound, end to end. The tests' DNS server plays the validating resolver:
 for a zone marked signed (``dns_server.sign``) it sets the AD bit on answers to queries that
 asked for it (AD or DO), as unbound does for a validated zone (docs/decisions.md
-"Deliverability" says why that is faithful); TLSA records of the MX host are served from it,
+"MTA-STS and DANE" says why that is faithful); TLSA records of the MX host are served from it,
 and the sink presents certificates that match them or not."""
 
 import pytest

@@ -3,7 +3,7 @@ Lookups whose answers must be DNSSEC-authenticated (TLSA for DANE, RFC 7672): as
 configured resolver (``dns.servers``) with the AD bit set in the query (RFC 6840 §5.7), and
 trusted only when the answer comes back with the AD bit. The resolver must validate and the
 path to it must be trusted (a validating resolver on the node, e.g. unbound on loopback):
-that is the operator's set-up, see docs/decisions.md "Deliverability".
+that is the operator's set-up, see docs/decisions.md "MTA-STS and DANE".
 """
 
 from __future__ import annotations

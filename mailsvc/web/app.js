@@ -1,5 +1,5 @@
 // The dashboard: a small client of /auth, /me and /dashboard/* with hash routes (#/emails).
-// No framework, no build step, nothing from another origin (docs/decisions.md, "Dashboard").
+// No framework, no build step, nothing from another origin (docs/decisions.md, "Web UI").
 // Each page is a module of pages/; this list is the navigation's order (a new page: its module
 // here, exporting ``nav`` and ``routes``; see ui.js).
 

@@ -1,4 +1,4 @@
-// The contacts import's CSV rules (docs/decisions.md, "Dashboard"): a file's text becomes rows of
+// The contacts import's CSV rules (docs/decisions.md, "CSV import"): a file's text becomes rows of
 // POST /contacts/batch, each remembering the line of the file it came from, so that the batch's
 // errors[].index can be told as a line number. No DOM here: only text in, plain objects out.
 

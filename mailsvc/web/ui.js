@@ -2,7 +2,7 @@
 // 401), the frame around a page (header, navigation), the hash router, and the small builders of
 // forms and buttons. A page is a module under pages/ exporting ``routes`` ([pattern, page], the
 // page answering the nodes to show) and, to be in the navigation, ``nav`` ([hash, label]);
-// app.js lists the modules in navigation order. docs/decisions.md, "Dashboard".
+// app.js lists the modules in navigation order. docs/decisions.md, "Web UI".
 
 import { ApiError, get, post, session } from "/ui/api.js";
 import { h } from "/ui/dom.js";

@@ -1,7 +1,7 @@
 """
 The web UI: static files of ``mailsvc.web`` under ``/ui/`` (``GET /`` redirects there), with a
 strict Content-Security-Policy (no inline script or style, nothing from another origin), and
-the sandboxed preview of an e-mail's HTML. docs/decisions.md, "Dashboard".
+the sandboxed preview of an e-mail's HTML. docs/decisions.md, "Web UI".
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from mailsvc import __version__, manhole, onion, processes, timefmt
-from mailsvc.app import resealing
+from mailsvc.app import resealing, suppressions
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
@@ -32,10 +32,11 @@ from mailsvc.app.dashboard import Dashboard, SessionSettings, first_owner
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.idempotency import IdempotencyKeys
+from mailsvc.app.inbox import Inbox
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
-from mailsvc.app.submit import Item, ServiceSender, Submitter
+from mailsvc.app.submit import Item, ServiceSender, Submitter, TestSends
 from mailsvc.app.templates import Templates
 from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.app.webhooks import WebhookRegistry
@@ -45,6 +46,7 @@ from mailsvc.crypto import credentials, tls
 from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
 from mailsvc.delivery import worker as delivery
 from mailsvc.delivery.connections import Connections, Destination
+from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import PeerPolicy, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
@@ -55,6 +57,7 @@ from mailsvc.dns.secure import SecureResolver
 from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
+from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.engine import LeasedEngine
 from mailsvc.http.admin import AdminResource
 from mailsvc.http.api.ai import AiResource
@@ -72,6 +75,7 @@ from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
 from mailsvc.http.dashboard.auth import AuthResource, DashboardReads, set_password_link
 from mailsvc.http.dashboard.content import ContentReads
+from mailsvc.http.dashboard.inbox import InboxResource
 from mailsvc.http.dashboard.ui import UiResource
 from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.public import UnsubscribeResource
@@ -79,6 +83,7 @@ from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
+from mailsvc.mail import simulated
 from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import Metrics
 from mailsvc.outside.addresses import PublicAddresses
@@ -370,11 +375,17 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     shaper = Shaper(clock, db, config.delivery.source,
                     Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
                     on_change=metrics.destination_limits)
+    # Test addresses (issue 30): completed at the door as a receiver would, through the return
+    # path's own handling; kept in the development inbox with capture mode's mail.
+    tests = TestAddresses(config.mail.test_domain.rstrip("."))
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes, tests)
+    test_signer = simulated.test_signer(verp_key)
+    door = Door(clock, db, tests, test_signer, config.hostname, return_path.deliver)
     worker = _delivery_worker(clock, config, db, verp_key, resolver, addresses, signing_keys, count_failure,
                               lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), fetcher, tls_reports,
-                              shaper)
+                              shaper, door)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
+    router.mount(InboxResource(Inbox(db, resolver, config.spf_include, test_signer, spam)))
 
     role_parts = [_engine_part(notifications, dispatcher), _engine_part(notifications, worker)]
 
@@ -391,13 +402,14 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     idempotency_keys = IdempotencyKeys(clock, db)
     schedules = Schedules(lambda fn: threads.deferToThreadPool(clock, clock.getThreadPool(), fn),
                           config.api.date_languages)
+    suppressed_for = suppressions.with_test_addresses(suppression_list.suppressed_for, tests)
     submitter = Submitter(
-        clock, db, idempotency_keys, domains.sending_domain, suppression_list.suppressed_for,
+        clock, db, idempotency_keys, domains.sending_domain, suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
+        tests=TestSends(tests, config.mail.refuse_reserved_recipients),
     )
-    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
-                    schedules)
+    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppressed_for, schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
     # Broadcasts: the resource, the scheduled release (scheduler role) and the fan-out through
     # the one accept path (broadcasts role).
@@ -406,7 +418,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     fanout = Fanout(clock, db, submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=count_failure)
     role_parts.append(_engine_part(notifications, fanout))
-    intake = SmtpIntake(submitter, limiter, domains.sending_domain)
+    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname)
 
     site = Site(router.resource(), clock, metrics, admit=router.admit, body_limit=router.body_limit,
@@ -470,7 +482,7 @@ def _system_mailer(db: Database, submitter: Callable[[], Submitter], account: st
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resolver, addresses: PublicAddresses,
                      signing_keys: SigningKeys, on_failure, on_outcome, fetcher: Fetcher,
-                     tls_reports: TlsReports, shaper: Shaper) -> delivery.DeliveryWorker:
+                     tls_reports: TlsReports, shaper: Shaper, door: Door) -> delivery.DeliveryWorker:
     """The MTA side: MX routes, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -520,7 +532,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, resol
             settings.batch, settings.max_in_flight, relay,
         ),
         signing_keys,
-        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe,
+        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,
     )
 
 

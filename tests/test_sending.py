@@ -379,32 +379,33 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
     for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
         _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
         last_events[sent["id"]] = got["last_event"]
-    assert last_events == {mixed["id"]: "sent", gone["id"]: "suppressed", captured["id"]: "delivered"}
+    # Capture mode queues like direct mode: the delivery worker signs it and stops it at the door.
+    assert last_events == {mixed["id"]: "sent", gone["id"]: "suppressed", captured["id"]: "sent"}
     statuses = await api.parts.db.fetchall(
         "SELECT email_id::text, recipient, status, due_at IS NOT NULL AS due FROM deliveries ORDER BY id")
     assert {(d["email_id"], d["recipient"]): (d["status"], d["due"]) for d in statuses} == {
         (mixed["id"], "ann@example.com"): ("queued", True), (mixed["id"], "gone@example.com"): ("suppressed", False),
         (gone["id"], "gone@example.com"): ("suppressed", False),
-        (captured["id"], "gone@example.com"): ("delivered", False)}
+        (captured["id"], "gone@example.com"): ("queued", True)}
     released = await api.parts.db.fetchall(
         "SELECT type, data->>'email_id' AS email, data->'to' AS live FROM events ORDER BY id")
     assert [(e["type"], e["email"], e["live"]) for e in released] == [
         ("email.sent", mixed["id"], ["ann@example.com"]),
         ("email.suppressed", mixed["id"], ["ann@example.com"]),
         ("email.suppressed", gone["id"], []),
-        ("email.sent", captured["id"], ["gone@example.com"]),
-        ("email.delivered", captured["id"], ["gone@example.com"])]
+        ("email.sent", captured["id"], ["gone@example.com"])]
 
 
 @pt.ensureDeferred
-async def test_capture_mode_stores_mail_as_delivered(api):
+async def test_capture_mode_queues_mail_like_direct_mode(api):
+    """It is signed and kept in the inbox by the delivery worker (tests/test_delivery.py)."""
     tenant, key, _ = await sending_tenant(api)
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
     _, sent, _ = await api.json("POST", "/emails", key, json=BODY)
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
-    assert got["last_event"] == "delivered"
+    assert got["last_event"] == "sent"
     _, native, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
-    assert [d["status"] for d in native["deliveries"]] == ["delivered"]
+    assert [d["status"] for d in native["deliveries"]] == ["queued"]
 
 
 @pt.ensureDeferred

@@ -441,3 +441,70 @@ async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
     for path in ("/nope", "/ui/nope.js", "/ui/../setup.cfg", "/emailsx"):
         code, body, _ = await api.json("GET", path)
         assert code == 404 and body["name"] == "not_found", path
+
+
+@pt.ensureDeferred
+async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
+    from twisted.names import dns
+
+    from tests.domainsupport import publish
+
+    tenant, key, session = await signed_in(mta.api)
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token,
+                   json={"delivery_mode": "capture", "send_rate_per_sec": 1000})
+    _, domain, _ = await mta.json("POST", "/domains", key, json={"name": "acme.example.com"})
+    publish(mta.dns, domain)  # the loopback DNS answers with the domain's records
+    await mta.parts.db.execute("UPDATE domains SET status = 'verified'")
+    captured = await mta.send(key, ["ann@example.net"], html="<p>Hi <b>Ann</b></p>", text="Hi Ann",
+                              attachments=[{"filename": "a.txt", "content": "aGVsbG8="}])
+    await mta.settled_past(captured)
+    code, sent, _ = await mta.json("POST", "/emails", key, json={
+        "from": "onboarding@resend.dev", "to": "delivered+x@resend.dev", "subject": "Trying", "html": "<p>T</p>"})
+    assert code == 200, sent
+    await mta.settled_past(sent["id"])
+
+    code, listed, _ = await session.json("GET", "/dashboard/inbox")
+    assert code == 200 and listed["has_more"] is False
+    assert [(m["email_id"], m["outcome"], m["simulated"]) for m in listed["data"]] == [
+        (sent["id"], "delivered", True), (captured, "captured", False)]
+    code, first, _ = await session.json("GET", "/dashboard/inbox?limit=1")
+    assert first["has_more"] is True and first["data"] == listed["data"][:1]
+    _, rest, _ = await session.json("GET", f"/dashboard/inbox?limit=1&after={first['data'][0]['id']}")
+    assert rest["data"] == listed["data"][1:] and rest["has_more"] is False
+
+    code, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert code == 200 and real["to"] == ["ann@example.net"]
+    assert real["raw"].startswith("DKIM-Signature:") and real["html"].strip() == "<p>Hi <b>Ann</b></p>"
+    assert real["text"].strip() == "Hi Ann" and [a["filename"] for a in real["attachments"]] == ["a.txt"]
+    assert ["From", "Acme <news@acme.example.com>"] in real["headers"]
+    checks = real["checks"]
+    assert checks["simulated"] is False
+    assert {(d["result"], d["domain"]) for d in checks["dkim"]} == {("pass", "acme.example.com")}
+    assert len(checks["dkim"]) == 2  # an RSA and an Ed25519 signature
+    assert checks["spf"]["result"] == "pass" and checks["spf"]["domain"].endswith(".acme.example.com")
+    assert (checks["dmarc"]["result"], checks["dmarc"]["dkim_aligned"], checks["dmarc"]["spf_aligned"]) == (
+        "pass", True, True)
+    assert checks["list_unsubscribe"]["list_unsubscribe"] is None and checks["spam"] is None
+
+    _, test, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][0]['id']}")
+    checks = test["checks"]
+    assert checks["simulated"] is True
+    assert [(d["result"], d["domain"]) for d in checks["dkim"]] == [("pass", "resend.dev")]
+    assert checks["spf"]["detail"].startswith("simulated") and checks["dmarc"]["detail"].startswith("simulated")
+    assert checks["dmarc"]["result"] == "pass"
+
+    response, html = await mta.request("GET", test["html_url"],
+                                       headers={"Cookie": f"mailsvc_session={session.token}"})
+    assert response.code == 200 and html.strip() == b"<p>T</p>"
+    assert "sandbox" in response.headers.getRawHeaders("content-security-policy")[0]
+    code, _, _ = await session.json("GET", f"/dashboard/inbox/{uuid.uuid4()}")
+    assert code == 404
+    # The checks are the published records': without the key, DKIM fails; without SPF too, DMARC.
+    for record in domain["records"]:
+        if "_domainkey" in record["name"]:
+            mta.dns.remove(f"{record['name']}.acme.example.com")
+    _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert [d["result"] for d in real["checks"]["dkim"]] == ["fail", "fail"] and real["checks"]["dmarc"]["result"] == "pass"
+    mta.dns.remove(real["checks"]["spf"]["domain"], dns.TXT)
+    _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert real["checks"]["spf"]["result"] == "none" and real["checks"]["dmarc"]["result"] == "fail"

@@ -41,9 +41,10 @@ def parts(message: bytes) -> dict:
 
 def _content(part) -> str:
     try:
-        return part.get_content()
+        content = part.get_content()
     except (LookupError, ValueError):
-        return (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
+        content = (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
+    return content.replace("\r\n", "\n")
 
 
 def header(message: bytes, name: str) -> str | None:

@@ -541,8 +541,13 @@ async def test_the_test_sender_never_sends_real_mail(mta):
     """Mail the accept path could not have let through (written here directly) fails at the door."""
     mta.route("example.net")
     _, key = await _no_domain(mta)
+    await _settled_to_the_end(mta, await _test_send(mta, key, ["delivered@resend.dev"]))  # the key is cached
+    await mta.parts.db.execute("UPDATE tenants SET status = 'paused'")  # queued mail waits
     email_id = await _test_send(mta, key, ["delivered@resend.dev"])
-    await mta.parts.db.execute("UPDATE deliveries SET recipient = 'ann@example.net'")
+    await mta.parts.db.execute("UPDATE deliveries SET recipient = 'ann@example.net' WHERE email_id = %s", (email_id,))
+    await mta.parts.db.execute("UPDATE tenants SET status = 'active'")
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE status = 'queued'")
+    mta.parts.delivery.wake()
     rows = await mta.settled_past(email_id)
     assert [r["status"] for r in rows] == ["failed"] and mta.sink.messages == []
 

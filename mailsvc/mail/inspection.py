@@ -35,7 +35,9 @@ def parts(message: bytes) -> dict:
             attachments.append({"filename": part.get_filename(), "content_type": kind,
                                 "disposition": disposition or "attachment", "content_id": part.get("Content-ID"),
                                 "size": len(payload)})
-    headers = [[name, str(value)] for name, value in parsed.items()]
+    # The fields as written (encoded words and all), each unfolded: what was signed.
+    written = email.message_from_bytes(message, policy=email.policy.compat32)
+    headers = [[name, re.sub(r"\r?\n[ \t]+", " ", str(value)).strip()] for name, value in written.items()]
     return {"html": html, "text": text, "headers": headers, "attachments": attachments}
 
 

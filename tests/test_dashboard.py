@@ -11,9 +11,11 @@ from http.cookies import SimpleCookie
 
 import pytest
 import pytest_twisted as pt
+from twisted.names.dns import TXT
 
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
+from tests.domainsupport import publish
 from tests.test_sending import BODY, sending_tenant
 
 LISTED = "https://dash.example.com"
@@ -444,10 +446,6 @@ async def test_the_ui_is_served_under_ui_with_a_strict_policy(api):
 
 @pt.ensureDeferred
 async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
-    from twisted.names import dns
-
-    from tests.domainsupport import publish
-
     tenant, key, session = await signed_in(mta.api)
     await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token,
                    json={"delivery_mode": "capture", "send_rate_per_sec": 1000})
@@ -505,6 +503,6 @@ async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
     _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
     assert [d["result"] for d in real["checks"]["dkim"]] == ["fail", "fail"]
     assert real["checks"]["dmarc"]["result"] == "pass"  # SPF, aligned
-    mta.dns.remove(real["checks"]["spf"]["domain"], dns.TXT)
+    mta.dns.remove(real["checks"]["spf"]["domain"], TXT)
     _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
     assert real["checks"]["spf"]["result"] == "none" and real["checks"]["dmarc"]["result"] == "fail"

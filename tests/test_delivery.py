@@ -3,6 +3,7 @@ routed by MX records on a real DNS server, and every outcome comes back as rows 
 
 import email
 import email.policy
+import json
 import os
 import shutil
 import socket
@@ -11,14 +12,20 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import dkim as dkimpy
 import psycopg2
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, threads
+import svix.webhooks
+from twisted.internet import defer, reactor, task, threads
 from twisted.internet.task import deferLater
 from twisted.names import dns
 
-from mailsvc.mail import verp
+from mailsvc.delivery.door import Door
+from mailsvc.domain.testaddresses import TestAddresses
+from mailsvc.mail import dkim as signing
+from mailsvc.mail import simulated, verp
+from mailsvc.store.deliveries import Work
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
@@ -510,10 +517,6 @@ async def test_test_addresses_complete_as_they_say_without_leaving_the_node(mta)
 
 @pt.ensureDeferred
 async def test_test_address_events_reach_webhooks_signed(start_mta_with, https_receiver, ca, tmp_path):  # noqa: F811
-    import json
-
-    import svix.webhooks
-
     mta = await start_mta_with(MAILSVC_SECURITY_CA_FILE=str(ca.write(tmp_path / "ca.pem")))
     mta.dns.a("hooks.example.com", "127.0.0.1")
     _, key = await _no_domain(mta)
@@ -554,10 +557,6 @@ async def test_the_test_sender_never_sends_real_mail(mta):
 
 @pt.ensureDeferred
 async def test_capture_mode_signs_and_keeps_the_message_in_the_inbox(mta):
-    import dkim as dkimpy
-
-    from mailsvc.mail import dkim as signing
-
     mta.route("example.net")
     tenant, key = await mta.sender()
     await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token, json={"delivery_mode": "capture"})
@@ -579,13 +578,6 @@ async def test_capture_mode_signs_and_keeps_the_message_in_the_inbox(mta):
 
 @pt.ensureDeferred
 async def test_the_inbox_keeps_the_newest_messages_per_account(api):
-    from twisted.internet import task
-
-    from mailsvc.delivery.door import Door
-    from mailsvc.domain.testaddresses import TestAddresses
-    from mailsvc.mail import simulated
-    from mailsvc.store.deliveries import Work
-
     tenant, _ = await api.tenant()
     other, _ = await api.tenant()
     clock = task.Clock()

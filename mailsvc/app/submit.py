@@ -16,6 +16,10 @@ with its own RFC 8058 one-click unsubscribe link (``List-Unsubscribe`` and
 ``List-Unsubscribe-Post``, both signed at delivery, and ``{{{SVC_UNSUBSCRIBE_URL}}}`` filled in),
 stored in ``deliveries.message``; the email row keeps the message as submitted (no link,
 placeholders unfilled), which is never delivered for it. Transactional mail does none of this.
+
+Test addresses (issue 30, ``domain/testaddresses.py``): a ``from`` on the test domain is accepted
+without a verified domain when every recipient is a test address (its email has no domain row);
+recipients on reserved names are refused (422) unless the node is told not to (``TestSends``).
 """
 
 from __future__ import annotations
@@ -537,7 +541,7 @@ def check_account(tenant: Tenant) -> None:
         raise NotAllowed("This account is suspended and cannot send email.", reason="tenant_suspended")
 
 
-def not_verified(domain_name: str, tests: TestAddresses | None = None) -> NotAllowed:
-    hint = tests.unverified_hint() if tests is not None else ""
-    return NotAllowed(f"The {domain_name} domain is not verified. Please, add and verify your domain.{hint}",
-                      reason="domain_not_verified")
+def not_verified(domain_name: str, tests: TestAddresses) -> NotAllowed:
+    """The 403 of an unverified sending domain, saying what to do (verify it, or try the test sender)."""
+    return NotAllowed(f"The {domain_name} domain is not verified. Please, add and verify your domain."
+                      + tests.unverified_hint(), reason="domain_not_verified")

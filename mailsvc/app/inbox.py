@@ -14,10 +14,10 @@ from mailsvc import timefmt
 from mailsvc.app.spam import SpamChecks
 from mailsvc.dns import verify
 from mailsvc.domain.errors import NotFound, SpamCheckUnavailable
+from mailsvc.domain.paging import Page
 from mailsvc.mail import dkim, inspection, simulated
 from mailsvc.store import inbox as store
 from mailsvc.store.database import Database
-from mailsvc.store.paging import Page
 
 
 def _listed(row: dict) -> dict:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database
-from mailsvc.store.paging import Page
+from mailsvc.store.paging import clause
 
 _LISTED = "id, email_id, recipients, outcome, sender, subject, domain, simulated, created_at"
 
@@ -32,7 +33,7 @@ async def _keep(txn, entries: list[tuple], most: int) -> None:
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
-    where, order, parameters = page.clause()
+    where, order, parameters = clause(page)
     rows = await db.fetchall(
         f"SELECT {_LISTED} FROM inbox WHERE tenant_id = %s AND {where} {order}",
         (tenant_id, *parameters), desc="list inbox",

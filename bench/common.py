@@ -21,6 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+# The benches send to reserved names (*.example, *.test) routed to loopback sinks: nodes they
+# start as processes (which inherit the environment) do not refuse them.
+os.environ.setdefault("MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS", "false")
+
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -244,7 +248,8 @@ def serve(state_dir: str, settings: dict, inherit: bool = True, on_ready: Callab
     from mailsvc.config import load
 
     inherited = {k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")} if inherit else {}
-    config = load(None, environ={**inherited, **settings, "MAILSVC_STATE_DIR": state_dir})
+    config = load(None, environ={"MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false", **inherited, **settings,
+                                 "MAILSVC_STATE_DIR": state_dir})
     log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
     globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
     node = compose.build(config)

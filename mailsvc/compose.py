@@ -23,7 +23,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from mailsvc import __version__, manhole, onion, processes, timefmt
-from mailsvc.app import resealing
+from mailsvc.app import resealing, suppressions
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
@@ -37,11 +37,12 @@ from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.health import Health
 from mailsvc.app.idempotency import IdempotencyKeys
+from mailsvc.app.inbox import Inbox
 from mailsvc.app.operator import Destinations
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
-from mailsvc.app.submit import Item, ServiceSender, Submitter
+from mailsvc.app.submit import Item, ServiceSender, Submitter, TestSends
 from mailsvc.app.suppressions import Suppressions
 from mailsvc.app.templates import Templates
 from mailsvc.app.throttle import SmtpAuthFailures, Throttle
@@ -54,6 +55,7 @@ from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.crypto.peers import TrustStore
 from mailsvc.delivery.connections import Connections, Destination
 from mailsvc.delivery.dialer import Dialer
+from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import NoFetcher, Policies
 from mailsvc.delivery.returns import ReturnPath
 from mailsvc.delivery.routes import Routes
@@ -67,6 +69,7 @@ from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.domains import unpublishable_reason
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
+from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.engine import LeasedEngine
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
@@ -83,6 +86,7 @@ from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
 from mailsvc.http.dashboard.auth import AuthResource, set_password_link
 from mailsvc.http.dashboard.content import ContentReads
+from mailsvc.http.dashboard.inbox import InboxResource
 from mailsvc.http.dashboard.reads import ReadsResource
 from mailsvc.http.dashboard.ui import UiResource
 from mailsvc.http.health import HealthResource
@@ -95,6 +99,7 @@ from mailsvc.http.usage import UsageResource
 from mailsvc.http.waitlist import WaitlistResource
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
+from mailsvc.mail import simulated
 from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import LagProbe, Metrics
 from mailsvc.outside.addresses import PublicAddresses
@@ -293,11 +298,15 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
                                       count_failure, router)
     router.mount(ReadsResource(dashboard, dashboard_reads, domains))
-    sending = _sending(clock, config, db, master, domains, content.templates, outside.fetcher, keyring, limiter,
+    # Test addresses (issue 30): accepted without a domain from the test sender, completed at the
+    # delivery's door as a receiver would, kept in the development inbox with capture mode's mail.
+    tests = TestAddresses(config.mail.test_domain.rstrip("."))
+    sending = _sending(clock, config, db, master, domains, content.templates, tests, outside.fetcher, keyring, limiter,
                        run_blocking, count_failure, router)
     broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
                                                          count_failure, router)
-    mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, metrics, count_failure)
+    mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, tests, content.spam, metrics,
+                    count_failure, router)
     notifications = Notifications(db)
     role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
     site = _site(clock, config, router, metrics)
@@ -475,7 +484,7 @@ class Sending:
 
 
 def _sending(clock, config: Config, db: Database, master: bytes, domains: Domains, templates: Templates,
-             fetcher: Fetcher, keyring: KeyRing, limiter: RateLimiter, run_blocking, on_failure,
+             tests: TestAddresses, fetcher: Fetcher, keyring: KeyRing, limiter: RateLimiter, run_blocking, on_failure,
              router: Router) -> Sending:
     """
     The one accept path (``Submitter``) behind ``POST /emails`` and SMTP submission, the
@@ -485,15 +494,16 @@ def _sending(clock, config: Config, db: Database, master: bytes, domains: Domain
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
     router.mount(UnsubscribeResource(unsubscribes))
     schedules = Schedules(run_blocking, config.api.date_languages)
+    suppressed_for = suppressions.with_test_addresses(suppression_list.suppressed_for, tests)
     submitter = Submitter(
-        clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppression_list.suppressed_for,
+        clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
+        tests=TestSends(tests, config.mail.refuse_reserved_recipients),
     )
-    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppression_list.suppressed_for,
-                    schedules)
+    emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppressed_for, schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    intake = SmtpIntake(submitter, limiter, domains.sending_domain)
+    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests)
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
                             auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
@@ -530,8 +540,12 @@ class Delivery:
 
 
 def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outside, signing_keys: SigningKeys,
-              submitter: Submitter, metrics: Metrics, on_failure) -> Delivery:
-    """The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path."""
+              submitter: Submitter, tests: TestAddresses, spam: SpamChecks, metrics: Metrics, on_failure,
+              router: Router) -> Delivery:
+    """
+    The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path, and
+    the door where test addresses and capture mode's mail stop (kept in the development inbox).
+    """
     # TLS reporting (RFC 8460): sessions under MTA-STS or DANE counted, reported once a day.
     # Reports to mailto: addresses are the operator's account's own mail through the one accept
     # path (tlsrpt.account, from tlsrpt.sender): DKIM-signed and delivered by the MTA.
@@ -544,15 +558,19 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
                     on_change=metrics.destination_limits)
     # One key makes the VERP return paths of outgoing mail and checks those coming back.
     verp_key = credentials.derive(master, "verp")
-    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, on_failure,
-                              lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+    # Test addresses are completed through the return path's own handling of DSNs and reports.
+    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes, tests)
+    test_signer = simulated.test_signer(verp_key)
+    door = Door(clock, db, tests, test_signer, config.hostname, return_path.deliver)
+    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door,
+                              on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
+    router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
     loops = [
         Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
         Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),
     ]
     scheduled = [Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=on_failure)]
-    return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes)
     return Delivery(worker, return_path, tls_reports, shaper, loops, scheduled)
 
 
@@ -572,7 +590,7 @@ def _system_mailer(db: Database, submitter: Submitter, account: str):
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
-                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, on_failure,
+                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, on_failure,
                      on_outcome) -> DeliveryWorker:
     """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
@@ -596,7 +614,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outsi
             settings.batch, settings.max_in_flight, relay,
         ),
         signing_keys,
-        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe,
+        on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,
     )
 
 

@@ -111,6 +111,11 @@ class TlsConfig:
 class MailConfig:
     hostname: str = ""
     spf_include: str = ""
+    #: The domain of the test addresses (delivered@, bounced@, complained@, suppressed@), whose
+    #: sender may send to them without a verified domain (issue 30).
+    test_domain: str = "resend.dev"
+    #: Refuse recipients on reserved names (example.com, .test, .invalid, ...) with 422.
+    refuse_reserved_recipients: bool = True
 
 
 @_section
@@ -395,6 +400,9 @@ def _check(config: Config) -> Config:
     for port in config.security.test_extra_ports:
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"security.test_extra_ports: {port!r} is not a port")
+    test_domain = config.mail.test_domain.rstrip(".")
+    if "." not in test_domain or test_domain != test_domain.lower() or "@" in test_domain:
+        raise ConfigError("mail.test_domain: a domain name in lower case, such as resend.dev")
     if not 1 <= config.tor.port <= 65535:
         raise ConfigError("tor.port: must be a port number (1-65535)")
     return config

@@ -133,8 +133,13 @@ class DNSServer:
         self._ports = []
 
     def configure(self, config: Config) -> Config:
-        """``config`` with ``dns.servers`` pointing at this server only."""
-        return attrs.evolve(config, dns=attrs.evolve(config.dns, servers=(self.address,)))
+        """
+        ``config`` with ``dns.servers`` pointing at this server only. The names it serves are the
+        reserved ones (``*.example``, ``*.test``, example.com) routed to loopback peers, so mail to
+        them is not refused (``mail.refuse_reserved_recipients`` off).
+        """
+        return attrs.evolve(config, dns=attrs.evolve(config.dns, servers=(self.address,)),
+                            mail=attrs.evolve(config.mail, refuse_reserved_recipients=False))
 
     # Zone contents
 

@@ -4,7 +4,7 @@ namespace of its own (tests/test_schemathesis.py starts it under ``unshare --net
 the loopback interface up), so that whatever address or URL the fuzzer makes up, nothing
 outside the machine can be reached: the daemon's DNS is the tests' loopback server (every name
 NXDOMAIN), and delivery, webhooks and attachment paths have no route out. The fuzzed tenant's
-mail does not even try: its ``delivery_mode`` is ``capture`` (stored as delivered, never sent).
+mail does not even try: its ``delivery_mode`` is ``capture`` (signed and kept in the inbox, never sent).
 
 The node runs every role on its embedded PostgreSQL. One tenant on the top plan, with rate
 and quotas out of the way and capture delivery, is the ``bearer`` credential; the operator

@@ -28,7 +28,8 @@ ELF = b"\x7fELF\x02\x01\x01" + b"\x00" * 200
 def config(request):
     """The application's configuration; private targets allowed unless parametrised False."""
     allow = getattr(request, "param", True)
-    return load(None, environ={"MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true" if allow else "false"})
+    return load(None, environ={"MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true" if allow else "false",
+                               "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
 
 
 @pt.async_yield_fixture(autouse=True)

@@ -14,11 +14,13 @@ import attrs
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer
+from twisted.names.dns import TXT
 
 import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
+from tests.domainsupport import publish
 from tests.test_sending import BODY, sending_tenant
 
 LISTED = "https://dash.example.com"
@@ -516,10 +518,9 @@ async def test_dashboard_reads_timeline_stats_preview_and_search(api):
                                    json={"email": "owner@example.com"})
     _, body, response = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": PASSWORD})
     session = Session(api, cookie_of(response)[1], body["csrf_token"], body)
-    await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
     _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "subject": "Invoice <b>42</b>"})
     code, timeline, _ = await session.json("GET", f"/dashboard/emails/{sent['id']}/events")
-    assert code == 200 and [e["type"] for e in timeline["data"]] == ["email.sent", "email.delivered"]
+    assert code == 200 and [e["type"] for e in timeline["data"]] == ["email.sent"]  # no delivery worker here
     assert timeline["deliveries"][0]["recipient"] == "ann@example.com"
     response, html = await api.request("GET", f"/dashboard/emails/{sent['id']}/html",
                                        headers={"Cookie": f"mailsvc_session={session.token}"})
@@ -628,3 +629,67 @@ async def test_the_dashboards_records_say_whether_the_nodes_hostname_lets_them_b
     # The API's domain keeps SPEC's shape: the records name the hostname, and nothing is added.
     _, same, _ = await api.json("GET", f"/domains/{domain['id']}", key)
     assert "records_publishable" not in same and "unpublishable_reason" not in same
+
+
+@pt.ensureDeferred
+async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
+    tenant, key, session = await signed_in(mta.api)
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token,
+                   json={"delivery_mode": "capture", "send_rate_per_sec": 1000})
+    _, domain, _ = await mta.json("POST", "/domains", key, json={"name": "acme.example.com"})
+    publish(mta.dns, domain)  # the loopback DNS answers with the domain's records
+    await mta.parts.db.execute("UPDATE domains SET status = 'verified'")
+    captured = await mta.send(key, ["ann@example.net"], html="<p>Hi <b>Ann</b></p>", text="Hi Ann",
+                              attachments=[{"filename": "a.txt", "content": "aGVsbG8="}])
+    await mta.settled_past(captured)
+    code, sent, _ = await mta.json("POST", "/emails", key, json={
+        "from": "onboarding@resend.dev", "to": "delivered+x@resend.dev", "subject": "Trying", "html": "<p>T</p>"})
+    assert code == 200, sent
+    await mta.settled_past(sent["id"])
+
+    code, listed, _ = await session.json("GET", "/dashboard/inbox")
+    assert code == 200 and listed["has_more"] is False
+    assert [(m["email_id"], m["outcome"], m["simulated"]) for m in listed["data"]] == [
+        (sent["id"], "delivered", True), (captured, "captured", False)]
+    code, first, _ = await session.json("GET", "/dashboard/inbox?limit=1")
+    assert first["has_more"] is True and first["data"] == listed["data"][:1]
+    _, rest, _ = await session.json("GET", f"/dashboard/inbox?limit=1&after={first['data'][0]['id']}")
+    assert rest["data"] == listed["data"][1:] and rest["has_more"] is False
+
+    code, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert code == 200 and real["to"] == ["ann@example.net"]
+    assert real["raw"].startswith("DKIM-Signature:") and real["html"].strip() == "<p>Hi <b>Ann</b></p>"
+    assert real["text"].strip() == "Hi Ann" and [a["filename"] for a in real["attachments"]] == ["a.txt"]
+    assert ["From", "Acme <news@acme.example.com>"] in real["headers"]
+    checks = real["checks"]
+    assert checks["simulated"] is False
+    assert {(d["result"], d["domain"]) for d in checks["dkim"]} == {("pass", "acme.example.com")}
+    assert len(checks["dkim"]) == 2  # an RSA and an Ed25519 signature
+    assert checks["spf"]["result"] == "pass" and checks["spf"]["domain"].endswith(".acme.example.com")
+    assert (checks["dmarc"]["result"], checks["dmarc"]["dkim_aligned"], checks["dmarc"]["spf_aligned"]) == (
+        "pass", True, True)
+    assert checks["list_unsubscribe"]["list_unsubscribe"] is None and checks["spam"] is None
+
+    _, test, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][0]['id']}")
+    checks = test["checks"]
+    assert checks["simulated"] is True
+    assert [(d["result"], d["domain"]) for d in checks["dkim"]] == [("pass", "resend.dev")]
+    assert checks["spf"]["detail"].startswith("simulated") and checks["dmarc"]["detail"].startswith("simulated")
+    assert checks["dmarc"]["result"] == "pass"
+
+    response, html = await mta.request("GET", test["html_url"],
+                                       headers={"Cookie": f"mailsvc_session={session.token}"})
+    assert response.code == 200 and html.strip() == b"<p>T</p>"
+    assert "sandbox" in response.headers.getRawHeaders("content-security-policy")[0]
+    code, _, _ = await session.json("GET", f"/dashboard/inbox/{uuid.uuid4()}")
+    assert code == 404
+    # The checks are the published records': without the key, DKIM fails; without SPF too, DMARC.
+    for record in domain["records"]:
+        if "_domainkey" in record["name"]:
+            mta.dns.remove(f"{record['name']}.acme.example.com")
+    _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert [d["result"] for d in real["checks"]["dkim"]] == ["fail", "fail"]
+    assert real["checks"]["dmarc"]["result"] == "pass"  # SPF, aligned
+    mta.dns.remove(real["checks"]["spf"]["domain"], TXT)
+    _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
+    assert real["checks"]["spf"]["result"] == "none" and real["checks"]["dmarc"]["result"] == "fail"

@@ -3,6 +3,7 @@ routed by MX records on a real DNS server, and every outcome comes back as rows 
 
 import email
 import email.policy
+import json
 import os
 import shutil
 import socket
@@ -11,14 +12,20 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import dkim as dkimpy
 import psycopg2
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, threads
+import svix.webhooks
+from twisted.internet import defer, reactor, task, threads
 from twisted.internet.task import deferLater
 from twisted.names import dns
 
-from mailsvc.mail import verp
+from mailsvc.delivery.door import Door
+from mailsvc.domain.testaddresses import TestAddresses
+from mailsvc.mail import dkim as signing
+from mailsvc.mail import simulated, verp
+from mailsvc.store.deliveries import Work
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
@@ -436,3 +443,153 @@ async def test_a_server_closing_with_421_defers(mta):
     await mta.sink.wait_for(1)
     await mta.settled()
     assert [r["status"] for r in await mta.deliveries(email_id)] == ["delivered"]
+
+
+# Test addresses, capture mode and the development inbox (issue 30)
+
+TEST_FROM = "Acme <onboarding@resend.dev>"
+
+
+async def _no_domain(mta) -> tuple[dict, str]:
+    """A tenant without any domain, paced at 1,000/s."""
+    tenant, key = await mta.api.tenant()
+    code, tenant, _ = await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token,
+                                     json={"send_rate_per_sec": 1000})
+    assert code == 200, tenant
+    return tenant, key
+
+
+async def _test_send(mta, key: str, to: list[str]) -> str:
+    code, sent, _ = await mta.json("POST", "/emails", key, json={
+        "from": TEST_FROM, "to": to, "subject": "Trying", "html": "<p>Hi</p>"})
+    assert code == 200, sent
+    return sent["id"]
+
+
+async def _settled_to_the_end(mta, email_id: str) -> dict:
+    """Deliveries by recipient once none is queued and every report the door made is written."""
+    rows = await mta.settled_past(email_id)
+    for _ in range(50):
+        await mta.settled()
+        rows = await mta.deliveries(email_id)
+        if all(r["status"] in ("delivered", "bounced", "complained", "suppressed") for r in rows) and not any(
+                r["status"] == "delivered" and r["recipient"].startswith("complained") for r in rows):
+            break
+    return {r["recipient"]: r for r in rows}
+
+
+@pt.ensureDeferred
+async def test_test_addresses_complete_as_they_say_without_leaving_the_node(mta):
+    tenant, key = await _no_domain(mta)
+    email_id = await _test_send(mta, key, ["delivered+a@resend.dev", "bounced+a@resend.dev",
+                                           "complained+a@resend.dev"])
+    rows = await _settled_to_the_end(mta, email_id)
+    assert {r: row["status"] for r, row in rows.items()} == {
+        "delivered+a@resend.dev": "delivered", "bounced+a@resend.dev": "bounced",
+        "complained+a@resend.dev": "complained"}
+    assert mta.sink.messages == [] and mta.sink.connections == 0  # nothing left
+    (bounce,) = await mta.events("email.bounced")
+    assert bounce["recipient"] == "bounced+a@resend.dev" and bounce["source"] == "dsn"  # through the return path
+    assert (bounce["type"], bounce["code"], bounce["enhanced_code"]) == ("hard", 550, "5.1.1")
+    delivered = {e["recipient"]: e for e in await mta.events("email.delivered")}
+    assert set(delivered) == {"delivered+a@resend.dev", "complained+a@resend.dev"}  # delivered, then complained
+    assert delivered["delivered+a@resend.dev"]["transport"] == "test"
+    (complaint,) = await mta.events("email.complained")
+    assert complaint["recipient"] == "complained+a@resend.dev" and complaint["source"] == "fbl"
+    _, got, _ = await mta.json("GET", f"/emails/{email_id}", key)
+    assert got["last_event"] == "complained"
+    # The SPEC's rules: the exact addresses, label included, are suppressed; nothing else.
+    _, listed, _ = await mta.json("GET", "/suppressions", key)
+    assert sorted((s["email"], s["origin"]) for s in listed["data"]) == [
+        ("bounced+a@resend.dev", "hard_bounce"), ("complained+a@resend.dev", "complaint")]
+    # ... and the guard neither counts them nor runs.
+    (stats,) = await mta.parts.db.fetchall("SELECT * FROM delivery_stats WHERE tenant_id = %s", (tenant["id"],))
+    assert (stats["delivered"], stats["bounced"], stats["complained"]) == (0, 0, 0)
+    assert (stats["test_delivered"], stats["test_bounced"], stats["test_complained"]) == (2, 1, 1)
+    _, account, _ = await mta.json("GET", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token)
+    assert account["status"] == "active"
+    # Sent again, the suppressed addresses are skipped; a new label is not.
+    again = await _test_send(mta, key, ["bounced+a@resend.dev", "bounced+b@resend.dev"])
+    rows = await _settled_to_the_end(mta, again)
+    assert {r: row["status"] for r, row in rows.items()} == {
+        "bounced+a@resend.dev": "suppressed", "bounced+b@resend.dev": "bounced"}
+
+
+@pt.ensureDeferred
+async def test_test_address_events_reach_webhooks_signed(start_mta_with, https_receiver, ca, tmp_path):  # noqa: F811
+    mta = await start_mta_with(MAILSVC_SECURITY_CA_FILE=str(ca.write(tmp_path / "ca.pem")))
+    mta.dns.a("hooks.example.com", "127.0.0.1")
+    _, key = await _no_domain(mta)
+    code, hook, _ = await mta.json("POST", "/webhooks", key, json={
+        "endpoint": f"https://hooks.example.com:{https_receiver.number}/hook",
+        "events": ["email.delivered", "email.bounced", "email.complained"]})
+    assert code == 201, hook
+    email_id = await _test_send(mta, key, ["delivered@resend.dev", "bounced@resend.dev", "complained@resend.dev"])
+    await _settled_to_the_end(mta, email_id)
+    await mta.parts.dispatcher.step()
+    await mta.parts.dispatcher.settled()
+    seen = []
+    for request in https_receiver.receiver.received:
+        headers = {k: v for k, v in request.headers.items() if k.startswith("svix-")}
+        svix.webhooks.Webhook(hook["signing_secret"]).verify(request.body, headers)  # raises unless signed
+        document = json.loads(request.body)
+        seen.append((document["type"], document["data"]["to"]))
+    assert sorted(seen) == [
+        ("email.bounced", ["bounced@resend.dev"]), ("email.complained", ["complained@resend.dev"]),
+        ("email.delivered", ["complained@resend.dev"]), ("email.delivered", ["delivered@resend.dev"])]
+
+
+@pt.ensureDeferred
+async def test_the_test_sender_never_sends_real_mail(mta):
+    """Mail the accept path could not have let through (written here directly) fails at the door."""
+    mta.route("example.net")
+    _, key = await _no_domain(mta)
+    await _settled_to_the_end(mta, await _test_send(mta, key, ["delivered@resend.dev"]))  # the key is cached
+    await mta.parts.db.execute("UPDATE tenants SET status = 'paused'")  # queued mail waits
+    email_id = await _test_send(mta, key, ["delivered@resend.dev"])
+    await mta.parts.db.execute("UPDATE deliveries SET recipient = 'ann@example.net' WHERE email_id = %s", (email_id,))
+    await mta.parts.db.execute("UPDATE tenants SET status = 'active'")
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE status = 'queued'")
+    mta.parts.delivery.wake()
+    rows = await mta.settled_past(email_id)
+    assert [r["status"] for r in rows] == ["failed"] and mta.sink.messages == []
+
+
+@pt.ensureDeferred
+async def test_capture_mode_signs_and_keeps_the_message_in_the_inbox(mta):
+    mta.route("example.net")
+    tenant, key = await mta.sender()
+    await mta.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", mta.operator_token, json={"delivery_mode": "capture"})
+    email_id = await mta.send(key, ["ann@example.net", "bob@example.net"])
+    rows = await mta.settled_past(email_id)
+    assert [r["status"] for r in rows] == ["delivered", "delivered"] and mta.sink.messages == []
+    events = [e for e in await mta.events("email.delivered")]
+    assert {e["transport"] for e in events} == {"capture"}
+    (kept,) = await mta.parts.db.fetchall("SELECT * FROM inbox")
+    assert kept["recipients"] == ["ann@example.net", "bob@example.net"] and kept["outcome"] == "captured"
+    assert str(kept["email_id"]) == email_id and not kept["simulated"]
+    message = bytes(kept["message"])
+    assert message.startswith(b"DKIM-Signature:")
+    key_row = await mta.parts.db.fetchone("SELECT selector, private_key, id FROM dkim_keys")
+    opened = mta.parts.domains._keys.signer(key_row["id"], key_row["selector"], signing.RSA, key_row["private_key"])
+    record = f"v=DKIM1; k=rsa; p={signing.public_key_of(opened.private_key)}".encode()
+    assert dkimpy.verify(message, dnsfunc=lambda name, timeout=5: record)
+
+
+@pt.ensureDeferred
+async def test_the_inbox_keeps_the_newest_messages_per_account(api):
+    tenant, _ = await api.tenant()
+    other, _ = await api.tenant()
+    clock = task.Clock()
+    door = Door(clock, api.parts.db, TestAddresses(), simulated.test_signer(b"k" * 32), "mx.test", None, inbox_size=5)
+    row = {"domain_id": uuid.uuid4(), "sender": "a@acme.dev", "subject": "s", "domain": "acme.dev"}
+    for n in range(7):
+        for account in (tenant, other):
+            clock.advance(1)
+            work = Work(uuid.uuid4(), uuid.uuid4(), account["id"], f"r{n}@x.dev", 0, 0.0, "capture", False)
+            outcomes = await door.stop([work], row, b"Subject: s\r\n\r\nbody\r\n", "b@rp.acme.dev", None)
+            assert [o.status for o in outcomes] == ["delivered"]
+    for account in (tenant, other):
+        kept = await api.parts.db.fetchall(
+            "SELECT recipients FROM inbox WHERE tenant_id = %s ORDER BY id", (account["id"],))
+        assert [k["recipients"] for k in kept] == [[f"r{n}@x.dev"] for n in range(2, 7)]

@@ -368,3 +368,25 @@ def test_multi_line_fields_keep_tab_cr_and_lf():
     lines = MultiLine(("html", "[].text", "properties.*", "document.**"))
     check_texts([{"html": "<p>\t</p>\r\n", "text": "a\nb", "subject": "a\tb"}], MultiLine(("[].html", "[].text")))
     check_texts({"properties": {"city": "Port\nTown"}, "document": {"blocks": [{"text": "a\r\nb"}]}}, lines)
+
+
+def test_test_addresses_and_reserved_names():
+    from mailsvc.domain.testaddresses import TestAddresses, check_reserved, reserved
+
+    tests = TestAddresses()
+    assert [tests.outcome(a) for a in (
+        "delivered@resend.dev", "Delivered+Signup@RESEND.DEV", "bounced+a+b@resend.dev", "complained@resend.dev.",
+        "suppressed+x@resend.dev", "hello@resend.dev", "delivered@mail.resend.dev", "delivered@example.com",
+    )] == ["delivered", "delivered", "bounced", "complained", "suppressed", None, None, None]
+    assert [reserved(d) for d in (
+        "example.com", "Mail.Example.ORG", "test.com", "box.test", "a.example", "x.invalid", "app.localhost",
+        "localhost", "testing.com", "example.co", "examples.com", "resend.dev",
+    )] == [True] * 8 + [False] * 4
+    # A node whose test domain is a reserved name (its tests') keeps its test addresses.
+    local = TestAddresses("mailsvc.test")
+    check_reserved(submission_from_json({"from": "a@acme.dev", "to": "delivered@mailsvc.test", "text": "x",
+                                         "subject": "s"}, NOW), local)
+    with pytest.raises(Invalid) as refused:
+        check_reserved(submission_from_json({"from": "a@acme.dev", "to": "delivered@mailsvc.test", "text": "x",
+                                             "subject": "s", "bcc": "ann@other.test"}, NOW), local)
+    assert refused.value.field == "bcc" and str(refused.value).startswith("bcc: ann@other.test is on a reserved")

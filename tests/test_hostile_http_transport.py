@@ -23,7 +23,8 @@ MIB = 1024 * 1024
 @pytest.fixture
 def config():
     """The assembled app (the ``api`` fixture) with 1 s header and body deadlines."""
-    return load(None, environ={"MAILSVC_HTTP_HEADER_TIMEOUT": "1", "MAILSVC_HTTP_BODY_TIMEOUT": "1"})
+    return load(None, environ={"MAILSVC_HTTP_HEADER_TIMEOUT": "1", "MAILSVC_HTTP_BODY_TIMEOUT": "1",
+                               "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
 
 
 def _talk(port: int, parts: list, want: int | None) -> tuple[bytes, bool]:

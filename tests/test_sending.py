@@ -17,6 +17,7 @@ from twisted.internet.task import deferLater
 
 from mailsvc.app import submit as accept
 from mailsvc.app.emails import Emails
+from mailsvc.config import load
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import dkim
 from mailsvc.store.groupcommit import GroupCommit
@@ -379,21 +380,21 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
     for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
         _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
         last_events[sent["id"]] = got["last_event"]
-    assert last_events == {mixed["id"]: "sent", gone["id"]: "suppressed", captured["id"]: "delivered"}
+    # Capture mode queues like direct mode: the delivery worker signs it and stops it at the door.
+    assert last_events == {mixed["id"]: "sent", gone["id"]: "suppressed", captured["id"]: "sent"}
     statuses = await api.parts.db.fetchall(
         "SELECT email_id::text, recipient, status, due_at IS NOT NULL AS due FROM deliveries ORDER BY id")
     assert {(d["email_id"], d["recipient"]): (d["status"], d["due"]) for d in statuses} == {
         (mixed["id"], "ann@example.com"): ("queued", True), (mixed["id"], "gone@example.com"): ("suppressed", False),
         (gone["id"], "gone@example.com"): ("suppressed", False),
-        (captured["id"], "gone@example.com"): ("delivered", False)}
+        (captured["id"], "gone@example.com"): ("queued", True)}
     released = await api.parts.db.fetchall(
         "SELECT type, data->>'email_id' AS email, data->'to' AS live FROM events ORDER BY id")
     assert [(e["type"], e["email"], e["live"]) for e in released] == [
         ("email.sent", mixed["id"], ["ann@example.com"]),
         ("email.suppressed", mixed["id"], ["ann@example.com"]),
         ("email.suppressed", gone["id"], []),
-        ("email.sent", captured["id"], ["gone@example.com"]),
-        ("email.delivered", captured["id"], ["gone@example.com"])]
+        ("email.sent", captured["id"], ["gone@example.com"])]
 
 
 @pt.ensureDeferred
@@ -415,14 +416,15 @@ async def test_the_release_gives_the_store_typed_states(api):
 
 
 @pt.ensureDeferred
-async def test_capture_mode_stores_mail_as_delivered(api):
+async def test_capture_mode_queues_mail_like_direct_mode(api):
+    """It is signed and kept in the inbox by the delivery worker (tests/test_delivery.py)."""
     tenant, key, _ = await sending_tenant(api)
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
     _, sent, _ = await api.json("POST", "/emails", key, json=BODY)
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
-    assert got["last_event"] == "delivered"
+    assert got["last_event"] == "sent"
     _, native, _ = await api.json("GET", f"/v1/emails/{sent['id']}", key)
-    assert [d["status"] for d in native["deliveries"]] == ["delivered"]
+    assert [d["status"] for d in native["deliveries"]] == ["queued"]
 
 
 @pt.ensureDeferred
@@ -647,3 +649,92 @@ async def test_a_value_the_driver_refuses_fails_only_its_own_request(api, monkey
         ([first["id"], second["id"]],))}
     assert usage == {(first["id"], "day"): 5, (first["id"], "mon"): 5,
                      (second["id"], "day"): 4, (second["id"], "mon"): 4}
+
+
+# Test addresses and reserved names (issue 30)
+
+TEST_SEND = {"from": "Acme <onboarding@resend.dev>", "to": ["delivered@resend.dev"], "subject": "Hello",
+             "html": "<p>Hi</p>"}
+
+
+@pt.ensureDeferred
+async def test_the_test_sender_needs_no_domain_for_test_addresses(api):
+    tenant, key = await api.tenant()
+    code, sent, _ = await api.json("POST", "/emails", key, json={
+        **TEST_SEND, "to": ["delivered+signup@resend.dev", "Bounced <bounced@resend.dev>"],
+        "cc": "complained@resend.dev", "bcc": "delivered+b@RESEND.dev"})
+    assert code == 200, sent
+    _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
+    assert got["last_event"] == "sent" and got["message_id"].endswith("@resend.dev>")
+    deliveries = await api.parts.db.fetchall("SELECT status FROM deliveries")
+    assert [d["status"] for d in deliveries] == ["queued"] * 4
+    row = await api.parts.db.fetchone("SELECT domain_id FROM emails")
+    assert row["domain_id"] is None  # the test domain is none of the account's domains
+    _, domains, _ = await api.json("GET", "/domains", key)
+    assert domains["data"] == []
+    usage = await api.parts.db.fetchall("SELECT count FROM usage WHERE tenant_id = %s", (tenant["id"],))
+    assert {u["count"] for u in usage} == {4}  # test sends count toward the quotas
+
+
+@pt.ensureDeferred
+async def test_the_test_sender_is_refused_whole_for_any_other_recipient(api):
+    _, key, domain_id = await sending_tenant(api, plan="growth")
+    for extra in ({"to": ["delivered@resend.dev", "ann@example.com"]}, {"cc": "ann@example.com"},
+                  {"bcc": ["ann@example.com"]}, {"to": "hello@resend.dev"}):
+        code, body, _ = await api.json("POST", "/emails", key, json={**TEST_SEND, **extra})
+        assert (code, body["name"]) == (403, "validation_error"), body
+        assert "for testing only" in body["message"] and "add and verify your domain" in body["message"]
+        assert ("ann@example.com" in body["message"]) != ("hello@resend.dev" in body["message"])
+    code, body, _ = await api.json("POST", "/emails/batch", key, json=[
+        {**TEST_SEND}, {**TEST_SEND, "to": "ann@example.com"}])
+    assert code == 403 and body["message"].startswith("[1] The resend.dev domain is for testing only")
+    assert await api.parts.db.fetchall("SELECT id FROM emails") == []
+    # A key restricted to a domain sends from that domain only, the test domain included.
+    _, restricted, _ = await api.json("POST", "/api-keys", key, json={"name": "r", "domain_id": domain_id})
+    code, body, _ = await api.json("POST", "/emails", restricted["token"], json=TEST_SEND)
+    assert (code, body["name"]) == (403, "validation_error") and "restricted to another domain" in body["message"]
+
+
+@pt.ensureDeferred
+async def test_an_unverified_domain_is_told_what_to_do(api):
+    _, key = await api.tenant()
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "from": "news@acme.example.com"})
+    assert (code, body["name"]) == (403, "validation_error")
+    assert body["message"] == (
+        "The acme.example.com domain is not verified. Please, add and verify your domain. To try sending"
+        " without a domain, send from onboarding@resend.dev to a test address (delivered@resend.dev,"
+        " bounced@resend.dev, complained@resend.dev).")
+
+
+@pt.ensureDeferred
+async def test_a_suppressed_test_address_is_suppressed_at_accept(api):
+    tenant, key = await api.tenant()
+    _, sent, _ = await api.json("POST", "/emails", key, json={
+        **TEST_SEND, "to": ["suppressed+x@resend.dev", "delivered@resend.dev"]})
+    _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
+    assert got["last_event"] == "sent"
+    rows = await api.parts.db.fetchall("SELECT recipient, status FROM deliveries ORDER BY recipient")
+    assert [(r["recipient"], r["status"]) for r in rows] == [
+        ("delivered@resend.dev", "queued"), ("suppressed+x@resend.dev", "suppressed")]
+    (event,) = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.suppressed'")
+    assert event["data"]["recipient"] == "suppressed+x@resend.dev" and event["data"]["reason"] == "manual"
+    _, listed, _ = await api.json("GET", "/suppressions", key)
+    assert listed["data"] == []  # as if listed: nothing is written to the account's list
+
+
+@pytest.mark.parametrize("config", [load(None, environ={})], ids=["defaults"])
+@pt.ensureDeferred
+async def test_reserved_names_are_refused_naming_the_test_addresses(api, config):
+    _, key, _ = await sending_tenant(api, domain="acme.dev")
+    body = {**BODY, "from": "news@acme.dev", "to": "ann@real.dev"}
+    for field, address in (("to", "ann@example.com"), ("to", "Ann <ann@mail.example.org>"),
+                           ("cc", "bob@test.com"), ("bcc", "x@host.invalid"), ("to", "y@box.test"),
+                           ("cc", "z@app.localhost"), ("bcc", "w@shop.example"), ("to", "v@Example.NET")):
+        code, refused, _ = await api.json("POST", "/emails", key, json={**body, field: address})
+        assert (code, refused["name"]) == (422, "validation_error"), (address, refused)
+        assert refused["message"].startswith(f"{field}: "), refused
+        assert "delivered@resend.dev" in refused["message"] and "reserved domain" in refused["message"]
+    code, sent, _ = await api.json("POST", "/emails", key, json={**body, "cc": "c@testing.com"})
+    assert code == 200, sent
+    code, sent, _ = await api.json("POST", "/emails", key, json=TEST_SEND)
+    assert code == 200, sent

@@ -207,3 +207,34 @@ async def test_failed_auths_per_address_are_counted_across_processes(api, db):
         proto.makeConnection(transport)
         proto.dataReceived(b"EHLO c\r\nAUTH PLAIN " + right + b"\r\n")
         assert (await answered([transport]))[0][:3] == code, host
+
+
+@pt.ensureDeferred
+async def test_the_test_sender_over_smtp_to_test_addresses_only(api, smtp_ports, pem):
+    _, key = await api.tenant()  # no domain at all
+
+    def attempt(msg, recipients):
+        try:
+            submit(smtp_ports["starttls"], pem, key, msg, recipients=recipients)
+        except smtplib.SMTPDataError as e:
+            return e.smtp_code, e.smtp_error
+        return 250, b""
+
+    test = message(From="Acme <onboarding@resend.dev>", To="delivered@resend.dev")
+    assert await threads.deferToThread(attempt, test, ["delivered@resend.dev"]) == (250, b"")
+    row = await api.parts.db.fetchone("SELECT sender, domain_id FROM emails")
+    assert row["sender"] == "Acme <onboarding@resend.dev>" and row["domain_id"] is None
+    # A real recipient among the envelope's (a hidden RCPT too) refuses the message whole.
+    code, text = await threads.deferToThread(attempt, test, ["delivered@resend.dev", "hidden@example.net"])
+    assert code == 550 and text.startswith(b"5.7.1") and b"hidden@example.net" in text
+    # A Sender of the test domain goes with a From of the test domain only.
+    code, text = await threads.deferToThread(
+        attempt, message(Sender="onboarding@resend.dev", To="delivered@resend.dev"), ["delivered@resend.dev"])
+    assert code == 550 and text.startswith(b"5.7.1") and b"Sender" in text
+    code, _ = await threads.deferToThread(
+        attempt, message(From="a@resend.dev", Sender="b@resend.dev", To="delivered@resend.dev"),
+        ["delivered@resend.dev"])
+    assert code == 250
+    code, text = await threads.deferToThread(attempt, message(From="x@unverified.example.com"), ["ann@example.com"])
+    assert code == 550 and b"onboarding@resend.dev" in text  # what to do
+    assert len(await api.parts.db.fetchall("SELECT id FROM emails")) == 2

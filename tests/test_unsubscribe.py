@@ -226,7 +226,8 @@ async def test_the_messages_of_one_request_are_bounded(api, monkeypatch):
 class TestConfiguredPublicUrl:
     @pytest.fixture
     def config(self):
-        return load(None, environ={"MAILSVC_HTTP_PUBLIC_URL": "https://mail.example.net/"})
+        return load(None, environ={"MAILSVC_HTTP_PUBLIC_URL": "https://mail.example.net/",
+                                   "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
 
     @pt.ensureDeferred
     async def test_links_use_the_public_url(self, api):

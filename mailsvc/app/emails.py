@@ -162,20 +162,19 @@ class Emails:
             tenant_id = email["tenant_id"]
             suppressed = {a.lower(): origin for a, origin in suppressed_by_tenant.get(tenant_id, {}).items()}
             live = [d["recipient"] for d in deliveries[email["id"]] if d["recipient"].lower() not in suppressed]
-            capture = email["delivery_mode"] == "capture"
             base = {"email_id": str(email["id"]), "created_at": timefmt.iso(now), "to": live}
             if live:
                 entries.append((tenant_id, "email.sent", sent_event(
                     email["id"], email["sender"], email["subject"], email["tags"], email["scheduled_at"], live, now)))
             for d in deliveries[email["id"]]:
                 origin = suppressed.get(d["recipient"].lower())
-                status = first_status(origin, False, capture)
+                status = first_status(origin, False)
                 due_at, retry_until = first_times(status, now)
                 delivery_states.append(rows.ReleasedDelivery(d["id"], status, due_at, retry_until))
                 event = first_event(status, base, str(d["id"]), d["recipient"], origin)
                 if event is not None:
                     entries.append((tenant_id, *event))
-            email_states.append(rows.ReleasedEmail(email["id"], first_last_event(bool(live), False, capture)))
+            email_states.append(rows.ReleasedEmail(email["id"], first_last_event(bool(live), False)))
         await events.record_many(txn, self._clock, entries)
         await rows.release(txn, now, delivery_states, email_states)
         txn.notify(DELIVERIES)

@@ -3,7 +3,9 @@ The one accept path of every message (HTTP, SMTP, broadcasts, the service's TLS 
 ``Submitter.submit`` checks the account and the sending domain, builds each message (unsigned:
 it is signed at delivery) and gives the store typed rows that ONE statement writes with the
 idempotency outcome and the quota charge, so that every surface follows the same rules. What a
-key keeps and the broadcast stream's per-recipient messages: docs/decisions.md.
+key keeps and the broadcast stream's per-recipient messages: docs/decisions.md. Test addresses
+(``domain/testaddresses.py``): a ``from`` on the test domain needs no verified domain when every
+recipient is a test address.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from mailsvc.domain.errors import (
 )
 from mailsvc.domain.templates import Templated, Version
 from mailsvc.domain.tenant import Tenant
+from mailsvc.domain.testaddresses import TestAddresses, check_reserved
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
 from mailsvc.outside.fetch import FetchFailed, TargetRefused
@@ -149,11 +152,32 @@ def keeps(error: DomainError) -> bool:
 
 
 @attrs.frozen
+class TestSends:
+    """The test addresses' rules, and whether recipients on reserved names are refused."""
+
+    __test__ = False  # not a pytest class
+
+    addresses: TestAddresses = TestAddresses()
+    refuse_reserved: bool = True
+
+
+@attrs.frozen
+class TestSender:
+    """The sending "domain" of the test sender: no domain row (``emails.domain_id`` stays NULL,
+    so it is never listed nor counted), signed at delivery with the node's test key."""
+
+    __test__ = False
+
+    name: str
+    id: None = None
+
+
+@attrs.frozen
 class Prepared:
     """A submission checked against the account and built into its message (unsigned)."""
 
     submission: Submission
-    domain_id: uuid.UUID
+    domain_id: uuid.UUID | None  # None: the test sender
     domain_name: str
     message_id: str
     message: bytes
@@ -207,6 +231,7 @@ class Submitter:
         schedules: Schedules,
         unsubscribes: Unsubscribes | None = None,
         templates: Callable[[uuid.UUID, str], Awaitable[Version]] | None = None,
+        tests: TestSends | None = None,
     ):
         self._clock = clock
         self._db = db
@@ -217,6 +242,7 @@ class Submitter:
         self._schedules = schedules
         self._unsubscribes = unsubscribes
         self._templates = templates
+        self._tests = tests or TestSends()
         self._writes: GroupCommit[_Request, list[AcceptedEmail]] = GroupCommit(
             self._write, CONCURRENT_WRITES, GROUP_REQUESTS, GROUP_BYTES)
 
@@ -305,7 +331,7 @@ class Submitter:
         try:
             accepted = await self._writes.add(request, size)
         except SendingDomainGone:
-            raise not_verified(prepared[0].domain_name) from None
+            raise not_verified(prepared[0].domain_name, self._tests.addresses) from None
         return Outcome(accepted, refused)
 
     async def _published(self, sender: Sender, key: str, versions: dict) -> Version:
@@ -328,9 +354,16 @@ class Submitter:
         if key not in domains:
             domains[key] = await self._sending_domain(sender.tenant.id, domain_name)
         domain = domains[key]
-        if domain is None or domain.status != "verified":
-            raise not_verified(domain_name)
-        if sender.domain_id is not None and sender.domain_id != domain.id:
+        tests = self._tests
+        if tests.refuse_reserved:
+            check_reserved(submission, tests.addresses)
+        if (domain is None or domain.status != "verified") and tests.addresses.is_test_sender(domain_name):
+            # The test sender: no domain of the account's, and to test addresses only.
+            tests.addresses.check_test_send(submission, sender.domain_id)
+            domain = TestSender(tests.addresses.domain)
+        elif domain is None or domain.status != "verified":
+            raise not_verified(domain_name, tests.addresses)
+        elif sender.domain_id is not None and sender.domain_id != domain.id:
             raise NotAllowed(
                 f"This API key cannot send from the domain {domain_name}: it is restricted to another domain.",
                 reason="insufficient_scope",
@@ -462,10 +495,9 @@ class Submitter:
         s = p.submission
         email_id = p.email_id or uuid7(self._clock.seconds())
         scheduled = s.scheduled_at is not None and s.scheduled_at > now
-        capture = tenant.delivery_mode == "capture"
         recipients = s.recipients
         live = [r for r in recipients if r.lower() not in suppressed]
-        last_event = first_last_event(bool(live), scheduled, capture)
+        last_event = first_last_event(bool(live), scheduled)
         tags = [{"name": n, "value": v} for n, v in s.tags]
         rows.emails.append(EmailRow(
             id=email_id, tenant_id=tenant.id, domain_id=p.domain_id, message_id=p.message_id, sender=str(s.sender),
@@ -483,7 +515,7 @@ class Submitter:
         for recipient in recipients:
             delivery_id = uuid7(self._clock.seconds())
             origin = suppressed.get(recipient.lower())
-            status = first_status(origin, scheduled, capture)
+            status = first_status(origin, scheduled)
             due, retry_until = first_times(status, now)
             # A suppressed recipient is never sent to: no message of its own.
             own = p.messages.get(recipient) if origin is None else None
@@ -506,6 +538,7 @@ def check_account(tenant: Tenant) -> None:
         raise NotAllowed("This account is suspended and cannot send email.", reason="tenant_suspended")
 
 
-def not_verified(domain_name: str) -> NotAllowed:
-    return NotAllowed(f"The {domain_name} domain is not verified. Please, add and verify your domain.",
-                      reason="domain_not_verified")
+def not_verified(domain_name: str, tests: TestAddresses) -> NotAllowed:
+    """The 403 of an unverified sending domain, saying what to do (verify it, or try the test sender)."""
+    return NotAllowed(f"The {domain_name} domain is not verified. Please, add and verify your domain."
+                      + tests.unverified_hint(), reason="domain_not_verified")

@@ -24,13 +24,15 @@ from collections.abc import Iterable
 from mailsvc import timefmt
 from mailsvc.domain.contacts import event_data
 from mailsvc.domain.paging import Page
+from mailsvc.domain.testaddresses import SUPPRESSED_REASON, TestAddresses
 from mailsvc.ids import parse_uuid
 from mailsvc.store import contacts as contact_rows
 from mailsvc.store import events
 from mailsvc.store import suppressions as rows
 from mailsvc.store.database import Database, Transaction
 
-__all__ = ["Suppressions", "add", "add_many", "get", "list_page", "record", "remove", "remove_many"]
+__all__ = ["Suppressions", "add", "add_many", "get", "list_page", "record", "remove", "remove_many",
+           "with_test_addresses"]
 
 
 def _key(id_or_address: str | uuid.UUID) -> uuid.UUID | str | None:
@@ -183,3 +185,22 @@ def record(row: dict) -> dict:
         "source_id": str(row["source_id"]) if row["source_id"] is not None else None,
         "created_at": timefmt.resource(row["created_at"]),
     }
+
+
+def with_test_addresses(suppressed_for, tests: TestAddresses):
+    """
+    ``suppressed_for`` (what the sending paths read the list with) where a ``suppressed@``
+    test address is also suppressed, as if on the list (``manual``): the accept path gives it
+    its ``email.suppressed`` like any listed address. An address that is on the list keeps the
+    list's origin (a ``bounced@`` that bounced before is ``hard_bounce``).
+    """
+
+    async def suppressed(db_or_txn, addresses):
+        found = await suppressed_for(db_or_txn, addresses)
+        for tenant_id, some in addresses.items():
+            for address in some:
+                if tests.outcome(address) == "suppressed":
+                    found.setdefault(tenant_id, {}).setdefault(address, SUPPRESSED_REASON)
+        return found
+
+    return suppressed

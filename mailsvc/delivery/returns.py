@@ -32,6 +32,7 @@ from twisted.logger import Logger
 from mailsvc import ids
 from mailsvc.app import suppressions
 from mailsvc.domain.domains import DMARC_REPORTS_LOCAL
+from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.mail import dmarc, reports, verp
 from mailsvc.store import deliverability as reports_store
 from mailsvc.store import deliveries as outcomes_store
@@ -46,8 +47,11 @@ ROLE_ADDRESSES = ("postmaster", "abuse", "fbl")
 
 
 class ReturnPath:
-    def __init__(self, clock, db: Database, verp_key: bytes, max_dmarc_xml: int = 20 * 1024 * 1024):
+    def __init__(self, clock, db: Database, verp_key: bytes, max_dmarc_xml: int = 20 * 1024 * 1024,
+                 tests: TestAddresses | None = None):
         self._clock = clock
+        #: Reports about test addresses (made by ``delivery.door``) count apart from the guard.
+        self._tests = tests or TestAddresses()
         self._db = db
         self._key = verp_key
         self._max_dmarc_xml = max_dmarc_xml
@@ -89,7 +93,8 @@ class ReturnPath:
         if outcomes:
             relayed = await store.relayed(self._db, [(o.email_id, o.delivery_id) for o in outcomes.values()])
             await outcomes_store.record(self._db, self._clock, [
-                attrs.evolve(o, event={**o.event, "source": "relay"}) if o.delivery_id in relayed else o
+                attrs.evolve(o, event={**o.event, "source": "relay"} if o.delivery_id in relayed else o.event,
+                             guarded=not self._tests.is_test(o.recipient))
                 for o in outcomes.values()], suppress=suppressions.add_many)
 
     async def _dmarc(self, recipients: list[str], message: bytes) -> None:

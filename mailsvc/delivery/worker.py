@@ -15,6 +15,10 @@ are opened once per node by ``SigningKeys``). A message sent in several transact
 step (recipients at several domains, or more than 50 at one) is signed once for all of them.
 Mail stored signed by an older version (``emails.signed``) goes as it is.
 
+Mail to a test address, and every message of an account in capture mode, is signed the same
+way and stops at the door (``delivery.door``) instead of leaving; the test sender's mail (no
+sending domain: ``domain_id`` NULL) is signed with the node's test key and only ever goes there.
+
 A claim's lease ends while the node may still be sending: another node would then send the
 same message again. So every attempt (routing, the wait for a connection, up to
 ``routes.MAX_HOSTS`` hosts, each session to its final reply) is over within half the lease
@@ -39,6 +43,7 @@ from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
+from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
 from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED, next_attempt
@@ -92,6 +97,10 @@ class _Transaction:
     keys: list[dict] | None
     #: Where its signed bytes are shared with the step's other transactions; None: its own.
     shared: Hashable | None
+    #: It stops at the door (a test address, capture mode) instead of leaving.
+    at_door: bool = False
+    #: The test sender's: signed with the node's test key.
+    test_sender: bool = False
 
 
 class _StepSignatures:
@@ -141,11 +150,14 @@ class DeliveryWorker(LeasedEngine):
         on_outcome: Callable[[str], None] | None = None,
         policies: Policies | None = None,
         on_reply: Callable[[str, object], None] | None = None,
+        *,
+        door: Door,
     ):
         super().__init__(clock, "deliver mail", SAFETY_INTERVAL, on_failure)
         self._policies = policies
         #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
         self._on_reply = on_reply
+        self._door = door
         self._db = db
         self._routes = routes
         self._connections = connections
@@ -205,26 +217,41 @@ class DeliveryWorker(LeasedEngine):
             if email is None:
                 self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
                 continue
-            if email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"])):
+            test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
+            if not test_sender and (
+                    email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
                 self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the sending domain was deleted")
                 continue
-            if w.delivery_mode == "capture":
-                self._decide(w, token, "delivered", {"transport": "capture", "remote_host": None,
-                                                     "response": "stored by capture mode"}, "stored by capture mode")
+            test_address = self._door.outcome(w.recipient) is not None
+            if test_sender and not test_address:
+                # Never real mail in the test domain's name (the accept path lets none through).
+                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED},
+                             "the test sender sends to test addresses only")
                 continue
             domain = w.recipient.rpartition("@")[2].lower()
-            key = (w.id,) if w.own_message else (w.email_id, domain, w.delivery_mode)
+            if test_address:
+                key = ("test", w.id)  # each its own outcome
+            elif w.delivery_mode == "capture":
+                key = ("capture", w.id) if w.own_message else ("capture", w.email_id)
+            else:
+                key = (w.id,) if w.own_message else (w.email_id, domain, w.delivery_mode)
             groups[key].append(w)
-        for group in groups.values():
+        for key, group in groups.items():
+            at_door = key[0] in ("test", "capture")
             for start in range(0, len(group), 50):
                 chunk = group[start:start + 50]
                 email = contents.emails[chunk[0].email_id]
-                keys = None if email["signed"] else contents.keys[email["domain_id"]]
+                test_sender = email["domain_id"] is None
+                keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
                 if chunk[0].own_message:
-                    yield _Transaction(chunk, email, contents.own[chunk[0].id], keys, None)
+                    yield _Transaction(chunk, email, contents.own[chunk[0].id], keys, None, at_door, test_sender)
                 else:
-                    shared = None if keys is None else (email["id"], tuple(k["id"] for k in keys))
-                    yield _Transaction(chunk, email, bytes(email["message"]), keys, shared)
+                    shared = None
+                    if test_sender:
+                        shared = (email["id"], "test")
+                    elif keys is not None:
+                        shared = (email["id"], tuple(k["id"] for k in keys))
+                    yield _Transaction(chunk, email, bytes(email["message"]), keys, shared, at_door, test_sender)
 
     def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
@@ -233,18 +260,26 @@ class DeliveryWorker(LeasedEngine):
 
     def _signed(self, t: _Transaction, signatures: _StepSignatures) -> bytes:
         """The transaction's message as it leaves: DKIM-signed now unless it was stored signed."""
-        if t.keys is None:
+        if t.keys is None and not t.test_sender:
             return t.message
 
         def sign() -> bytes:
-            signers = [self._keys.signer(k["id"], k["selector"], k["algorithm"], k["private_key"]) for k in t.keys]
-            return dkim.sign(t.message, t.email["domain"], signers, timestamp=int(self._clock.seconds())) + t.message
+            if t.test_sender:
+                domain, signers = self._door.test_domain, [self._door.test_signer]
+            else:
+                domain = t.email["domain"]
+                signers = [self._keys.signer(k["id"], k["selector"], k["algorithm"], k["private_key"])
+                           for k in t.keys]
+            return dkim.sign(t.message, domain, signers, timestamp=int(self._clock.seconds())) + t.message
 
         return sign() if t.shared is None else signatures.take(t.shared, sign)
 
     async def _deliver(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID,
                        deadline: float) -> None:
         group, email = t.group, t.email
+        if t.at_door:
+            await self._at_door(t, signatures, token)
+            return
         relay = group[0].delivery_mode == "relay"
         try:
             destinations = await self._destinations(group, email, relay)
@@ -272,9 +307,7 @@ class DeliveryWorker(LeasedEngine):
             for w in group:
                 self._defer(w, token, "transient", None, None, "internal error")
             return
-        sender = verp.envelope_sender(
-            self._settings.verp_key, group[0].id, f"{email['return_path']}.{email['domain']}"
-        )
+        sender = self._envelope_sender(t)
         recipients = [w.recipient for w in group]
 
         failures = []
@@ -316,6 +349,25 @@ class DeliveryWorker(LeasedEngine):
         message_text = "; ".join(failures) or "no host to deliver to"
         for w in group:
             self._defer(w, token, "unreachable", None, None, message_text)
+
+    def _envelope_sender(self, t: _Transaction) -> str:
+        email = t.email
+        host = self._door.return_path_host() if t.test_sender else f"{email['return_path']}.{email['domain']}"
+        return verp.envelope_sender(self._settings.verp_key, t.group[0].id, host)
+
+    async def _at_door(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
+        """Signed as it would have left, then stopped: kept in the inbox, completed there."""
+        try:
+            message = self._signed(t, signatures)
+            decided = await self._door.stop(t.group, t.email, message, self._envelope_sender(t), token)
+        except Exception:
+            log.failure("stopping a message of {domain} at the door failed", domain=t.email["domain"])
+            for w in t.group:
+                self._defer(w, token, "transient", None, None, "internal error")
+            return
+        if decided:
+            self._outcomes.extend(decided)
+            self.wake()
 
     async def _give_back(self, group: list[Work], token: uuid.UUID) -> None:
         try:

@@ -58,17 +58,17 @@ COMPLAINT_RATE_LIMIT = 0.001
 COMPLAINT_RATE_MINIMUM = 1000
 
 
-def first_status(origin: str | None, scheduled: bool, capture: bool) -> str:
+def first_status(origin: str | None, scheduled: bool) -> str:
     """
     A recipient's delivery status when its email is accepted or released: ``origin`` is its
-    suppression's origin (None: not suppressed); a capture-mode account's mail is stored as
-    delivered and never sent.
+    suppression's origin (None: not suppressed). A capture-mode account's mail is queued like
+    any other: the delivery worker signs it and keeps it in the inbox instead of sending it.
     """
     if origin is not None:
         return "suppressed"
     if scheduled:
         return "scheduled"
-    return "delivered" if capture else "queued"
+    return "queued"
 
 
 def first_times(status: str, now: datetime) -> tuple[datetime | None, datetime | None]:
@@ -76,22 +76,19 @@ def first_times(status: str, now: datetime) -> tuple[datetime | None, datetime |
     return (now, now + RETRY_WINDOW) if status == "queued" else (None, None)
 
 
-def first_last_event(live: bool, scheduled: bool, capture: bool) -> str:
+def first_last_event(live: bool, scheduled: bool) -> str:
     """The email's ``last_event`` then; ``live``: some recipient is not suppressed."""
     if not live:
         return "suppressed"
     if scheduled:
         return "scheduled"
-    return "delivered" if capture else "sent"
+    return "sent"
 
 
 def first_event(status: str, base: dict, delivery_id: str, recipient: str, origin: str | None):
     """The ``(type, data)`` of the event a recipient gets with its first status, if any."""
     if status == "suppressed":
         return "email.suppressed", {**base, "delivery_id": delivery_id, "recipient": recipient, "reason": origin}
-    if status == "delivered":
-        return "email.delivered", {**base, "delivery_id": delivery_id, "recipient": recipient,
-                                   "transport": "capture", "remote_host": None, "response": "stored by capture mode"}
     return None
 
 

@@ -153,6 +153,21 @@ DMARC = obj(
 DESTINATION_DEFAULT = obj(("object", "pattern", "concurrency", "rate_per_sec"),
                           object={"const": "destination_default"}, pattern=STR, concurrency=INT, rate_per_sec=NUMBER)
 
+INBOX_ITEM = obj(("object", "id", "email_id", "from", "to", "subject", "outcome", "simulated", "created_at"),
+                 object={"const": "inbox_message"}, id=UUID, email_id=UUID, to={"type": "array", "items": STR},
+                 outcome={"enum": ["delivered", "bounced", "complained", "captured"]}, simulated=BOOL)
+CHECK = obj(("result", "detail"), result=STR, domain=STR, detail=STR)
+INBOX_MESSAGE = obj(
+    (*INBOX_ITEM["required"], "return_path", "html", "text", "raw", "headers", "attachments", "checks"),
+    **INBOX_ITEM["properties"], return_path=STR, html=NULLABLE_STR, text=NULLABLE_STR, html_url=STR, raw=STR,
+    headers={"type": "array", "items": {"type": "array", "items": STR}},
+    attachments={"type": "array", "items": obj(("content_type", "size"), content_type=STR, size=INT)},
+    checks=obj(("simulated", "dkim", "spf", "dmarc", "list_unsubscribe", "spam"), simulated=BOOL,
+               dkim={"type": "array", "items": CHECK}, spf=CHECK, dmarc=CHECK,
+               list_unsubscribe=obj(("one_click",), list_unsubscribe=NULLABLE_STR,
+                                    list_unsubscribe_post=NULLABLE_STR, one_click=BOOL),
+               spam={"type": ["object", "null"]}))
+
 
 @attrs.frozen
 class Op:
@@ -466,6 +481,12 @@ OPERATIONS: dict[str, Op] = {
                                    {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}),
     "GET /dashboard/previews/<token>": Op("A kept preview's HTML, under the e-mail preview policy", ok={200: None},
                                           content_type="text/html"),
+    "GET /dashboard/inbox": Op("The development inbox: mail stopped at the door (test addresses, capture mode),"
+                               " newest first", ok={200: listing(INBOX_ITEM)}, query=PAGE),
+    "GET /dashboard/inbox/<inbox_id>": Op("A message of the development inbox as signed, with a receiver's checks",
+                                          ok={200: INBOX_MESSAGE}),
+    "GET /dashboard/inbox/<inbox_id>/html": Op("An inbox message's HTML for a sandboxed preview", ok={200: None},
+                                               content_type="text/html"),
     "GET /dashboard/templates/<key>/published": Op(
         "A template's published version (for the draft-against-published diff)", ok={200: obj(
             ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},

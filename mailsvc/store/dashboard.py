@@ -156,7 +156,8 @@ async def daily_stats(db: Database, tenant_id: uuid.UUID, since: date) -> dict[d
     for row in rows:
         days.setdefault(row["day"], {})["sent"] = int(row["count"])
     rows = await db.fetchall(
-        "SELECT day, delivered, bounced, complained FROM delivery_stats WHERE tenant_id = %s AND day >= %s",
+        "SELECT day, delivered + test_delivered AS delivered, bounced + test_bounced AS bounced,"
+        " complained + test_complained AS complained FROM delivery_stats WHERE tenant_id = %s AND day >= %s",
         (tenant_id, since),
     )
     for row in rows:

@@ -77,6 +77,9 @@ class Outcome:
     claim: uuid.UUID | None = None
     due_at: float | None = None
     attempted: bool = True
+    #: Counts toward the reputation guard; False for mail that never left (test addresses,
+    #: capture mode), counted apart (``delivery_stats.test_*``).
+    guarded: bool = True
 
 
 @attrs.frozen
@@ -181,8 +184,9 @@ async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lea
 class Contents:
     """What the claimed deliveries of one step send, and the keys that sign it."""
 
-    #: By email id: message, whether it is stored ``signed`` (by an older version), sending
-    #: domain (``domain_id`` None: deleted) with its ``domain``, ``return_path`` and ``tls``.
+    #: By email id: message, whether it is stored ``signed`` (by an older version), ``sender``
+    #: and ``subject``, sending domain (``domain_id`` None: deleted, or the test sender's mail)
+    #: with its ``domain``, ``return_path`` and ``tls``.
     emails: dict[uuid.UUID, dict]
     #: By delivery id: a recipient's own message (broadcast stream).
     own: dict[uuid.UUID, bytes]
@@ -193,7 +197,8 @@ class Contents:
 async def contents(db: Database, work: list[Work]) -> Contents:
     """The emails of ``work``, the recipients' own messages and the unsigned ones' keys."""
     emails = await db.fetchall(
-        "SELECT e.id, e.message, e.signed, e.domain_id, dom.name AS domain, dom.return_path, dom.tls"
+        "SELECT e.id, e.message, e.signed, e.domain_id, e.sender, e.subject, dom.name AS domain, dom.return_path,"
+        " dom.tls"
         " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id WHERE e.id = ANY(%s::uuid[])",
         (list({w.email_id for w in work}),), desc="delivery contents",
     )
@@ -278,26 +283,31 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Sup
         {"order": list(LAST_EVENT_ORDER)},
     )
 
-    counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0])
+    counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
     to_suppress: dict[tuple, list[str]] = defaultdict(list)
     for o in done:
         column = {"delivered": 0, "bounced": 1, "complained": 2}.get(o.status)
         if column is not None:
-            counts[o.tenant_id][column] += 1
+            counts[o.tenant_id][column if o.guarded else column + 3] += 1
         origin = _SUPPRESSION_OF_OUTCOME.get(o.status)
         if origin is not None:
             to_suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
     if counts:
         day = at.date()
         await txn.execute(
-            "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained) VALUES "
-            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s)", (t, day, *c)) for t, c in sorted(counts.items()))
+            "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained, test_delivered,"
+            " test_bounced, test_complained) VALUES "
+            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s, %s, %s, %s)", (t, day, *c))
+                        for t, c in sorted(counts.items()))
             + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
-            " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained",
+            " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained,"
+            " test_delivered = s.test_delivered + excluded.test_delivered,"
+            " test_bounced = s.test_bounced + excluded.test_bounced,"
+            " test_complained = s.test_complained + excluded.test_complained",
         )
     for (tenant_id, email_id, origin), addresses in to_suppress.items():
         await suppress(txn, clock, tenant_id, _valid(addresses), origin, email_id)
-    for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:
+    for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:  # guarded bounces or complaints
         await _guard(txn, tenant_id, at)
     return len(done)
 

@@ -85,9 +85,8 @@ async def cancel(txn: Transaction, tenant_id: uuid.UUID, email_id: uuid.UUID, no
 async def claim_due(txn: Transaction, now: datetime, limit: int) -> list[dict]:
     """Scheduled emails whose time has come, locked (each is taken by one node), oldest first."""
     return await txn.fetchall(
-        "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at, t.delivery_mode"
-        " FROM emails e JOIN tenants t ON t.id = e.tenant_id"
-        " WHERE e.status = 'scheduled' AND e.scheduled_at <= %s"
+        "SELECT e.id, e.tenant_id, e.sender, e.subject, e.tags, e.scheduled_at"
+        " FROM emails e WHERE e.status = 'scheduled' AND e.scheduled_at <= %s"
         " ORDER BY e.scheduled_at LIMIT %s FOR UPDATE OF e SKIP LOCKED",
         (now, limit),
     )

@@ -1,0 +1,110 @@
+"""
+The development inbox (issue 30): what the door kept (``delivery/door.py``), listed, and each
+message read as a receiver would read it. A verified domain's message is checked against the
+records its domain publishes, looked up through the node's own resolver; the test sender's,
+signed with the node's test key, against that key and nothing else (nothing of the test
+domain's real DNS is consulted), its checks labelled ``simulated``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from mailsvc import timefmt
+from mailsvc.app.spam import SpamChecks
+from mailsvc.dns import verify
+from mailsvc.domain.errors import NotFound, SpamCheckUnavailable
+from mailsvc.domain.paging import Page
+from mailsvc.mail import dkim, inspection, simulated
+from mailsvc.store import inbox as store
+from mailsvc.store.database import Database
+
+
+def _listed(row: dict) -> dict:
+    return {"object": "inbox_message", "id": str(row["id"]), "email_id": str(row["email_id"]), "from": row["sender"],
+            "to": list(row["recipients"]), "subject": row["subject"], "outcome": row["outcome"],
+            "simulated": row["simulated"], "created_at": timefmt.resource(row["created_at"])}
+
+
+class Inbox:
+    def __init__(self, db: Database, resolver, spf_include: str, test_signer: dkim.Signer,
+                 spam: SpamChecks | None = None):
+        self._db = db
+        self._resolver = resolver
+        self._spf_include = spf_include
+        self._test_record = simulated.test_key_record(test_signer)
+        self._spam = spam
+
+    async def page(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+        rows, more = await store.page(self._db, tenant_id, page)
+        return [_listed(r) for r in rows], more
+
+    async def _row(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None) -> dict:
+        row = await store.get(self._db, tenant_id, inbox_id) if inbox_id is not None else None
+        if row is None:
+            raise NotFound("Inbox message")
+        return row
+
+    async def html(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None) -> str:
+        html = inspection.parts(bytes((await self._row(tenant_id, inbox_id))["message"]))["html"]
+        if html is None:
+            raise NotFound("Inbox message's HTML")
+        return html
+
+    async def message(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None) -> dict:
+        row = await self._row(tenant_id, inbox_id)
+        message = bytes(row["message"])
+        read = inspection.parts(message)
+        return {
+            **_listed(row), "return_path": row["return_path"],
+            "html": read["html"], "text": read["text"], "html_url": f"/dashboard/inbox/{row['id']}/html",
+            "raw": message.decode("utf-8", "replace"), "headers": read["headers"],
+            "attachments": read["attachments"],
+            "checks": await self._checks(message, row),
+        }
+
+    async def _checks(self, message: bytes, row: dict) -> dict:
+        author = inspection.author_domain(message)
+        envelope_domain = row["return_path"].rpartition("@")[2]
+        if row["simulated"]:
+            keys = {inspection.key_name(d, s): self._test_record if s == simulated.TEST_SELECTOR else None
+                    for d, s in inspection.signatures(message)}
+            spf = {"result": "pass", "domain": envelope_domain,
+                   "detail": "simulated: the test domain's return path is this node's own"}
+            dmarc_records = ["v=DMARC1; p=reject"]
+        else:
+            keys = {}
+            for domain, selector in inspection.signatures(message):
+                name = inspection.key_name(domain, selector)
+                keys[name] = await self._txt(name, lambda found: next(iter(found), None))
+            spf_records = await self._txt(envelope_domain, list)
+            spf = inspection.judge_spf(envelope_domain, spf_records or [], self._spf_include) \
+                if spf_records is not None else _temporary(envelope_domain)
+            dmarc_records = await self._txt(f"_dmarc.{author}", list) or []
+        dkim_results = inspection.verify_dkim(message, keys)
+        dmarc = inspection.judge_dmarc(author, dmarc_records, dkim_results, spf)
+        if row["simulated"]:
+            dmarc["detail"] = "simulated: " + dmarc["detail"]
+            dmarc["policy"] = None
+        return {"simulated": row["simulated"], "dkim": dkim_results, "spf": spf, "dmarc": dmarc,
+                "list_unsubscribe": inspection.unsubscribe(message), "spam": await self._spam_score(message)}
+
+    async def _txt(self, name: str, pick):
+        """``pick`` of the TXT strings at ``name``; None when the lookup gave no usable answer."""
+        try:
+            return pick(await verify.texts(self._resolver, name))
+        except verify.LookupFailed:
+            return None
+
+    async def _spam_score(self, message: bytes) -> dict | None:
+        if self._spam is None or not self._spam.enabled:
+            return None
+        try:
+            return (await self._spam.spam_check(message)).as_dict()
+        except SpamCheckUnavailable as e:  # the page shows why
+            return {"object": "spam_score", "error": str(e)}
+
+
+def _temporary(domain: str) -> dict:
+    return {"result": "temperror", "domain": domain, "detail": f"no usable DNS answer for {domain}"}
+

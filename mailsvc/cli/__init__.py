@@ -14,13 +14,12 @@ import sys
 from typing import TextIO
 
 from mailsvc.cli.client import Client, CliError, connect
+from mailsvc.domain.tenant import DELIVERY_MODES, PLANS, STATUSES
 
 #: Actions on more deliveries than this ask first (``--yes`` does not).
 CONFIRM_ABOVE = 10
 STATES = ("due", "deferred", "in_flight", "held")
-PLANS = ("free", "pro", "scale")
-STATUSES = ("active", "paused", "suspended")
-DELIVERY_MODES = ("direct", "relay", "capture")
+PLAN_NAMES = tuple(PLANS)
 
 
 class Io:
@@ -329,7 +328,7 @@ def _filter_options(parser: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     common = _common()
     top = argparse.ArgumentParser(
-        prog="mailsvc", formatter_class=_Formatter,
+        prog="mailsvc", formatter_class=_Formatter, allow_abbrev=False,
         description="Operate a mailsvc node through its operator API.",
         epilog="The node is MAILSVC_URL, or the http.listen of the configuration; the token is read from\n"
                "--token-file, MAILSVC_OPERATOR_TOKEN, operator.token or <state dir>/operator-token.\n"
@@ -338,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(parent, name: str, handler, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
-        sub = parent.add_parser(name, help=summary, description=summary, parents=[common],
+        sub = parent.add_parser(name, help=summary, description=summary, parents=[common], allow_abbrev=False,
                                 formatter_class=_Formatter, epilog="example:\n  " + example, **kwargs)
         sub.set_defaults(handler=handler)
         return sub
@@ -377,9 +376,9 @@ def parser() -> argparse.ArgumentParser:
     tenant = verb(verbs, "tenant", None, "Create, show or change one tenant.", "mailsvc tenant show 0190...")
     tenant_verbs = tenant.add_subparsers(dest="tenant_verb", required=True, metavar="ACTION")
     create = verb(tenant_verbs, "create", tenant_create, "A new tenant and its first API key (shown once).",
-                  "mailsvc tenant create 'Acme Ltd' --plan pro")
+                  "mailsvc tenant create 'Acme Ltd' --plan growth")
     create.add_argument("name")
-    create.add_argument("--plan", choices=PLANS, help="default free (sandboxed)")
+    create.add_argument("--plan", choices=PLAN_NAMES, help="default free (sandboxed)")
     create.add_argument("--id", metavar="UUID", help="the tenant's id (default: a new one)")
     _read(create)
     show = verb(tenant_verbs, "show", tenant_show, "One tenant.", "mailsvc tenant show 0190... --usage")
@@ -390,7 +389,7 @@ def parser() -> argparse.ArgumentParser:
                   "mailsvc tenant set 0190... --status suspended --reason 'complaint rate 0.5%'")
     change.add_argument("tenant_id")
     change.add_argument("--name")
-    change.add_argument("--plan", choices=PLANS)
+    change.add_argument("--plan", choices=PLAN_NAMES)
     change.add_argument("--status", choices=STATUSES)
     change.add_argument("--reason", help="the status's reason (shown to the tenant)")
     for option in ("daily-quota", "monthly-quota", "max-domains", "send-rate", "api-rate"):

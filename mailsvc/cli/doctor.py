@@ -113,20 +113,26 @@ def is_local(address: str) -> bool:
 # -- the checks --------------------------------------------------------------------------------
 
 
+def check_name(config: Config) -> list[Finding]:
+    """The EHLO name is set, and fully qualified."""
+    hostname = config.hostname
+    findings = []
+    if not config.mail.hostname:
+        findings.append(fail("mail.hostname", f"not set; the machine's name {hostname!r} is used: set "
+                             "mail.hostname", "it is the EHLO name and the return paths' MX target that domains "
+                             "publish; it must not change with the machine"))
+    if not is_fully_qualified(hostname):
+        findings.append(fail("mail.hostname", f"{hostname!r} is not a fully qualified public name: set "
+                             "mail.hostname to one (mail.example.com)",
+                             "receivers refuse or score down an EHLO name that is not a fully qualified domain"))
+    return findings
+
+
 def check_hostname(config: Config, dns_resolver) -> tuple[list[Finding], list[str]]:
-    """The EHLO name: fully qualified, resolving to this node, whose addresses name it back."""
+    """The EHLO name resolves to this node, whose addresses name it back."""
     hostname = config.hostname
     subject = "mail.hostname"
     findings = []
-    if not config.mail.hostname:
-        findings.append(fail(subject, f"not set; the machine's name {hostname!r} is used: set mail.hostname",
-                             "it is the EHLO name and the return paths' MX target that domains publish; "
-                             "it must not change with the machine"))
-    if not is_fully_qualified(hostname):
-        findings.append(fail(subject, f"{hostname!r} is not a fully qualified public name: set mail.hostname "
-                             "to one (mail.example.com)",
-                             "receivers refuse or score down an EHLO name that is not a fully qualified domain"))
-        return findings, []
     addresses = _answers(dns_resolver, hostname, "A") + _answers(dns_resolver, hostname, "AAAA")
     if not addresses:
         findings.append(fail(subject, f"{hostname} has no A or AAAA record: publish this node's address",
@@ -323,12 +329,14 @@ def run(io, args) -> int:
         io.note(f"mailsvc: {e}")
         return 1
     dns_resolver = resolver(args.dns_server or list(config.dns.servers))
+    findings = check_name(config)
     try:
-        findings, addresses = check_hostname(config, dns_resolver)
-        findings += check_published(config, dns_resolver, addresses)
+        named, addresses = check_hostname(config, dns_resolver) if is_fully_qualified(config.hostname) \
+            else ([], [])
+        findings += named + check_published(config, dns_resolver, addresses)
     except dns.exception.DNSException as e:
-        findings, addresses = [fail("DNS", f"the resolver did not answer ({e.__class__.__name__}): "
-                                    "check dns.servers or --dns-server", "every other check needs DNS")], []
+        findings.append(fail("DNS", f"the resolver did not answer ({e.__class__.__name__}): check dns.servers "
+                             "or --dns-server", "the name, reverse DNS and SPF checks need DNS"))
     findings += check_certificate(config, datetime.datetime.now(datetime.UTC))
     findings += check_node(args, io.environ)
     findings += check_spamd(config)

@@ -397,6 +397,10 @@ OPERATIONS: dict[str, Op] = {
                                                    " says otherwise) and its set-password link", USER_BODY,
                                                    {201: {**USER_LINK, "required": [*USER_LINK["required"],
                                                                                     "tenant_id"]}}, errors=(409,)),
+    "POST /admin/v1/users/password-link": Op(
+        "A new set-password link for an existing user, found by e-mail address (it can take over the account)",
+        obj(("email",), email={"type": "string", "format": "email"}),
+        {200: {**USER_LINK, "required": [*USER_LINK["required"], "tenant_id"]}}, errors=(404,)),
     # AI generation and brand import (top plan)
     "POST /template-builder/ai/generate": Op(
         "Generate a builder document from a prompt (top plan; counts against the AI quota)",

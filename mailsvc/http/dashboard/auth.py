@@ -175,3 +175,10 @@ class AuthResource:
         row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body})
         link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
+
+    @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE)
+    async def operator_link(self, request, _):
+        """A new set-password link for an existing user found by ``email`` (``mailsvc user link``)."""
+        row, token = await self._dashboard.operator_link(read_json(request))
+        link = set_password_link(base_url(request, self._public_url), token)
+        return {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link}

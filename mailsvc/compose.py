@@ -25,6 +25,7 @@ from mailsvc.app import resealing
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.audit import AuditLog, OperatorTokens
 from mailsvc.app.brand import BrandImporter
 from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
@@ -36,6 +37,7 @@ from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.health import Health
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.operator import Destinations
+from mailsvc.app.queue import Queue
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
@@ -84,6 +86,7 @@ from mailsvc.http.health import HealthResource
 from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.operator import OperatorResource
 from mailsvc.http.public import UnsubscribeResource
+from mailsvc.http.queue import QueueResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.http.usage import UsageResource
@@ -316,16 +319,20 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     ai = AiHelper(clock, db, fetcher, config.ai, renderer)
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     dashboard = dashboard_of(clock, config, db, master, keyring)
+    # The audit log and the named operator tokens besides the configured one (issue 31).
+    audit_log = AuditLog(clock, db)
+    operator_tokens = OperatorTokens(clock, db, credentials.derive(master, "operator-token-hmac"), audit_log)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins)
-    router.mount(AuthResource(dashboard, config.http.public_url))
+                    dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens)
+    router.mount(AuthResource(dashboard, config.http.public_url, audit_log))
     dashboard_reads = DashboardReads(db)
     router.mount(UiResource(dashboard_reads))
     router.mount(ContentReads(dashboard_reads))
     router.mount(ApiKeysResource(keyring))
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
     router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, node_info))
+    router.mount(QueueResource(Queue(clock, db, audit_log), operator_tokens, audit_log, accounts))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
     router.mount(HealthResource(Health(db)))

@@ -24,62 +24,85 @@ def last_response(text: str | None) -> dict | None:
     return None if text is None else {"code": _code(text), "text": text}
 
 
+#: A summary is computed at most this often per node (a pass over the whole queue; a million
+#: rows take about a second): reads in between get it as it was at its ``generated_at``. This
+#: node's actions make the next read compute it anew.
+SUMMARY_MAX_AGE = 10
+
+
+class _Group:
+    """One destination's or tenant's share of the queue."""
+
+    def __init__(self):
+        self.count = 0
+        self.states = dict.fromkeys(STATES, 0)
+        self.oldest = None
+        self.next_due = None
+        self.responses: dict[str, int] = {}
+
+    def add(self, row: dict) -> None:
+        self.count += row["n"]
+        self.states[row["state"]] += row["n"]
+        self.oldest = min(filter(None, (self.oldest, row["oldest"])), default=None)
+        if row["state"] != "held":
+            self.next_due = min(filter(None, (self.next_due, row["next_due"])), default=None)
+        if row["last_response"] is not None:
+            self.responses[row["last_response"]] = self.responses.get(row["last_response"], 0) + row["n"]
+
+
 class Queue:
     def __init__(self, clock, db: Database, log: AuditLog):
         self._clock = clock
         self._db = db
         self._log = log
+        self._summary: tuple[float, dict] | None = None
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
 
     async def summary(self) -> dict:
+        """The summary, computed at most every SUMMARY_MAX_AGE seconds (or after an action)."""
+        now = self._clock.seconds()
+        if self._summary is None or now - self._summary[0] >= SUMMARY_MAX_AGE:
+            self._summary = (now, await self._compute_summary())
+        return self._summary[1]
+
+    async def _compute_summary(self) -> dict:
         now = self._now()
         read = await queue.summary(self._db, now)
         holds = {(h["kind"], h["value"]): h for h in read["holds"]}
-        by_state: dict = {}
-        groups: dict[tuple, dict] = {}
+        by_state = {state: _Group() for state in STATES}
+        destinations: dict[str, _Group] = {}
+        tenants: dict[str, _Group] = {}
         for row in read["groups"]:
-            if row["destination"] is None and row["tenant_id"] is None:
-                by_state[row["state"]] = row
-                continue
-            key = ("destination", row["destination"]) if row["destination"] is not None \
-                else ("tenant", str(row["tenant_id"]))
-            group = groups.setdefault(key, {"count": 0, "states": dict.fromkeys(STATES, 0),
-                                            "oldest": None, "next_due": None, "top": []})
-            if row["last_response"] is not None:
-                group["top"].append(row)
-                continue
-            group["count"] += row["n"]
-            group["states"][row["state"]] = row["n"]
-            group["oldest"] = min(filter(None, (group["oldest"], row["oldest"])), default=None)
-            group["next_due"] = min(filter(None, (group["next_due"], row["next_due"])), default=None)
+            by_state[row["state"]].add(row)
+            destinations.setdefault(row["destination"], _Group()).add(row)
+            tenants.setdefault(str(row["tenant_id"]), _Group()).add(row)
 
-        def fields(key, group) -> dict:
+        def fields(key: tuple[str, str], group: _Group) -> dict:
             hold = holds.get(key)
+            top = sorted(group.responses.items(), key=lambda item: (-item[1], item[0]))[:3]
             return {
-                "count": group["count"], "states": group["states"],
-                "oldest_age_seconds": self._age(group["oldest"], now),
-                "next_attempt_at": timefmt.iso(group["next_due"]) if group["next_due"] else None,
-                "top_responses": [{"code": _code(r["last_response"]), "text": r["last_response"], "count": r["n"]}
-                                  for r in sorted(group["top"], key=lambda r: -r["n"])[:3]],
+                "count": group.count, "states": group.states,
+                "oldest_age_seconds": self._age(group.oldest, now),
+                "next_attempt_at": timefmt.iso(group.next_due) if group.next_due else None,
+                "top_responses": [{"code": _code(text), "text": text, "count": n} for text, n in top],
                 "hold": None if hold is None else {
                     "reason": hold["reason"], "created_at": timefmt.iso(hold["created_at"]),
                     "created_by": hold["created_by"]},
             }
 
-        def ranked(kind):
-            chosen = [(k, g) for k, g in groups.items() if k[0] == kind and g["count"]]
-            return sorted(chosen, key=lambda kg: (-kg[1]["count"], kg[0][1]))[:queue.GROUPS_SHOWN]
+        def ranked(groups: dict[str, _Group]) -> list[tuple[str, _Group]]:
+            return sorted(groups.items(), key=lambda kg: (-kg[1].count, kg[0]))[:queue.GROUPS_SHOWN]
 
         return {
             "object": "queue_summary", "generated_at": timefmt.iso(now),
-            "by_state": [{"state": s, "count": by_state[s]["n"] if s in by_state else 0,
-                          "oldest_age_seconds": self._age(by_state[s]["oldest"], now) if s in by_state else None}
-                         for s in STATES],
-            "by_destination": [{"destination": k[1], "mx": None, **fields(k, g)} for k, g in ranked("destination")],
-            "by_tenant": [{"tenant_id": k[1], "tenant_name": read["tenant_names"].get(k[1]),
-                           **fields(k, g)} for k, g in ranked("tenant")],
+            "by_state": [{"state": s, "count": by_state[s].count,
+                          "oldest_age_seconds": self._age(by_state[s].oldest, now)} for s in STATES],
+            "by_destination": [{"destination": d, "mx": None, **fields(("destination", d), g)}
+                               for d, g in ranked(destinations)],
+            "by_tenant": [{"tenant_id": t, "tenant_name": read["tenant_names"].get(t), **fields(("tenant", t), g)}
+                          for t, g in ranked(tenants)],
             "holds": [{"id": str(h["id"]), "kind": h["kind"], "value": h["value"], "reason": h["reason"],
                        "created_at": timefmt.iso(h["created_at"]), "created_by": h["created_by"]}
                       for h in read["holds"]],
@@ -97,20 +120,24 @@ class Queue:
 
     async def retry(self, found: QueueFilter, by: str) -> int:
         count = await queue.retry(self._db, found, self._now())
+        self._summary = None
         await self._log.write(by, "queue.retry", found.as_json(), count)
         return count
 
     async def hold(self, found: QueueFilter, reason: str, by: str) -> int:
         count = await queue.hold(self._db, found, reason, self._now(), by)
+        self._summary = None
         await self._log.write(by, "queue.hold", found.as_json(), count, reason=reason)
         return count
 
     async def release(self, found: QueueFilter, by: str) -> int:
         count = await queue.release(self._db, self._clock, found)
+        self._summary = None
         await self._log.write(by, "queue.release", found.as_json(), count)
         return count
 
     async def bounce(self, found: QueueFilter, by: str) -> int:
         count = await queue.bounce(self._db, self._clock, found)
+        self._summary = None
         await self._log.write(by, "queue.bounce", found.as_json(), count)
         return count

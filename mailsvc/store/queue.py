@@ -61,23 +61,13 @@ def _where(found: QueueFilter, now: datetime) -> tuple[str, dict]:
 
 async def summary(db: Database, now: datetime) -> dict:
     """
-    Counts by state, by (destination, state) and (tenant, state), the oldest and the next due of
-    each group, and each group's three most frequent last responses: one pass over the queue.
+    The queue counted by destination, tenant, state and last response (with the oldest and the
+    next due of each), in one pass; the standing holds; the tenants' names.
     """
     rows = await db.fetchall(
-        "WITH q AS MATERIALIZED ("
-        f"  SELECT {DESTINATION} AS destination, d.tenant_id, {STATE} AS state, d.last_response,"
-        f"   d.retry_until, d.due_at FROM deliveries d WHERE {_QUEUED}"
-        "), g AS MATERIALIZED ("
-        "  SELECT GROUPING(destination, tenant_id, state, last_response) AS grouping,"
-        "   destination, tenant_id, state, last_response, count(*) AS n, min(retry_until) AS oldest,"
-        "   min(due_at) AS next_due FROM q"
-        "  GROUP BY GROUPING SETS ((state), (destination, state), (tenant_id, state),"
-        "   (destination, last_response), (tenant_id, last_response))"
-        ") SELECT * FROM g WHERE last_response IS NULL AND state IS NOT NULL"
-        " UNION ALL SELECT grouping, destination, tenant_id, state, last_response, n, oldest, next_due FROM ("
-        "  SELECT *, row_number() OVER (PARTITION BY grouping, destination, tenant_id ORDER BY n DESC, last_response)"
-        "   AS rank FROM g WHERE last_response IS NOT NULL) ranked WHERE rank <= 3",
+        f"SELECT {DESTINATION} AS destination, d.tenant_id, {STATE} AS state, d.last_response, count(*) AS n,"
+        f" min(d.retry_until) AS oldest, min(d.due_at) AS next_due FROM deliveries d WHERE {_QUEUED}"
+        " GROUP BY 1, 2, 3, 4",
         {"now": now}, desc="queue summary",
     )
     holds = await db.fetchall(
@@ -86,7 +76,7 @@ async def summary(db: Database, now: datetime) -> dict:
     )
     names = {str(r["id"]): r["name"] for r in await db.fetchall(
         "SELECT id, name FROM tenants WHERE id = ANY(%s::uuid[])",
-        (list({r["tenant_id"] for r in rows if r["tenant_id"] is not None}),), desc="queue tenants",
+        (list({r["tenant_id"] for r in rows}),), desc="queue tenants",
     )}
     return {"groups": rows, "holds": holds, "tenant_names": names}
 

@@ -243,3 +243,23 @@ async def test_the_tenants_list_and_audited_set_password_links(api):
     link = audit["data"][0]
     assert (link["action"], link["actor"]) == ("user.link", "bob")
     assert link["detail"] == {"tenant_id": corp["id"], "user_id": user["id"], "email": "owner@acme.example"}
+
+
+@pt.ensureDeferred
+async def test_the_audit_log_is_pruned_with_the_events(db):
+    from twisted.internet.task import Clock
+
+    from mailsvc import timefmt
+    from mailsvc.app.audit import AuditLog
+    from mailsvc.store import webhooks
+
+    clock = Clock()
+    clock.advance(1_800_000_000)
+    log = AuditLog(clock, db)
+    await log.write("operator", "queue.retry", {"destination": "old.example"}, 1)
+    clock.advance(31 * 86400)
+    await log.write("operator", "queue.retry", {"destination": "new.example"}, 2)
+    await webhooks.prune(db, timefmt.from_seconds(clock.seconds()),
+                         timefmt.from_seconds(clock.seconds() - 30 * 86400))
+    rows = await db.fetchall("SELECT filter FROM audit_log")
+    assert [r["filter"] for r in rows] == [{"destination": "new.example"}]

@@ -17,7 +17,7 @@ from mailsvc.domain.errors import Conflict, NotFound
 from mailsvc.domain.paging import Page
 from mailsvc.ids import uuid7
 from mailsvc.store import audit
-from mailsvc.store.database import Database
+from mailsvc.store.database import Database, Transaction
 
 #: The audit name of the operator token from the configuration or the state directory.
 CONFIGURED_TOKEN_NAME = "operator"
@@ -34,6 +34,11 @@ class AuditLog:
                     **detail) -> None:
         now = self._clock.seconds()
         await audit.write(self._db, uuid7(now), timefmt.from_seconds(now), actor, action, filter, count, detail)
+
+    async def write_in(self, txn: Transaction, seconds: float, actor: str, action: str, filter: dict | None,
+                       count: int | None, detail: dict) -> None:
+        """An entry written in the transaction of what it records."""
+        await audit.write(txn, uuid7(seconds), timefmt.from_seconds(seconds), actor, action, filter, count, detail)
 
     async def entries(self, page: Page) -> tuple[list[dict], bool]:
         return await audit.entries(self._db, page)

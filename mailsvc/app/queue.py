@@ -118,26 +118,28 @@ class Queue:
     async def deliveries(self, found: QueueFilter, page: Page) -> tuple[list[dict], bool]:
         return await queue.deliveries_page(self._db, found, page, self._now())
 
-    async def retry(self, found: QueueFilter, by: str) -> int:
-        count = await queue.retry(self._db, found, self._now())
+    async def _act(self, action: str, found: QueueFilter, by: str, change, **detail) -> int:
+        """``change(txn)`` and its audit entry in one transaction; how many deliveries it touched."""
+        now = self._clock.seconds()
+
+        async def act(txn) -> int:
+            count = await change(txn)
+            await self._log.write_in(txn, now, by, f"queue.{action}", found.as_json(), count, detail)
+            return count
+
+        count = await self._db.run(f"queue {action}", act)
         self._summary = None
-        await self._log.write(by, "queue.retry", found.as_json(), count)
         return count
+
+    async def retry(self, found: QueueFilter, by: str) -> int:
+        return await self._act("retry", found, by, lambda txn: queue.retry(txn, found, self._now()))
 
     async def hold(self, found: QueueFilter, reason: str, by: str) -> int:
-        count = await queue.hold(self._db, found, reason, self._now(), by)
-        self._summary = None
-        await self._log.write(by, "queue.hold", found.as_json(), count, reason=reason)
-        return count
+        return await self._act("hold", found, by, lambda txn: queue.hold(txn, found, reason, self._now(), by),
+                               reason=reason)
 
     async def release(self, found: QueueFilter, by: str) -> int:
-        count = await queue.release(self._db, self._clock, found)
-        self._summary = None
-        await self._log.write(by, "queue.release", found.as_json(), count)
-        return count
+        return await self._act("release", found, by, lambda txn: queue.release(txn, self._clock, found))
 
     async def bounce(self, found: QueueFilter, by: str) -> int:
-        count = await queue.bounce(self._db, self._clock, found)
-        self._summary = None
-        await self._log.write(by, "queue.bounce", found.as_json(), count)
-        return count
+        return await self._act("bounce", found, by, lambda txn: queue.bounce(txn, self._clock, found))

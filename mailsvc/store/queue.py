@@ -110,12 +110,8 @@ async def _chosen(txn: Transaction, found: QueueFilter, now: datetime, extra: st
     )
 
 
-async def retry(db: Database, found: QueueFilter, now: datetime) -> int:
+async def retry(txn: Transaction, found: QueueFilter, now: datetime) -> int:
     """Due now; attempts and the retry window untouched. Held deliveries stay held."""
-    return await db.run("queue retry", _retry, found, now)
-
-
-async def _retry(txn: Transaction, found: QueueFilter, now: datetime) -> int:
     rows = await _chosen(txn, found, now, "d.held_reason IS NULL")
     if rows:
         await txn.execute("UPDATE deliveries SET due_at = %s WHERE id = ANY(%s::uuid[])",
@@ -123,12 +119,8 @@ async def _retry(txn: Transaction, found: QueueFilter, now: datetime) -> int:
     return len(rows)
 
 
-async def hold(db: Database, found: QueueFilter, reason: str, now: datetime, by: str) -> int:
+async def hold(txn: Transaction, found: QueueFilter, reason: str, now: datetime, by: str) -> int:
     """Held (never claimed) with ``reason``; a filter of one destination or one tenant stands for new mail too."""
-    return await db.run("queue hold", _hold, found, reason, now, by)
-
-
-async def _hold(txn: Transaction, found: QueueFilter, reason: str, now: datetime, by: str) -> int:
     standing = found.standing
     if standing is not None:
         await txn.execute(
@@ -143,15 +135,11 @@ async def _hold(txn: Transaction, found: QueueFilter, reason: str, now: datetime
     return len(rows)
 
 
-async def release(db: Database, clock, found: QueueFilter) -> int:
+async def release(txn: Transaction, clock, found: QueueFilter) -> int:
     """
     Held deliveries due now, and the standing holds the filter names gone; a delivery whose
     retry window ended while held fails (``retry_window_exhausted``), as the worker fails it.
     """
-    return await db.run("queue release", _release, clock, found)
-
-
-async def _release(txn: Transaction, clock, found: QueueFilter) -> int:
     now = timefmt.from_seconds(clock.seconds())
     if found.ids is None and (found.destination is not None or found.tenant_id is not None):
         await txn.execute(
@@ -172,12 +160,8 @@ async def _release(txn: Transaction, clock, found: QueueFilter) -> int:
     return len(rows)
 
 
-async def bounce(db: Database, clock, found: QueueFilter) -> int:
+async def bounce(txn: Transaction, clock, found: QueueFilter) -> int:
     """Failed (``content_expired``), with the SPEC's ``email.failed``; rows kept, nobody suppressed."""
-    return await db.run("queue bounce", _bounce, clock, found)
-
-
-async def _bounce(txn: Transaction, clock, found: QueueFilter) -> int:
     now = timefmt.from_seconds(clock.seconds())
     rows = await _chosen(txn, found, now)
     if not rows:

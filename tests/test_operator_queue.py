@@ -263,3 +263,30 @@ async def test_the_audit_log_is_pruned_with_the_events(db):
                          timefmt.from_seconds(clock.seconds() - 30 * 86400))
     rows = await db.fetchall("SELECT filter FROM audit_log")
     assert [r["filter"] for r in rows] == [{"destination": "new.example"}]
+
+
+@pt.ensureDeferred
+async def test_a_summary_is_kept_ten_seconds_unless_an_action_changes_the_queue(api):
+    from twisted.internet.task import Clock
+
+    from mailsvc.app.audit import AuditLog
+    from mailsvc.app.queue import SUMMARY_MAX_AGE, Queue
+    from mailsvc.domain.queue import QueueFilter
+
+    _, key, _ = await sending_tenant(api)
+    body = {"from": "Acme <news@acme.example.com>", "subject": "Hi", "text": "Hi"}
+    clock = Clock()
+    clock.advance(reactor.seconds() + 60)  # every delivery accepted below is due by then
+    queue = Queue(clock, api.parts.db, AuditLog(clock, api.parts.db))
+
+    async def counts():
+        return {s["state"]: s["count"] for s in (await queue.summary())["by_state"] if s["count"]}
+
+    await api.json("POST", "/emails", key, json={**body, "to": ["ann@a.example"]})
+    assert await counts() == {"due": 1}
+    await api.json("POST", "/emails", key, json={**body, "to": ["bob@a.example"]})
+    assert await counts() == {"due": 1}
+    clock.advance(SUMMARY_MAX_AGE)
+    assert await counts() == {"due": 2}
+    assert await queue.hold(QueueFilter(destination="a.example"), "maintenance", "operator") == 2
+    assert await counts() == {"held": 2}

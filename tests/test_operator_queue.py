@@ -4,10 +4,15 @@ every action, with their events, the audit log and named operator tokens."""
 
 import pytest_twisted as pt
 from twisted.internet import reactor
-from twisted.internet.task import deferLater
+from twisted.internet.task import Clock, deferLater
 
-from mailsvc.app.audit import CONFIGURED_TOKEN_NAME
+from mailsvc import timefmt
+from mailsvc.app.audit import CONFIGURED_TOKEN_NAME, AuditLog
+from mailsvc.app.queue import SUMMARY_MAX_AGE, Queue
+from mailsvc.domain.queue import QueueFilter
+from mailsvc.store import webhooks
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.test_dashboard import signed_in
 from tests.test_sending import sending_tenant
 
 OTHER = "other.example.com"
@@ -82,7 +87,7 @@ async def test_the_summary_the_list_and_retry_now(mta):
                                 mta.operator_token)
     assert first["has_more"] and not rest["has_more"]
     assert len({r["id"] for r in first["data"] + rest["data"]}) == 5
-    for query in ("state=stuck", "code=abc", "tenant_id=nope", "min_age_seconds=-1"):
+    for query in ("state=stuck", "code=abc", "tenant_id=nope", "min_age_seconds=-1", "destination=a%00b"):
         code, body, _ = await mta.json("GET", f"/admin/v1/queue/deliveries?{query}", mta.operator_token)
         assert code == 422 and body["error"]["field"] == query.split("=")[0], query
     _, young, _ = await mta.json("GET", "/admin/v1/queue/deliveries?min_age_seconds=3600", mta.operator_token)
@@ -232,8 +237,9 @@ async def test_the_tenants_list_and_audited_set_password_links(api):
     _, rest, _ = await api.json("GET", f"/admin/v1/tenants?limit=2&after={page['data'][-1]['id']}",
                                 api.operator_token)
     assert page["has_more"] and not rest["has_more"] and len(page["data"] + rest["data"]) == 3
-    code, _, _ = await api.json("GET", "/admin/v1/tenants?status=gone", api.operator_token)
-    assert code == 422
+    for query in ("status=gone", "q=%00", "q=" + "x" * 201):
+        code, body, _ = await api.json("GET", f"/admin/v1/tenants?{query}", api.operator_token)
+        assert code == 422 and body["error"]["field"] == query.split("=")[0], query
 
     _, bob, _ = await api.json("POST", "/admin/v1/operator-tokens", api.operator_token, json={"name": "bob"})
     code, user, _ = await api.json("POST", f"/admin/v1/tenants/{corp['id']}/users", bob["token"],
@@ -244,15 +250,19 @@ async def test_the_tenants_list_and_audited_set_password_links(api):
     assert (link["action"], link["actor"]) == ("user.link", "bob")
     assert link["detail"] == {"tenant_id": corp["id"], "user_id": user["id"], "email": "owner@acme.example"}
 
+    # A link issued from the dashboard (an invitation, a reset) is audited under the user who asked.
+    tenant, _, owner = await signed_in(api, "boss@example.com")
+    code, invited, _ = await owner.json("POST", "/dashboard/users", json={"email": "mia@example.com"})
+    assert code == 201
+    code, _, _ = await owner.json("POST", f"/dashboard/users/{invited['id']}/password-link")
+    assert code == 200
+    _, audit, _ = await api.json("GET", "/admin/v1/audit?limit=2", api.operator_token)
+    assert [(e["action"], e["actor"], e["detail"]["email"]) for e in audit["data"]] == [
+        ("user.link", f"user:{owner.user['id']}", "mia@example.com")] * 2
+
 
 @pt.ensureDeferred
 async def test_the_audit_log_is_pruned_with_the_events(db):
-    from twisted.internet.task import Clock
-
-    from mailsvc import timefmt
-    from mailsvc.app.audit import AuditLog
-    from mailsvc.store import webhooks
-
     clock = Clock()
     clock.advance(1_800_000_000)
     log = AuditLog(clock, db)
@@ -267,12 +277,6 @@ async def test_the_audit_log_is_pruned_with_the_events(db):
 
 @pt.ensureDeferred
 async def test_a_summary_is_kept_ten_seconds_unless_an_action_changes_the_queue(api):
-    from twisted.internet.task import Clock
-
-    from mailsvc.app.audit import AuditLog
-    from mailsvc.app.queue import SUMMARY_MAX_AGE, Queue
-    from mailsvc.domain.queue import QueueFilter
-
     _, key, _ = await sending_tenant(api)
     body = {"from": "Acme <news@acme.example.com>", "subject": "Hi", "text": "Hi"}
     clock = Clock()

@@ -119,7 +119,8 @@ class QueueResource:
         args = _args(request, ("q", "status"))
         if "status" in args and args["status"] not in STATUSES:
             raise validation("status: one of " + ", ".join(STATUSES), "status")
-        if len(args.get("q", "")) > 200:
-            raise validation("q: at most 200 characters", "q")
+        q = args.get("q", "")
+        if len(q) > 200 or not q.isprintable():
+            raise validation("q: at most 200 printable characters", "q")
         tenants, has_more = await self._accounts.tenants(args.get("q"), args.get("status"), page_of(request.args, 20))
         return envelope([tenant_json(t) for t in tenants], has_more)

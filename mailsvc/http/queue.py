@@ -26,13 +26,17 @@ def _args(request, names) -> dict:
             for name in names if request.args.get(name.encode())}
 
 
+def _iso(at) -> str | None:
+    return timefmt.iso(at) if at is not None else None
+
+
 def delivery_json(row: dict) -> dict:
     return {
         "object": "queued_delivery", "id": str(row["id"]), "email_id": str(row["email_id"]),
         "tenant_id": str(row["tenant_id"]), "recipient": row["recipient"], "destination": row["destination"],
         "state": row["state"], "attempts": row["attempts"], "last_response": last_response(row["last_response"]),
-        "next_attempt_at": timefmt.iso(row["due_at"]) if row["due_at"] is not None and row["state"] != "held" else None,
-        "created_at": timefmt.iso(row["created_at"]), "retry_until": timefmt.iso(row["retry_until"]),
+        "next_attempt_at": _iso(row["due_at"]) if row["state"] != "held" else None,
+        "created_at": _iso(row["created_at"]), "retry_until": _iso(row["retry_until"]),
         "held_reason": row["held_reason"],
     }
 

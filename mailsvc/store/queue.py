@@ -151,7 +151,7 @@ async def release(txn: Transaction, clock, found: QueueFilter) -> int:
         return 0
     await txn.execute("UPDATE deliveries SET held_reason = NULL, due_at = %s WHERE id = ANY(%s::uuid[])",
                       (now, [r["id"] for r in rows]))
-    expired = [r for r in rows if r["retry_until"] <= now]
+    expired = [r for r in rows if r["retry_until"] is not None and r["retry_until"] <= now]
     await deliveries.write_failures(txn, clock, [
         deliveries.Outcome(r["id"], r["tenant_id"], r["email_id"], r["recipient"], "failed",
                            {"reason": RETRY_WINDOW_EXHAUSTED}, "released after the retry window", attempted=False)

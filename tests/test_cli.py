@@ -163,6 +163,10 @@ async def test_user_link_for_a_new_and_an_existing_user(api):
     # The operator route itself: the operator token only.
     code, _, _ = await api.json("POST", "/admin/v1/users/password-link", json={"email": "owner@acme.example"})
     assert code == 401
+    # Both links are in the audit log, under the operator token's name (they can take over an account).
+    code, audit, _ = await api.json("GET", "/admin/v1/audit", api.operator_token)
+    links = [e for e in audit["data"] if e["action"] == "user.link"]
+    assert code == 200 and len(links) == 2 and {e["actor"] for e in links} == {"operator"}, audit
 
 
 # -- the queue, operator tokens, the audit log, the tenants list (tests/fake_operator.py) ----

@@ -399,3 +399,32 @@ async def test_doctor_finds_a_hostname_that_is_not_fully_qualified(dns_server, t
     assert code == 1
     assert findings(out)["mail.hostname"] == [
         "FAIL 'mailhost' is not a fully qualified public name: set mail.hostname to one (mail.example.com)"]
+
+
+@pt.ensureDeferred
+async def test_the_queue_tenants_audit_and_tokens_verbs_against_the_real_routes(api):
+    """The fake above follows the contract; this checks the verbs read what the node really answers."""
+    created, _ = await api.tenant(name="Acme Real")
+    env = node(api)
+    code, out, _ = await mailsvc("queue", "--json", environ=env)
+    assert code == 0 and json.loads(out)["object"] == "queue_summary"
+    code, out, _ = await mailsvc("queue", environ=env)
+    assert code == 0
+    code, out, _ = await mailsvc("queue", "list", "--destination", "gmail.com", "--json", environ=env)
+    assert code == 0 and json.loads(out)["data"] == []
+    code, out, err = await mailsvc("queue", "retry", "--destination", "gmail.com", "--yes", environ=env)
+    assert code == 0, err
+    code, out, _ = await mailsvc("tenants", "--search", "acme real", environ=env)
+    assert code == 0 and created["id"] in out
+    code, out, _ = await mailsvc("audit", "--json", environ=env)
+    assert code == 0 and json.loads(out)["data"][0]["action"] == "queue.retry"
+    code, secret, _ = await mailsvc("tokens", "create", "alice", environ=env)
+    assert code == 0 and secret.strip()
+    code, out, _ = await mailsvc("tokens", "list", "--json", environ=env)
+    (token,) = [t for t in json.loads(out)["data"] if t["name"] == "alice"]
+    code, _, _ = await mailsvc("queue", environ={**env, "MAILSVC_OPERATOR_TOKEN": secret.strip()})
+    assert code == 0
+    code, _, err = await mailsvc("tokens", "revoke", token["id"], environ=env)
+    assert code == 0, err
+    code, _, err = await mailsvc("queue", environ={**env, "MAILSVC_OPERATOR_TOKEN": secret.strip()})
+    assert code == 1 and "403" in err, err

@@ -27,6 +27,7 @@ from mailsvc.app import resealing, suppressions
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.audit import AuditLog, OperatorTokens
 from mailsvc.app.brand import BrandImporter
 from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
@@ -39,6 +40,7 @@ from mailsvc.app.health import Health
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.inbox import Inbox
 from mailsvc.app.operator import Destinations
+from mailsvc.app.queue import Queue
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
 from mailsvc.app.spam import SpamChecks
@@ -93,6 +95,7 @@ from mailsvc.http.health import HealthResource
 from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.operator import OperatorResource
 from mailsvc.http.public import UnsubscribeResource
+from mailsvc.http.queue import QueueResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
 from mailsvc.http.usage import UsageResource
@@ -284,13 +287,16 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
     ai = AiHelper(clock, db, outside.fetcher, config.ai, renderer)
     dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking)
+    # The audit log and the named operator tokens besides the configured one (issue 31).
+    audit_log = AuditLog(clock, db)
+    operator_tokens = OperatorTokens(clock, db, credentials.derive(master, "operator-token-hmac"), audit_log)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins)
+                    dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens)
     dashboard_reads = DashboardReads(db)
-    _mount_dashboard(router, config, dashboard, dashboard_reads)
+    _mount_dashboard(router, config, dashboard, dashboard_reads, audit_log)
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
-    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, router)
+    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens, router)
     content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
     webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
@@ -376,20 +382,25 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: Ke
     )
 
 
-def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads: DashboardReads) -> None:
+def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads: DashboardReads,
+                     audit_log: AuditLog) -> None:
     """The dashboard's sign-in and session routes, its pages, and the content editors' reads."""
-    router.mount(AuthResource(dashboard, config.http.public_url))
+    router.mount(AuthResource(dashboard, config.http.public_url, audit_log))
     router.mount(UiResource(reads))
     router.mount(ContentReads(reads))
 
 
 def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelper, metrics: Metrics,
-              node_info: dict, router: Router) -> Accounts:
-    """Accounts and their API keys, the operator API, and the OpenAPI document of the router."""
+              node_info: dict, audit_log: AuditLog, operator_tokens: OperatorTokens, router: Router) -> Accounts:
+    """
+    Accounts and their API keys, the operator API (the queue, its audit log and named tokens),
+    and the OpenAPI document of the router.
+    """
     # The account's usage shows the AI helper's figures.
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     router.mount(ApiKeysResource(keyring))
     router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, node_info))
+    router.mount(QueueResource(Queue(clock, db, audit_log), operator_tokens, audit_log, accounts))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
     router.mount(HealthResource(Health(db)))

@@ -70,6 +70,18 @@ def test_the_wheel_carries_the_plugin_and_the_migrations_and_no_tests(installed)
     ui = sorted(p.relative_to(web).as_posix() for p in web.rglob("*") if p.suffix in (".html", ".js", ".css", ".svg"))
     assert "pages/domains.js" in ui and "favicon.svg" in ui and all(f"mailsvc/web/{p}" in names for p in ui)
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
+    # The operator's command line is a console script of the wheel.
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "mailsvc = mailsvc.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+@pytest.mark.slow
+def test_the_mailsvc_command_runs_from_the_installed_package(installed):
+    where, _ = installed
+    run = subprocess.run([str(where / "venv" / "bin" / "mailsvc"), "queue", "list", "--help"], cwd=where,
+                         env=outside_the_checkout(), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "example:\n  mailsvc queue list" in run.stdout
 
 
 @pytest.mark.slow

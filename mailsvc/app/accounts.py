@@ -60,6 +60,9 @@ class Accounts:
             raise NotFound("Tenant")
         return tenant
 
+    async def tenants(self, name_contains: str | None, status: str | None, page: Page) -> tuple[list[Tenant], bool]:
+        return await accounts.list_tenants(self._db, name_contains, status, page)
+
     async def usage(self, tenant: Tenant) -> dict:
         """
         The tenant's sends and recipients today and this month (UTC) against its quotas

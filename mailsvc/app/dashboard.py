@@ -161,6 +161,14 @@ class Dashboard:
         row = await self.tenant_user(caller.tenant.id, user_id)
         return row, self.password_token(row)
 
+    async def operator_link(self, body: dict) -> tuple[dict, str]:
+        """The operator's set-password link for the user with ``email`` (addresses are unique
+        across tenants): how an operator gets a locked-out owner back in."""
+        row = await store.user_by_email(self._db, user_address(body.get("email")))
+        if row is None:
+            raise NotFound("User")
+        return row, self.password_token(row)
+
     # Set-password links
 
     def password_token(self, user: dict) -> str:

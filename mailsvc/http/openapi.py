@@ -168,6 +168,56 @@ INBOX_MESSAGE = obj(
                                     list_unsubscribe_post=NULLABLE_STR, one_click=BOOL),
                spam={"type": ["object", "null"]}))
 
+# The queue, the audit log and the named operator tokens (issue 31)
+NULLABLE_ISO = {"type": ["string", "null"]}
+QUEUE_STATES = {"enum": ["due", "deferred", "in_flight", "held"]}
+QUEUE_FILTERS = dict(destination=STR, tenant_id=UUID, state=QUEUE_STATES, code={"type": "integer", "minimum": 200,
+                     "maximum": 599}, min_age_seconds={"type": "integer", "minimum": 0})
+QUEUE_QUERY = tuple((name, schema) for name, schema in QUEUE_FILTERS.items())
+QUEUE_ACTION_BODY = obj(**QUEUE_FILTERS, ids={"type": "array", "items": UUID, "minItems": 1, "maxItems": 1000})
+QUEUE_HOLD = obj(("reason", "created_at", "created_by"), reason=STR, created_at=STR, created_by=STR)
+QUEUE_GROUP = dict(
+    count=INT, states=obj(("due", "deferred", "in_flight", "held"), due=INT, deferred=INT, in_flight=INT, held=INT),
+    oldest_age_seconds={"type": ["integer", "null"]}, next_attempt_at=NULLABLE_ISO,
+    top_responses={"type": "array", "items": obj(("code", "text", "count"), code={"type": ["integer", "null"]},
+                                                   text=STR, count=INT)},
+    hold={"anyOf": [{"type": "null"}, QUEUE_HOLD]},
+)
+QUEUE_GROUP_REQUIRED = ("count", "states", "oldest_age_seconds", "next_attempt_at", "top_responses", "hold")
+QUEUE_SUMMARY = obj(
+    ("object", "generated_at", "by_state", "by_destination", "by_tenant", "holds"),
+    object={"const": "queue_summary"}, generated_at=STR,
+    by_state={"type": "array", "items": obj(("state", "count", "oldest_age_seconds"), state=QUEUE_STATES, count=INT,
+                                            oldest_age_seconds={"type": ["integer", "null"]})},
+    by_destination={"type": "array", "items": obj(("destination", "mx", *QUEUE_GROUP_REQUIRED), destination=STR,
+                                                  mx=NULLABLE_STR, **QUEUE_GROUP)},
+    by_tenant={"type": "array", "items": obj(("tenant_id", "tenant_name", *QUEUE_GROUP_REQUIRED), tenant_id=UUID,
+                                             tenant_name=NULLABLE_STR, **QUEUE_GROUP)},
+    holds={"type": "array", "items": obj(("id", "kind", "value", "reason", "created_at", "created_by"), id=UUID,
+                                         kind={"enum": ["destination", "tenant"]}, value=STR, reason=STR,
+                                         created_at=STR, created_by=STR)},
+)
+QUEUED_DELIVERY = obj(
+    ("object", "id", "email_id", "tenant_id", "recipient", "destination", "state", "attempts", "last_response",
+     "next_attempt_at", "created_at", "retry_until", "held_reason"),
+    object={"const": "queued_delivery"}, id=UUID, email_id=UUID, tenant_id=UUID, recipient=STR, destination=STR,
+    state=QUEUE_STATES, attempts=INT,
+    last_response={"anyOf": [{"type": "null"}, obj(("code", "text"), code={"type": ["integer", "null"]}, text=STR)]},
+    next_attempt_at=NULLABLE_ISO, created_at=STR, retry_until=STR, held_reason=NULLABLE_STR,
+)
+
+
+def queue_action(action: str) -> dict:
+    return obj(("object", "action", "count"), object={"const": "queue_action"}, action={"const": action}, count=INT)
+
+
+OPERATOR_TOKEN = dict(object={"const": "operator_token"}, id=UUID, name=STR, created_at=STR,
+                      last_used_at=NULLABLE_ISO)
+OPERATOR_TOKEN_REQUIRED = ("object", "id", "name", "created_at", "last_used_at")
+AUDIT_ENTRY = obj(("object", "id", "at", "actor", "action", "filter", "count", "detail"),
+                  object={"const": "audit_entry"}, id=UUID, at=STR, actor=STR, action=STR,
+                  filter={"type": ["object", "null"]}, count={"type": ["integer", "null"]}, detail=OBJECT)
+
 
 @attrs.frozen
 class Op:
@@ -397,6 +447,34 @@ OPERATIONS: dict[str, Op] = {
                                                    " says otherwise) and its set-password link", USER_BODY,
                                                    {201: {**USER_LINK, "required": [*USER_LINK["required"],
                                                                                     "tenant_id"]}}, errors=(409,)),
+    "POST /admin/v1/users/password-link": Op(
+        "A new set-password link for an existing user, found by e-mail address (it can take over the account)",
+        obj(("email",), email={"type": "string", "format": "email"}),
+        {200: {**USER_LINK, "required": [*USER_LINK["required"], "tenant_id"]}}, errors=(404,)),
+    "GET /admin/v1/tenants": Op("List tenants, newest first; `q`: the name contains it (any case)",
+                                ok={200: listing(TENANT)},
+                                query=(*PAGE, ("q", STR), ("status", {"enum": ["active", "paused", "suspended"]}))),
+    "GET /admin/v1/queue": Op("The delivery queue by state, destination and tenant, and the standing holds",
+                              ok={200: QUEUE_SUMMARY}),
+    "GET /admin/v1/queue/deliveries": Op("List queued deliveries, newest first", ok={200: listing(QUEUED_DELIVERY)},
+                                         query=(*PAGE, *QUEUE_QUERY)),
+    "POST /admin/v1/queue/retry": Op("Make queued deliveries due now (attempts and retry window untouched)",
+                                     QUEUE_ACTION_BODY, {200: queue_action("retry")}),
+    "POST /admin/v1/queue/hold": Op("Hold queued deliveries (a destination's or a tenant's new mail too)",
+                                    {**QUEUE_ACTION_BODY, "required": ["reason"],
+                                     "properties": {**QUEUE_ACTION_BODY["properties"], "reason": STR}},
+                                    {200: queue_action("hold")}),
+    "POST /admin/v1/queue/release": Op("Release held deliveries (and the standing holds the filter names)",
+                                       QUEUE_ACTION_BODY, {200: queue_action("release")}),
+    "POST /admin/v1/queue/bounce": Op("End queued deliveries as failed (`email.failed`, `content_expired`)",
+                                      QUEUE_ACTION_BODY, {200: queue_action("bounce")}),
+    "GET /admin/v1/operator-tokens": Op("List the named operator tokens",
+                                        ok={200: listing(obj(OPERATOR_TOKEN_REQUIRED, **OPERATOR_TOKEN))}),
+    "POST /admin/v1/operator-tokens": Op("Create a named operator token (shown once)", obj(("name",), name=STR),
+                                         {201: obj((*OPERATOR_TOKEN_REQUIRED, "token"), **OPERATOR_TOKEN, token=STR)},
+                                         errors=(409,)),
+    "DELETE /admin/v1/operator-tokens/<token_id>": Op("Revoke a named operator token", ok={200: DELETED}),
+    "GET /admin/v1/audit": Op("The audit log, newest first", ok={200: listing(AUDIT_ENTRY)}, query=PAGE),
     # AI generation and brand import (top plan)
     "POST /template-builder/ai/generate": Op(
         "Generate a builder document from a prompt (top plan; counts against the AI quota)",

@@ -35,6 +35,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from mailsvc import logs
 from mailsvc.app.apikeys import Caller, KeyRing
+from mailsvc.app.audit import CONFIGURED_TOKEN_NAME
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
@@ -182,6 +183,13 @@ def route(method: str, path: str, *, access: str, surface: str = MAIN, native: b
     return mark
 
 
+@attrs.frozen
+class Operator:
+    """The caller of an operator route: the operator token's name (what the audit log says)."""
+
+    name: str
+
+
 class Router:
     def __init__(
         self,
@@ -193,12 +201,16 @@ class Router:
         public_origins: tuple[str, ...] = (),
         sessions=None,
         dashboard_origins: tuple[str, ...] = (),
+        operator_tokens=None,
     ):
         self.app = Klein()
         self._clock = clock
         self._keyring = keyring
         self._limiter = limiter
         self._operator_token = operator_token.encode("utf-8")
+        #: ``authenticate(token) -> name | None``: the named operator tokens
+        #: (mailsvc.app.audit.OperatorTokens); None: the configured token only.
+        self._operator_tokens = operator_tokens
         self._request_timeout = request_timeout
         self._public_origins = frozenset(origin.rstrip("/") for origin in public_origins)
         self._public_methods: dict[str, set[str]] = {}
@@ -376,7 +388,7 @@ class Router:
                 caller = await admission.caller()
             else:
                 caller = await self._authorize(request, access)
-            if caller is not None:
+            if isinstance(caller, Caller):
                 context["tenant"] = str(caller.tenant.id)
             if request.body_too_large:
                 raise BODY_TOO_LARGE
@@ -401,7 +413,7 @@ class Router:
             return self.error(request, surface, errors.INTERNAL)
         return self._reply(request, result)
 
-    async def _authorize(self, request, access: str) -> Caller | None:
+    async def _authorize(self, request, access: str) -> Caller | Operator | None:
         if access == PUBLIC:
             return None
         if access == SIGN_IN:
@@ -415,9 +427,12 @@ class Router:
             if presented is None:
                 raise ApiError(401, "missing_api_key", "Missing operator token in the authorization header.",
                                native_code="unauthorized")
-            if not hmac.compare_digest(presented.encode("utf-8"), self._operator_token):
+            if hmac.compare_digest(presented.encode("utf-8"), self._operator_token):
+                return Operator(CONFIGURED_TOKEN_NAME)
+            name = await self._operator_tokens.authenticate(presented) if self._operator_tokens else None
+            if name is None:
                 raise ApiError(403, "invalid_api_key", "Operator token is invalid", native_code="forbidden")
-            return None
+            return Operator(name)
         if presented is None:
             raise ApiError(401, "missing_api_key", "Missing API key in the authorization header.")
         caller = await self._keyring.authenticate(presented)
@@ -526,5 +541,5 @@ def _bearer(request) -> str | None:
     return header[len(b"Bearer ") :].decode("latin-1")
 
 
-__all__ = ["Router", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SESSION_FRAME",
+__all__ = ["Router", "Operator", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SESSION_FRAME",
            "SIGN_IN", "MAIN", "NATIVE"]

@@ -42,6 +42,26 @@ async def get_tenant(db: Database | Transaction, tenant_id: uuid.UUID) -> Tenant
     return tenant_of(row) if row else None
 
 
+async def list_tenants(db: Database, name_contains: str | None, status: str | None,
+                       page: Page) -> tuple[list[Tenant], bool]:
+    """Tenants newest first, those whose name contains ``name_contains`` (any case) with ``status``."""
+    where, order, params = clause(page)
+    conditions, values = [where], list(params[:-1])
+    if name_contains:
+        escaped = name_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append("name ILIKE %s")
+        values.append(f"%{escaped}%")
+    if status:
+        conditions.append("status = %s")
+        values.append(status)
+    rows = await db.fetchall(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE {' AND '.join(conditions)} {order}",
+        [*values, params[-1]], desc="list tenants",
+    )
+    found, has_more = page.finish(rows)
+    return [tenant_of(r) for r in found], has_more
+
+
 async def update_tenant(
     txn: Transaction, tenant_id: uuid.UUID, changes: dict, now: datetime
 ) -> Tenant | None:

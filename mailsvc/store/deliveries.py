@@ -107,6 +107,7 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         " ORDER BY d.due_at LIMIT %s FOR UPDATE OF d SKIP LOCKED",
         (at, limit),
     )
+    rows = await _hold_standing(txn, rows)
     by_tenant: dict[uuid.UUID, list[dict]] = defaultdict(list)
     for row in rows:
         by_tenant[row["tenant_id"]].append(row)
@@ -155,6 +156,27 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         for r in admitted
     ]
     return Claimed(work, min(postponed) if postponed else None, len(decided))
+
+
+async def _hold_standing(txn: Transaction, rows: list[dict]) -> list[dict]:
+    """The rows no standing hold (store/queue.py) catches; those it catches are held now."""
+    holds = await txn.fetchall("SELECT kind, value, reason FROM queue_holds") if rows else []
+    if not holds:
+        return rows
+    reasons = {(h["kind"], h["value"]): h["reason"] for h in holds}
+    held: dict[str, list[uuid.UUID]] = defaultdict(list)
+    free = []
+    for row in rows:
+        reason = reasons.get(("tenant", str(row["tenant_id"]))) or reasons.get(
+            ("destination", (row["recipient"].split("@") + [""])[1].lower()))  # as store/queue.py's
+        if reason is None:
+            free.append(row)
+        else:
+            held[reason].append(row["id"])
+    for reason, ids in held.items():
+        await txn.execute("UPDATE deliveries SET held_reason = %s, due_at = NULL WHERE id = ANY(%s::uuid[])",
+                          (reason, ids))
+    return free
 
 
 async def _paces(txn: Transaction, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, float]:
@@ -226,6 +248,11 @@ async def record(db: Database, clock, outcomes: list[Outcome], *, suppress: Supp
     """Write outcomes (and what they cause: the recipients of hard bounces and complaints are
     ``suppress``ed) in one transaction; returns how many applied."""
     return await db.run("record_delivery_outcomes", _write, clock, outcomes, suppress)
+
+
+async def write_failures(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
+    """Write failures (which suppress nobody) in the caller's transaction; how many applied."""
+    return await _write(txn, clock, outcomes, None)
 
 
 async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Suppress | None) -> int:

@@ -233,3 +233,5 @@ async def prune(db: Database, deliveries_before: datetime, events_before: dateti
         "DELETE FROM events WHERE fanned_out AND created_at < %s", (events_before,),
         desc="prune events",
     )
+    # The operator's audit log is kept as long as the events.
+    await db.execute("DELETE FROM audit_log WHERE at < %s", (events_before,), desc="prune audit log")

@@ -11,6 +11,7 @@ from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.audit import AuditLog
 from mailsvc.app.dashboard import Dashboard, SignedIn
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
@@ -21,6 +22,7 @@ from mailsvc.http.router import (
     SESSION,
     SESSION_COOKIE,
     SIGN_IN,
+    Operator,
     Reply,
     plain_http_on_loopback,
     route,
@@ -100,10 +102,16 @@ def id_or_not_found(text: str, kind: str):
 
 
 class AuthResource:
-    def __init__(self, dashboard: Dashboard, public_url: str):
+    def __init__(self, dashboard: Dashboard, public_url: str, audit_log: AuditLog):
         self._dashboard = dashboard
         self._public_url = public_url
+        #: Every set-password link issued is audited (it can take over an account).
+        self._audit_log = audit_log
         self._cookies = Cookies(dashboard.settings.lifetime_seconds)
+
+    async def _link_issued(self, actor: str, row: dict) -> None:
+        await self._audit_log.write(actor, "user.link", tenant_id=str(row["tenant_id"]), user_id=str(row["id"]),
+                                    email=row["email"])
 
     def _signed_in(self, request, signed: SignedIn) -> Reply:
         return Reply(200, {**user_json(signed.user), "csrf_token": self._dashboard.csrf_token(signed.token)},
@@ -150,11 +158,13 @@ class AuthResource:
     async def invite(self, request, caller: Caller):
         row, token = await self._dashboard.invite(caller, read_json(request))
         link = set_password_link(base_url(request, self._public_url), token)
+        await self._link_issued(f"user:{caller.user_id}", row)
         return Reply(201, {**user_json(row), "set_password_url": link})
 
     @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION)
     async def reset_link(self, request, caller: Caller, user_id: str):
         row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
+        await self._link_issued(f"user:{caller.user_id}", row)
         return {**user_json(row), "set_password_url": set_password_link(base_url(request, self._public_url), token)}
 
     @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
@@ -170,8 +180,17 @@ class AuthResource:
     # The operator creates an account's first user
 
     @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE)
-    async def create_user(self, request, _, tenant_id: str):
+    async def create_user(self, request, operator: Operator, tenant_id: str):
         body = read_json(request)
         row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body})
         link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
+        await self._link_issued(operator.name, row)
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
+
+    @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE)
+    async def operator_link(self, request, operator: Operator):
+        """A new set-password link for an existing user found by ``email`` (``mailsvc user link``)."""
+        row, token = await self._dashboard.operator_link(read_json(request))
+        link = set_password_link(base_url(request, self._public_url), token)
+        await self._link_issued(operator.name, row)
+        return {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link}

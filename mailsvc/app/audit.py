@@ -1,0 +1,86 @@
+"""
+The operator's audit log and the named operator tokens (issue 31): who did what to the queue,
+the tokens and users' set-password links. Besides the configured token (named ``operator``),
+tokens are made and revoked over the operator API; only an HMAC of each is stored, under a
+key derived from the master key, as API keys are (app/apikeys.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+
+from mailsvc import timefmt
+from mailsvc.domain.errors import Conflict, NotFound
+from mailsvc.domain.paging import Page
+from mailsvc.ids import uuid7
+from mailsvc.store import audit
+from mailsvc.store.database import Database, Transaction
+
+#: The audit name of the operator token from the configuration or the state directory.
+CONFIGURED_TOKEN_NAME = "operator"
+#: Named operator tokens start so (the configured one starts ``op_``).
+TOKEN_TAG = "opn_"
+
+
+class AuditLog:
+    def __init__(self, clock, db: Database):
+        self._clock = clock
+        self._db = db
+
+    async def write(self, actor: str, action: str, filter: dict | None = None, count: int | None = None,
+                    **detail) -> None:
+        now = self._clock.seconds()
+        await audit.write(self._db, uuid7(now), timefmt.from_seconds(now), actor, action, filter, count, detail)
+
+    async def write_in(self, txn: Transaction, seconds: float, actor: str, action: str, filter: dict | None,
+                       count: int | None, detail: dict) -> None:
+        """An entry written in the transaction of what it records."""
+        await audit.write(txn, uuid7(seconds), timefmt.from_seconds(seconds), actor, action, filter, count, detail)
+
+    async def entries(self, page: Page) -> tuple[list[dict], bool]:
+        return await audit.entries(self._db, page)
+
+
+class OperatorTokens:
+    def __init__(self, clock, db: Database, hmac_key: bytes, log: AuditLog):
+        self._clock = clock
+        self._db = db
+        self._hmac_key = hmac_key
+        self._log = log
+
+    def _mac(self, token: str) -> bytes:
+        return hmac.new(self._hmac_key, token.encode("utf-8"), hashlib.sha256).digest()
+
+    async def authenticate(self, presented: str) -> str | None:
+        """The name of a named token, or None (unknown or revoked: checked on every request)."""
+        if not presented.startswith(TOKEN_TAG):
+            return None
+        return await audit.use_token(self._db, self._mac(presented), timefmt.from_seconds(self._clock.seconds()))
+
+    async def create(self, name: str, by: str) -> tuple[dict, str]:
+        """The new token's row and the token itself (shown once)."""
+        token = TOKEN_TAG + secrets.token_urlsafe(32)
+        now = self._clock.seconds()
+        if name == CONFIGURED_TOKEN_NAME:
+            raise Conflict(f"name: {CONFIGURED_TOKEN_NAME!r} is the configured token's name")
+        row = await audit.insert_token(self._db, uuid7(now), name, self._mac(token), timefmt.from_seconds(now))
+        if row is None:
+            raise Conflict("name: an operator token has this name already")
+        await self._log.write(by, "operator_token.create", **detail_of(row))
+        return row, token
+
+    async def list(self) -> list[dict]:
+        return await audit.tokens(self._db)
+
+    async def delete(self, token_id: uuid.UUID | None, by: str) -> None:
+        row = await audit.delete_token(self._db, token_id) if token_id is not None else None
+        if row is None:
+            raise NotFound("Operator token")
+        await self._log.write(by, "operator_token.delete", **detail_of(row))
+
+
+def detail_of(row: dict) -> dict:
+    return {"token_id": str(row["id"]), "name": row["name"]}

@@ -20,6 +20,7 @@ import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
+from mailsvc.mail import inspection
 from tests.domainsupport import publish
 from tests.test_sending import BODY, sending_tenant
 
@@ -675,6 +676,7 @@ async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
     assert checks["simulated"] is True
     assert [(d["result"], d["domain"]) for d in checks["dkim"]] == [("pass", "resend.dev")]
     assert checks["spf"]["detail"].startswith("simulated") and checks["dmarc"]["detail"].startswith("simulated")
+    assert checks["dkim"][0]["detail"] == "simulated: the signature verifies with this node's test key"
     assert checks["dmarc"]["result"] == "pass"
 
     response, html = await mta.request("GET", test["html_url"],
@@ -693,3 +695,13 @@ async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
     mta.dns.remove(real["checks"]["spf"]["domain"], TXT)
     _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
     assert real["checks"]["spf"]["result"] == "none" and real["checks"]["dmarc"]["result"] == "fail"
+
+
+def test_an_inbox_preview_in_dark_mode_applies_the_message_dark_rules_only():
+    html = ("<style>@media (prefers-color-scheme: dark) { body { background: #111 } }"
+            "@media screen and ( Prefers-Color-Scheme : LIGHT ) { body { background: #fff } }</style>"
+            "<p>prefers-color-scheme: dark is a query, not text to change</p>")
+    assert inspection.as_dark(html) == (
+        "<style>@media (min-width: 0px) { body { background: #111 } }"
+        "@media screen and (max-width: -1px) { body { background: #fff } }</style>"
+        "<p>prefers-color-scheme: dark is a query, not text to change</p>")

@@ -563,8 +563,9 @@ OPERATIONS: dict[str, Op] = {
                                " newest first", ok={200: listing(INBOX_ITEM)}, query=PAGE),
     "GET /dashboard/inbox/<inbox_id>": Op("A message of the development inbox as signed, with a receiver's checks",
                                           ok={200: INBOX_MESSAGE}),
-    "GET /dashboard/inbox/<inbox_id>/html": Op("An inbox message's HTML for a sandboxed preview", ok={200: None},
-                                               content_type="text/html"),
+    "GET /dashboard/inbox/<inbox_id>/html": Op("An inbox message's HTML for a sandboxed preview (scheme=dark: as a"
+                                               " client in dark mode shows it)", ok={200: None},
+                                               content_type="text/html", query=(("scheme", {"enum": ["dark"]}),)),
     "GET /dashboard/templates/<key>/published": Op(
         "A template's published version (for the draft-against-published diff)", ok={200: obj(
             ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},

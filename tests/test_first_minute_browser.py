@@ -17,6 +17,7 @@ import ssl
 import threading
 
 import pytest
+import requests
 import resend
 import svix.webhooks
 
@@ -71,8 +72,9 @@ class HookReceiver:
         self.server.shutdown()
         self.server.server_close()
 
-    def events(self) -> dict[str, tuple[dict, bytes]]:
-        return {json.loads(body)["type"]: (headers, body) for headers, body in list(self.requests)}
+    def events(self) -> list[tuple[dict, bytes, dict]]:
+        """(headers, body, payload) of each request, in the order they came."""
+        return [(headers, body, json.loads(body)) for headers, body in list(self.requests)]
 
 
 @pytest.fixture
@@ -120,7 +122,8 @@ def first_minute(page, node, state, hooks):  # noqa: F811 (the fixture)
     # The README's send, with the key from the file.
     resend.api_url = node.url
     resend.api_key = (state / "api-key").read_text().strip()
-    hook = resend.Webhooks.create({"endpoint": hooks.url, "events": ["email.bounced", "email.complained"]})
+    hook = resend.Webhooks.create({"endpoint": hooks.url,
+                                   "events": ["email.delivered", "email.bounced", "email.complained"]})
     sent = resend.Emails.send({"from": "onboarding@resend.dev", "to": "delivered@resend.dev",
                                "subject": "Welcome aboard", "html": HTML, "text": TEXT})
     until(lambda: resend.Emails.get(sent["id"])["last_event"] == "delivered", 20, "the e-mail delivered")
@@ -129,6 +132,9 @@ def first_minute(page, node, state, hooks):  # noqa: F811 (the fixture)
     go(page, "#/emails", "E-mails")
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="Welcome aboard"))
     assert "delivered" in row.text_content() and "delivered@resend.dev" in row.text_content()
+    row.get_by_role("link", name="Welcome aboard").click()
+    page.get_by_role("heading", level=1, name="Welcome aboard").wait_for()
+    assert [e.text_content() for e in page.locator("ol.timeline .badge").all()] == ["sent", "delivered"]
     go(page, "#/inbox", "Inbox")
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="Welcome aboard"))
     assert re.search(r"onboarding@resend\.dev.*delivered@resend\.dev.*delivered.*simulated", row.text_content())
@@ -170,13 +176,18 @@ def first_minute(page, node, state, hooks):  # noqa: F811 (the fixture)
                                   "subject": "Bounce test", "text": "A bounce."})
     complained = resend.Emails.send({"from": "onboarding@resend.dev", "to": "complained@resend.dev",
                                      "subject": "Complaint test", "text": "A complaint."})
-    events = until(lambda: (found := hooks.events()).keys() >= {"email.bounced", "email.complained"} and found,
-                   30, "the bounced and complained webhooks")
+    def told(email_id):
+        return [(headers, body, p) for headers, body, p in hooks.events() if p["data"].get("email_id") == email_id]
+
+    until(lambda: told(bounced["id"]) and told(complained["id"])[1:], 30, "the bounced and complained webhooks")
+    # bounced@ ends with email.bounced; complained@ is delivered, then complained (README).
+    assert [p["type"] for _, _, p in told(bounced["id"])] == ["email.bounced"]
+    assert [p["type"] for _, _, p in told(complained["id"])] == ["email.delivered", "email.complained"]
     verifier = svix.webhooks.Webhook(hook["signing_secret"])
-    for kind, email_id in (("email.bounced", bounced["id"]), ("email.complained", complained["id"])):
-        headers, body = events[kind]
+    for headers, body, _ in told(bounced["id"]) + told(complained["id"]):
         verifier.verify(body, {k: headers[k] for k in ("svix-id", "svix-timestamp", "svix-signature")})  # or raises
-        payload = json.loads(body)
-        assert payload["type"] == kind and payload["data"]["email_id"] == email_id, payload
     assert resend.Emails.get(bounced["id"])["last_event"] == "bounced"
     assert resend.Emails.get(complained["id"])["last_event"] == "complained"
+    # Both leave that exact address suppressed, and nothing else.
+    listed = requests.get(node.url + "/suppressions", headers={"Authorization": f"Bearer {resend.api_key}"}, timeout=10)
+    assert sorted(s["email"] for s in listed.json()["data"]) == ["bounced@resend.dev", "complained@resend.dev"]

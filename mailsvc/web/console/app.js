@@ -1,0 +1,1 @@
+import { h } from "/ui/dom.js";

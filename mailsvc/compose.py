@@ -31,8 +31,8 @@ from mailsvc.app.audit import AuditLog, OperatorTokens
 from mailsvc.app.brand import BrandImporter
 from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
-from mailsvc.app.contacts import Contacts
 from mailsvc.app.console import Console
+from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, FirstOwner, SessionSettings, first_owner
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.app.domains import Domains, Settings, SigningKeys

@@ -74,7 +74,8 @@ class ConsoleResource:
     async def _link(self, request, actor: str, row: dict, token: str) -> dict:
         """The reply carrying a set-password link, audited (it can take over the operator's account)."""
         await self._audit_log.write(actor, "operator.link", operator_id=str(row["id"]), email=row["email"])
-        return {**operator_json(row), "set_password_url": base_url(request, self._public_url) + SET_PASSWORD_PATH + token}
+        link = base_url(request, self._public_url) + SET_PASSWORD_PATH + token
+        return {**operator_json(row), "set_password_url": link}
 
     # Operators' accounts, over the operator API (and so the console)
 

@@ -48,7 +48,8 @@ function confirmation(verb, filter, label, count, panel) {
 }
 
 function responses(group) {
-  return group.top_responses.map((r) => h("div", `${r.count} × ${r.code ?? ""} ${r.text}`));
+  // The text of an SMTP reply starts with its code already.
+  return group.top_responses.map((r) => h("div", `${r.count} × ${r.text.startsWith(String(r.code)) ? r.text : `${r.code ?? ""} ${r.text}`}`));
 }
 
 function groupTable(title, key, rows, labelOf, filterOf) {

@@ -160,6 +160,14 @@ def walk(page, context, link):
     held = page.get_by_role("row").filter(has_text="blocklisted at the receiver")
     held.filter(has_text="operator:" + OPERATOR).wait_for()
     page.screenshot(path=str(OUTPUT / "queue-held.png"), full_page=True)
+    # On a phone: the navigation behind its button, nothing wider than the screen but the tables' boxes.
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.get_by_role("button", name="Menu").click()
+    page.get_by_role("link", name="Audit log").wait_for()
+    page.screenshot(path=str(OUTPUT / "queue-375.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 380
+    page.get_by_role("button", name="Menu").click()
+    page.set_viewport_size({"width": 1400, "height": 900})
     page.get_by_role("button", name="Release destination slow.example").click()
     page.get_by_role("button", name="Confirm: release 2").click()
     page.get_by_text("Release: 2 touched.").wait_for()

@@ -1,7 +1,7 @@
 // The audit log, newest first: who did what (queue actions, tenants, tokens, set-password links).
 
 import { admin, get } from "/ui/console/api.js";
-import { shell } from "/ui/console/frame.js";
+import { shell, wide } from "/ui/console/frame.js";
 import { h, table, when } from "/ui/dom.js";
 
 function text(value) {
@@ -16,7 +16,7 @@ async function auditPage(match) {
     h("td", h("code", text(e.filter))), h("td", h("code", text(e.detail)))));
   const last = page.data[page.data.length - 1];
   return shell("#/audit", h("h1", "Audit log"),
-    h("section.card", table(["When", "Who", "Action", "Count", "Filter", "Detail"], rows, null, "Nothing yet."),
+    h("section.card", wide(table(["When", "Who", "Action", "Count", "Filter", "Detail"], rows, null, "Nothing yet.")),
       h("div.pager",
         after ? h("a", { href: "#/audit" }, "Newest") : null,
         page.has_more && last ? h("a", { href: `#/audit/${last.id}` }, "Older") : null)));

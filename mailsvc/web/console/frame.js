@@ -18,8 +18,12 @@ export function shell(current, ...content) {
   signOut.addEventListener("click", signOutNow);
   const nav = h("nav#nav", { id: "nav", "aria-label": "Sections" },
     h("ul", NAV.map(([href, label]) => h("li", h("a", { href, "aria-current": href === current ? "page" : null }, label)))));
+  // On a phone the navigation folds behind a button, as the dashboard's does.
+  const toggle = h("button.menu-toggle.secondary", { type: "button", "aria-expanded": "false", "aria-controls": "nav" }, "Menu");
+  toggle.addEventListener("click", () => toggle.setAttribute("aria-expanded", String(nav.classList.toggle("open"))));
   return [
-    h("header.top", h("strong.brand", "mailsvc operator"), h("span.who", me ? `${me.name} · ${me.email}` : ""), signOut),
+    h("header.top", h("strong.brand", "mailsvc operator"), toggle,
+      h("span.who", me ? `${me.name} · ${me.email}` : ""), signOut),
     h("div.layout", nav, h("main", { id: "main", tabindex: "-1" }, content)),
   ];
 }
@@ -54,6 +58,12 @@ export function form(onsubmit, ...children) {
       if (button) button.disabled = false;
     }
   });
+  return node;
+}
+
+/** A table that scrolls sideways in its box on a phone rather than break every word apart. */
+export function wide(node) {
+  node.classList.add("wide");
   return node;
 }
 

@@ -3,7 +3,7 @@
 // touches (POST /admin/v1/queue/{action}, audited). docs/operations.md says what each does.
 
 import { admin, get, post } from "/ui/console/api.js";
-import { form, input, refresh, shell } from "/ui/console/frame.js";
+import { form, input, refresh, shell, wide } from "/ui/console/frame.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 
 const ACTIONS = {
@@ -61,7 +61,7 @@ function groupTable(title, key, rows, labelOf, filterOf) {
     h("td", g.hold ? [badge("held"), ` ${g.hold.reason}`] : "—"),
     h("td", actions(filterOf(g), labelOf(g), g, panel))));
   return h("section.card", { "aria-label": title }, h("h2", title), panel,
-    table([key, "Count", "States", "Oldest", "Next attempt", "Last responses", "Hold", "Actions"], body, null, "Nothing queued."));
+    wide(table([key, "Count", "States", "Oldest", "Next attempt", "Last responses", "Hold", "Actions"], body, null, "Nothing queued.")));
 }
 
 async function queuePage() {
@@ -86,7 +86,7 @@ async function queuePage() {
     groupTable("By destination", "Destination", summary.by_destination, (g) => g.destination, (g) => ({ destination: g.destination })),
     groupTable("By tenant", "Tenant", summary.by_tenant, (g) => g.tenant_name || g.tenant_id, (g) => ({ tenant_id: g.tenant_id })),
     h("section.card", h("h2", "Standing holds"), holdPanel,
-      table(["Kind", "Value", "Reason", "By", "Since", ""], holds, null, "No standing hold.")));
+      wide(table(["Kind", "Value", "Reason", "By", "Since", ""], holds, null, "No standing hold."))));
 }
 
 export const nav = ["#/queue", "Queue"];

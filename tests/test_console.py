@@ -11,8 +11,13 @@ import re
 import uuid
 from http.cookies import SimpleCookie
 
+import argon2
 import pytest_twisted as pt
+from twisted.internet import defer
+from twisted.internet.task import Clock
 
+from mailsvc.app.console import Console, ConsoleSettings
+from mailsvc.app.throttle import Throttle
 from mailsvc.http.router import OPERATOR_SESSION, SAFE_METHODS
 from tests.test_dashboard import signed_in
 
@@ -123,6 +128,26 @@ async def test_a_session_ends_after_an_hour_idle(api):
     session = ConsoleSession(api, console_cookie((await console_login(api, "ops@example.com", PASSWORD))[2])[1], "")
     await api.parts.db.execute("UPDATE operator_sessions SET last_seen_at = now() - interval '59 minutes'")
     assert (await session.json("GET", "/console/me"))[0] == 200
+
+
+@pt.ensureDeferred
+async def test_idle_for_an_hour_ends_a_session_however_young(db):
+    clock = Clock()
+    clock.advance(1_800_000_000)
+    console = Console(clock, db, b"l" * 32, b"c" * 32, Throttle(clock, db), lambda work: defer.succeed(work()),
+                      ConsoleSettings(), argon2.PasswordHasher(time_cost=1, memory_cost=8, parallelism=1))
+    row, token = await console.create({"email": "ops@example.com"})
+    signed = await console.set_password({"token": token, "password": PASSWORD})
+    # Used every 59 minutes, it lives on; a request is a use.
+    for _ in range(3):
+        clock.advance(59 * 60)
+        assert await console.authenticate(signed.token) == "ops@example.com"
+    clock.advance(60 * 60 + 1)
+    assert await console.authenticate(signed.token) is None
+    # A link works a day.
+    _, token = await console.link({"email": "ops@example.com"})
+    clock.advance(86400 + 1)
+    assert console._link_target(token) is None
 
 
 @pt.ensureDeferred

@@ -301,7 +301,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     dashboard_reads = DashboardReads(db)
     _mount_dashboard(router, config, dashboard, dashboard_reads, audit_log)
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
-    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens, router)
+    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens,
+                         outside.resolver, router)
     content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
     webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
@@ -396,7 +397,8 @@ def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads
 
 
 def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelper, metrics: Metrics,
-              node_info: dict, audit_log: AuditLog, operator_tokens: OperatorTokens, router: Router) -> Accounts:
+              node_info: dict, audit_log: AuditLog, operator_tokens: OperatorTokens, resolver,
+              router: Router) -> Accounts:
     """
     Accounts and their API keys, the operator API (the queue, its audit log and named tokens),
     and the OpenAPI document of the router.
@@ -405,7 +407,13 @@ def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelpe
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     router.mount(ApiKeysResource(keyring))
     router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, audit_log, node_info))
-    router.mount(QueueResource(Queue(clock, db, audit_log), operator_tokens, audit_log, accounts))
+    mx_of = Routes(clock, resolver).first_host
+    if config.delivery.relay_host:  # every destination's mail goes to the smarthost
+
+        async def mx_of(_domain: str) -> str:
+            return config.delivery.relay_host
+
+    router.mount(QueueResource(Queue(clock, db, audit_log, mx_of), operator_tokens, audit_log, accounts))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
     router.mount(HealthResource(Health(db)))

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg2
 import requests
 
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
+from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
 
 BATCH = 20
 LOADERS = 2
@@ -44,9 +44,9 @@ async def two_nodes(root: Path, dsn: str, dns_server, smtp_sink, lease: int,
     await daemons[0].ready()  # migrates; the second then finds the schema done
     daemons[1].start()
     await daemons[1].ready()
-    (root / "n1" / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
+    (root / "n1" / "state" / "operator-token").write_text(token)  # where setup_tenant reads it
     store = Store(dsn)
-    return store, await blocking(_setup_tenant, daemons[0], store)
+    return store, await blocking(setup_tenant, daemons[0], store)
 
 
 class Load:

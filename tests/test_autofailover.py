@@ -35,9 +35,9 @@ import pytest_twisted as pt
 
 from mailsvc.store.embedded import find_bindir
 from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
+from tests.helpers.daemon import free_port
+from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
-from tests.test_daemon import free_port
 
 #: A formation, two nodes, a 50 s outage: about 85 s.
 pytestmark = pytest.mark.slow

@@ -30,8 +30,8 @@ import requests
 from twisted.internet import reactor
 
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: Kills and restarts daemons: tens of seconds.
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         daemon.start(roles)
         await daemon.ready()
         store = Store(cluster.dsn)
-        key = await blocking(_setup_tenant, daemon, store)
+        key = await blocking(setup_tenant, daemon, store)
         segment_id = await blocking(_contacts, daemon.url, key)
         broadcast_id = await blocking(_broadcast, daemon.url, key, segment_id)
 

@@ -19,8 +19,8 @@ import pytest
 import requests
 
 from tests.fixture_site import ACCENT, BUTTON, PRIMARY
+from tests.helpers.daemon import ROOT
 from tests.test_content_ui_browser import Session, daemon, drive, shoot, sink, until  # noqa: F401 (fixtures)
-from tests.test_daemon import ROOT
 from tests.test_dashboard_browser import browser, go, set_first_password  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow

@@ -19,10 +19,10 @@ from mailsvc.domain import placeholders
 from mailsvc.domain.documents import document_of
 from mailsvc.domain.emailhtml import BuilderRenderer, esc
 from mailsvc.domain.themes import brand_of, theme_of
+from tests.helpers.builder import EVERY_BLOCK
+from tests.helpers.sending import sending_tenant
 from tests.mta import DOMAIN
 from tests.sdk import call
-from tests.test_builder_render import EVERY_BLOCK
-from tests.test_sending import sending_tenant
 
 DOCUMENT = {"version": 1, "preview_text": "Your receipt", "blocks": [
     {"type": "heading", "text": "Thanks, {{{NAME}}}!"},

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from mailsvc.http.api.builder import social_icons
-from tests.test_builder_render import render_every_block
+from tests.helpers.builder import render_every_block
 
 CHROMIUM = "/usr/bin/chromium"
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"

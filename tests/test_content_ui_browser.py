@@ -24,7 +24,7 @@ import psycopg2
 import pytest
 import requests
 
-from tests.test_daemon import ROOT, free_port, twistd, wait_until_listening
+from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 from tests.test_dashboard_browser import CHROMIUM, PASSWORD, Daemon, browser, go  # noqa: F401 (fixture)
 
 OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "content"

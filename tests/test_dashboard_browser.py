@@ -23,7 +23,7 @@ import pytest
 import requests
 import resend
 
-from tests.test_daemon import ROOT, free_port, twistd, wait_until_listening
+from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 
 pytestmark = pytest.mark.slow
 

@@ -15,11 +15,11 @@ import psycopg2
 import pytest
 import requests
 
+from tests.helpers.daemon import free_port, wait_until_listening
+from tests.helpers.dmarc import report_message, xml, zipped
+from tests.helpers.spam import SPAMMY
 from tests.spamd import spamd  # noqa: F401 (a fixture)
-from tests.test_daemon import free_port, wait_until_listening
 from tests.test_dashboard_browser import OUTPUT, Daemon, api_key_of, browser, go, set_first_password  # noqa: F401
-from tests.test_dmarc_reports import report_message, xml, zipped
-from tests.test_spam_score import SPAMMY
 
 pytestmark = pytest.mark.slow
 

@@ -33,9 +33,9 @@ import pytest
 import pytest_twisted as pt
 
 from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
+from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = pytest.mark.slow

@@ -13,9 +13,8 @@ from collections import Counter
 import pytest
 import pytest_twisted as pt
 
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, blocking, sleep
-from tests.test_crash import _setup_tenant as setup_tenant
 
 #: Nodes, leases that must run out, a daemon killed and started again: tens of seconds.
 pytestmark = pytest.mark.slow

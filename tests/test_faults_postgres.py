@@ -30,8 +30,8 @@ from twisted.web.client import HTTPConnectionPool
 
 from mailsvc.store.database import DEADLINE_GRACE
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: Stops PostgreSQL for a minute under load.
 pytestmark = pytest.mark.slow
@@ -157,7 +157,7 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
         await daemon.ready()
         pid = daemon.process.pid
         store = Store(cluster.dsn)
-        key = await blocking(_setup_tenant, daemon, store)
+        key = await blocking(setup_tenant, daemon, store)
 
         # 1. Under load, every client's sends succeed.
         load = Load(daemon.url, key)

@@ -12,8 +12,8 @@ from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.compose import LagProbe, StatsOf
 from mailsvc.http.router import FULL, route
 from mailsvc.store import broadcasts as broadcast_rows
-from tests.test_broadcasts import contacts, create, get, run_fanout
-from tests.test_sending import sending_tenant
+from tests.helpers.broadcasts import contacts, create, get, run_fanout
+from tests.helpers.sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred

@@ -33,7 +33,7 @@ import requests
 from nacl.bindings import crypto_scalarmult_ed25519_base_noclamp
 
 from mailsvc.store.embedded import find_bindir
-from tests.test_daemon import free_port, twistd, wait_until_listening
+from tests.helpers.daemon import free_port, twistd, wait_until_listening
 
 #: Three daemon starts on the embedded store (about 20 s).
 pytestmark = pytest.mark.slow

@@ -204,7 +204,7 @@ async def test_every_route_answers_what_the_document_says(api):
     from twisted.internet import defer
 
     from mailsvc.http.router import OPERATOR, SENDING, SESSION, SESSION_FRAME
-    from tests.test_dashboard import signed_in
+    from tests.helpers.dashboard import signed_in
 
     tenant, key, session = await signed_in(api)
 

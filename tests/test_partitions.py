@@ -25,7 +25,7 @@ from mailsvc.app import suppressions
 from mailsvc.config import load
 from mailsvc.store import deliveries, partitions, webhooks
 from mailsvc.store.deliveries import Outcome
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, sending_tenant
 
 TABLES = ("emails", "events", "deliveries", "attachments", "webhook_deliveries")
 MAIL = {**BODY, "to": ["ann@example.com", "bob@example.com"],

@@ -29,9 +29,9 @@ import pytest
 import pytest_twisted as pt
 import requests
 
+from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: A cluster, a base backup, a restore and three nodes: about 10 s, longer on a loaded machine.
 pytestmark = pytest.mark.slow
@@ -119,7 +119,7 @@ async def test_a_point_in_time_restore_brings_back_what_was_committed_before_t(d
         def node(name: str, cluster: Cluster, key: str = master_key) -> Daemon:
             (root / name).mkdir()
             (root / name / "state").mkdir()
-            (root / name / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
+            (root / name / "state" / "operator-token").write_text(token)  # where setup_tenant reads it
             daemon = Daemon(root / name, cluster.dsn(), dns_server.address, smtp_sink.port)
             daemon.env.update(MAILSVC_NODE_PROCESSES="1", MAILSVC_SECURITY_MASTER_KEY=key,
                               MAILSVC_OPERATOR_TOKEN=token)
@@ -130,7 +130,7 @@ async def test_a_point_in_time_restore_brings_back_what_was_committed_before_t(d
         running.start()
         await running.ready()
         store = Store(source.dsn())
-        key = await blocking(_setup_tenant, running, store)
+        key = await blocking(setup_tenant, running, store)
         auth = {"Authorization": f"Bearer {key}"}
         hook = await blocking(requests.post, running.url + "/webhooks", headers=auth, timeout=10,
                               json={"endpoint": "https://hooks.example.com/drill", "events": ["email.bounced"]})

@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 
 from mailsvc import processes
 from mailsvc.config import ConfigError, load
-from tests.test_daemon import free_port, state, twistd, wait_until_listening  # noqa: F401 (state: a fixture)
+from tests.helpers.daemon import free_port, twistd, wait_until_listening
 
 # ---------------------------------------------------------------------------------------------
 # The supervisor, on a Clock

@@ -20,25 +20,14 @@ from mailsvc.app.emails import Emails
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import dkim
 from mailsvc.store.groupcommit import GroupCommit
+from tests.helpers.sending import BODY, sending_tenant
 from tests.sdk import call
-
-
-async def sending_tenant(api, domain="acme.example.com", **tenant_fields):
-    """A tenant with a verified sending domain (verification itself is tested with the domains)."""
-    tenant, key = await api.tenant(**tenant_fields)
-    code, created, _ = await api.json("POST", "/domains", key, json={"name": domain})
-    assert code in (200, 201), created
-    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
-    return tenant, key, created["id"]
 
 
 def another_node(api, clock) -> Emails:
     """The email use case of another node on the same database, on ``clock``."""
     emails = api.parts.emails
     return Emails(clock, api.parts.db, b"k" * 32, emails._suppressed_for, emails._schedules)
-
-
-BODY = {"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"], "subject": "Hello", "html": "<p>Hi Ann</p>"}
 
 
 @pt.ensureDeferred
@@ -494,7 +483,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
     from twisted.internet import threads
 
     from tests.domainsupport import publish
-    from tests.test_dkim import verify_all
+    from tests.helpers.dkim import verify_all
 
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "signed.example.com"})

@@ -16,8 +16,8 @@ from mailsvc.domain.email import submission_from_json
 from mailsvc.domain.errors import IdempotencyClaimLost
 from mailsvc.store import accept, accounts
 from mailsvc.store.accept import AcceptRows
-from tests.test_sending import BODY, sending_tenant
-from tests.test_smtp_submission import message, pem, smtp_ports, submit  # noqa: F401 (fixtures)
+from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.smtp import message, submit
 
 
 @pt.ensureDeferred

@@ -19,9 +19,10 @@ def _told(what: str | Callable[[], str]) -> str:
 
 
 def until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], *,
-          interval: float = 0.1) -> Any:
+          interval: float = 0.1, pause: Callable[[float], Any] = time.sleep) -> Any:
     """``condition()``'s first true value, looked at every ``interval`` s; AssertionError
-    naming ``what`` (a text, or a function giving one: a log's tail) after ``timeout`` s."""
+    naming ``what`` (a text, or a function giving one: a log's tail) after ``timeout`` s.
+    ``pause`` waits between looks (a Playwright page's ``wait_for_timeout`` lets its events in)."""
     deadline = time.monotonic() + timeout
     while True:
         found = condition()
@@ -29,7 +30,7 @@ def until(condition: Callable[[], Any], timeout: float, what: str | Callable[[],
             return found
         if time.monotonic() >= deadline:
             raise AssertionError(f"not within {timeout} s: {_told(what)}")
-        time.sleep(interval)
+        pause(interval)
 
 
 async def async_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], *,

@@ -112,10 +112,8 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
         started = time.monotonic()
         await daemon.ready()
         for number, point in enumerate(points):
-            while len(smtp_sink.messages) < point:
-                assert daemon.alive(), f"daemon exited; see {root}/daemon-{daemon.starts}.log"
-                assert time.monotonic() - started < CONVERGENCE_SECONDS, "delivery stalled before a crash point"
-                await sleep(0.02)
+            await daemon.until(lambda point=point: len(smtp_sink.messages) >= point, started + CONVERGENCE_SECONDS,
+                               "delivery reaching a crash point", interval=0.02)
             await sleep(rng.uniform(0, 0.2))
             held = await blocking(frozen_claims, daemon, store)
             if number < 3:
@@ -139,11 +137,9 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
 
         # 3. Converge: the node that lived through the database restart finishes the queue.
         survivor = daemon.process.pid
-        while store.delivered() < MESSAGES:
-            assert daemon.alive(), f"daemon exited; see {root}/daemon-{daemon.starts}.log"
-            assert time.monotonic() - started < CONVERGENCE_SECONDS, (
-                f"not converged: {store.delivered()} of {MESSAGES} delivered; {history}")
-            await sleep(0.25)
+        await daemon.until(lambda: store.delivered() >= MESSAGES, started + CONVERGENCE_SECONDS,
+                           lambda: f"convergence: {store.delivered()} of {MESSAGES} delivered; {history}",
+                           interval=0.25)
         assert daemon.process.pid == survivor and daemon.alive()
         await daemon.terminate()  # lets any transaction still in flight end before counting
         history.append(f"converged {time.monotonic() - started:.1f} s after delivery began")

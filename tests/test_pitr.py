@@ -30,6 +30,7 @@ import pytest_twisted as pt
 import requests
 
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.polling import until
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
@@ -62,11 +63,12 @@ def send(url: str, key: str, first: int) -> list[str]:
 def switch_and_archive(store: Store) -> None:
     """Closes the current WAL segment and waits until the archiver has copied it."""
     segment = store.rows("SELECT pg_walfile_name(pg_switch_wal())")[0][0]
-    deadline = time.monotonic() + 60
-    while store.rows("SELECT last_archived_wal FROM pg_stat_archiver")[0][0] < segment:
-        assert time.monotonic() < deadline, f"{segment} was not archived"
+
+    def archived() -> bool:
         assert store.count("SELECT failed_count FROM pg_stat_archiver") == 0, "archive_command failed"
-        time.sleep(0.1)
+        return store.rows("SELECT last_archived_wal FROM pg_stat_archiver")[0][0] >= segment
+
+    until(archived, 60, f"{segment} archived")
 
 
 def restore(backup: Path, archive: Path, restored: Cluster, target: str) -> None:
@@ -84,14 +86,13 @@ def restore(backup: Path, archive: Path, restored: Cluster, target: str) -> None
 
 def promoted(restored: Cluster) -> str:
     """Waits until the restored server is out of recovery; its log."""
-    deadline = time.monotonic() + 60
-    while True:
+    def log_once_promoted() -> str | None:
         log = restored.log.read_text()
-        if RECOVERY_LOG[2].search(log):  # not "... accept read-only connections": promoted
-            return log
         assert "FATAL" not in log, log
-        assert time.monotonic() < deadline, f"the restore was not promoted:\n{log}"
-        time.sleep(0.2)
+        return log if RECOVERY_LOG[2].search(log) else None  # not "... accept read-only connections": promoted
+
+    return until(log_once_promoted, 60, lambda: f"the restore promoted; its log:\n{restored.log.read_text()}",
+                 interval=0.2)
 
 
 @pt.ensureDeferred

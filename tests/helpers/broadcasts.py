@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_broadcasts.py)."""
+"""Broadcasts through the HTTP API (a segment of contacts, create, get) and the fan-out run to its end."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import secrets
 from mailsvc.broadcasting.fanout import Fanout
 
 FROM = "Acme News <news@acme.example.com>"
-
-
 HTML = ('<html><body><p>Hi {{{FIRST_NAME|there}}} {{{contact.last_name}}}, plan {{{contact.plan|free}}}</p>'
         '<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a></body></html>')
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_builder_render.py)."""
+"""The builder's sample document with every block type, and its rendering with the default theme and brand."""
 
 import copy
 import json
@@ -9,14 +9,8 @@ from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.themes import brand_of, theme_of
 
 SAMPLES = Path(__file__).parent.parent / "samples" / "builder"
-
-
 EVERY_BLOCK = json.loads((SAMPLES / "every_block.json").read_text())
-
-
 ASSETS = "https://mail.acme.example"
-
-
 #: The account theme of the golden files and of the browser test (images on loopback).
 ACCOUNT_THEME = {
     "brand_color": "#4f46e5", "link_color": "#4338ca", "font": "inter", "web_font": "Inter",

@@ -1,4 +1,6 @@
-"""Shared by the tests (from tests/test_content_ui_browser.py)."""
+"""The content pages' rig: the daemon relaying all mail to an SMTP sink on loopback (a thread of its own),
+the session a signed-in page has (for set-up from Python), and screenshots (with MAILSVC_UPDATE_SCREENSHOTS=1
+also into docs/images)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,6 @@ from tests.helpers.browser import Daemon
 from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 
 OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "content"
-
-
 DOCS_IMAGES = ROOT / "docs" / "images"
 
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_daemon.py)."""
+"""The real daemon under twistd in the foreground (``twistd``), a free loopback port, and waiting until it answers."""
 
 import os
 import shutil
@@ -6,11 +6,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import requests
+
+from tests.helpers.polling import until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -61,14 +62,14 @@ def state():
 
 
 def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    """Until the node answers ``/healthz``; fails at once if it exits meanwhile."""
+    def answers() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"daemon exited: {process.communicate()}")
         try:
             requests.get(url + "/healthz", timeout=1)
-            return
+            return True
         except (requests.ConnectionError, requests.Timeout):
-            # Refused before the socket is open; waiting in its queue while workers start.
-            time.sleep(0.1)
-    raise AssertionError("daemon did not listen in time")
+            return False  # refused before the socket is open; waiting in its queue while workers start
+
+    until(answers, seconds, f"the daemon answering {url}/healthz")

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_dashboard.py)."""
+"""A dashboard user signed in through the in-process application (cookie and CSRF token)."""
 
 from __future__ import annotations
 

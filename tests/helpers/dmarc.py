@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_dmarc_reports.py)."""
+"""DMARC aggregate reports (tests/samples/dmarc) as a receiver mails them: dated, zipped, in a message."""
 
 import io
 import re
@@ -10,8 +10,6 @@ from pathlib import Path
 from tests.helpers.returns import RETURN_HOST
 
 SAMPLES = Path(__file__).parent.parent / "samples" / "dmarc"
-
-
 DAY = 86400
 
 

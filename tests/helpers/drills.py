@@ -1,4 +1,7 @@
-"""Shared by the tests (from tests/test_crash.py)."""
+"""
+The crash and fault drills' harness: the real daemon (a parent and workers) started and killed on an
+embedded cluster, a blocking view of its database, and a tenant made through the operator API.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +17,11 @@ import psycopg2
 import requests
 from twisted.internet import reactor, task, threads
 
-from tests.helpers.daemon import free_port
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-
+from tests.helpers.daemon import ROOT, free_port
+from tests.helpers.polling import async_until, until
 
 DOMAIN = "acme.example.com"
-
-
 RECIPIENTS = "example.net"
-
-
 #: 6 s: an attempt's deadline is half of it, and 1.5 s (a 3 s lease) deferred attempts that a
 #: loaded machine had merely slowed, whose retry a minute later made convergence a race.
 LEASE = 6
@@ -73,19 +70,28 @@ class Daemon:
         log.close()
 
     async def ready(self, seconds: float = 60) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        """Until the node answers ``/healthz``; fails at once if it exits meanwhile."""
+        async def answers() -> bool:
             assert self.process.poll() is None, f"daemon exited; see {self.root}/daemon-{self.starts}.log"
             try:
                 await blocking(requests.get, self.url + "/healthz", timeout=1)
-                return
+                return True
             except (requests.ConnectionError, requests.Timeout):
-                # Refused, or queued on the parent's socket while its workers start.
-                await sleep(0.1)
-        raise AssertionError("the daemon did not listen in time")
+                return False  # refused, or queued on the parent's socket while its workers start
+
+        await async_until(answers, seconds, "the daemon answering /healthz", interval=0.1)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    async def until(self, condition, deadline: float, what, interval: float = 0.1):
+        """``condition()``'s first true value (run in a thread: it may query the database), before
+        the monotonic ``deadline``; fails at once, naming the node's log, if the node exits."""
+        def holds():
+            assert self.alive(), f"daemon exited; see {self.root}/daemon-{self.starts}.log"
+            return condition()
+
+        return await async_until(lambda: blocking(holds), deadline - time.monotonic(), what, interval=interval)
 
     def workers(self) -> list[int]:
         """The node's worker processes (none when ``node.processes`` is 1): the parent's children."""
@@ -122,9 +128,8 @@ class Daemon:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         self.process.wait()
-        for pid in pids[1:]:
-            while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "X"):
-                time.sleep(0.01)
+        until(lambda: all(not Path(f"/proc/{pid}").exists() or _state(pid) in ("Z", "X") for pid in pids[1:]),
+              10, "the killed workers gone", interval=0.01)
 
 
 class Store:
@@ -150,13 +155,11 @@ class Store:
         all sent), and waiting for a lock (the chain of waits ends at a running statement,
         still counted, or at a transaction of the stopped client between two statements).
         """
-        deadline = time.monotonic() + seconds
         busy = ("SELECT wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity"
                 " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state = 'active'"
                 " AND wait_event_type IS DISTINCT FROM 'Lock' AND wait_event IS DISTINCT FROM 'ClientWrite'")
-        while running := self.rows(busy):
-            assert time.monotonic() < deadline, f"the daemon's backends stayed busy after SIGSTOP: {running}"
-            time.sleep(0.02)
+        until(lambda: not self.rows(busy), seconds,
+              lambda: f"the daemon's backends idle after SIGSTOP: {self.rows(busy)}", interval=0.02)
 
     def claimed(self, pids: list[int]) -> set:
         """The deliveries the processes of ``pids`` hold (a process's name is host:pid, see compose.py)."""

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_router.py)."""
+"""HTTP/1.1 responses parsed out of the bytes a server wrote (a StringTransport's value)."""
 
 
 

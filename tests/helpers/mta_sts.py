@@ -1,12 +1,10 @@
-"""Shared by the tests (from tests/test_mta_sts.py)."""
+"""An MTA-STS policy served over HTTPS to a node, and the ``sts`` fixture that wires it."""
 
 import pytest_twisted as pt
 
 from tests.outside import HttpsReceiver, Reply
 
 DOMAIN = "sts.example.org"
-
-
 MX = f"mx.{DOMAIN}"
 
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_sdk_node.py)."""
+"""Runs steps through the official Node.js SDK (tests/node) against the in-process API."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from twisted.internet import reactor
 from twisted.internet.utils import getProcessOutputAndValue
 
 NODE_DIR = Path(__file__).parent.parent / "node"
-
-
 SCRIPT = NODE_DIR / "sdk.mjs"
 
 

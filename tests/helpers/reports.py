@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_hostile_returns.py)."""
+"""Bounce (DSN) and complaint (ARF) reports as receivers send them back."""
 
 from __future__ import annotations
 

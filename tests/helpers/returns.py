@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_returns.py)."""
+"""The return-path listener of a node (the ``port`` fixture), a message delivered to it, and the samples."""
 
 import smtplib
 from pathlib import Path
@@ -9,8 +9,6 @@ from twisted.internet import reactor, threads
 from mailsvc.smtp import inbound
 
 SAMPLES = Path(__file__).parent.parent / "samples"
-
-
 RETURN_HOST = "bounces.acme.example.com"
 
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_sending.py)."""
+"""A tenant able to send (a verified domain), and the smallest valid e-mail."""
 
 
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_sign_at_delivery.py)."""
+"""A sender whose domain signs at delivery, and dkimpy's verdicts on a delivered message."""
 
 import email
 import email.policy

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_smtp_submission.py)."""
+"""SMTP submission: a certificate, the node's submission ports (fixtures), a message and a blocking submit."""
 
 import smtplib
 import ssl

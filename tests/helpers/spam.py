@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_spam_score.py)."""
+"""A message SpamAssassin scores as spam."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_unsubscribe.py)."""
+"""Unsubscribe links in delivered mail: a broadcast's body, the link of a message, what was delivered."""
 
 import email
 import email.policy

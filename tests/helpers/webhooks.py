@@ -1,4 +1,4 @@
-"""Shared by the tests (from tests/test_webhooks_delivery.py)."""
+"""Webhook dispatch nodes on one database with a clock each (the ``rig`` fixture) and an HTTPS receiver."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import resend.exceptions
 
 from mailsvc.app import domains as domains_module
 from tests.domainsupport import MX_HOST, SPF_INCLUDE, domain_config, publish
+from tests.helpers.polling import async_until
 from tests.sdk import call
 
 
@@ -197,13 +198,11 @@ async def test_verify_wakes_the_scheduler_loop(api, dns_server):
     loop = next(loop for loop in api.parts.loops if loop.desc == "check domains")
     loop.start()
     await call(api, key, resend.Domains.verify, created["id"])
-    from twisted.internet import reactor, task
 
-    for _ in range(100):
-        if (await call(api, key, resend.Domains.get, created["id"]))["status"] == "verified":
-            break
-        await task.deferLater(reactor, 0.05, lambda: None)
-    assert (await call(api, key, resend.Domains.get, created["id"]))["status"] == "verified"
+    async def verified() -> bool:
+        return (await call(api, key, resend.Domains.get, created["id"]))["status"] == "verified"
+
+    await async_until(verified, 10, "the domain verified by the woken check loop")
 
 
 @pt.ensureDeferred

@@ -12,14 +12,14 @@ import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
-from twisted.internet import defer, reactor
-from twisted.internet.task import deferLater
+from twisted.internet import defer
 
 from mailsvc.app import submit as accept
 from mailsvc.app.emails import Emails
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import dkim
 from mailsvc.store.groupcommit import GroupCommit
+from tests.helpers.polling import async_until
 from tests.helpers.sending import BODY, sending_tenant
 from tests.sdk import call
 
@@ -201,13 +201,6 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
         body = {**BODY, "from": sender, "to": f"r{n}@example.com"}
         return defer.ensureDeferred(api.json("POST", "/emails", key, json=body))
 
-    async def until(condition) -> None:
-        for _ in range(250):
-            if await condition():
-                return
-            await deferLater(reactor, 0.02)
-        raise AssertionError("the sends did not get there")
-
     async def blocked() -> bool:
         rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
         return rows[0]["n"] == accept.CONCURRENT_WRITES
@@ -215,14 +208,14 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
     holding = defer.ensureDeferred(api.parts.db.run("hold usage rows", hold))
     await locked
     sends = [send(key, n) for n in range(accept.CONCURRENT_WRITES)]
-    await until(blocked)
+    await async_until(blocked, 5, "the sends waiting on the held usage row", interval=0.02)
     later = [(key, BODY["from"])] * (count - len(sends)) + list(others)
     sends += [send(k, n, sender) for n, (k, sender) in enumerate(later, start=len(sends))]
 
     async def queued() -> bool:
         return api.parts.submitter.waiting == len(sends) - accept.CONCURRENT_WRITES
 
-    await until(queued)
+    await async_until(queued, 5, "the later sends queued behind the writes", interval=0.02)
     release.callback(None)
     await holding
     return [(code, body) for code, body, _ in await defer.gatherResults(sends)]

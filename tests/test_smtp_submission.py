@@ -6,11 +6,12 @@ import email.policy
 import smtplib
 
 import pytest_twisted as pt
-from twisted.internet import reactor, task, threads
+from twisted.internet import reactor, threads
 from twisted.internet.address import IPv4Address
 
 from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.helpers.polling import async_until
 from tests.helpers.sending import sending_tenant
 from tests.helpers.smtp import message, submit, tls_context
 from tests.smtpwire import TLSStringTransport
@@ -106,12 +107,12 @@ async def test_the_accounts_rate_limit_applies(api, smtp_ports, pem):
 
 async def answered(transports, seconds: float = 20) -> list[bytes]:
     """The last reply line of each connection, once every one has answered its AUTH."""
-    for _ in range(int(seconds * 100)):
+    def every_one() -> list[bytes] | None:
         lines = [t.value().split(b"\r\n")[-2] for t in transports]
-        if all(line[:3] in (b"235", b"421", b"535") for line in lines):
-            return lines
-        await task.deferLater(reactor, 0.01, lambda: None)
-    raise AssertionError([t.value() for t in transports])
+        return lines if all(line[:3] in (b"235", b"421", b"535") for line in lines) else None
+
+    return await async_until(every_one, seconds, lambda: f"every AUTH answered: {[t.value() for t in transports]}",
+                             interval=0.01)
 
 
 @pt.ensureDeferred

@@ -551,19 +551,22 @@ async def test_the_assembled_dispatcher_is_woken_by_notify(api, dns_server, http
         "endpoint": f"https://hooks.example.com:{https_receiver.number}/hook", "events": ["domain.updated"],
     })
     assert code == 201
+    tenant_id = (await api.parts.db.fetchone("SELECT tenant_id FROM webhooks"))["tenant_id"]
+
+    async def write(status: str):
+        async def body(txn):
+            return await events.record(txn, reactor, tenant_id, "domain.updated", {"status": status})
+
+        return await api.parts.db.run("event", body)
+
+    await write("pending")  # waiting for the dispatcher's start
     await part.start()
     try:
-        await task.deferLater(reactor, 0.3, lambda: None)  # the first step is over
-        tenant_id = (await api.parts.db.fetchone("SELECT tenant_id FROM webhooks"))["tenant_id"]
-
-        async def write(txn):
-            return await events.record(txn, reactor, tenant_id, "domain.updated", {"status": "verified"})
-
-        event_id = await api.parts.db.run("event", write)
-        started = time.time()
+        # The step at the start delivers what waited; after it only a NOTIFY, or the 10 s timer, wakes it.
         await https_receiver.receiver.wait_for(1, timeout=5)
-        assert time.time() - started < 3
-        request = https_receiver.receiver.received[0]
+        event_id = await write("verified")
+        await https_receiver.receiver.wait_for(2, timeout=5)  # within the 10 s: woken by the NOTIFY
+        request = https_receiver.receiver.received[1]
         assert request.headers["webhook-id"] == "evt_" + event_id.hex
         assert _verify(created["signing_secret"], request)["data"] == {"status": "verified"}
     finally:

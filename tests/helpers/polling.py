@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import defer, reactor, task
+from twisted.internet import reactor, task
 
 
 def _told(what: str | Callable[[], str]) -> str:
@@ -35,15 +35,18 @@ def until(condition: Callable[[], Any], timeout: float, what: str | Callable[[],
 
 async def async_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], *,
                       interval: float = 0.05) -> Any:
-    """As ``until``, the reactor running meanwhile; ``condition`` may return an awaitable
-    (a coroutine, a Deferred) whose result is looked at."""
+    """As ``until``, the reactor running meanwhile; ``condition`` (and ``what``, when a function)
+    may return an awaitable (a coroutine, a Deferred) whose result is looked at."""
     deadline = time.monotonic() + timeout
     while True:
         found = condition()
-        if inspect.isawaitable(found) or isinstance(found, defer.Deferred):
+        if inspect.isawaitable(found):
             found = await found
         if found:
             return found
         if time.monotonic() >= deadline:
-            raise AssertionError(f"not within {timeout} s: {_told(what)}")
+            told = _told(what)
+            if inspect.isawaitable(told):
+                told = await told
+            raise AssertionError(f"not within {timeout} s: {told}")
         await task.deferLater(reactor, interval, lambda: None)

@@ -23,6 +23,7 @@ class Mta:
 
     def __init__(self, api, dns, sink, master):
         self.api = api
+        self.master = master
         self.verp_key = credentials.derive(master, "verp")
         self.dns = dns
         self.sink = sink

@@ -12,22 +12,23 @@ import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
-from twisted.internet import defer
+from twisted.internet import defer, reactor, threads
 
 from mailsvc.app import submit as accept
-from mailsvc.app.emails import Emails
+from mailsvc.app.emails import Emails, Schedules
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import dkim
+from mailsvc.store import suppressions
 from mailsvc.store.groupcommit import GroupCommit
 from tests.helpers.polling import async_until
 from tests.helpers.sending import BODY, sending_tenant
 from tests.sdk import call
 
 
-def another_node(api, clock) -> Emails:
-    """The email use case of another node on the same database, on ``clock``."""
-    emails = api.parts.emails
-    return Emails(clock, api.parts.db, b"k" * 32, emails._suppressed_for, emails._schedules)
+def another_node(api, clock, config) -> Emails:
+    """The email use case of another node on the same database, on ``clock``, wired as compose wires it."""
+    schedules = Schedules(threads.deferToThread, config.api.date_languages)
+    return Emails(clock, api.parts.db, b"k" * 32, suppressions.suppressed_for, schedules)
 
 
 @pt.ensureDeferred
@@ -319,15 +320,15 @@ async def test_schedule_reschedule_cancel(api):
 
 
 @pt.ensureDeferred
-async def test_scheduled_mail_is_released_once_by_two_nodes(api):
+async def test_scheduled_mail_is_released_once_by_two_nodes(api, config):
     from twisted.internet import task
 
 
     _, key, _ = await sending_tenant(api)
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    nodes = [another_node(api, clock) for _ in range(2)]
+    clock.advance(reactor.seconds() + 120)
+    nodes = [another_node(api, clock, config) for _ in range(2)]
     released = await defer.gatherResults([defer.ensureDeferred(n.release_due()) for n in nodes])
     assert sorted(released) == [0, 1]
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
@@ -339,7 +340,7 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
 
 
 @pt.ensureDeferred
-async def test_one_release_takes_every_due_email_of_several_accounts(api):
+async def test_one_release_takes_every_due_email_of_several_accounts(api, config):
     from twisted.internet import task
 
 
@@ -355,8 +356,8 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
     await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})  # the first account's only
 
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await another_node(api, clock).release_due() == 3
+    clock.advance(reactor.seconds() + 120)
+    assert await another_node(api, clock, config).release_due() == 3
     last_events = {}
     for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
         _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
@@ -500,7 +501,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
 
 
 @pt.ensureDeferred
-async def test_suppression_applies_to_batches_and_scheduled_release(api):
+async def test_suppression_applies_to_batches_and_scheduled_release(api, config):
     from twisted.internet import task
 
 
@@ -516,8 +517,8 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
                                                                    "scheduled_at": "in 1 min"})
     await api.json("POST", "/suppressions", key, json={"email": "later@example.com"})
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await another_node(api, clock).release_due() == 1
+    clock.advance(reactor.seconds() + 120)
+    assert await another_node(api, clock, config).release_due() == 1
     _, got, _ = await api.json("GET", f"/emails/{scheduled['id']}", key)
     assert got["last_event"] == "suppressed"
     reasons = await api.parts.db.fetchall(

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers.browser import Daemon
+from tests.helpers.browser import Daemon, output_dir
 from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 
-OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "content"
+OUTPUT = output_dir("content")
 DOCS_IMAGES = ROOT / "docs" / "images"
 
 

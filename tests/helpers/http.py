@@ -1,7 +1,6 @@
 """HTTP/1.1 responses parsed out of the bytes a server wrote (a StringTransport's value)."""
 
 
-
 class Responses:
     """Splits bytes written by the server into (status, headers, body) responses."""
 

@@ -1,7 +1,6 @@
 """A tenant able to send (a verified domain), and the smallest valid e-mail."""
 
 
-
 async def sending_tenant(api, domain="acme.example.com", **tenant_fields):
     """A tenant with a verified sending domain (verification itself is tested with the domains)."""
     tenant, key = await api.tenant(**tenant_fields)

@@ -129,8 +129,8 @@ async def test_serialization_failures_are_retried(db):
 @pt.ensureDeferred
 async def test_pool_recovers_after_its_connections_are_killed(db):
     killed = [row["pid"] for row in await db.fetchall(
-        "SELECT pid FROM pg_stat_activity"
-        " WHERE datname = current_database() AND pid <> pg_backend_pid() AND pg_terminate_backend(pid)"
+        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
     )]
     assert killed
 

@@ -72,7 +72,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
     root = Path(tempfile.mkdtemp(prefix="mailsvc-broadcast-crash-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await blocking(cluster._prepare)
+    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False

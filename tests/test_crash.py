@@ -77,7 +77,7 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
     root = Path(tempfile.mkdtemp(prefix="mailsvc-crash-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await blocking(cluster._prepare)
+    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False  # what is tested is the queue, not TLS
@@ -125,11 +125,11 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
                 daemon.start()
                 await daemon.ready()  # a node that cannot reach its database at start exits (by design)
             else:
-                await blocking(cluster._run, "pg_ctl", "-D", str(cluster.data_dir), "-m", "fast", "-w", "stop")
+                await cluster.stop()
                 daemon.thaw()  # it now finds its connections gone
                 moments.append(("database restart", held, len(smtp_sink.messages)))
                 await sleep(2)
-                await blocking(cluster._start_server)
+                await cluster.start()
                 store.conn.close()
                 store = Store(cluster.dsn)
             history.append(f"{moments[-1][0]} at {moments[-1][2]} received, {store.delivered()} recorded, "

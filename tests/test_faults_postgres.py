@@ -135,7 +135,7 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
     root = Path(tempfile.mkdtemp(prefix="mailsvc-fault-pg-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await blocking(cluster._prepare)
+    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False

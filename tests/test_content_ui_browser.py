@@ -18,7 +18,7 @@ import psycopg2
 import pytest
 
 from tests.helpers.browser import PASSWORD, drive, go
-from tests.helpers.content_ui import OUTPUT, Session, daemon, shoot, sink  # noqa: F401 (fixtures)
+from tests.helpers.content_ui import OUTPUT, Session, daemon, daemon_settings, shoot, sink  # noqa: F401 (fixtures)
 from tests.helpers.polling import until
 
 CONTACTS = 2000

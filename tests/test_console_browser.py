@@ -19,9 +19,9 @@ import psycopg2
 import pytest
 import requests
 
-from tests.test_content_ui_browser import Sink, _SinkHandler, daemon, daemon_settings, drive  # noqa: F401 (fixtures)
-from tests.test_daemon import ROOT
-from tests.test_dashboard_browser import browser  # noqa: F401 (a fixture)
+from tests.helpers.browser import drive
+from tests.helpers.content_ui import Sink, _SinkHandler, daemon, daemon_settings  # noqa: F401 (fixtures)
+from tests.helpers.daemon import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def test_an_operator_runs_the_day_from_the_console(daemon, browser, sink, fresh_
     requests.post(daemon.url + "/public/waitlist", json={"email": "early@example.org"}).raise_for_status()
     link = call("POST", "/admin/v1/operators", {"email": OPERATOR, "name": "Olga"}, expect=201)["set_password_url"]
     assert link.startswith(daemon.url + "/console/#/set-password/")
-    drive(browser, daemon, "console", lambda page, context: walk(page, context, link))
+    drive(browser, daemon, "console", lambda page, context: walk(page, context, link), output=OUTPUT)
 
 
 def heading(page, name: str) -> None:

@@ -21,10 +21,11 @@ import requests
 import resend
 import svix.webhooks
 
+from tests.helpers.browser import PASSWORD, Daemon, drive, go, output_dir
+from tests.helpers.content_ui import shoot
+from tests.helpers.daemon import wait_until_listening
+from tests.helpers.polling import until
 from tests.outside import ThrowawayCA
-from tests.test_content_ui_browser import drive, shoot, until
-from tests.test_daemon import state, wait_until_listening  # noqa: F401 (fixture)
-from tests.test_dashboard_browser import PASSWORD, Daemon, browser, go  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +100,8 @@ def node(state, hooks):  # noqa: F811 (the fixture)
 
 
 def test_the_first_minute(node, state, hooks, browser):  # noqa: F811 (fixtures)
-    drive(browser, node, "first-minute", lambda page, context: first_minute(page, node, state, hooks))
+    drive(browser, node, "first-minute", lambda page, context: first_minute(page, node, state, hooks),
+          output=output_dir("first-minute"))
 
 
 def first_minute(page, node, state, hooks):  # noqa: F811 (the fixture)

@@ -7,7 +7,7 @@ import pytest_twisted
 
 from mailsvc.http import openapi
 from mailsvc.http.router import FULL, Mounted
-from tests.test_sending import sending_tenant
+from tests.helpers.sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred
@@ -211,8 +211,8 @@ async def test_every_route_answers_what_the_document_says(api):
     from twisted.internet import defer
 
     from mailsvc.http.router import OPERATOR, OPERATOR_SESSION, SENDING, SESSION, SESSION_FRAME
-    from tests.test_console import console_signed_in
-    from tests.test_dashboard import signed_in
+    from tests.helpers.console import console_signed_in
+    from tests.helpers.dashboard import signed_in
 
     tenant, key, session = await signed_in(api)
     console = await console_signed_in(api)

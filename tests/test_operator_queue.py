@@ -11,9 +11,9 @@ from mailsvc.app.audit import CONFIGURED_TOKEN_NAME, AuditLog
 from mailsvc.app.queue import SUMMARY_MAX_AGE, Queue
 from mailsvc.domain.queue import QueueFilter
 from mailsvc.store import webhooks
+from tests.helpers.dashboard import signed_in
+from tests.helpers.sending import sending_tenant
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_dashboard import signed_in
-from tests.test_sending import sending_tenant
 
 OTHER = "other.example.com"
 

@@ -1,11 +1,11 @@
 """
 The return-path listener (``smtp.inbound``, default ``tcp:25``): the project's ESMTP server
-(``mailsvc.smtp.server``) without AUTH, taking DSNs and feedback reports for the return-path
-hosts. A recipient is accepted only when the injected ``accepts(address)`` says so, so this is
-never an open relay; the finished message goes, as received (dot-unstuffed, CRLF lines), to
-``deliver(mail_from, recipients, message)``. The port is open to anyone, so message size,
-recipients, line length, refused commands, connections (in all and per peer) and session
-length are bounded.
+(``mailsvc.smtp.server``) without AUTH, taking DSNs, feedback reports and DMARC aggregate
+reports for the return-path hosts. A recipient is accepted only when the injected
+``accepts(address)`` says so, so this is never an open relay; the finished message goes, as
+received (dot-unstuffed, CRLF lines), to ``deliver(mail_from, recipients, message)``. The port
+is open to anyone, so message size, recipients, line length, refused commands, connections
+(in all and per peer) and session length are bounded.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ The delivery worker of a node: claims due deliveries, sends them through the out
 client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what became
 of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced or paused
 mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
-has room for. An email's recipients at one domain share one transaction, under the first one's
-VERP address; messages are DKIM-signed here, just before sending, and mail for a test address
-or a capture-mode account is signed the same way and stops at ``delivery.door``.
+has room for. An email's recipients at one domain share a transaction (at most 50; one with a
+message of its own goes alone) under the first one's VERP address. Messages are DKIM-signed
+here, once per step, just before sending; mail for a test address or a capture-mode account is
+signed the same way and stops at ``delivery.door``.
 Every attempt ends within half the claim's lease, and the lease is renewed right before DATA:
 nothing is sent on a claim that no longer holds (docs/decisions.md, "Delivery transactions").
 """

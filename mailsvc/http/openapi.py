@@ -1,19 +1,11 @@
 """
 The OpenAPI 3.1 document of every route the router serves, served at ``/openapi.json``.
-
-The document is generated, never written beside the code: its paths, methods, surfaces,
-security and error envelopes come from the router's table (``Router.mounted``, filled by
-``@route``), and each route's request and success schemas from ``OPERATIONS`` below, keyed by
-``"METHOD /path"`` exactly as the handler's ``@route`` spells it (without ``/v1``: a native
-route shares its main route's entry, with ``native_ok`` where its replies differ).
-
-The ``/dashboard`` copy the router serves of every API-key route (``Mounted.mirror_of``) shares
-that route's entry too: same body and replies, tagged ``dashboard``, with the session cookie
-(and, on POST, PATCH and DELETE, the ``X-CSRF-Token`` header) as its security; the dashboard's
-own routes (``/auth/*``, ``/me``, ``/dashboard/...``) have entries of their own.
-
-A route mounted without an entry here makes ``document()`` raise ``Undocumented`` naming it
-(and ``tests/test_openapi.py`` fail): adding a route means adding its one ``Op`` line here.
+It is generated: paths, methods, surfaces, security and error envelopes come from the router's
+table (``Router.mounted``), request and success schemas from ``OPERATIONS`` below, keyed by
+``"METHOD /path"`` as the handler's ``@route`` spells it. A ``/v1`` route (with ``native_ok``
+where replies differ) and a ``/dashboard`` copy (``Mounted.mirror_of``: tagged ``dashboard``,
+session cookie and CSRF header as security) share their main route's entry. A route without an
+entry makes ``document()`` raise ``Undocumented``: a new route needs its ``Op`` line here.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """
 One Klein tree for every surface, and the one wrapper every endpoint goes through:
 authentication, the account's rate limit, the request timeout, JSON replies and both error
-envelopes.
+envelopes. Credentials are checked as soon as the headers are in (``admit``), so a refused
+request is answered before its body is read; the handler takes its caller from that check.
 
-A request's credentials are checked as soon as its headers are in (``admit``, called by the
-site), so that a refused request is answered before its body is read; the handler then takes
-its caller from that check.
-
-A resource is a class whose handlers are marked with ``route``: each handler is written once
-and registered on the surfaces it serves (``native=True`` also mounts it under ``/v1``); the
-surface only changes how its body and errors are shaped, and the handler reads it as
-``request.surface``. Every handler an API key may call is also served under ``/dashboard`` to a
-dashboard session (``SESSION``: the session cookie, its CSRF token on state-changing methods,
-the account's shared rate limit, the main envelope), so the dashboard runs the same code.
-Handlers are ``async def handler(self, request, caller, **path_args)`` returning a JSON-able
-dict or a ``Reply``; ``Router.mount(resource)`` registers them.
+A resource's handlers (``async def handler(self, request, caller, **path_args)``, returning a
+JSON-able dict or a ``Reply``) are marked with ``route`` and registered by ``Router.mount``,
+once per surface they serve (``native=True`` also mounts under ``/v1``; the handler reads
+``request.surface``). Every API-key handler is also served under ``/dashboard`` to a session
+(cookie, CSRF token on state-changing methods, shared rate limit, main envelope).
 """
 
 from __future__ import annotations

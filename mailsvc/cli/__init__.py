@@ -13,6 +13,8 @@ import re
 import sys
 from typing import TextIO
 
+from tabulate import tabulate
+
 from mailsvc.cli.client import Client, CliError, connect
 from mailsvc.domain.tenant import DELIVERY_MODES, PLANS, STATUSES
 
@@ -41,9 +43,8 @@ class Io:
 def table(headers: list[str], rows: list[list[object]]) -> str:
     """Rows in left-aligned columns under their headers (``-`` for an empty cell)."""
     cells = [[("-" if value is None or value == "" else str(value)) for value in row] for row in rows]
-    widths = [max(len(line[i]) for line in [headers, *cells]) for i in range(len(headers))]
-    return "\n".join("  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
-                     for line in [headers, *cells])
+    shown = tabulate(cells, headers, tablefmt="plain", disable_numparse=True, stralign="left")
+    return "\n".join(line.rstrip() for line in shown.splitlines())
 
 
 def age(seconds: float | None) -> str:

@@ -31,6 +31,7 @@ from mailsvc.app.audit import AuditLog, OperatorTokens
 from mailsvc.app.brand import BrandImporter
 from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
+from mailsvc.app.console import Console
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, FirstOwner, SessionSettings, first_owner
 from mailsvc.app.dashboard_reads import DashboardReads
@@ -86,6 +87,7 @@ from mailsvc.http.api.spam import SpamResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.console import ConsoleResource
 from mailsvc.http.dashboard.auth import AuthResource, set_password_link
 from mailsvc.http.dashboard.content import ContentReads
 from mailsvc.http.dashboard.inbox import InboxResource
@@ -290,13 +292,17 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # The audit log and the named operator tokens besides the configured one (issue 31).
     audit_log = AuditLog(clock, db)
     operator_tokens = OperatorTokens(clock, db, credentials.derive(master, "operator-token-hmac"), audit_log)
+    console = Console(clock, db, credentials.derive(master, "console-password-links"),
+                      credentials.derive(master, "console-csrf"), Throttle(clock, db), run_blocking)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens)
+                    dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens, console=console)
+    router.mount(ConsoleResource(console, config.http.public_url, audit_log))
     dashboard_reads = DashboardReads(db)
     _mount_dashboard(router, config, dashboard, dashboard_reads, audit_log)
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
-    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens, router)
+    accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens,
+                         outside.resolver, router)
     content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
     webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
@@ -391,7 +397,8 @@ def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads
 
 
 def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelper, metrics: Metrics,
-              node_info: dict, audit_log: AuditLog, operator_tokens: OperatorTokens, router: Router) -> Accounts:
+              node_info: dict, audit_log: AuditLog, operator_tokens: OperatorTokens, resolver,
+              router: Router) -> Accounts:
     """
     Accounts and their API keys, the operator API (the queue, its audit log and named tokens),
     and the OpenAPI document of the router.
@@ -399,8 +406,14 @@ def _accounts(clock, config: Config, db: Database, keyring: KeyRing, ai: AiHelpe
     # The account's usage shows the AI helper's figures.
     accounts = Accounts(clock, db, keyring, config.api.rate_per_sec, ai)
     router.mount(ApiKeysResource(keyring))
-    router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, node_info))
-    router.mount(QueueResource(Queue(clock, db, audit_log), operator_tokens, audit_log, accounts))
+    router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), metrics, audit_log, node_info))
+    mx_of = Routes(clock, resolver).first_host
+    if config.delivery.relay_host:  # every destination's mail goes to the smarthost
+
+        async def mx_of(_domain: str) -> str:
+            return config.delivery.relay_host
+
+    router.mount(QueueResource(Queue(clock, db, audit_log, mx_of), operator_tokens, audit_log, accounts))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
     router.mount(HealthResource(Health(db)))

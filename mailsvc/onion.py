@@ -1,16 +1,10 @@
 """
-The optional onion service (``tor.onion``): the node's HTTP API published as a v3 onion
-service through a system ``tor``, reached on its control port or socket with txtorcon.
-
-The service is added with ``ADD_ONION`` (``Flags=Detach``, so it does not hang on this one
-control connection) and its ED25519-V3 key kept in ``<state.dir>/onion-key`` (0600), so the
-address is the same after every restart. A clean stop removes it (``DEL_ONION``); one left
-behind by a node that died is replaced at the next start. When the control connection is lost
-(tor restarted: its onion services went with it) the service is published again, with backoff.
-
-txtorcon's own onion helpers wait until a descriptor has been uploaded to the network, which
-tells nothing about whether tor took the service (and never happens offline); the commands
-are sent on its control protocol instead.
+The optional onion service (``tor.onion``): the node's HTTP API published as a v3 onion service
+through a system ``tor``, reached on its control port or socket with txtorcon. ``ADD_ONION``
+with ``Flags=Detach`` and a key kept in ``<state.dir>/onion-key`` (0600) keep the address across
+restarts; a clean stop sends ``DEL_ONION``, and a lost control connection republishes with
+backoff. Commands go over the control protocol rather than txtorcon's onion helpers, which
+wait for a descriptor upload (never offline) that says nothing of whether tor took the service.
 """
 
 from __future__ import annotations

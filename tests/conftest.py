@@ -26,6 +26,11 @@ from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
 from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
+from tests.helpers.browser import browser  # noqa: F401 (a fixture: headless Chromium)
+from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
+from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching MTA-STS policies)
+from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
+from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook dispatch nodes)
 from tests.mta import start_mta, stop_mta
 from tests.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)

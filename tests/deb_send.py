@@ -37,6 +37,7 @@ from twisted.internet import defer, reactor, task, threads
 
 from tests.dnsserver import DNSServer
 from tests.domainsupport import publish
+from tests.helpers.polling import async_until
 from tests.smtpsink import Received, Sink
 
 SENDER_DOMAIN = "deb.example.com"
@@ -65,17 +66,6 @@ async def api(method: str, url: str, key: str, body: dict | None = None) -> dict
     answer = await response.text()
     check(200 <= response.code < 300, f"{method} {url}: {response.code} {answer}")
     return json.loads(answer)
-
-
-async def until(what: str, probe, seconds: float = PATIENCE):
-    """Polls the async ``probe`` until it returns something true; returns it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = await probe()
-        if found:
-            return found
-        check(time.monotonic() < deadline, f"{what}: not within {seconds} s")
-        await task.deferLater(reactor, 0.5, lambda: None)
 
 
 def dkim_verdicts(message: bytes, dns_address: str) -> list[bool]:
@@ -120,7 +110,7 @@ async def delivered(url: str, key: str, email_id: str) -> None:
     async def last_event():
         return (await api("GET", f"{url}/emails/{email_id}", key))["last_event"] == "delivered"
 
-    await until(f"email {email_id} delivered", last_event)
+    await async_until(last_event, PATIENCE, f"email {email_id} delivered", interval=0.5)
 
 
 def submit(port: int, certificate: str, key: str, subject: str, marker: str) -> str:
@@ -157,7 +147,7 @@ async def scenario(dns_server: DNSServer, sink: Sink, url: str, key: str, submis
         check(status != "failed", f"domain verification failed: {status}")
         return status == "verified"
 
-    await until(f"{SENDER_DOMAIN} verified", verified)
+    await async_until(verified, PATIENCE, f"{SENDER_DOMAIN} verified", interval=0.5)
     print(f"domain verified in {time.monotonic() - began:.1f} s", flush=True)
 
     marker = uuid.uuid4().hex
@@ -203,7 +193,7 @@ async def main(_reactor) -> None:
         check(bool(line.strip()), "no daemon to talk to (stdin closed)")
         url, key, submission_port, certificate = line.split()
         await scenario(dns_server, sink, url, key, int(submission_port), certificate)
-    except Failed as failure:
+    except (Failed, AssertionError) as failure:  # a check, or a wait that ran out
         print(f"deb_send: {failure}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     finally:

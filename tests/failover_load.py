@@ -19,7 +19,8 @@ from pathlib import Path
 import psycopg2
 import requests
 
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
+from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant
+from tests.helpers.polling import async_until, until
 
 BATCH = 20
 LOADERS = 2
@@ -44,9 +45,9 @@ async def two_nodes(root: Path, dsn: str, dns_server, smtp_sink, lease: int,
     await daemons[0].ready()  # migrates; the second then finds the schema done
     daemons[1].start()
     await daemons[1].ready()
-    (root / "n1" / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
+    (root / "n1" / "state" / "operator-token").write_text(token)  # where setup_tenant reads it
     store = Store(dsn)
-    return store, await blocking(_setup_tenant, daemons[0], store)
+    return store, await blocking(setup_tenant, daemons[0], store)
 
 
 class Load:
@@ -108,13 +109,11 @@ def caught_up(standby_dsn: str) -> set:
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            deadline = time.monotonic() + 30
-            while True:
+            def replayed() -> bool:
                 cur.execute("SELECT pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()")
-                if cur.fetchone()[0]:
-                    break
-                assert time.monotonic() < deadline, "the standby did not replay what it received"
-                time.sleep(0.05)
+                return cur.fetchone()[0]
+
+            until(replayed, 30, "the standby replaying what it received", interval=0.05)
             cur.execute("SELECT id FROM deliveries WHERE claim IS NOT NULL")
             return {str(r[0]) for r in cur.fetchall()}
     finally:
@@ -124,16 +123,19 @@ def caught_up(standby_dsn: str) -> set:
 async def converge(daemons: list[Daemon], store: Store, accepted: set, since: float, seconds: float,
                    history: list[str]) -> None:
     """Until every accepted e-mail is delivered (``since``: the promotion, monotonic clock)."""
-    while True:
-        for daemon in daemons:
-            assert daemon.alive(), f"a node exited; see {daemon.root}"
-        delivered = store.count(
+    def delivered() -> int:
+        return store.count(
             "SELECT count(*) FROM deliveries WHERE status = 'delivered' AND email_id = ANY(%s::uuid[])",
             (list(accepted),))
-        if delivered == len(accepted):
-            break
-        assert time.monotonic() - since < seconds, f"{delivered} of {len(accepted)} accepted delivered; {history}"
-        await sleep(0.5)
+
+    def all_delivered() -> bool:
+        for daemon in daemons:
+            assert daemon.alive(), f"a node exited; see {daemon.root}"
+        return delivered() == len(accepted)
+
+    await async_until(all_delivered, since + seconds - time.monotonic(),
+                      lambda: f"every accepted e-mail delivered: {delivered()} of {len(accepted)}; {history}",
+                      interval=0.5)
     history.append(f"converged {time.monotonic() - since:.1f} s after the promotion")
 
 

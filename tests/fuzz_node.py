@@ -24,10 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import requests
+
+from tests.helpers.polling import until
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -54,17 +55,15 @@ reactor.run()
 
 
 def _wait(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         if process.poll() is not None:
             raise SystemExit(f"daemon exited: {process.communicate()}")
         try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
-                return
+            return requests.get(url + "/healthz", timeout=1).status_code == 200
         except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("daemon did not answer in time")
+            return False
+
+    until(healthy, seconds, "the daemon answering /healthz", interval=0.2)
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ import attrs
 import pytest_twisted
 from twisted.internet import defer
 
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, sending_tenant
 
 #: Tables whose rows a refused request must not add for its tenant.
 STORED = ("emails", "deliveries", "attachments", "events")

@@ -13,7 +13,7 @@ from twisted.internet import reactor
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.crypto import credentials
-from tests.test_sending import sending_tenant
+from tests.helpers.sending import sending_tenant
 
 DOMAIN = "acme.example.com"
 
@@ -23,6 +23,7 @@ class Mta:
 
     def __init__(self, api, dns, sink, master):
         self.api = api
+        self.master = master
         self.verp_key = credentials.derive(master, "verp")
         self.dns = dns
         self.sink = sink

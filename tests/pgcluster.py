@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from mailsvc.store.embedded import find_bindir
-from tests.test_daemon import free_port
+from tests.helpers.daemon import free_port
 
 #: Throw-away clusters: no fsync; ``synchronous_commit`` stays on (commits wait for a sync replica).
 FAST = dict(listen_addresses="'127.0.0.1'", unix_socket_directories="''", max_connections="100",

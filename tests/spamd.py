@@ -12,10 +12,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.polling import until
 
 
 def _free_port() -> int:
@@ -38,15 +39,16 @@ def spamd():
         command.append("--username=nobody")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(state / "log", "wb"))
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def listening() -> bool:
+            if process.poll() is not None:
+                pytest.fail(f"spamd exited: {(state / 'log').read_text()[-2000:]}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"spamd did not start: {(state / 'log').read_text()[-2000:]}")
-                time.sleep(0.2)
+                return False
+
+        until(listening, 60, lambda: f"spamd listening: {(state / 'log').read_text()[-2000:]}", interval=0.2)
         yield f"127.0.0.1:{port}"
     finally:
         process.send_signal(signal.SIGTERM)

@@ -13,12 +13,13 @@ import secrets
 import attrs
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor
 
 from mailsvc import compose
 from mailsvc.config import load
 from tests.conftest import Api
 from tests.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
+from tests.helpers.polling import async_until
 
 QUOTA = 5
 PER_MINUTE = 8
@@ -180,8 +181,8 @@ async def test_a_full_node_cap_is_ai_busy(api, fake_ai):  # noqa: F811
     _, key = await api.tenant(plan="scale")
     fake_ai.script(Turn(content=VALID, delay=0.8))
     slow = defer.ensureDeferred(_generate(api, key))
-    while not fake_ai.requests:  # the slow call holds the node's one slot (ai.concurrency = 1)
-        await task.deferLater(reactor, 0.02, lambda: None)
+    # the slow call holds the node's one slot (ai.concurrency = 1)
+    await async_until(lambda: fake_ai.requests, 10, "the slow call at the provider", interval=0.02)
     code, answer, _ = await _generate(api, key)
     assert (code, answer["name"]) == (502, "ai_busy"), answer
     assert len(fake_ai.requests) == 1  # the provider was not asked

@@ -15,8 +15,8 @@ import pytest_twisted as pt
 
 from mailsvc.config import load
 from mailsvc.domain.email import MAX_ATTACHMENT_BYTES
+from tests.helpers.sending import BODY, sending_tenant
 from tests.httpfiles import file_server  # noqa: F401 (a fixture)
-from tests.test_sending import BODY, sending_tenant
 
 PDF = b"%PDF-1.4\n" + b"0123456789" * 500 + b"\n%%EOF\n"
 CSV = b"name,amount\nann,12\n"

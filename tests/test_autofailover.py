@@ -35,9 +35,10 @@ import pytest_twisted as pt
 
 from mailsvc.store.embedded import find_bindir
 from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
+from tests.helpers.daemon import free_port
+from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
+from tests.helpers.polling import until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
-from tests.test_daemon import free_port
 
 #: A formation, two nodes, a 50 s outage: about 85 s.
 pytestmark = pytest.mark.slow
@@ -96,7 +97,7 @@ class Formation:
 
     def start_monitor(self) -> None:
         self._run("monitor", "monitor", "--pgport", str(self.monitor_port))
-        self.wait(lambda: self.states() is not None, "the monitor did not start")
+        self.wait(lambda: self.states() is not None, "the monitor started")
 
     def add_node(self, name: str) -> None:
         self.ports[name] = free_port()
@@ -124,15 +125,19 @@ class Formation:
         return (self.states() or {}).get(name)
 
     def wait(self, condition, what: str, seconds: float = 120, meanwhile=None) -> float:
-        """Polls ``condition`` until it holds; the seconds it took."""
+        """Polls ``condition`` until it holds (``meanwhile`` run between looks); the seconds it took."""
         began = time.monotonic()
-        while not condition():
+
+        def holds() -> bool:
+            if condition():
+                return True
             for name, keeper in self.keepers.items():
                 assert keeper.poll() is None, f"pg_autoctl of {name} exited; see {self.root / name}.log"
-            assert time.monotonic() - began < seconds, f"{what}: {self.states()}"
             if meanwhile is not None:
                 meanwhile()
-            time.sleep(0.5)
+            return False
+
+        until(holds, seconds, lambda: f"{what}: {self.states()}", interval=0.5)
         return time.monotonic() - began
 
     def sql(self, name: str, statement: str, dbname: str = "mailsvc") -> list[tuple]:
@@ -196,13 +201,13 @@ async def test_no_accepted_mail_is_lost_when_pg_auto_failover_promotes_the_stand
         await blocking(formation.start_monitor)
         formation.add_node("node1")
         await blocking(formation.wait, lambda: formation.state_of("node1") == ("single", "single"),
-                       "node1 did not become a single primary")
+                       "node1 a single primary")
         await blocking(formation.sql, "node1", "CREATE ROLE mailsvc LOGIN", "postgres")
         await blocking(formation.sql, "node1", "ALTER DATABASE mailsvc OWNER TO mailsvc", "postgres")
         formation.add_node("node2")
         await blocking(formation.wait, lambda: formation.states() == {"node1": ("primary", "primary"),
                                                                       "node2": ("secondary", "secondary")},
-                       "node2 did not join as a secondary",
+                       "node2 joining as a secondary",
                        meanwhile=formation.hurry_checkpoint)
         standby_names = await blocking(formation.sql, "node1", "SHOW synchronous_standby_names")
         assert standby_names == [(STANDBY_NAMES,)], standby_names
@@ -231,7 +236,7 @@ async def test_no_accepted_mail_is_lost_when_pg_auto_failover_promotes_the_stand
             reported, assigned = formation.state_of("node2") or ("", "")
             return assigned in ("wait_primary", "primary") and reported == assigned
 
-        await blocking(formation.wait, writable, "pg_auto_failover did not promote node2", PROMOTION_SECONDS)
+        await blocking(formation.wait, writable, "pg_auto_failover promoting node2", PROMOTION_SECONDS)
         promoted_at = time.monotonic()
         standby_names = await blocking(formation.sql, "node2", "SHOW synchronous_standby_names")
         history.append(f"node2 promoted by the monitor {promoted_at - failed_at:.1f} s after the kill: "

@@ -30,8 +30,8 @@ import requests
 from twisted.internet import reactor
 
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: Kills and restarts daemons: tens of seconds.
 pytestmark = pytest.mark.slow
@@ -40,6 +40,7 @@ CONTACTS = 3000
 RECIPIENTS = "example.net"
 LEASE = 3
 CONVERGENCE_SECONDS = 240
+DELIVERED = "SELECT count(*) FROM deliveries WHERE status = 'delivered'"
 
 
 def _contacts(url: str, key: str) -> str:
@@ -71,7 +72,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
     root = Path(tempfile.mkdtemp(prefix="mailsvc-broadcast-crash-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await blocking(cluster._prepare)
+    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False
@@ -86,7 +87,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         daemon.start(roles)
         await daemon.ready()
         store = Store(cluster.dsn)
-        key = await blocking(_setup_tenant, daemon, store)
+        key = await blocking(setup_tenant, daemon, store)
         segment_id = await blocking(_contacts, daemon.url, key)
         broadcast_id = await blocking(_broadcast, daemon.url, key, segment_id)
 
@@ -94,31 +95,45 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
             return store.count("SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = %s"
                                " AND state = 'written'", (broadcast_id,))
 
-        def leased() -> int:
+        def leases() -> set:
+            """The leases of chunks claimed and not written yet."""
+            return {row[0] for row in store.rows(
+                "SELECT DISTINCT lease FROM broadcast_recipients WHERE broadcast_id = %s"
+                " AND state = 'pending' AND lease IS NOT NULL", (broadcast_id,))}
+
+        def pending(of: set) -> int:
             return store.count("SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = %s"
-                               " AND state = 'pending' AND lease IS NOT NULL", (broadcast_id,))
+                               " AND state = 'pending' AND lease = ANY(%s)", (broadcast_id, list(of)))
 
         started = time.monotonic()
+        converge_by = started + CONVERGENCE_SECONDS
         points = sorted(rng.sample(range(CONTACTS // 10, CONTACTS * 8 // 10), 3))
+        dead: set = set()  # the leases of killed nodes, still on their rows until taken over
         for number, point in enumerate(points):
-            while await blocking(written) < point:
-                assert daemon.alive(), f"daemon exited; see {root}/daemon-{daemon.starts}.log"
-                assert time.monotonic() - started < CONVERGENCE_SECONDS, "the fan-out stalled before a kill"
-                await sleep(0.01)
+            await daemon.until(lambda point=point: written() >= point, converge_by,
+                               "the fan-out writing up to a kill point", interval=0.01)
             await sleep(rng.uniform(0, 0.1))
-            # Mid-chunk: while the node holds a claimed chunk it has not written yet.
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and await blocking(leased) == 0:
-                await sleep(0.005)
+            # Mid-chunk: the node stopped while a chunk it claimed is not written yet (seen in
+            # the database with the node stopped, so it cannot write it before the kill).
+            while True:
+                await daemon.until(lambda dead=dead: leases() - dead, converge_by,
+                                   "a chunk claimed by the running node", interval=0.005)
+                daemon.freeze()
+                await blocking(store.quiet)  # what it had sent PostgreSQL is done
+                held = await blocking(leases) - dead
+                if held:
+                    break
+                daemon.thaw()  # written between the look and the stop: look again
             daemon.kill()
-            held = leased()
-            history.append(f"kill {number + 1} at {await blocking(written)} written, {held} leased and not written")
+            dead |= held
+            history.append(f"kill {number + 1} at {await blocking(written)} written, "
+                           f"{await blocking(pending, held)} claimed by it and not written")
+            assert await blocking(pending, held) > 0
             daemon.start(roles)
             await daemon.ready()
-        while store.count("SELECT count(*) FROM broadcasts WHERE id = %s AND status = 'sent'", (broadcast_id,)) == 0:
-            assert daemon.alive(), f"daemon exited; see {root}/daemon-{daemon.starts}.log"
-            assert time.monotonic() - started < CONVERGENCE_SECONDS, f"not sent: {written()} written; {history}"
-            await sleep(0.25)
+        await daemon.until(
+            lambda: store.count("SELECT count(*) FROM broadcasts WHERE id = %s AND status = 'sent'", (broadcast_id,)),
+            converge_by, lambda: f"the broadcast sent: {written()} written; {history}", interval=0.25)
         history.append(f"sent {time.monotonic() - started:.1f} s after the send")
         await daemon.terminate()
 
@@ -136,13 +151,15 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         daemon.env["MAILSVC_DELIVERY_LEASE_SECONDS"] = "300"
         daemon.start("api,delivery")
         await daemon.ready()
-        while store.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") < CONTACTS:
-            assert daemon.alive(), f"daemon exited; see {root}/daemon-{daemon.starts}.log"
-            assert time.monotonic() - started < CONVERGENCE_SECONDS * 2, "delivery stalled"
-            await sleep(0.25)
-        await sleep(0.5)
-        got = requests.get(f"{daemon.url}/broadcasts/{broadcast_id}", headers={"Authorization": f"Bearer {key}"},
-                           timeout=10).json()
+
+        def broadcast() -> dict:
+            return requests.get(f"{daemon.url}/broadcasts/{broadcast_id}", headers={"Authorization": f"Bearer {key}"},
+                                timeout=10).json()
+
+        got = await daemon.until(
+            lambda: (b := broadcast())["stats"].get("delivered") == CONTACTS and b, started + CONVERGENCE_SECONDS * 2,
+            lambda: f"every recipient delivered: {store.count(DELIVERED)} of {CONTACTS}",
+            interval=0.25)
         await daemon.terminate()
         assert got["status"] == "sent" and got["recipients"] == CONTACTS == len(smtp_sink.messages)
         assert got["stats"]["delivered"] == CONTACTS

@@ -20,11 +20,11 @@ import resend
 import treq
 from twisted.internet import defer
 
+from tests.helpers.broadcasts import contacts, run_fanout
+from tests.helpers.node_sdk import run_node
+from tests.helpers.signing import signing_sender, verdicts
 from tests.mta import DOMAIN
 from tests.sdk import call
-from tests.test_broadcasts import contacts, run_fanout
-from tests.test_sdk_node import run_node
-from tests.test_sign_at_delivery import signing_sender, verdicts
 
 CONTACTS = 500
 HTML = ('<html><body><p>Dear {{{contact.first_name|friend}}} {{{LAST_NAME}}} ({{{EMAIL}}}),</p>'

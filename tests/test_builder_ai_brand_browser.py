@@ -19,9 +19,10 @@ import pytest
 import requests
 
 from tests.fixture_site import ACCENT, BUTTON, PRIMARY
-from tests.test_content_ui_browser import Session, daemon, drive, shoot, sink, until  # noqa: F401 (fixtures)
-from tests.test_daemon import ROOT
-from tests.test_dashboard_browser import browser, go, set_first_password  # noqa: F401 (a fixture)
+from tests.helpers.browser import drive, go, set_first_password
+from tests.helpers.content_ui import OUTPUT, Session, daemon, shoot, sink  # noqa: F401 (fixtures)
+from tests.helpers.daemon import ROOT
+from tests.helpers.polling import until
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,7 @@ def preview_html(page) -> str:
 
 def test_generate_with_ai_undo_and_import_a_brand(daemon, browser, fakes, tmp_path):  # noqa: F811
     drive(browser, daemon, "builder-ai-brand",
-          lambda page, context: ai_and_brand(page, context, daemon, fakes, tmp_path))
+          lambda page, context: ai_and_brand(page, context, daemon, fakes, tmp_path), output=OUTPUT)
 
 
 def ai_and_brand(page, context, node, fakes, tmp_path):
@@ -236,7 +237,7 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
 
 def test_the_pages_wait_out_429s(daemon, browser, sink, fresh_dsn, tmp_path):  # noqa: F811
     drive(browser, daemon, "rate-limited",
-          lambda page, context: rate_limited(page, context, daemon, fresh_dsn, tmp_path))
+          lambda page, context: rate_limited(page, context, daemon, fresh_dsn, tmp_path), output=OUTPUT)
 
 
 def rate_limited(page, context, node, fresh_dsn, tmp_path):
@@ -259,12 +260,20 @@ def rate_limited(page, context, node, fresh_dsn, tmp_path):
 
     # One request a second (bursts of two) for the whole account: the pages meet 429s.
     operator_patch(node, tmp_path, tenant_id, api_rate_per_sec=1)
-    refused = []
+    refused, answers = [], []
     page.on("response", lambda r: r.status == 429 and refused.append(r.url))
+    page.on("response", lambda r: answers.append((r.url, r.status)))
     go(page, f"#/broadcasts/{made['id']}", "Rate test")
     page.locator("#progress-text").get_by_text("30 / 30 written (100 %)").wait_for(timeout=30_000)
     page.locator("#stats g[data-outcome=delivered][data-count='30']").wait_for(timeout=30_000)
-    page.wait_for_timeout(5000)  # the page reads the broadcast every second meanwhile
+
+    def reads() -> int:
+        """The page's answered reads of the broadcast (it reads it every second, waiting out 429s)."""
+        return sum(1 for url, status in answers if status == 200 and url.endswith(f"/broadcasts/{made['id']}"))
+
+    before = reads()
+    until(lambda: reads() >= before + 3, 30, "three more reads of the broadcast by its page",
+          pause=lambda seconds: page.wait_for_timeout(seconds * 1000))  # Playwright's events come meanwhile
     assert page.locator("#stats g[data-outcome=delivered]").get_attribute("data-count") == "30"
     assert page.locator("p.error").count() == 0, page.locator("p.error").first.text_content()
     go(page, "#/contacts", "Contacts and segments")

@@ -19,10 +19,10 @@ from mailsvc.domain import placeholders
 from mailsvc.domain.documents import document_of
 from mailsvc.domain.emailhtml import BuilderRenderer, esc
 from mailsvc.domain.themes import brand_of, theme_of
+from tests.helpers.builder import EVERY_BLOCK
+from tests.helpers.sending import sending_tenant
 from tests.mta import DOMAIN
 from tests.sdk import call
-from tests.test_builder_render import EVERY_BLOCK
-from tests.test_sending import sending_tenant
 
 DOCUMENT = {"version": 1, "preview_text": "Your receipt", "blocks": [
     {"type": "heading", "text": "Thanks, {{{NAME}}}!"},
@@ -178,7 +178,7 @@ async def test_a_templated_send_from_a_document_is_delivered_as_rendered(mta):
     text = parsed.get_body(("plain",)).get_content()
 
     # The renderer's own output for the document (the account has no saved theme) ...
-    public = mta.parts.templates._documents.icon_url("x").rsplit("/files/", 1)[0]
+    public = "https://mta.mailsvc.test"  # where the node serves its files: no http.public_url, its mail hostname
     rendered_html, rendered_text = BuilderRenderer(public).render(document_of(DOCUMENT), theme_of(None),
                                                                   brand_of(None))
     # ... with the values filled: escaped in the html, raw in the text, fallbacks where none.

@@ -18,15 +18,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from mailsvc.http.api.builder import social_icons
-from tests.test_builder_render import render_every_block
+from tests.helpers.browser import CHROMIUM
+from tests.helpers.builder import render_every_block
 
-CHROMIUM = "/usr/bin/chromium"
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
-#: Everything but loopback resolves to nothing: the page reaches no outside host.
-LOOPBACK_ONLY = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 
 
 def solid_png(width: int, height: int, rgb: tuple[int, int, int], band: tuple[int, int, int] | None = None) -> bytes:
@@ -114,21 +111,16 @@ MEASURE = """() => {
 }"""
 
 
-def test_the_every_block_email_in_headless_chromium(pictures, tmp_path):
+def test_the_every_block_email_in_headless_chromium(pictures, browser, tmp_path):
     assert Path(CHROMIUM).exists(), "Debian's chromium is missing: run scripts/setup.sh with MAILSVC_TEST_DEPS=1"
     results = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[LOOPBACK_ONLY, "--no-sandbox"])
-        try:
-            for width in (375, 600):
-                for scheme in ("light", "dark"):
-                    page = browser.new_page(viewport={"width": width, "height": 800}, color_scheme=scheme)
-                    page.goto(f"{pictures}/email.html", wait_until="load")
-                    results[width, scheme] = page.evaluate(MEASURE)
-                    page.screenshot(path=str(tmp_path / f"builder-{width}-{scheme}.png"), full_page=True)
-                    page.close()
-        finally:
-            browser.close()
+    for width in (375, 600):
+        for scheme in ("light", "dark"):
+            page = browser.new_page(viewport={"width": width, "height": 800}, color_scheme=scheme)
+            page.goto(f"{pictures}/email.html", wait_until="load")
+            results[width, scheme] = page.evaluate(MEASURE)
+            page.screenshot(path=str(tmp_path / f"builder-{width}-{scheme}.png"), full_page=True)
+            page.close()
 
     for (width, scheme), seen in results.items():
         where = f"{width} px, {scheme}"

@@ -169,6 +169,21 @@ async def test_user_link_for_a_new_and_an_existing_user(api):
     assert code == 200 and len(links) == 2 and {e["actor"] for e in links} == {"operator"}, audit
 
 
+@pt.ensureDeferred
+async def test_operators_create_makes_a_console_account_whose_link_signs_in(api):
+    code, link, err = await mailsvc("operators", "create", "Olga@Ops.example", "--name", "Olga", environ=node(api))
+    assert code == 0 and "operator console" in err, err
+    assert link.startswith(api.url + "/console/#/set-password/")
+    code, _, err = await mailsvc("operators", "create", "olga@ops.example", environ=node(api))
+    assert code == 1 and "409" in err
+    code, again, _ = await mailsvc("operators", "create", "olga@ops.example", "--link", "--json", environ=node(api))
+    assert code == 0 and json.loads(again)["name"] == "Olga"
+    token = json.loads(again)["set_password_url"].rsplit("/", 1)[1]
+    code, body, _ = await api.json("POST", "/console/auth/password",
+                                   json={"token": token, "password": "a long passphrase"})
+    assert code == 200 and body["email"] == "olga@ops.example", body
+
+
 # -- the queue, operator tokens, the audit log, the tenants list (tests/fake_operator.py) ----
 
 

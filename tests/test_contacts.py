@@ -13,6 +13,7 @@ import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
+from twisted.internet import reactor
 
 from mailsvc.app.contacts import Contacts
 from mailsvc.store.database import Database
@@ -383,10 +384,10 @@ async def test_a_batch_takes_the_same_few_statements_for_1_or_1000_rows(api):
     tenant, key = await api.tenant()
     tenant_id = uuid.UUID(tenant["id"])
     code, segment, _ = await api.json("POST", "/segments", key, json={"name": "All"})
-    db = CountingDatabase(api.parts.db._reactor, api.parts.db.dsn, 2)
+    db = CountingDatabase(reactor, api.parts.db.dsn, 2)
     await db.start()
     try:
-        contacts = Contacts(api.parts.db._reactor, db)
+        contacts = Contacts(reactor, db)
 
         async def statements(rows: list[dict]) -> int:
             db.statements = 0

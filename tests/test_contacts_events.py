@@ -10,7 +10,6 @@ import svix.webhooks
 
 from mailsvc.app import suppressions
 from mailsvc.app.contacts import Contacts
-from tests.test_webhooks_delivery import ca_file, rig  # noqa: F401 (fixtures)
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

@@ -11,9 +11,9 @@ from twisted.internet import reactor
 
 from mailsvc.app import suppressions
 from mailsvc.store import suppressions as suppression_rows
-from tests.test_returns import delivered, port, sample, submit  # noqa: F401 (port: a fixture)
-from tests.test_sending import sending_tenant
-from tests.test_unsubscribe import BROADCAST, deliveries, link_of, parse, path_of
+from tests.helpers.returns import delivered, port, sample, submit  # noqa: F401 (port: a fixture)
+from tests.helpers.sending import sending_tenant
+from tests.helpers.unsubscribe import BROADCAST, deliveries, link_of, parse, path_of
 
 
 async def _contact(api, key, key_or_email: str) -> dict:

@@ -12,152 +12,16 @@ from __future__ import annotations
 
 import email
 import email.policy
-import os
 import re
-import shutil
-import socketserver
-import threading
-import time
-from pathlib import Path
 
 import psycopg2
 import pytest
-import requests
 
-from tests.test_daemon import ROOT, free_port, twistd, wait_until_listening
-from tests.test_dashboard_browser import CHROMIUM, PASSWORD, Daemon, browser, go  # noqa: F401 (fixture)
+from tests.helpers.browser import PASSWORD, drive, go
+from tests.helpers.content_ui import OUTPUT, Session, daemon, daemon_settings, shoot, sink  # noqa: F401 (fixtures)
+from tests.helpers.polling import until
 
-OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "content"
-DOCS_IMAGES = ROOT / "docs" / "images"
 CONTACTS = 2000
-
-
-class Sink(socketserver.ThreadingTCPServer):
-    """A minimal SMTP server on loopback keeping every message (the daemon relays to it)."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        self.messages: list[tuple[list[str], bytes]] = []
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _SinkHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-
-class _SinkHandler(socketserver.StreamRequestHandler):
-    def handle(self):
-        self.wfile.write(b"220 sink ESMTP\r\n")
-        rcpts: list[str] = []
-        while True:
-            line = self.rfile.readline()
-            if not line:
-                return
-            verb = line[:4].upper()
-            if verb in (b"EHLO", b"HELO"):
-                self.wfile.write(b"250-sink\r\n250-8BITMIME\r\n250 PIPELINING\r\n")
-            elif verb == b"MAIL":
-                rcpts = []
-                self.wfile.write(b"250 ok\r\n")
-            elif verb == b"RCPT":
-                rcpts.append(re.search(rb"<([^>]*)>", line).group(1).decode())
-                self.wfile.write(b"250 ok\r\n")
-            elif verb == b"DATA":
-                self.wfile.write(b"354 go\r\n")
-                chunks = []
-                while True:
-                    data = self.rfile.readline()
-                    if data in (b".\r\n", b""):
-                        break
-                    chunks.append(data[1:] if data.startswith(b"..") else data)
-                with self.server.lock:
-                    self.server.messages.append((rcpts, b"".join(chunks)))
-                self.wfile.write(b"250 kept\r\n")
-            elif verb == b"QUIT":
-                self.wfile.write(b"221 bye\r\n")
-                return
-            else:
-                self.wfile.write(b"250 ok\r\n")
-
-
-class ContentDaemon(Daemon):
-    def __init__(self, state: Path, dsn: str, sink_port: int, **env: str):  # noqa: D107 (Daemon's fields, other settings)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.lines = []
-        self.process = twistd(
-            state, self.port, MAILSVC_DATABASE_DSN=dsn, MAILSVC_NODE_PROCESSES="1",
-            MAILSVC_DASHBOARD_FIRST_USER="owner@example.com", MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS="true",
-            MAILSVC_DNS_SERVERS=f"127.0.0.1:{free_port()}",
-            MAILSVC_DELIVERY_RELAY_HOST="127.0.0.1", MAILSVC_DELIVERY_RELAY_PORT=str(sink_port),
-            MAILSVC_DELIVERY_RELAY_TLS="none", MAILSVC_HTTP_PUBLIC_URL=f"http://127.0.0.1:{self.port}", **env,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-
-
-@pytest.fixture
-def sink():
-    server = Sink()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
-def daemon_settings() -> dict[str, str]:
-    """A module's own settings for its daemon (``MAILSVC_*``): a module overrides this fixture."""
-    return {}
-
-
-@pytest.fixture
-def daemon(tmp_path, fresh_dsn, sink, daemon_settings):
-    tmp_path.chmod(0o755)
-    running = ContentDaemon(tmp_path / "state", fresh_dsn, sink.port, **daemon_settings)
-    try:
-        wait_until_listening(running.url, running.process)
-        yield running
-    finally:
-        running.stop()
-
-
-def shoot(page, name: str, docs: str | None = None, part=None) -> None:
-    """The whole page, or only ``part`` (a locator) of it."""
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    path = OUTPUT / f"{name}.png"
-    if part is None:
-        page.screenshot(path=str(path), full_page=True)
-    else:
-        part.screenshot(path=str(path))
-    if docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
-        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, DOCS_IMAGES / docs)
-
-
-class Session:
-    """The signed-in browser's session, used from Python for set-up (cookie + CSRF token)."""
-
-    def __init__(self, base: str, context):
-        self.base = base
-        self.http = requests.Session()
-        for c in context.cookies():
-            self.http.cookies.set(c["name"], c["value"])
-        self.csrf = self.http.get(base + "/me").json()["csrf_token"]
-
-    def call(self, method: str, path: str, body=None):
-        for _ in range(5):
-            response = self.http.request(method, self.base + path, json=body, headers={"X-CSRF-Token": self.csrf})
-            if response.status_code != 429 or response.json().get("name") != "rate_limit_exceeded":
-                break
-            # The session shares the account's API rate with the pages' own requests: wait as told.
-            time.sleep(int(response.headers["Retry-After"]))
-        assert response.status_code < 300, (path, response.status_code, response.text)
-        return response.json() if response.text else None
 
 
 def press(button) -> None:
@@ -174,43 +38,13 @@ def press(button) -> None:
     button.press("Enter")
 
 
-def until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def drive(browser, node, name: str, walk) -> None:  # noqa: F811 (the browser fixture)
-    """Runs ``walk(page, context)`` in a new page; on failure a screenshot, the page's errors and the log."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    errors, console = [], []
-    page.on("dialog", lambda d: d.accept())
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: console.append(m.text))
-    try:
-        walk(page, context)
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / f"{name}-failure.png"), full_page=True)
-        print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console[-30:],
-              "\nLOG", "".join(node.lines)[-3000:])
-        raise
-    finally:
-        context.close()
-    assert not errors, errors
-
-
 @pytest.mark.slow
-def test_content_pages(daemon, browser, sink, fresh_dsn):  # noqa: F811 (the browser fixture)
-    drive(browser, daemon, "content", lambda page, context: walk(page, context, daemon, sink, fresh_dsn))
+def test_content_pages(daemon, browser, sink, fresh_dsn):  # noqa: F811 (the fixtures)
+    drive(browser, daemon, "content", lambda page, context: walk(page, context, daemon, sink, fresh_dsn),
+          output=OUTPUT)
 
 
-def walk(page, context, daemon, sink, fresh_dsn):
+def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, passed on)
     link = daemon.wait_for(r"sets a password at (\S+)").group(1)
     page.goto(link)
     page.get_by_label("New password").fill(PASSWORD)

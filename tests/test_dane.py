@@ -11,8 +11,8 @@ from twisted.internet import reactor, ssl
 
 from mailsvc.crypto import peers
 from mailsvc.dns.secure import TLSA, SecureResolver
+from tests.helpers.mta_sts import policy, serve
 from tests.outside import ThrowawayCA
-from tests.test_mta_sts import policy, serve, sts  # noqa: F401 (a fixture)
 
 DOMAIN = "dane.example.org"
 MX = f"mx.{DOMAIN}"
@@ -112,8 +112,8 @@ async def test_only_unusable_records_still_require_tls(dane):
 
 @pt.ensureDeferred
 async def test_dane_wins_over_mta_sts(sts):  # noqa: F811 (the fixture imported above)
-    from tests.test_mta_sts import DOMAIN as STS_DOMAIN
-    from tests.test_mta_sts import MX as STS_MX
+    from tests.helpers.mta_sts import DOMAIN as STS_DOMAIN
+    from tests.helpers.mta_sts import MX as STS_MX
 
     serve(sts, policy(mx="mail.elsewhere.example"))  # MTA-STS alone would defer
     options, leaf = certificate(ThrowawayCA(), STS_MX)

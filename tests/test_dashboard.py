@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from http.cookies import SimpleCookie
 from pathlib import Path
 
 import attrs
@@ -20,12 +19,13 @@ import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
+from mailsvc.mail import inspection
 from tests.domainsupport import publish
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.dashboard import PASSWORD, Session, cookie_of, first_user, link_token, signed_in
+from tests.helpers.sending import BODY, sending_tenant
 
 LISTED = "https://dash.example.com"
 OTHER = "https://evil.example"
-PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
@@ -35,49 +35,6 @@ def config(dns_server, request):
     dns_server.a("hooks.example.com", "8.8.8.8")
     environ = {"MAILSVC_DASHBOARD_ORIGINS": f"{LISTED}/", **getattr(request, "param", {})}
     return dns_server.configure(load(None, environ=environ))
-
-
-class Session:
-    """A signed-in browser, as far as HTTP goes: its cookie and CSRF token."""
-
-    def __init__(self, api, token: str, csrf: str, user: dict):
-        self.api, self.token, self.csrf, self.user = api, token, csrf, user
-
-    async def json(self, method: str, path: str, csrf: bool = True, headers=None, **kwargs):
-        headers = {"Cookie": f"mailsvc_session={self.token}", **(headers or {})}
-        if csrf:
-            headers["X-CSRF-Token"] = self.csrf
-        return await self.api.json(method, path, headers=headers, **kwargs)
-
-
-def cookie_of(response) -> tuple[str, str]:
-    """The Set-Cookie header and the session token it sets."""
-    (header,) = response.headers.getRawHeaders("set-cookie")
-    cookie = SimpleCookie()
-    cookie.load(header)
-    return header, cookie["mailsvc_session"].value
-
-
-async def first_user(api, email: str = "owner@example.com", **tenant_fields) -> tuple[dict, str, dict]:
-    """A tenant (its full-access key) and its first user, created by the operator: (tenant, key, user)."""
-    tenant, key = await api.tenant(**tenant_fields)
-    code, user, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
-                                   json={"email": email})
-    assert code == 201, user
-    return tenant, key, user
-
-
-def link_token(user: dict) -> str:
-    return user["set_password_url"].rsplit("/", 1)[1]
-
-
-async def signed_in(api, email: str = "owner@example.com", **tenant_fields) -> tuple[dict, str, Session]:
-    tenant, key, user = await first_user(api, email, **tenant_fields)
-    code, body, response = await api.json("POST", "/auth/password",
-                                          json={"token": link_token(user), "password": PASSWORD})
-    assert code == 200, body
-    _, token = cookie_of(response)
-    return tenant, key, Session(api, token, body["csrf_token"], body)
 
 
 async def login(api, email: str, password: str, **kwargs):
@@ -227,13 +184,8 @@ async def test_expired_idle_and_revoked_sessions_get_401(api):
 
 def session_routes(router) -> list[tuple[str, str]]:
     """(method, path with sample ids) of every state-changing route a session may call."""
-    found = []
-    for rule in router.app.url_map.iter_rules():
-        method, _, path = rule.endpoint.partition(" ")
-        if router._access.get(rule.endpoint) != SESSION or method.encode() in SAFE_METHODS:
-            continue
-        found.append((method, re.sub(r"<(?:path:)?\w+>", str(uuid.uuid4()), path)))
-    return sorted(found)
+    return sorted((m.method, re.sub(r"<(?:path:)?\w+>", str(uuid.uuid4()), m.path)) for m in router.mounted
+                  if m.access == SESSION and m.method.encode() not in SAFE_METHODS)
 
 
 @pt.ensureDeferred
@@ -675,6 +627,7 @@ async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
     assert checks["simulated"] is True
     assert [(d["result"], d["domain"]) for d in checks["dkim"]] == [("pass", "resend.dev")]
     assert checks["spf"]["detail"].startswith("simulated") and checks["dmarc"]["detail"].startswith("simulated")
+    assert checks["dkim"][0]["detail"] == "simulated: the signature verifies with this node's test key"
     assert checks["dmarc"]["result"] == "pass"
 
     response, html = await mta.request("GET", test["html_url"],
@@ -693,3 +646,13 @@ async def test_the_inbox_lists_and_checks_what_stopped_at_the_door(mta):
     mta.dns.remove(real["checks"]["spf"]["domain"], TXT)
     _, real, _ = await session.json("GET", f"/dashboard/inbox/{listed['data'][1]['id']}")
     assert real["checks"]["spf"]["result"] == "none" and real["checks"]["dmarc"]["result"] == "fail"
+
+
+def test_an_inbox_preview_in_dark_mode_applies_the_message_dark_rules_only():
+    html = ("<style>@media (prefers-color-scheme: dark) { body { background: #111 } }"
+            "@media screen and ( Prefers-Color-Scheme : LIGHT ) { body { background: #fff } }</style>"
+            "<p>prefers-color-scheme: dark is a query, not text to change</p>")
+    assert inspection.as_dark(html) == (
+        "<style>@media (min-width: 0px) { body { background: #111 } }"
+        "@media screen and (max-width: -1px) { body { background: #fff } }</style>"
+        "<p>prefers-color-scheme: dark is a query, not text to change</p>")

@@ -12,69 +12,25 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
-import threading
-import time
-from pathlib import Path
 
 import psycopg2
 import pytest
 import requests
 import resend
 
-from tests.test_daemon import ROOT, free_port, twistd, wait_until_listening
+from tests.helpers.browser import PASSWORD, Daemon, Seen, api_key_of, drive, go, output_dir, set_first_password
+from tests.helpers.daemon import ROOT, wait_until_listening
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "dashboard"
+OUTPUT = output_dir("dashboard")
 #: The screenshots the README shows, copied to docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1.
 DOCS_IMAGES = ROOT / "docs" / "images"
 DOCS_SHOTS = {"domain-1280", "domain-375", "overview-1280", "email-1280", "emails-375"}
-PASSWORD = "correct horse battery"
 #: Run if it ever becomes script: each sets a flag the test reads.
 XSS_SUBJECT = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 XSS_HTML = '<p>Hello</p><script>parent.__xss=3</script><img src=x onerror="parent.__xss=4">'
 XSS_ENDPOINT = 'https://127.0.0.1:9/"><img/src=x/onerror=window.__xss=5><script>window.__xss=6</script>'
-
-
-class Daemon:
-    """``twistd mailsvc`` with its output gathered on a thread (nothing blocks on a full pipe)."""
-
-    def __init__(self, state: Path, dsn: str, **env: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.lines: list[str] = []
-        self.process = twistd(
-            state, self.port, MAILSVC_DATABASE_DSN=dsn, MAILSVC_NODE_PROCESSES="1",
-            MAILSVC_DASHBOARD_FIRST_USER="owner@example.com", MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS="true",
-            # Nothing answers there: DNS lookups fail fast instead of leaving loopback.
-            MAILSVC_DNS_SERVERS=f"127.0.0.1:{free_port()}", **env,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    def wait_for(self, pattern: str, seconds: float = 30) -> re.Match:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                found = re.search(pattern, line)
-                if found:
-                    return found
-            time.sleep(0.1)
-        raise AssertionError(f"{pattern!r} not in the log: {''.join(self.lines)[-3000:]}")
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture
@@ -86,21 +42,6 @@ def daemon(tmp_path, fresh_dsn):
         yield running
     finally:
         running.stop()
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', "--no-sandbox"],
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def shoot(page, name: str) -> None:
@@ -118,11 +59,6 @@ def shoot(page, name: str) -> None:
         if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
             shutil.copy(shot, DOCS_IMAGES / f"dashboard-{shot.name}")
     page.set_viewport_size({"width": 1280, "height": 800})
-
-
-def go(page, hash_: str, heading: str) -> None:
-    page.goto(page.url.split("#")[0] + hash_)
-    page.get_by_role("heading", level=1, name=heading).wait_for()
 
 
 def records_keep_their_columns(page) -> None:
@@ -180,22 +116,12 @@ def chart_fills_its_card(page) -> None:
 def test_the_dashboard_end_to_end(daemon, browser, fresh_dsn):
     link = daemon.wait_for(r"sets a password at (\S+)").group(1)
     assert link.startswith(daemon.url + "/ui/#/set-password/")
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=daemon.url)
-    page = context.new_page()
-    dialogs, errors, console = [], [], []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: console.append(m.text))
-    try:
-        walk_through(page, context, daemon, fresh_dsn, link, dialogs, errors)
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "failure.png"), full_page=True)
-        print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console)
-        raise
-    finally:
-        context.close()
+    seen = Seen()
+    drive(browser, daemon, "dashboard",
+          lambda page, context: walk_through(page, context, daemon, fresh_dsn, link, seen.dialogs, seen.errors),
+          output=OUTPUT, viewport=(1280, 800), accept_dialogs=False,
+          permissions=("clipboard-read", "clipboard-write"), seen=seen)
+    console = seen.console
     # No inline script or style of the UI was refused: it needs none (the e-mail's own, in its
     # sandboxed preview, are refused on purpose).
     assert not [m for m in console if "Content Security Policy" in m and "/html" not in m
@@ -385,45 +311,14 @@ def contacts_csv() -> tuple[bytes, dict[int, str]]:
     return ("\r\n".join(lines) + "\r\n").encode(), bad
 
 
-def set_first_password(page, daemon) -> None:
-    """The first user's link: a password chosen, signed in on the overview."""
-    page.goto(daemon.wait_for(r"sets a password at (\S+)").group(1))
-    page.get_by_label("New password").fill(PASSWORD)
-    page.get_by_label("Repeat it").fill(PASSWORD)
-    page.get_by_role("button", name="Set password and sign in").click()
-    page.get_by_role("heading", name="Overview").wait_for()
-
-
-def api_key_of(page) -> str:
-    """A full-access key made through the dashboard's own API (CSRF token from /me)."""
-    return page.evaluate("""async () => {
-        const me = await (await fetch("/me")).json();
-        const made = await fetch("/dashboard/api-keys", {method: "POST", body: JSON.stringify({name: "checks"}),
-            headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
-        return (await made.json()).token;
-    }""")
-
-
 def segment_row(page, name: str):
     return page.locator("tr", has=page.get_by_label(f"New name for segment {name}"))
 
 
 def test_contacts_import_search_edit_and_segments(daemon, browser, fresh_dsn):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    dialogs, errors, console = [], [], []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: console.append(m.text))
-    try:
-        contacts_walk(page, daemon, fresh_dsn)
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "contacts-failure.png"), full_page=True)
-        print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console)
-        raise
-    finally:
-        context.close()
+    seen = drive(browser, daemon, "contacts", lambda page, context: contacts_walk(page, daemon, fresh_dsn),
+                 output=OUTPUT, viewport=(1280, 800), accept_dialogs=False)
+    dialogs, errors, console = seen.dialogs, seen.errors, seen.console
     # The payload in a contact's name stayed text: no dialog, no error, no script ran.
     assert dialogs == [] and errors == []
     assert not [m for m in console if "Content Security Policy" in m], console
@@ -549,56 +444,49 @@ def contacts_walk(page, daemon, fresh_dsn):
 
 
 def test_removing_a_member_offers_to_revoke_the_keys_they_made(daemon, browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        set_first_password(page, daemon)
-        invited = page.evaluate("""async () => {
-            const me = await (await fetch("/me")).json();
-            const made = await fetch("/dashboard/users", {method: "POST",
-                body: JSON.stringify({email: "mia@example.com"}),
-                headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
-            return (await made.json()).set_password_url;
-        }""")
-        # Mia, in a browser of her own, sets her password and makes a full-access key.
-        mia_context = browser.new_context()
-        mia = mia_context.new_page()
-        mia.goto(invited)
-        mia.get_by_label("New password").fill(PASSWORD)
-        mia.get_by_label("Repeat it").fill(PASSWORD)
-        mia.get_by_role("button", name="Set password and sign in").click()
-        mia.get_by_role("heading", name="Overview").wait_for()
-        token = api_key_of(mia)
-        mia_context.close()
-        assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
-                            timeout=5).status_code == 200
+    drive(browser, daemon, "remove-member", lambda page, context: remove_member(page, browser, daemon),
+          output=OUTPUT, viewport=(1280, 800), accept_dialogs=False)
 
-        # The owner sees who made it, and removing Mia asks about it.
-        go(page, "#/api-keys", "API keys")
-        row = page.locator("tr", has=page.get_by_label("New name for checks"))
-        assert row.locator("td").nth(1).text_content() == "mia@example.com"
-        go(page, "#/settings", "Settings")
-        page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
-            "button", name="Remove").click()
-        dialog = page.get_by_role("dialog", name="Remove mia@example.com?")
-        dialog.wait_for()
-        assert dialog.locator("li strong").all_text_contents() == ["checks"]
-        shoot(page, "remove-member")
-        dialog.get_by_role("button", name="Cancel").click()
-        dialog.wait_for(state="detached")
-        assert page.get_by_role("cell", name="mia@example.com").count() == 1
-        page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
-            "button", name="Remove").click()
-        page.get_by_role("dialog").get_by_role("button", name="Remove and revoke the keys").click()
-        page.get_by_role("cell", name="mia@example.com").wait_for(state="detached")
-        assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
-                            timeout=5).status_code == 403
-        assert errors == []
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "failure-remove-member.png"), full_page=True)
-        raise
-    finally:
-        context.close()
+
+def remove_member(page, browser, daemon):
+    set_first_password(page, daemon)
+    invited = page.evaluate("""async () => {
+        const me = await (await fetch("/me")).json();
+        const made = await fetch("/dashboard/users", {method: "POST",
+            body: JSON.stringify({email: "mia@example.com"}),
+            headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
+        return (await made.json()).set_password_url;
+    }""")
+    # Mia, in a browser of her own, sets her password and makes a full-access key.
+    mia_context = browser.new_context()
+    mia = mia_context.new_page()
+    mia.goto(invited)
+    mia.get_by_label("New password").fill(PASSWORD)
+    mia.get_by_label("Repeat it").fill(PASSWORD)
+    mia.get_by_role("button", name="Set password and sign in").click()
+    mia.get_by_role("heading", name="Overview").wait_for()
+    token = api_key_of(mia)
+    mia_context.close()
+    assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
+                        timeout=5).status_code == 200
+
+    # The owner sees who made it, and removing Mia asks about it.
+    go(page, "#/api-keys", "API keys")
+    row = page.locator("tr", has=page.get_by_label("New name for checks"))
+    assert row.locator("td").nth(1).text_content() == "mia@example.com"
+    go(page, "#/settings", "Settings")
+    page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
+        "button", name="Remove").click()
+    dialog = page.get_by_role("dialog", name="Remove mia@example.com?")
+    dialog.wait_for()
+    assert dialog.locator("li strong").all_text_contents() == ["checks"]
+    shoot(page, "remove-member")
+    dialog.get_by_role("button", name="Cancel").click()
+    dialog.wait_for(state="detached")
+    assert page.get_by_role("cell", name="mia@example.com").count() == 1
+    page.locator("tr", has=page.get_by_role("cell", name="mia@example.com")).get_by_role(
+        "button", name="Remove").click()
+    page.get_by_role("dialog").get_by_role("button", name="Remove and revoke the keys").click()
+    page.get_by_role("cell", name="mia@example.com").wait_for(state="detached")
+    assert requests.get(daemon.url + "/domains", headers={"Authorization": f"Bearer {token}"},
+                        timeout=5).status_code == 403

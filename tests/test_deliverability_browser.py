@@ -15,13 +15,15 @@ import psycopg2
 import pytest
 import requests
 
+from tests.helpers.browser import Daemon, api_key_of, drive, go, output_dir, set_first_password
+from tests.helpers.daemon import free_port, wait_until_listening
+from tests.helpers.dmarc import report_message, xml, zipped
+from tests.helpers.spam import SPAMMY
 from tests.spamd import spamd  # noqa: F401 (a fixture)
-from tests.test_daemon import free_port, wait_until_listening
-from tests.test_dashboard_browser import OUTPUT, Daemon, api_key_of, browser, go, set_first_password  # noqa: F401
-from tests.test_dmarc_reports import report_message, xml, zipped
-from tests.test_spam_score import SPAMMY
 
 pytestmark = pytest.mark.slow
+
+OUTPUT = output_dir("dashboard")
 
 
 @pytest.fixture
@@ -39,21 +41,8 @@ def daemon(tmp_path, fresh_dsn, spamd):  # noqa: F811 (the fixture imported abov
 
 
 def test_the_dmarc_card_and_the_spam_score(daemon, browser, fresh_dsn):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    errors, console = [], []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: console.append(m.text))
-    try:
-        walk(page, daemon, fresh_dsn)
-    except Exception:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "deliverability-failure.png"), full_page=True)
-        print("URL", page.url, "\nPAGE ERRORS", errors, "\nCONSOLE", console, "\nLOG", "".join(daemon.lines)[-3000:])
-        raise
-    finally:
-        context.close()
-    assert errors == []
+    drive(browser, daemon, "deliverability", lambda page, context: walk(page, daemon, fresh_dsn),
+          output=OUTPUT, viewport=(1280, 800), accept_dialogs=False)
 
 
 def walk(page, daemon, fresh_dsn):

@@ -17,8 +17,7 @@ import psycopg2
 import pytest
 import pytest_twisted as pt
 import svix.webhooks
-from twisted.internet import defer, reactor, task, threads
-from twisted.internet.task import deferLater
+from twisted.internet import defer, task, threads
 from twisted.names import dns
 
 from mailsvc.delivery.door import Door
@@ -26,6 +25,7 @@ from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.mail import dkim as signing
 from mailsvc.mail import simulated, verp
 from mailsvc.store.deliveries import Work
+from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
@@ -227,8 +227,8 @@ async def test_a_renewal_unanswered_by_the_deadline_gives_the_delivery_back(star
         # The renewal waits for the row, then, once the deadline has aborted the session, the give-back.
         waiting = ("SELECT count(*) FROM pg_stat_activity"
                    " WHERE wait_event_type = 'Lock' AND datname = current_database()")
-        while (await threads.deferToThread(rows, waiting))[0][0] < 2:
-            await deferLater(reactor, 0.1, lambda: None)
+        await async_until(lambda: threads.deferToThread(lambda: rows(waiting)[0][0] >= 2), 30,
+                          "the renewal and the give-back waiting for the locked row", interval=0.1)
         assert mta.sink.data_ends == 0
     finally:
         holder.rollback()
@@ -374,12 +374,14 @@ async def test_a_load_to_postfix_smtp_sink(start_mta_with):
         port = s.getsockname()[1]
     sink = subprocess.Popen(["/usr/sbin/smtp-sink", "-u", "nobody", "-d", f"{dump}/m", f"127.0.0.1:{port}", "64"])
     try:
-        for _ in range(100):
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                await deferLater(reactor, 0.05, lambda: None)
+                return False
+
+        await async_until(listening, 10, "Postfix's smtp-sink listening")
         mta = await start_mta_with(MAILSVC_DELIVERY_PORT=str(port), MAILSVC_DELIVERY_PER_DESTINATION="4")
         mta.route("example.net")
         _, key = await mta.sender()
@@ -388,13 +390,15 @@ async def test_a_load_to_postfix_smtp_sink(start_mta_with):
                 {"from": "Acme <news@acme.example.com>", "to": [f"u{batch}-{i}@example.net"],
                  "subject": f"load {batch}-{i}", "text": "." + "line\n" * 50} for i in range(100)])
             assert code == 200, sent
-        for _ in range(600):
+        async def all_delivered() -> bool:
             row = await mta.parts.db.fetchone("SELECT count(*) AS n FROM deliveries WHERE status = 'delivered'")
-            if row["n"] == 300:
-                break
-            await deferLater(reactor, 0.05, lambda: None)
-        assert row["n"] == 300, await mta.parts.db.fetchall(
-            "SELECT status, last_response, count(*) FROM deliveries GROUP BY 1, 2")
+            return row["n"] == 300
+
+        async def outcomes() -> str:
+            return "the load's 300 deliveries delivered: " + str(await mta.parts.db.fetchall(
+                "SELECT status, last_response, count(*) FROM deliveries GROUP BY 1, 2"))
+
+        await async_until(all_delivered, 30, outcomes)
         files = list(dump.iterdir())
         assert len(files) == 300
         assert all(b"DKIM-Signature:" in f.read_bytes() for f in files[:5])

@@ -11,7 +11,7 @@ from twisted.internet.task import Clock
 from mailsvc.app import suppressions
 from mailsvc.store import deliveries as store
 from mailsvc.store.deliveries import Outcome
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, sending_tenant
 
 
 async def record(api, clock, outcomes) -> int:

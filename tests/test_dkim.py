@@ -15,6 +15,7 @@ from twisted.internet import threads
 
 from mailsvc.mail import dkim
 from tests.domainsupport import domain_config, publish
+from tests.helpers.dkim import in_memory, keys, verify_all
 from tests.sdk import call
 
 MESSAGE = (
@@ -39,34 +40,6 @@ MESSAGE = (
 @pytest.fixture
 def config(dns_server):
     return domain_config(dns_server)
-
-
-def keys():
-    pairs = [dkim.generate("rsa1", dkim.RSA), dkim.generate("ed1", dkim.ED25519)]
-    signers = [dkim.Signer(p.selector, p.algorithm, dkim.load_private_key(p.private_der)) for p in pairs]
-    records = {
-        f"{p.selector}._domainkey.signed.example.com.".encode(): (
-            f"v=DKIM1; k={'rsa' if p.algorithm == dkim.RSA else 'ed25519'}; p={p.public_key}".encode()
-        )
-        for p in pairs
-    }
-    return signers, records
-
-
-def verify_all(message: bytes, dnsfunc) -> list[bool]:
-    """dkimpy's verdict on each signature (a broken body hash raises: that is a False)."""
-    checker = dkimpy.DKIM(message)
-    results = []
-    for i in range(message.count(b"DKIM-Signature:")):
-        try:
-            results.append(checker.verify(idx=i, dnsfunc=dnsfunc))
-        except dkimpy.DKIMException:
-            results.append(False)
-    return results
-
-
-def in_memory(records):
-    return lambda name, timeout=5: records.get(name if name.endswith(b".") else name + b".")
 
 
 @pt.ensureDeferred

@@ -33,9 +33,10 @@ import pytest
 import pytest_twisted as pt
 
 from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
+from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
+from tests.helpers.polling import until
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import RECIPIENTS, Daemon, Store, blocking, sleep
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = pytest.mark.slow
@@ -67,13 +68,12 @@ def primary_and_replica(root: Path) -> tuple[Cluster, Cluster]:
     with conn.cursor() as cur:
         cur.execute("ALTER SYSTEM SET synchronous_standby_names = 'replica'")
         cur.execute("SELECT pg_reload_conf()")
-        deadline = time.monotonic() + 30
-        while True:
+
+        def synchronous() -> bool:
             cur.execute("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'replica'")
-            if cur.fetchall() == [("sync",)]:
-                break
-            assert time.monotonic() < deadline, "the replica did not become synchronous"
-            time.sleep(0.1)
+            return cur.fetchall() == [("sync",)]
+
+        until(synchronous, 30, "the replica synchronous")
     conn.close()
     return primary, replica
 

@@ -7,15 +7,14 @@ lease, and a delivery node killed while the server holds a message's DATA. Repea
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
 import pytest_twisted as pt
 
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant
+from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, blocking, sleep
-from tests.test_crash import _setup_tenant as setup_tenant
 
 #: Nodes, leases that must run out, a daemon killed and started again: tens of seconds.
 pytestmark = pytest.mark.slow
@@ -80,13 +79,6 @@ def _accept(url: str, key: str, count: int) -> None:
     assert reply.status_code == 200, reply.text
 
 
-async def _until(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not await blocking(condition):
-        assert time.monotonic() < deadline, what
-        await sleep(0.1)
-
-
 @pt.ensureDeferred
 async def test_a_node_killed_mid_data_duplicates_only_the_message_in_flight(fresh_dsn, dns_server, smtp_sink,
                                                                             tmp_path):
@@ -115,14 +107,14 @@ async def test_a_node_killed_mid_data_duplicates_only_the_message_in_flight(fres
         await blocking(_accept, daemon.url, key, 30)
 
         await smtp_sink.wait_for_data_ends(10, timeout=60)
-        await _until(lambda: store.delivered() == 9, 30, "the first nine outcomes were not recorded")
+        await async_until(lambda: blocking(lambda: store.delivered() == 9), 30, "the first nine outcomes recorded")
         daemon.kill()
         assert len(smtp_sink.messages) == 10 and smtp_sink.data_ends == 10
         (in_flight,) = smtp_sink.messages[-1].rcpt_to
 
         daemon.start()  # another node (another pid); it waits for the dead node's leases to end
         await daemon.ready()
-        await _until(lambda: store.delivered() == 30, 90, "the queue did not converge after the kill")
+        await async_until(lambda: blocking(lambda: store.delivered() == 30), 90, "the queue converging after the kill")
         await daemon.terminate()
 
         received = Counter(r for m in smtp_sink.messages for r in m.rcpt_to)

@@ -30,8 +30,9 @@ from twisted.web.client import HTTPConnectionPool
 
 from mailsvc.store.database import DEADLINE_GRACE
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
+from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: Stops PostgreSQL for a minute under load.
 pytestmark = pytest.mark.slow
@@ -128,20 +129,13 @@ def _continue(pids: list[int]) -> None:
             pass
 
 
-async def _until(predicate, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        await sleep(0.1)
-
-
 @pt.ensureDeferred
 async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_then_recover(
         dns_server, smtp_sink):  # noqa: F811
     root = Path(tempfile.mkdtemp(prefix="mailsvc-fault-pg-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await blocking(cluster._prepare)
+    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False
@@ -157,12 +151,12 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
         await daemon.ready()
         pid = daemon.process.pid
         store = Store(cluster.dsn)
-        key = await blocking(_setup_tenant, daemon, store)
+        key = await blocking(setup_tenant, daemon, store)
 
         # 1. Under load, every client's sends succeed.
         load = Load(daemon.url, key)
-        await _until(lambda: load.every_client(lambda a: a.status == 200), RECOVERY_SECONDS,
-                     "the clients' first sends did not succeed")
+        await async_until(lambda: load.every_client(lambda a: a.status == 200), RECOVERY_SECONDS,
+                          "every client's first sends succeeding", interval=0.1)
 
         # 2. Every process of the cluster stopped mid-load, then continued.
         stopped = await blocking(_stop_cluster, cluster.data_dir)
@@ -173,8 +167,8 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
         stopped = []
 
         # 3. Recovered without a restart: every client's sends succeed again.
-        await _until(lambda: load.every_client(lambda a: a.started > continued_at and a.status == 200),
-                     RECOVERY_SECONDS, "sends did not succeed again after SIGCONT")
+        await async_until(lambda: load.every_client(lambda a: a.started > continued_at and a.status == 200),
+                          RECOVERY_SECONDS, "every client's sends succeeding again after SIGCONT", interval=0.1)
         answers = await load.stop()
         load = None
         assert daemon.alive() and daemon.process.pid == pid
@@ -199,8 +193,8 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
         assert [a.status for a in after] == [200] * 5, after
         ids = [a.body["id"] for a in after]
         delivered = "SELECT count(*) FROM deliveries WHERE email_id = ANY(%s::uuid[]) AND status = 'delivered'"
-        await _until(lambda: store.count(delivered, (ids,)) == len(ids), RECOVERY_SECONDS,
-                     "mail accepted after the stop was not delivered")
+        await async_until(lambda: store.count(delivered, (ids,)) == len(ids), RECOVERY_SECONDS,
+                          "the mail accepted after the stop delivered", interval=0.1)
         listening = store.count("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%%'")
         assert listening >= 1
         failed = [a for a in answers if a.status != 200]

@@ -20,7 +20,7 @@ def sent(*extra: tuple[bytes, bytes]) -> dict:
 
 
 class StubbedFetcher(SynchronousTestCase):
-    def fetcher(self, responses):
+    def fetcher(self, responses, allow_private: bool = True):
         """A fetcher whose every request is answered by ``responses`` in turn."""
         self.sequence = RequestSequence(responses, self.fail)
         self.clock = task.Clock()
@@ -32,7 +32,7 @@ class StubbedFetcher(SynchronousTestCase):
             return agent
 
         # Literal addresses need no resolver; private ones are allowed for the loopback stub.
-        addresses = PublicAddresses(self.clock, resolver=None, allow_private=True)
+        addresses = PublicAddresses(self.clock, resolver=None, allow_private=allow_private)
         return Fetcher(self.clock, addresses, agent_for=agent_for)
 
     def test_a_get_sends_our_agent_and_reads_the_body(self):
@@ -77,7 +77,6 @@ class StubbedFetcher(SynchronousTestCase):
         self.assertEqual(fetched.status, 204)
 
     def test_a_private_address_is_refused_before_anything_is_sent(self):
-        fetcher = self.fetcher([])
-        fetcher._addresses = PublicAddresses(self.clock, resolver=None)
+        fetcher = self.fetcher([], allow_private=False)
         self.failureResultOf(defer.ensureDeferred(fetcher.get("https://127.0.0.1/x", 100, 30)), TargetRefused)
         self.assertEqual(self.pinned, [])

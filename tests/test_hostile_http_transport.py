@@ -15,7 +15,7 @@ import pytest_twisted as pt
 from twisted.internet import threads
 
 from mailsvc.config import load
-from tests.test_router import Responses
+from tests.helpers.http import Responses
 
 MIB = 1024 * 1024
 

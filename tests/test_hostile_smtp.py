@@ -22,8 +22,8 @@ from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.crypto import tls
 from mailsvc.mail import dkim
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.helpers.smtp import tls_context
 from tests.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
-from tests.test_smtp_submission import pem, smtp_ports, tls_context  # noqa: F401 (fixtures)
 
 
 class Wire:

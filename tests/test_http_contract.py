@@ -244,7 +244,7 @@ async def test_every_string_of_every_write_goes_through_the_one_check(api):
     from mailsvc.domain.text import MultiLine
     from mailsvc.http import openapi
     from mailsvc.http.router import FULL, OPERATOR, SENDING, SESSION
-    from tests.test_dashboard import signed_in
+    from tests.helpers.dashboard import signed_in
 
     tenant, key, session = await signed_in(api)
     _, audience, _ = await api.json("POST", "/audiences", key, json={"name": "Readers"})

@@ -16,7 +16,7 @@ from twisted.internet import reactor, threads
 from mailsvc import compose, manhole
 from mailsvc.config import load
 from mailsvc.service import Node
-from tests.test_daemon import free_port, twistd
+from tests.helpers.daemon import free_port, twistd
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -13,8 +13,8 @@ from mailsvc.http.router import FULL, route
 from mailsvc.metrics import LagProbe
 from mailsvc.store import broadcasts as broadcast_rows
 from mailsvc.store.stats import Figures
-from tests.test_broadcasts import contacts, create, get, run_fanout
-from tests.test_sending import sending_tenant
+from tests.helpers.broadcasts import contacts, create, get, run_fanout
+from tests.helpers.sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred

@@ -21,7 +21,7 @@ from mailsvc.domain.errors import Invalid
 from mailsvc.domain.htmltext import html_to_text
 from mailsvc.mail import dkim, mime
 from mailsvc.mail.mime import build, build_with_email_package, text_from_html
-from tests.test_dkim import in_memory, keys, verify_all
+from tests.helpers.dkim import in_memory, keys, verify_all
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 BASE = {"from": "Acme <news@acme.example>", "to": "ann@example.com", "subject": "Hi", "html": "<p>Hi</p>"}

@@ -9,7 +9,7 @@ import base64
 import pytest_twisted as pt
 from twisted.internet import defer
 
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, sending_tenant
 
 
 @pt.ensureDeferred

@@ -5,19 +5,12 @@ import signal
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor
 from twisted.internet.task import Clock
 
 from mailsvc.store.database import Database, QueryTimedOut
 from mailsvc.store.notify import Notifications
-
-
-async def _until(predicate, seconds: float = 10) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if predicate():
-            return
-        await task.deferLater(reactor, 0.05, lambda: None)
-    raise AssertionError("condition not reached in time")
+from tests.helpers.polling import async_until
 
 
 @pt.ensureDeferred
@@ -31,7 +24,7 @@ async def test_callbacks_per_channel(db):
             defer.ensureDeferred(notifications.listen("alpha", lambda payload: alpha.append("again:" + payload))),
         ])
         await db.execute("SELECT pg_notify('alpha', 'one')")
-        await _until(lambda: len(alpha) == 2)
+        await async_until(lambda: len(alpha) == 2, 10, "two notifications on alpha")
         assert sorted(alpha) == ["again:one", "one"] and beta == []
 
         async def commits(txn, fail):
@@ -42,7 +35,7 @@ async def test_callbacks_per_channel(db):
         with pytest.raises(RuntimeError):
             await db.run("rolled back", commits, True)
         await db.run("committed", commits, False)
-        await _until(lambda: beta)
+        await async_until(lambda: beta, 10, "a notification on beta")
         assert beta == ["after commit"]
     finally:
         notifications.stop()
@@ -61,9 +54,9 @@ async def test_listen_is_issued_again_after_the_connection_comes_back(db):
             " WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
         )
         # Notifications sent while it was down are lost: every listener is woken on recovery.
-        await _until(lambda: woken == [""])
+        await async_until(lambda: woken == [""], 10, "every listener woken on recovery")
         await db.execute("SELECT pg_notify('events', 'after')")
-        await _until(lambda: woken == ["", "after"])
+        await async_until(lambda: woken == ["", "after"], 10, "the notification after the reconnection")
     finally:
         notifications.stop()
 
@@ -86,10 +79,11 @@ async def test_listen_is_issued_again_after_a_missed_deadline(db, fresh_dsn):
             with pytest.raises(QueryTimedOut):
                 await listening
             # Reconnected at once (the postmaster runs): both channels LISTENed again, both woken.
-            await _until(lambda: first == [""] and second == [""])
+            await async_until(lambda: first == [""] and second == [""], 10, "both listeners' wake-ups")
         finally:
             os.kill(listener["pid"], signal.SIGCONT)
         await db.execute("SELECT pg_notify('first', 'one'), pg_notify('second', 'two')")
-        await _until(lambda: first == ["", "one"] and second == ["", "two"])
+        await async_until(lambda: first == ["", "one"] and second == ["", "two"], 10,
+                          "each listener's notification")
     finally:
         notifications.stop()

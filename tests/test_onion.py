@@ -25,7 +25,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,8 @@ import requests
 from nacl.bindings import crypto_scalarmult_ed25519_base_noclamp
 
 from mailsvc.store.embedded import find_bindir
-from tests.test_daemon import free_port, twistd, wait_until_listening
+from tests.helpers.daemon import free_port, twistd, wait_until_listening
+from tests.helpers.polling import until
 
 #: Three daemon starts on the embedded store (about 20 s).
 pytestmark = pytest.mark.slow
@@ -62,11 +62,12 @@ class Tor:
             ["tor", "--defaults-torrc", "/dev/null", "-f", str(torrc)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while not self.control.exists():
+
+        def control_open() -> bool:
             assert self.process.poll() is None, (root / "tor.log").read_text()
-            assert time.monotonic() < deadline, "tor did not open its control socket"
-            time.sleep(0.05)
+            return self.control.exists()
+
+        until(control_open, 30, "tor's control socket", interval=0.05)
 
     def getinfo(self, key: str) -> tuple[str, list[str]]:
         """``GETINFO key`` on a connection of its own: the status code and the values."""
@@ -118,14 +119,13 @@ def node_pids(process: subprocess.Popen) -> list[int]:
 def admin_onion(url: str, token: str, process: subprocess.Popen, seconds: float = 20) -> list[str | None]:
     """``onion`` of ``GET /admin/v1`` over several requests (they reach both workers), once
     every one of them tells an address."""
-    deadline = time.monotonic() + seconds
-    while True:
+    def seen() -> list[str | None]:
         assert process.poll() is None, process.communicate()
-        seen = [requests.get(url + "/admin/v1", headers={"Authorization": f"Bearer {token}"},
+        return [requests.get(url + "/admin/v1", headers={"Authorization": f"Bearer {token}"},
                              timeout=10).json()["onion"] for _ in range(8)]
-        if None not in seen or time.monotonic() > deadline:
-            return seen
-        time.sleep(0.3)
+
+    return until(lambda: None not in (answers := seen()) and answers, seconds,
+                 lambda: f"every worker telling its onion address: {seen()}", interval=0.3)
 
 
 def test_the_api_is_published_as_an_onion_service_with_a_stable_address():

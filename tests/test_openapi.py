@@ -7,7 +7,7 @@ import pytest_twisted
 
 from mailsvc.http import openapi
 from mailsvc.http.router import FULL, Mounted
-from tests.test_sending import sending_tenant
+from tests.helpers.sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred
@@ -27,7 +27,8 @@ async def test_the_document_names_every_route_the_router_serves(api):
         assert method in doc["paths"][path], (method, path)
     assert doc["paths"]["/emails"]["post"]["security"] == [{"bearer": []}]
     assert doc["paths"]["/admin/v1/tenants"]["post"]["security"] == [{"admin": []}]
-    assert set(doc["components"]["securitySchemes"]) == {"bearer", "admin", "sessionCookie", "csrfToken"}
+    assert set(doc["components"]["securitySchemes"]) == {"bearer", "admin", "sessionCookie", "consoleCookie",
+                                                        "csrfToken"}
     # The dashboard: its own routes, and the /dashboard copy of every API-key route, which shares
     # the route's entry (body, replies) with the session cookie (and CSRF token) as security.
     for method, path in [("post", "/auth/login"), ("get", "/me"), ("get", "/dashboard/users"),
@@ -209,10 +210,12 @@ async def test_every_route_answers_what_the_document_says(api):
     import jsonschema_rs
     from twisted.internet import defer
 
-    from mailsvc.http.router import OPERATOR, SENDING, SESSION, SESSION_FRAME
-    from tests.test_dashboard import signed_in
+    from mailsvc.http.router import OPERATOR, OPERATOR_SESSION, SENDING, SESSION, SESSION_FRAME
+    from tests.helpers.console import console_signed_in
+    from tests.helpers.dashboard import signed_in
 
     tenant, key, session = await signed_in(api)
+    console = await console_signed_in(api)
 
     async def created(path, body):
         code, reply, _ = await api.json("POST", path, key, json=body)
@@ -253,6 +256,8 @@ async def test_every_route_answers_what_the_document_says(api):
         headers = {}
         if mounted.access in (SESSION, SESSION_FRAME):
             headers = {"Cookie": f"mailsvc_session={session.token}", "X-CSRF-Token": session.csrf}
+        if mounted.access == OPERATOR_SESSION:
+            headers = {"Cookie": f"mailsvc_operator={console.token}", "X-CSRF-Token": console.csrf}
         credential = {FULL: key, SENDING: key, OPERATOR: api.operator_token}.get(mounted.access)
         body = {} if mounted.method in ("POST", "PATCH", "PUT") else None
         response, raw = await api.request(mounted.method, path, credential, headers=headers, json=body,
@@ -276,11 +281,12 @@ async def test_every_route_answers_what_the_document_says(api):
                 return f"{where}: answered {response.code}, the document lists no success"
         return None
 
+    sign_outs = ("/auth/logout", "/console/auth/logout")
     phases = [
         [m for m in api.parts.router.mounted if m.method == "GET"],
-        [m for m in api.parts.router.mounted if m.method in ("POST", "PATCH", "PUT") and m.path != "/auth/logout"],
+        [m for m in api.parts.router.mounted if m.method in ("POST", "PATCH", "PUT") and m.path not in sign_outs],
         [m for m in api.parts.router.mounted if m.method == "DELETE"],
-        [m for m in api.parts.router.mounted if m.path == "/auth/logout"],
+        [m for m in api.parts.router.mounted if m.path in sign_outs],
     ]
     assert sum(map(len, phases)) == len(api.parts.router.mounted)
     gate = defer.DeferredSemaphore(8)

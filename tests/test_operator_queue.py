@@ -11,9 +11,9 @@ from mailsvc.app.audit import CONFIGURED_TOKEN_NAME, AuditLog
 from mailsvc.app.queue import SUMMARY_MAX_AGE, Queue
 from mailsvc.domain.queue import QueueFilter
 from mailsvc.store import webhooks
+from tests.helpers.dashboard import signed_in
+from tests.helpers.sending import sending_tenant
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_dashboard import signed_in
-from tests.test_sending import sending_tenant
 
 OTHER = "other.example.com"
 
@@ -65,6 +65,8 @@ async def test_the_summary_the_list_and_retry_now(mta):
     assert [(d["destination"], d["count"]) for d in summary["by_destination"]] == [
         ("b.example", 3), ("a.example", 1), ("c.example", 1)]
     b = summary["by_destination"][0]
+    # The MX each destination resolves to, as delivery resolves it.
+    assert [d["mx"] for d in summary["by_destination"]] == ["mx.b.example", "mx.a.example", "mx.c.example"]
     assert b["states"]["deferred"] == 3 and b["hold"] is None and b["next_attempt_at"].endswith("Z")
     assert b["top_responses"][0]["code"] == 451 and b["top_responses"][0]["count"] == 3
     assert "greylisted" in b["top_responses"][0]["text"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.test_daemon import free_port, wait_until_listening
+from tests.helpers.daemon import free_port, wait_until_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,6 @@ import psycopg2
 import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, threads
-from twisted.internet.task import deferLater
 from twisted.internet.threads import blockingCallFromThread
 
 from mailsvc import ids
@@ -25,7 +24,8 @@ from mailsvc.app import suppressions
 from mailsvc.config import load
 from mailsvc.store import deliveries, partitions, webhooks
 from mailsvc.store.deliveries import Outcome
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.polling import async_until
+from tests.helpers.sending import BODY, sending_tenant
 
 TABLES = ("emails", "events", "deliveries", "attachments", "webhook_deliveries")
 MAIL = {**BODY, "to": ["ann@example.com", "bob@example.com"],
@@ -227,12 +227,12 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
     loop.wake()
     fifth = f"emails_{month(4).strftime('%Y_%m')}"
     assert not (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]
-    for _ in range(300):
-        if (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]:
-            break
-        await deferLater(reactor, 0.1)
+
+    async def made() -> bool:
+        return (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]
+
+    await async_until(made, 30, f"{fifth} made by the maintenance loop", interval=0.1)
     await loop.stop()
-    assert (await db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS made", (fifth,)))["made"]
     await db.execute("UPDATE storage_settings SET premake_months = 3")
 
     # A second run, as an operator types it, changes nothing.

@@ -29,9 +29,10 @@ import pytest
 import pytest_twisted as pt
 import requests
 
+from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.polling import until
 from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_crash import DOMAIN, RECIPIENTS, Daemon, Store, _setup_tenant, blocking, sleep
 
 #: A cluster, a base backup, a restore and three nodes: about 10 s, longer on a loaded machine.
 pytestmark = pytest.mark.slow
@@ -62,11 +63,12 @@ def send(url: str, key: str, first: int) -> list[str]:
 def switch_and_archive(store: Store) -> None:
     """Closes the current WAL segment and waits until the archiver has copied it."""
     segment = store.rows("SELECT pg_walfile_name(pg_switch_wal())")[0][0]
-    deadline = time.monotonic() + 60
-    while store.rows("SELECT last_archived_wal FROM pg_stat_archiver")[0][0] < segment:
-        assert time.monotonic() < deadline, f"{segment} was not archived"
+
+    def archived() -> bool:
         assert store.count("SELECT failed_count FROM pg_stat_archiver") == 0, "archive_command failed"
-        time.sleep(0.1)
+        return store.rows("SELECT last_archived_wal FROM pg_stat_archiver")[0][0] >= segment
+
+    until(archived, 60, f"{segment} archived")
 
 
 def restore(backup: Path, archive: Path, restored: Cluster, target: str) -> None:
@@ -84,14 +86,13 @@ def restore(backup: Path, archive: Path, restored: Cluster, target: str) -> None
 
 def promoted(restored: Cluster) -> str:
     """Waits until the restored server is out of recovery; its log."""
-    deadline = time.monotonic() + 60
-    while True:
+    def log_once_promoted() -> str | None:
         log = restored.log.read_text()
-        if RECOVERY_LOG[2].search(log):  # not "... accept read-only connections": promoted
-            return log
         assert "FATAL" not in log, log
-        assert time.monotonic() < deadline, f"the restore was not promoted:\n{log}"
-        time.sleep(0.2)
+        return log if RECOVERY_LOG[2].search(log) else None  # not "... accept read-only connections": promoted
+
+    return until(log_once_promoted, 60, lambda: f"the restore promoted; its log:\n{restored.log.read_text()}",
+                 interval=0.2)
 
 
 @pt.ensureDeferred
@@ -119,7 +120,7 @@ async def test_a_point_in_time_restore_brings_back_what_was_committed_before_t(d
         def node(name: str, cluster: Cluster, key: str = master_key) -> Daemon:
             (root / name).mkdir()
             (root / name / "state").mkdir()
-            (root / name / "state" / "operator-token").write_text(token)  # where _setup_tenant reads it
+            (root / name / "state" / "operator-token").write_text(token)  # where setup_tenant reads it
             daemon = Daemon(root / name, cluster.dsn(), dns_server.address, smtp_sink.port)
             daemon.env.update(MAILSVC_NODE_PROCESSES="1", MAILSVC_SECURITY_MASTER_KEY=key,
                               MAILSVC_OPERATOR_TOKEN=token)
@@ -130,7 +131,7 @@ async def test_a_point_in_time_restore_brings_back_what_was_committed_before_t(d
         running.start()
         await running.ready()
         store = Store(source.dsn())
-        key = await blocking(_setup_tenant, running, store)
+        key = await blocking(setup_tenant, running, store)
         auth = {"Authorization": f"Bearer {key}"}
         hook = await blocking(requests.post, running.url + "/webhooks", headers=auth, timeout=10,
                               json={"endpoint": "https://hooks.example.com/drill", "events": ["email.bounced"]})

@@ -5,7 +5,6 @@ import itertools
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from twisted.python.failure import Failure
 
 from mailsvc import processes
 from mailsvc.config import ConfigError, load
-from tests.test_daemon import free_port, state, twistd, wait_until_listening  # noqa: F401 (state: a fixture)
+from tests.helpers.daemon import free_port, twistd, wait_until_listening
+from tests.helpers.polling import until
 
 # ---------------------------------------------------------------------------------------------
 # The supervisor, on a Clock
@@ -227,13 +227,6 @@ def serving_pid(server_port: int, client_port: int, pids: set[int]) -> int | Non
     return None
 
 
-def wait_for(condition, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
-
-
 def healthz_count(url: str, token: str) -> float:
     text = requests.get(url + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
     for line in text.splitlines():
@@ -250,7 +243,7 @@ def test_two_workers_serve_one_port_count_on_one_metrics_and_stop_with_the_paren
     try:
         wait_until_listening(url, daemon)
         token = (state / "operator-token").read_text().strip()
-        wait_for(lambda: len(workers_of(daemon)) == 2)
+        until(lambda: len(workers_of(daemon)) == 2, 60, "two workers")
         pids = workers_of(daemon)
         before = healthz_count(url, token)
 
@@ -271,7 +264,8 @@ def test_two_workers_serve_one_port_count_on_one_metrics_and_stop_with_the_paren
         # A worker killed is started again; the node goes on serving meanwhile.
         killed = sorted(pids)[1]
         os.kill(killed, signal.SIGKILL)
-        wait_for(lambda: len(workers_of(daemon)) == 2 and killed not in workers_of(daemon))
+        until(lambda: len(workers_of(daemon)) == 2 and killed not in workers_of(daemon), 60,
+              "a new worker in place of the killed one")
         assert requests.get(url + "/healthz", timeout=10).json() == {"status": "ok"}
         pids = workers_of(daemon)
     finally:
@@ -289,12 +283,12 @@ def test_workers_exit_when_their_parent_is_killed(state, pg_dsn):  # noqa: F811
     daemon = twistd(state, port, MAILSVC_NODE_PROCESSES="2", MAILSVC_DATABASE_DSN=pg_dsn)
     try:
         wait_until_listening(f"http://127.0.0.1:{port}", daemon)
-        wait_for(lambda: len(workers_of(daemon)) == 2)
+        until(lambda: len(workers_of(daemon)) == 2, 60, "two workers")
         pids = workers_of(daemon)
     finally:
         daemon.kill()
     try:
-        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids))
+        until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60, "every process of the node gone")
     finally:
         for pid in pids:  # left serving by a failure: not beyond this test
             if Path(f"/proc/{pid}").exists():
@@ -311,7 +305,7 @@ def test_ctrl_c_stops_the_node_once(state, pg_dsn):  # noqa: F811
                     new_session=True, default_sigint=True)
     try:
         wait_until_listening(f"http://127.0.0.1:{port}", daemon)
-        wait_for(lambda: len(workers_of(daemon)) == 2)
+        until(lambda: len(workers_of(daemon)) == 2, 60, "two workers")
         pids = workers_of(daemon)
         os.killpg(daemon.pid, signal.SIGINT)
         out, err = daemon.communicate(timeout=90)

@@ -4,7 +4,6 @@ with its event and suppression. Then the rules of which deliveries a DSN can be 
 reports: tests/test_hostile_returns.py)."""
 
 import smtplib
-from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
@@ -13,47 +12,12 @@ from twisted.internet import reactor, threads
 from mailsvc.delivery import returns
 from mailsvc.mail import reports
 from mailsvc.smtp import inbound
-from tests.test_hostile_returns import arf, dsn
-
-SAMPLES = Path(__file__).parent / "samples"
-RETURN_HOST = "bounces.acme.example.com"
-
-
-@pt.async_yield_fixture
-async def port(mta):
-    """The return-path listener of ``mta``, on loopback."""
-    factory = inbound.InboundFactory(reactor, "mta.mailsvc.test", mta.parts.return_path.accepts,
-                                     mta.parts.return_path.deliver)
-    listening = await inbound.listen(reactor, "tcp:0:interface=127.0.0.1", factory)
-    yield listening
-    await listening.stopListening()
-
-
-async def submit(port, sender: str, recipients: list[str], message: bytes):
-    def run():
-        with smtplib.SMTP("127.0.0.1", port.getHost().port, timeout=10) as client:
-            return client.sendmail(sender, recipients, message)
-
-    return await threads.deferToThread(run)
-
-
-async def delivered(mta, key, to: list[str]):
-    mta.route("example.net")
-    email_id = await mta.send(key, to)
-    await mta.sink.wait_for(1)
-    await mta.settled()
-    return email_id, mta.sink.messages[-1].mail_from
-
-
-def sample(name: str, **replacements: str) -> bytes:
-    text = (SAMPLES / name).read_text()
-    for old, new in replacements.items():
-        text = text.replace(old, new)
-    return text.encode()
+from tests.helpers.reports import arf, dsn
+from tests.helpers.returns import RETURN_HOST, delivered, port, sample, submit  # noqa: F401 (port: a fixture)
 
 
 @pt.ensureDeferred
-async def test_a_dsn_bounces_the_recipient_it_names(mta, port):
+async def test_a_dsn_bounces_the_recipient_it_names(mta, port):  # noqa: F811 (the fixture)
     _, key = await mta.sender()
     email_id, return_path = await delivered(mta, key, ["ann@example.net", "nobody@example.net"])
     assert return_path.endswith("@" + RETURN_HOST)
@@ -74,7 +38,7 @@ async def test_a_dsn_bounces_the_recipient_it_names(mta, port):
 
 
 @pt.ensureDeferred
-async def test_a_feedback_report_to_fbl_is_a_complaint(mta, port):
+async def test_a_feedback_report_to_fbl_is_a_complaint(mta, port):  # noqa: F811 (the fixture)
     _, key = await mta.sender()
     email_id, return_path = await delivered(mta, key, ["reader@example.net"])
     (row,) = await mta.deliveries(email_id)
@@ -118,7 +82,7 @@ async def test_reports_about_mail_sent_through_the_smarthost_say_relay(start_mta
 
 
 @pt.ensureDeferred
-async def test_the_return_path_is_no_open_relay(mta, port):
+async def test_the_return_path_is_no_open_relay(mta, port):  # noqa: F811 (the fixture)
     _, key = await mta.sender()
     _, return_path = await delivered(mta, key, ["ann@example.net"])
     forged = return_path.replace("b-", "b-a", 1)[:len(return_path)]

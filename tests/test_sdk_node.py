@@ -11,22 +11,16 @@ import base64
 import email
 import email.policy
 import json
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import reactor
-from twisted.internet.utils import getProcessOutputAndValue
 
-from tests.test_sending import BODY, sending_tenant
+from tests.helpers.node_sdk import NODE_DIR, run_node
+from tests.helpers.sending import BODY, sending_tenant
 
 #: Runs the Node SDK in node processes.
 pytestmark = pytest.mark.slow
 
-NODE_DIR = Path(__file__).parent / "node"
-SCRIPT = NODE_DIR / "sdk.mjs"
 PINNED = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]["resend"]
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
@@ -55,19 +49,6 @@ def seen(api):
     api.parts.site.started = record
     yield received
     del api.parts.site.started
-
-
-async def run_node(api, key: str, steps: list[dict]) -> list[dict]:
-    """Runs tests/node/sdk.mjs with ``steps``; the SDK's {data, error} for each."""
-    node = shutil.which("node")
-    assert node, "node is not installed: scripts/test installs it (MAILSVC_TEST_DEPS=1)"
-    assert (NODE_DIR / "node_modules" / "resend").is_dir(), "run scripts/test once: it installs tests/node"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-           "RESEND_API_KEY": key, "RESEND_BASE_URL": api.url}
-    out, err, code = await getProcessOutputAndValue(
-        node, [str(SCRIPT), json.dumps(steps)], env=env, path=str(NODE_DIR), reactor=reactor)
-    assert code == 0, err.decode(errors="replace")
-    return json.loads(out)
 
 
 def node_body(**extra) -> dict:

@@ -12,34 +12,24 @@ import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
-from twisted.internet import defer, reactor
-from twisted.internet.task import deferLater
+from twisted.internet import defer, reactor, threads
 
 from mailsvc.app import submit as accept
-from mailsvc.app.emails import Emails
+from mailsvc.app.emails import Emails, Schedules
 from mailsvc.config import load
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import dkim
+from mailsvc.store import suppressions
 from mailsvc.store.groupcommit import GroupCommit
+from tests.helpers.polling import async_until
+from tests.helpers.sending import BODY, sending_tenant
 from tests.sdk import call
 
 
-async def sending_tenant(api, domain="acme.example.com", **tenant_fields):
-    """A tenant with a verified sending domain (verification itself is tested with the domains)."""
-    tenant, key = await api.tenant(**tenant_fields)
-    code, created, _ = await api.json("POST", "/domains", key, json={"name": domain})
-    assert code in (200, 201), created
-    await api.parts.db.execute("UPDATE domains SET status = 'verified' WHERE id = %s", (created["id"],))
-    return tenant, key, created["id"]
-
-
-def another_node(api, clock) -> Emails:
-    """The email use case of another node on the same database, on ``clock``."""
-    emails = api.parts.emails
-    return Emails(clock, api.parts.db, b"k" * 32, emails._suppressed_for, emails._schedules)
-
-
-BODY = {"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"], "subject": "Hello", "html": "<p>Hi Ann</p>"}
+def another_node(api, clock, config) -> Emails:
+    """The email use case of another node on the same database, on ``clock``, wired as compose wires it."""
+    schedules = Schedules(threads.deferToThread, config.api.date_languages)
+    return Emails(clock, api.parts.db, b"k" * 32, suppressions.suppressed_for, schedules)
 
 
 @pt.ensureDeferred
@@ -213,13 +203,6 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
         body = {**BODY, "from": sender, "to": f"r{n}@example.com"}
         return defer.ensureDeferred(api.json("POST", "/emails", key, json=body))
 
-    async def until(condition) -> None:
-        for _ in range(250):
-            if await condition():
-                return
-            await deferLater(reactor, 0.02)
-        raise AssertionError("the sends did not get there")
-
     async def blocked() -> bool:
         rows = await api.parts.db.fetchall("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
         return rows[0]["n"] == accept.CONCURRENT_WRITES
@@ -227,14 +210,14 @@ async def sends_behind_a_held_usage_row(api, key, tenant_id: str, count: int,
     holding = defer.ensureDeferred(api.parts.db.run("hold usage rows", hold))
     await locked
     sends = [send(key, n) for n in range(accept.CONCURRENT_WRITES)]
-    await until(blocked)
+    await async_until(blocked, 5, "the sends waiting on the held usage row", interval=0.02)
     later = [(key, BODY["from"])] * (count - len(sends)) + list(others)
     sends += [send(k, n, sender) for n, (k, sender) in enumerate(later, start=len(sends))]
 
     async def queued() -> bool:
         return api.parts.submitter.waiting == len(sends) - accept.CONCURRENT_WRITES
 
-    await until(queued)
+    await async_until(queued, 5, "the later sends queued behind the writes", interval=0.02)
     release.callback(None)
     await holding
     return [(code, body) for code, body, _ in await defer.gatherResults(sends)]
@@ -338,15 +321,15 @@ async def test_schedule_reschedule_cancel(api):
 
 
 @pt.ensureDeferred
-async def test_scheduled_mail_is_released_once_by_two_nodes(api):
+async def test_scheduled_mail_is_released_once_by_two_nodes(api, config):
     from twisted.internet import task
 
 
     _, key, _ = await sending_tenant(api)
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "scheduled_at": "in 1 min"})
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    nodes = [another_node(api, clock) for _ in range(2)]
+    clock.advance(reactor.seconds() + 120)
+    nodes = [another_node(api, clock, config) for _ in range(2)]
     released = await defer.gatherResults([defer.ensureDeferred(n.release_due()) for n in nodes])
     assert sorted(released) == [0, 1]
     _, got, _ = await api.json("GET", f"/emails/{sent['id']}", key)
@@ -358,7 +341,7 @@ async def test_scheduled_mail_is_released_once_by_two_nodes(api):
 
 
 @pt.ensureDeferred
-async def test_one_release_takes_every_due_email_of_several_accounts(api):
+async def test_one_release_takes_every_due_email_of_several_accounts(api, config):
     from twisted.internet import task
 
 
@@ -374,8 +357,8 @@ async def test_one_release_takes_every_due_email_of_several_accounts(api):
     await api.json("POST", "/suppressions", key, json={"email": "gone@example.com"})  # the first account's only
 
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await another_node(api, clock).release_due() == 3
+    clock.advance(reactor.seconds() + 120)
+    assert await another_node(api, clock, config).release_due() == 3
     last_events = {}
     for sent, k in ((mixed, key), (gone, key), (captured, capture_key)):
         _, got, _ = await api.json("GET", f"/emails/{sent['id']}", k)
@@ -514,7 +497,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
     from twisted.internet import threads
 
     from tests.domainsupport import publish
-    from tests.test_dkim import verify_all
+    from tests.helpers.dkim import verify_all
 
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "signed.example.com"})
@@ -538,7 +521,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
 
 
 @pt.ensureDeferred
-async def test_suppression_applies_to_batches_and_scheduled_release(api):
+async def test_suppression_applies_to_batches_and_scheduled_release(api, config):
     from twisted.internet import task
 
 
@@ -554,8 +537,8 @@ async def test_suppression_applies_to_batches_and_scheduled_release(api):
                                                                    "scheduled_at": "in 1 min"})
     await api.json("POST", "/suppressions", key, json={"email": "later@example.com"})
     clock = task.Clock()
-    clock.advance(api.parts.emails._clock.seconds() + 120)
-    assert await another_node(api, clock).release_due() == 1
+    clock.advance(reactor.seconds() + 120)
+    assert await another_node(api, clock, config).release_due() == 1
     _, got, _ = await api.json("GET", f"/emails/{scheduled['id']}", key)
     assert got["last_event"] == "suppressed"
     reasons = await api.parts.db.fetchall(

@@ -13,47 +13,18 @@ import re
 import smtplib
 import uuid
 
-import dns.resolver
 import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor, threads
 
 from mailsvc import compose
-from mailsvc.crypto import tls
+from mailsvc.app.domains import SigningKeys
+from mailsvc.crypto import credentials, tls
 from mailsvc.mail import dkim
-from tests.domainsupport import publish
+from tests.helpers.signing import signatures, signing_sender, verdicts
+from tests.helpers.smtp import message, submit, tls_context
 from tests.mta import DOMAIN
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
-from tests.test_dkim import verify_all
-from tests.test_smtp_submission import message, submit, tls_context
-
-
-async def signing_sender(mta, **fields) -> tuple[dict, str, str]:
-    """A tenant sending from DOMAIN whose DKIM records the loopback DNS server serves."""
-    tenant, key = await mta.sender(**fields)
-    _, listed, _ = await mta.json("GET", "/domains", key)
-    domain_id = listed["data"][0]["id"]
-    _, detail, _ = await mta.json("GET", f"/domains/{domain_id}", key)
-    publish(mta.dns, detail)
-    return tenant, key, domain_id
-
-
-async def verdicts(mta, raw: bytes) -> list[bool]:
-    """dkimpy's verdict on each signature, its keys looked up on the loopback DNS server."""
-
-    def lookup(name, timeout=5):
-        resolver = dns.resolver.Resolver(configure=False)
-        resolver.nameservers, resolver.port = ["127.0.0.1"], mta.dns.port
-        answer = resolver.resolve(name.decode().rstrip("."), "TXT", lifetime=timeout)
-        return b"".join(b"".join(rr.strings) for rr in answer)
-
-    # dkimpy is synchronous and the DNS server runs on this reactor: verify in a thread.
-    return await threads.deferToThread(verify_all, raw, lookup)
-
-
-def signatures(raw: bytes) -> list[str]:
-    parsed = email.message_from_bytes(raw, policy=email.policy.default)
-    return [re.sub(r"\s+", "", str(s)) for s in parsed.get_all("DKIM-Signature") or []]
 
 
 def selectors(raw: bytes) -> set[str]:
@@ -73,7 +44,7 @@ async def release(mta, email_id: str) -> None:
 
 async def rotate(mta, domain_id: str) -> set[str]:
     """The domain's keys replaced by new ones (new selectors, published), sealed as the node seals."""
-    keys = mta.parts.delivery._keys
+    keys = SigningKeys(credentials.vault(mta.master, (), "dkim-keys"))  # as every node of this master opens them
     await mta.parts.db.execute("DELETE FROM dkim_keys WHERE domain_id = %s", (domain_id,))
     new = set()
     for algorithm, k in ((dkim.RSA, "rsa"), (dkim.ED25519, "ed25519")):

@@ -58,11 +58,12 @@ class Recorder:
         self.delivered.append((mail_from, recipients, message))
 
 
-def connect(tls_options=None, asynchronous=True, **kwargs):
+def connect(tls_options=None, asynchronous=True, accepts=None, **kwargs):
+    """A listener's connection; ``accepts`` (the recipient check) is the recorder's unless given."""
     recorder = Recorder(asynchronous)
     clock = task.Clock()
     kwargs.setdefault("idle_timeout", 30)
-    factory = InboundFactory(clock, "mx.acme.example", recorder.accepts, recorder.deliver,
+    factory = InboundFactory(clock, "mx.acme.example", accepts or recorder.accepts, recorder.deliver,
                              tls_options=tls_options, **kwargs)
     proto, transport = connected(factory)
     return proto, transport, recorder, clock
@@ -132,12 +133,10 @@ def test_a_failing_deliver_is_451_and_the_session_goes_on():
 
 
 def test_a_failing_accepts_is_451():
-    proto, transport, recorder, _ = connect(asynchronous=False)
-
     def broken(address):
         raise RuntimeError("database down")
 
-    proto._factory.accepts = broken
+    proto, transport, recorder, _ = connect(asynchronous=False, accepts=broken)
     send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\n")
     assert send(proto, transport, b"RCPT TO:<" + VERP.encode() + b">\r\n") == [
         b"451 4.3.0 Local error in processing; try again later"]
@@ -362,8 +361,7 @@ def test_a_verp_address_made_by_verp_module_is_an_ordinary_recipient():
 
     key, delivery = b"k" * 32, uuid.uuid4()
     address = verp.envelope_sender(key, delivery, "bounces.acme.example")
-    proto, transport, recorder, _ = connect(asynchronous=False)
-    proto._factory.accepts = lambda a: verp.delivery_of(key, a) == delivery
+    proto, transport, recorder, _ = connect(asynchronous=False, accepts=lambda a: verp.delivery_of(key, a) == delivery)
     send(proto, transport, b"EHLO c\r\nMAIL FROM:<>\r\n")
     assert send(proto, transport, f"RCPT TO:<{address.upper()}>\r\n".encode()) == [b"250 2.1.5 Recipient OK"]
     local = address.split("@")[0]

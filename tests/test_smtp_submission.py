@@ -4,73 +4,17 @@ import base64
 import email
 import email.policy
 import smtplib
-import ssl
-from email.message import EmailMessage
 
-import pytest
 import pytest_twisted as pt
-from twisted.internet import defer, reactor, task, threads
+from twisted.internet import reactor, threads
 from twisted.internet.address import IPv4Address
 
-from mailsvc import compose
 from mailsvc.app.throttle import SmtpAuthFailures, Throttle
-from mailsvc.crypto import tls
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.helpers.polling import async_until
+from tests.helpers.sending import sending_tenant
+from tests.helpers.smtp import message, submit, tls_context
 from tests.smtpwire import TLSStringTransport
-from tests.test_sending import sending_tenant
-
-
-@pytest.fixture
-def pem():
-    return tls.self_signed("mx.test")
-
-
-@pytest.fixture
-def smtp_ports(api, pem):
-    options = tls.server_options(*pem)
-    ports = []
-    for description in ("tcp:0:interface=127.0.0.1", "ssl:0:interface=127.0.0.1"):
-        ports.append(pt.blockon(defer.ensureDeferred(
-            compose.listen_submission(reactor, description, api.parts.submission, options))))
-    yield {"starttls": ports[0].getHost().port, "implicit": ports[1].getHost().port}
-    for port in ports:
-        pt.blockon(port.stopListening())
-
-
-def tls_context(pem):
-    context = ssl.create_default_context(cadata=pem[0].decode())
-    context.check_hostname = False
-    return context
-
-
-def message(**headers) -> EmailMessage:
-    m = EmailMessage()
-    m["From"] = headers.pop("From", "Acme <news@acme.example.com>")
-    m["To"] = headers.pop("To", "ann@example.com")
-    m["Subject"] = headers.pop("Subject", "Over SMTP")
-    for name, value in headers.items():
-        m[name.replace("_", "-")] = value
-    m.set_content("plain body\n.leading dot line\n")
-    m.add_alternative("<p>html body</p>", subtype="html")
-    return m
-
-
-def submit(port, pem, key, msg, implicit=False, user="mailsvc", recipients=None):
-    if implicit:
-        client = smtplib.SMTP_SSL("127.0.0.1", port, context=tls_context(pem), timeout=10)
-    else:
-        client = smtplib.SMTP("127.0.0.1", port, timeout=10)
-        client.ehlo()
-        assert "auth" not in client.esmtp_features  # never offered before TLS
-        client.starttls(context=tls_context(pem))
-    try:
-        client.ehlo()
-        assert "auth" in client.esmtp_features and "pipelining" in client.esmtp_features
-        client.login(user, key)
-        client.send_message(msg, to_addrs=recipients)
-        return client.noop()
-    finally:
-        client.quit()
 
 
 @pt.ensureDeferred
@@ -163,12 +107,12 @@ async def test_the_accounts_rate_limit_applies(api, smtp_ports, pem):
 
 async def answered(transports, seconds: float = 20) -> list[bytes]:
     """The last reply line of each connection, once every one has answered its AUTH."""
-    for _ in range(int(seconds * 100)):
+    def every_one() -> list[bytes] | None:
         lines = [t.value().split(b"\r\n")[-2] for t in transports]
-        if all(line[:3] in (b"235", b"421", b"535") for line in lines):
-            return lines
-        await task.deferLater(reactor, 0.01, lambda: None)
-    raise AssertionError([t.value() for t in transports])
+        return lines if all(line[:3] in (b"235", b"421", b"535") for line in lines) else None
+
+    return await async_until(every_one, seconds, lambda: f"every AUTH answered: {[t.value() for t in transports]}",
+                             interval=0.01)
 
 
 @pt.ensureDeferred

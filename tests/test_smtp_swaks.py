@@ -17,8 +17,7 @@ import pytest_twisted as pt
 from twisted.internet import reactor
 from twisted.internet.utils import getProcessOutputAndValue
 
-from tests.test_sending import sending_tenant
-from tests.test_smtp_submission import pem, smtp_ports  # noqa: F401 (fixtures)
+from tests.helpers.sending import sending_tenant
 
 #: Runs swaks (Perl) processes.
 pytestmark = pytest.mark.slow

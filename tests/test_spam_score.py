@@ -3,7 +3,6 @@ tests off, tests/spamd.py) scores a clean message low and a spammy fixture (it c
 SpamAssassin's own test string, among ordinary spam phrases) high, through POST /emails/check and
 the template preview; the broadcasts' hook refuses a send over the operator's threshold."""
 
-from pathlib import Path
 
 import jsonschema_rs
 import pytest
@@ -15,9 +14,9 @@ from mailsvc.app.spam import SpamChecks
 from mailsvc.domain.errors import NotAllowed, SpamCheckUnavailable
 from mailsvc.http.openapi import OPERATIONS
 from mailsvc.mail.spam import SpamAssassin, SpamCheckFailed, SpamScore, parse_report
+from tests.helpers.spam import SPAMMY
 from tests.spamd import spamd  # noqa: F401 (a fixture)
 
-SPAMMY = (Path(__file__).parent / "samples" / "spam" / "spammy.txt").read_text()
 CLEAN = {
     "from": "Acme <news@acme.example.com>", "to": ["ann@example.net"], "subject": "Your invoice for March",
     "text": "Hello Ann,\n\nyour invoice for March is attached to your account page.\n\nThanks,\nthe Acme team\n",
@@ -85,7 +84,7 @@ async def test_the_template_preview_scores_with_the_templates_own_from(scored, s
 
 
 async def _broadcast(scored, key: str, text: str, subject: str = "News for {{{FIRST_NAME|you}}}") -> dict:
-    from tests.test_broadcasts import contacts, create
+    from tests.helpers.broadcasts import contacts, create
 
     segment = await contacts(scored, key, 2)
     return await create(scored, key, segment, subject=subject, text=text, html=None)
@@ -107,8 +106,8 @@ async def test_the_broadcast_preview_carries_the_score(scored):
 
 @pt.ensureDeferred
 async def test_a_spammy_broadcast_is_refused_at_send_over_the_threshold(scored):
-    from tests.test_broadcasts import get
-    from tests.test_sending import sending_tenant
+    from tests.helpers.broadcasts import get
+    from tests.helpers.sending import sending_tenant
 
     _, key, _ = await sending_tenant(scored, "acme.example.com")
     spammy = await _broadcast(scored, key, SPAMMY, "FREE $$$ NOW")
@@ -117,7 +116,7 @@ async def test_a_spammy_broadcast_is_refused_at_send_over_the_threshold(scored):
     assert "spam score" in refused["message"] and "threshold 5" in refused["message"]
     assert (await get(scored, key, spammy["id"]))["status"] == "draft"
     # A create that sends is refused the same way; nothing is stored.
-    from tests.test_broadcasts import contacts
+    from tests.helpers.broadcasts import contacts
 
     segment = await contacts(scored, key, 1, domain="example.org")
     code, refused, _ = await scored.json("POST", "/broadcasts", key, json={
@@ -137,7 +136,7 @@ async def test_a_spammy_broadcast_is_refused_at_send_over_the_threshold(scored):
 
 @pt.ensureDeferred
 async def test_the_plain_send_path_never_scores(scored):
-    from tests.test_sending import sending_tenant
+    from tests.helpers.sending import sending_tenant
 
     _, key, _ = await sending_tenant(scored, "acme.example.com")
 

@@ -2,17 +2,19 @@
 
 import os
 import signal
+from contextlib import closing
 
 import psycopg2
 import pytest
 import pytest_twisted as pt
 from psycopg2.extensions import parse_dsn
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor, threads
 from twisted.internet.task import Clock
 
 from mailsvc.deferreds import when_done
 from mailsvc.store.database import DEADLINE_GRACE, Database, DatabaseUnavailable, QueryTimedOut, connection_dsn
 from mailsvc.store.migrate import SCHEMA_VERSION, migrate, migration_files
+from tests.helpers.polling import async_until
 
 
 def test_migration_files_are_numbered_without_gaps():
@@ -95,10 +97,7 @@ async def test_notify_is_sent_after_commit(db, fresh_dsn):
         txn.notify("wake", "hello")
 
     await db.run("notify", body)
-    for _ in range(50):
-        if got:
-            break
-        await task.deferLater(reactor, 0.01, lambda: None)
+    await async_until(lambda: got, 5, "the notification after the commit", interval=0.01)
     listener.close()
     assert got == [("wake", "hello")]
 
@@ -129,12 +128,19 @@ async def test_serialization_failures_are_retried(db):
 
 @pt.ensureDeferred
 async def test_pool_recovers_after_its_connections_are_killed(db):
-    await db.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    killed = [row["pid"] for row in await db.fetchall(
+        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    )
+    )]
+    assert killed
+
+    def gone() -> bool:
+        with closing(psycopg2.connect(db.dsn)) as conn, conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (killed,))
+            return cur.fetchone()[0] == 0
+
+    await async_until(lambda: threads.deferToThread(gone), 10, "the killed backends gone")
     # The killed backends are noticed and reconnected; queries that meet a dead connection retry.
-    await task.deferLater(reactor, 0.5, lambda: None)
     results = await defer.gatherResults(
         [defer.ensureDeferred(db.fetchone("SELECT 1 AS one")) for _ in range(16)]
     )
@@ -184,13 +190,14 @@ async def _one_transaction(db):
 
 async def _once_back(ask, db):
     """``ask(db)`` once the pool has a connection again (until then, statements fail at once)."""
-    for _ in range(100):
+    async def answer() -> list | None:
         try:
-            return await ask(db)
+            return [await ask(db)]
         except DatabaseUnavailable as e:
             assert "database not answering" in str(e)
-            await task.deferLater(reactor, 0.05, lambda: None)
-    raise AssertionError("the pool did not come back")
+            return None
+
+    return (await async_until(answer, 5, "the pool answering again"))[0]
 
 
 async def _backend(db) -> int:
@@ -242,10 +249,8 @@ async def test_after_a_missed_deadline_the_idle_connections_are_replaced_too(fre
         os.kill(stopped, signal.SIGSTOP)
         try:
             asked = [defer.ensureDeferred(db.fetchone("SELECT pg_backend_pid() AS pid")) for _ in range(2)]
-            for _ in range(200):
-                if any(d.called for d in asked):
-                    break
-                await task.deferLater(reactor, 0.01, lambda: None)
+            await async_until(lambda: any(d.called for d in asked), 2, "an answer from the other backend",
+                              interval=0.01)
             assert [d.called for d in asked].count(True) == 1  # the other backend answered
             (hanging,) = [d for d in asked if not d.called]
 

@@ -7,17 +7,17 @@ import uuid
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import threads
+from twisted.internet import reactor, threads
 
 from mailsvc import timefmt
-from mailsvc.app.idempotency import IdempotencyKey
+from mailsvc.app.idempotency import IdempotencyKey, IdempotencyKeys
 from mailsvc.app.submit import Item, ServiceSender
 from mailsvc.domain.email import Mailbox, submission_from_json
 from mailsvc.domain.errors import IdempotencyClaimLost
 from mailsvc.store import accept, accounts
 from mailsvc.store.accept import AcceptRows, AttachmentRow, Completion, DeliveryRow, EmailRow, EventRow
-from tests.test_sending import BODY, sending_tenant
-from tests.test_smtp_submission import message, pem, smtp_ports, submit  # noqa: F401 (fixtures)
+from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.smtp import message, submit
 
 
 @pt.ensureDeferred
@@ -80,7 +80,7 @@ async def test_a_service_sender_needs_no_key(api):
 async def test_the_final_write_needs_the_claim_to_hold(api):
     tenant, _, _ = await sending_tenant(api)
     tenant_id = uuid.UUID(tenant["id"])
-    keys = api.parts.submitter._keys
+    keys = IdempotencyKeys(reactor, api.parts.db)  # another node's: the claims are in the database
     claim = await keys.claim(tenant_id, IdempotencyKey("k", b"h" * 32))
     # Another request took the key over (as it may once the lease ran out).
     await api.parts.db.execute("UPDATE idempotency_keys SET locked_until = locked_until + interval '1 second'")
@@ -88,7 +88,7 @@ async def test_the_final_write_needs_the_claim_to_hold(api):
     rows.completions.append(Completion(tenant_id, claim.key, claim.token, 200, b"{}"))
     rows.events.append(EventRow(tenant_id, "email.sent", {"email_id": "x"}))
     with pytest.raises(IdempotencyClaimLost):
-        await accept.write(api.parts.db, api.parts.submitter._clock, rows, timefmt.from_seconds(0))
+        await accept.write(api.parts.db, reactor, rows, timefmt.from_seconds(0))
     assert await api.parts.db.fetchone("SELECT count(*) AS n FROM events") == {"n": 0}
     with pytest.raises(IdempotencyClaimLost):
         await keys.complete(api.parts.db, claim, 200, b"{}")

@@ -11,9 +11,9 @@ import email.policy
 import pytest_twisted as pt
 import resend
 
+from tests.helpers.signing import signatures, signing_sender, verdicts
 from tests.mta import DOMAIN
 from tests.sdk import call
-from tests.test_sign_at_delivery import signatures, signing_sender, verdicts
 
 
 @pt.ensureDeferred

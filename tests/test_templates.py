@@ -13,9 +13,9 @@ import pytest_twisted as pt
 import resend
 import resend.exceptions
 
+from tests.helpers.dashboard import signed_in
+from tests.helpers.sending import sending_tenant
 from tests.sdk import call
-from tests.test_dashboard import signed_in
-from tests.test_sending import sending_tenant
 
 FROM = "Acme <news@acme.example.com>"
 TEMPLATE = {
@@ -349,7 +349,7 @@ async def test_templated_sends_go_through_the_one_accept_path(api):
 @pt.ensureDeferred
 async def test_a_templated_broadcast_stream_send_gets_each_recipients_link(api):
     """The unsubscribe placeholder no variable names is left for the broadcast stream to fill."""
-    from tests.test_unsubscribe import deliveries, link_of, parse
+    from tests.helpers.unsubscribe import deliveries, link_of, parse
 
     _, key, _ = await sending_tenant(api)
     await call(api, key, resend.Templates.create, {

@@ -6,8 +6,6 @@ under every DKIM signature made at delivery is proven at the sink (tests/test_si
 """
 
 import base64
-import email
-import email.policy
 import json
 import uuid
 
@@ -19,34 +17,8 @@ from mailsvc.app.unsubscribe import Link, Unsubscribes
 from mailsvc.config import load
 from mailsvc.crypto.links import signed_link
 from mailsvc.domain.errors import LinkRefused
-from tests.test_sending import BODY, sending_tenant
-
-BROADCAST = {
-    **BODY, "stream": "broadcast", "to": ["ann@example.com", "bob@example.com"],
-    "html": '<p>News</p><a href="{{{SVC_UNSUBSCRIBE_URL}}}">Unsubscribe</a>',
-    "text": "News\nUnsubscribe: {{{RESEND_UNSUBSCRIBE_URL}}}\n",
-}
-
-
-def parse(raw) -> email.message.EmailMessage:
-    return email.message_from_bytes(bytes(raw), policy=email.policy.default)
-
-
-def link_of(message) -> str:
-    (value,) = message.get_all("List-Unsubscribe")
-    assert value.startswith("<") and value.endswith(">")
-    return value[1:-1]
-
-
-def path_of(api, url: str) -> str:
-    assert url.startswith(api.url + "/public/unsubscribe/"), url
-    return url[len(api.url):]
-
-
-async def deliveries(api, email_id) -> dict[str, bytes | None]:
-    rows = await api.parts.db.fetchall(
-        "SELECT recipient, message FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))
-    return {r["recipient"]: (bytes(r["message"]) if r["message"] is not None else None) for r in rows}
+from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.unsubscribe import BROADCAST, deliveries, link_of, parse, path_of
 
 
 @pt.ensureDeferred

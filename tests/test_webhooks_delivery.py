@@ -19,131 +19,16 @@ import standardwebhooks
 import svix.webhooks
 from twisted.internet import defer, reactor, task
 
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
-from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.config import load
-from mailsvc.crypto.keyvault import KeyVault
-from mailsvc.dns.resolver import build_resolver
 from mailsvc.domain.webhooks import NATIVE_NAMING, RETRY_DELAYS, new_webhook, webhook_change
-from mailsvc.outside.addresses import PublicAddresses
-from mailsvc.outside.fetch import Fetcher
 from mailsvc.store import events
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
-from mailsvc.webhooks.dispatcher import DRAIN_SECONDS, HOST_WAIT_SECONDS, LEASE_SECONDS, Dispatcher, HostLimits
+from mailsvc.webhooks.dispatcher import HOST_WAIT_SECONDS, LEASE_SECONDS, HostLimits
+from tests.helpers.webhooks import webhook_tenant
 from tests.outside import Reply
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-
-
-class CountingFetcher(Fetcher):
-    """The real client, counting the requests it made (to tell two nodes' work apart)."""
-
-    posts = 0
-
-    async def post(self, *args, **kwargs):
-        self.posts += 1
-        return await super().post(*args, **kwargs)
-
-
-@attrs.define
-class Node:
-    clock: task.Clock
-    db: Database
-    registry: WebhookRegistry
-    dispatcher: Dispatcher
-    fetcher: CountingFetcher
-
-    async def run(self) -> None:
-        """One step, and everything it started finished and written."""
-        await self.dispatcher.step()
-        await self.dispatcher.settled()
-
-    async def stop(self) -> None:
-        stopping = defer.ensureDeferred(self.dispatcher.stop())
-        self.clock.advance(DRAIN_SECONDS)
-        await stopping
-        await self.fetcher.close()
-
-
-@attrs.define
-class Rig:
-    """One tenant, an HTTPS receiver, and dispatcher nodes on one database and one Clock."""
-
-    clock: task.Clock
-    db: Database
-    dns_server: object
-    https_receiver: object
-    ca_file: str
-    tenant_id: object
-    nodes: list[Node] = attrs.Factory(list)
-
-    @property
-    def received(self):
-        return self.https_receiver.receiver.received
-
-    @property
-    def receiver(self):
-        return self.https_receiver.receiver
-
-    def url(self, path: str = "/hook") -> str:
-        return f"https://hooks.example.com:{self.https_receiver.number}{path}"
-
-    def node(self, db: Database | None = None, allow_private: bool = True, **options) -> Node:
-        addresses = PublicAddresses(
-            self.clock, build_resolver(reactor, (self.dns_server.address,)), allow_private
-        )
-        fetcher = CountingFetcher(reactor, addresses, self.ca_file)
-        registry = WebhookRegistry(self.clock, db or self.db, addresses, KeyVault(b"v" * 32))
-        node = Node(self.clock, db or self.db, registry, Dispatcher(
-            self.clock, db or self.db, fetcher, registry, **options
-        ), fetcher)
-        self.nodes.append(node)
-        return node
-
-    async def webhook(self, node: Node, events_=("domain.updated",), path="/hook", naming="main"):
-        body = {"endpoint": self.url(path), "events": list(events_)}
-        row, secret = await node.registry.create(self.tenant_id, new_webhook(body, naming))
-        return row, secret
-
-    async def event(self, type="domain.updated", data=None, tenant_id=None):
-        data = data if data is not None else {"domain_id": "d1", "domain": "example.com",
-                                              "status": "verified", "previous": "pending"}
-
-        async def write(txn):
-            return await events.record(txn, self.clock, tenant_id or self.tenant_id, type, data)
-
-        return await self.db.run("test event", write)
-
-    async def delivery(self, webhook_id, event_id) -> dict | None:
-        return await self.db.fetchone(
-            "SELECT * FROM webhook_deliveries WHERE webhook_id = %s AND event_id = %s", (webhook_id, event_id)
-        )
-
-
-async def _tenant(clock, db, name="t"):
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
-        {"name": name}
-    )
-    return tenant.id
-
-
-@pytest.fixture
-def ca_file(ca, tmp_path):
-    return ca.write(tmp_path / "ca.pem")
-
-
-@pt.async_yield_fixture
-async def rig(db, dns_server, https_receiver, ca_file):
-    dns_server.a("hooks.example.com", "127.0.0.1")
-    clock = task.Clock()
-    clock.advance(time.time())  # signatures are checked against the wall clock by verifiers
-    setup = Rig(clock, db, dns_server, https_receiver, ca_file, await _tenant(clock, db))
-    yield setup
-    https_receiver.receiver.release()
-    for node in setup.nodes:
-        await node.stop()
 
 
 def _families(request) -> tuple[dict, dict]:
@@ -365,7 +250,7 @@ async def test_only_the_tenants_subscribed_events_from_after_the_webhook_was_mad
     rig.clock.advance(1)
     row, _ = await rig.webhook(node, ("email.bounced",))
     await rig.event()  # domain.updated: not subscribed
-    other_tenant = await _tenant(rig.clock, rig.db, "other")
+    other_tenant = await webhook_tenant(rig.clock, rig.db, "other")
     await rig.event("email.bounced", {"email_id": "e9"}, tenant_id=other_tenant)
     mine = await rig.event("email.bounced", {"email_id": "e1"})
     await node.run()
@@ -558,7 +443,7 @@ async def test_webhooks_of_all_tenants_share_their_target_hosts_concurrency(rig)
     """Two tenants' webhooks, one by name and one by address literal, reach one address: they
     share its 3 requests at a time; the others wait (not fail) and go out as slots free."""
     node = rig.node(host_concurrency=3)
-    other_tenant = await _tenant(rig.clock, rig.db, "other")
+    other_tenant = await webhook_tenant(rig.clock, rig.db, "other")
     await rig.webhook(node, path="/a")
     body = {"endpoint": f"https://127.0.0.1:{rig.https_receiver.number}/b", "events": ["domain.updated"]}
     await node.registry.create(other_tenant, new_webhook(body))
@@ -666,19 +551,22 @@ async def test_the_assembled_dispatcher_is_woken_by_notify(api, dns_server, http
         "endpoint": f"https://hooks.example.com:{https_receiver.number}/hook", "events": ["domain.updated"],
     })
     assert code == 201
+    tenant_id = (await api.parts.db.fetchone("SELECT tenant_id FROM webhooks"))["tenant_id"]
+
+    async def write(status: str):
+        async def body(txn):
+            return await events.record(txn, reactor, tenant_id, "domain.updated", {"status": status})
+
+        return await api.parts.db.run("event", body)
+
+    await write("pending")  # waiting for the dispatcher's start
     await part.start()
     try:
-        await task.deferLater(reactor, 0.3, lambda: None)  # the first step is over
-        tenant_id = (await api.parts.db.fetchone("SELECT tenant_id FROM webhooks"))["tenant_id"]
-
-        async def write(txn):
-            return await events.record(txn, reactor, tenant_id, "domain.updated", {"status": "verified"})
-
-        event_id = await api.parts.db.run("event", write)
-        started = time.time()
+        # The step at the start delivers what waited; after it only a NOTIFY, or the 10 s timer, wakes it.
         await https_receiver.receiver.wait_for(1, timeout=5)
-        assert time.time() - started < 3
-        request = https_receiver.receiver.received[0]
+        event_id = await write("verified")
+        await https_receiver.receiver.wait_for(2, timeout=5)  # within the 10 s: woken by the NOTIFY
+        request = https_receiver.receiver.received[1]
         assert request.headers["webhook-id"] == "evt_" + event_id.hex
         assert _verify(created["signing_secret"], request)["data"] == {"status": "verified"}
     finally:

@@ -1,16 +1,14 @@
 """
-AI generation (``POST /template-builder/ai/generate``) and the AI pick of brand import, over any
-OpenAI-compatible chat-completions API (``ai.*``), reached through the one outbound client
-(``outside.fetch``: resolved once, pinned, TLS verified, bounded; the provider is the operator's
-choice, so a private address is allowed for it).
+AI generation (``POST /template-builder/ai/generate``) and the AI pick of brand import, over an
+OpenAI-compatible chat-completions API (``ai.*``) reached through ``outside.fetch`` (a private
+address allowed: the provider is the operator's choice). Only token counts are logged.
+Checks in order, then provider failures (docs/decisions.md, "AI generation and brand import"):
 
-Checks, in order: the top plan (403 plan_required), a provider (403 ai_disabled), the body,
-the account's minute rate (429 ai_rate_limited), the month's quota (429 ai_quota_exceeded: a
-unit is *held* in PostgreSQL for the call and charged only when a document is returned), the
-node's cap on provider calls (502 ai_busy). The provider answering 429/503 → ai_busy; other
-failures → ai_unavailable; the deadline (``ai.timeout`` for both round trips) → ai_timeout; a
-refusal → 422 ai_refused; output still invalid after one repair round trip → ai_invalid_output.
-Only token counts are logged, never the prompt or the output.
+- top plan 403 plan_required; a provider 403 ai_disabled; the body; minute rate 429 ai_rate_limited;
+  month's quota 429 ai_quota_exceeded (a unit held for the call, charged only on a document);
+  the node's cap on provider calls 502 ai_busy;
+- provider 429/503 ai_busy, other failures ai_unavailable, ``ai.timeout`` ai_timeout, a refusal
+  422 ai_refused, still invalid after one repair round trip ai_invalid_output.
 """
 
 from __future__ import annotations

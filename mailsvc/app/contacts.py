@@ -1,16 +1,12 @@
 """
-Contacts (issue 16): the account's people, unique by address (the suppression list's normal
-form), with typed properties and segment membership, kept in step with the suppression list.
-
-Every write is one transaction that also records its ``contact.*`` event (outbox) and, for
-``unsubscribed``, writes the suppression list: ``true`` adds an ``unsubscribe`` record;
-``false`` in a PATCH removes an ``unsubscribe`` or ``manual`` record (a ``hard_bounce`` or
-``complaint`` one is refused: only ``DELETE /suppressions`` lifts those). A create never
-removes a record. ``unsubscribed`` itself is read from the list (``store/contacts``).
-
-Creates, batch rows and PATCHes share one path (``_save``) whose statements do not grow with
-the number of rows: a batch of 1,000 costs what one row costs. Rows with the same address in
-one batch apply one after the other, so the last one wins field by field.
+Contacts: the account's people, unique by address (the suppression list's normal form), with
+typed properties and segment membership, kept in step with the suppression list. Every write
+is one transaction that records its ``contact.*`` event and, for ``unsubscribed``, writes the
+list: ``true`` adds an ``unsubscribe`` record, ``false`` in a PATCH removes an ``unsubscribe``
+or ``manual`` one (``hard_bounce`` and ``complaint`` are refused), a create never removes one.
+Creates, batch rows and PATCHes share ``_save``, whose statements do not grow with the rows;
+rows of one batch with the same address apply in order (docs/decisions.md, "Contacts, segments
+and audiences").
 """
 
 from __future__ import annotations

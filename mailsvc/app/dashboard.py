@@ -1,18 +1,11 @@
 """
 The dashboard's people: users, sign-in, sessions and set-password links (docs/decisions.md,
-"Dashboard").
-
-- Passwords are hashed with argon2id (argon2-cffi's defaults), in the thread pool.
-- A session is a random token in a cookie; only its SHA-256 is stored. It ends when idle for
-  ``idle_seconds``, ``lifetime_seconds`` after sign-in, at sign-out, and when the user's
-  password is set again (all of that user's sessions).
-- The CSRF token of a session is an HMAC of its token: bound to it, stored nowhere.
-- A set-password link is signed (the user, the password version it sets, its expiry): setting
-  the password bumps the version, so a link works once, and older links die with it.
-- Failed sign-ins are throttled per address and per client network, whether the address has a
-  user or not, and the refusal never says which was wrong. A sign-in is counted as failed
-  before its password is checked (``mailsvc.app.throttle``): sign-ins at once cannot pass the
-  limits together; a right password takes its count back.
+"Dashboard"). Passwords are hashed with argon2id in the thread pool. A session is a random
+cookie token, stored as its SHA-256, ending when idle (``idle_seconds``), at
+``lifetime_seconds``, at sign-out, or when the user's password is set again; its CSRF token
+is an HMAC of it. A set-password link is signed with the password version it sets, so it works
+once. Failed sign-ins are throttled per address and per client network, counted before the
+password is checked (``mailsvc.app.throttle``), and a refusal never says what was wrong.
 """
 
 from __future__ import annotations

@@ -45,11 +45,11 @@ class Inbox:
             raise NotFound("Inbox message")
         return row
 
-    async def html(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None) -> str:
+    async def html(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None, dark: bool = False) -> str:
         html = inspection.parts(bytes((await self._row(tenant_id, inbox_id))["message"]))["html"]
         if html is None:
             raise NotFound("Inbox message's HTML")
-        return html
+        return inspection.as_dark(html) if dark else html
 
     async def message(self, tenant_id: uuid.UUID, inbox_id: uuid.UUID | None) -> dict:
         row = await self._row(tenant_id, inbox_id)
@@ -82,6 +82,9 @@ class Inbox:
                 if spf_records is not None else _temporary(envelope_domain)
             dmarc_records = await self._txt(f"_dmarc.{author}", list) or []
         dkim_results = inspection.verify_dkim(message, keys)
+        if row["simulated"]:
+            for result in dkim_results:
+                result["detail"] = "simulated: " + result["detail"].replace("the published key", "this node's test key")
         dmarc = inspection.judge_dmarc(author, dmarc_records, dkim_results, spf)
         if row["simulated"]:
             dmarc["detail"] = "simulated: " + dmarc["detail"]

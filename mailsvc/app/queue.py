@@ -6,6 +6,10 @@ operator token's name, the filter and how many deliveries it touched.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from twisted.internet import defer
+
 from mailsvc import timefmt
 from mailsvc.app.audit import AuditLog
 from mailsvc.domain.delivery import RETRY_WINDOW
@@ -28,6 +32,8 @@ def last_response(text: str | None) -> dict | None:
 #: rows take about a second): reads in between get it as it was at its ``generated_at``. This
 #: node's actions make the next read compute it anew.
 SUMMARY_MAX_AGE = 10
+#: Seconds the summary waits for the destinations' MX lookups (cached by delivery's routes).
+MX_WAIT = 2
 
 
 class _Group:
@@ -51,7 +57,10 @@ class _Group:
 
 
 class Queue:
-    def __init__(self, clock, db: Database, log: AuditLog):
+    def __init__(self, clock, db: Database, log: AuditLog,
+                 mx_of: Callable[[str], Awaitable[str | None]] | None = None):
+        #: The MX host a destination resolves to, as delivery resolves it (its cached routes).
+        self._mx_of = mx_of
         self._clock = clock
         self._db = db
         self._log = log
@@ -95,18 +104,32 @@ class Queue:
         def ranked(groups: dict[str, _Group]) -> list[tuple[str, _Group]]:
             return sorted(groups.items(), key=lambda kg: (-kg[1].count, kg[0]))[:queue.GROUPS_SHOWN]
 
+        shown = ranked(destinations)
+        mx = await self._mx_hosts([d for d, _ in shown])
         return {
             "object": "queue_summary", "generated_at": timefmt.iso(now),
             "by_state": [{"state": s, "count": by_state[s].count,
                           "oldest_age_seconds": self._age(by_state[s].oldest, now)} for s in STATES],
-            "by_destination": [{"destination": d, "mx": None, **fields(("destination", d), g)}
-                               for d, g in ranked(destinations)],
+            "by_destination": [{"destination": d, "mx": mx.get(d), **fields(("destination", d), g)}
+                               for d, g in shown],
             "by_tenant": [{"tenant_id": t, "tenant_name": read["tenant_names"].get(t), **fields(("tenant", t), g)}
                           for t, g in ranked(tenants)],
             "holds": [{"id": str(h["id"]), "kind": h["kind"], "value": h["value"], "reason": h["reason"],
                        "created_at": timefmt.iso(h["created_at"]), "created_by": h["created_by"]}
                       for h in read["holds"]],
         }
+
+    async def _mx_hosts(self, destinations: list[str]) -> dict[str, str | None]:
+        """Each destination's MX, looked up together; none at all past MX_WAIT (DNS is slow: counts first)."""
+        if self._mx_of is None or not destinations:
+            return {}
+        looked_up = defer.DeferredList([defer.ensureDeferred(self._mx_of(d)) for d in destinations],
+                                       consumeErrors=True)
+        try:
+            results = await looked_up.addTimeout(MX_WAIT, self._clock)
+        except defer.TimeoutError:
+            return {}
+        return {d: value if ok else None for d, (ok, value) in zip(destinations, results, strict=True)}
 
     @staticmethod
     def _age(oldest, now) -> int | None:

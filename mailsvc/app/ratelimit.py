@@ -1,20 +1,11 @@
 """
-The API request rate of an account, shared by all its keys and by every node on the database.
+The API request rate of an account, shared by all its keys and by every node on the database:
+a GCRA in one unlogged row per tenant, where one statement decides and records.
 
-A generic cell rate algorithm (GCRA) kept in one unlogged row per tenant: a statement decides
-and records, so nodes need no coordination beyond PostgreSQL.
-
-A tenant whose rate is high (at least ``2 / LEASE_SECONDS`` per second) would make that row a
-hot spot, updated by every request on every node. For such a tenant a node *leases* tokens:
-one statement takes a batch of them from the row (the row's GCRA counts them at once) and the
-node spends them locally for at most ``LEASE_SECONDS``; what is left then is dropped. So that
-the spending, which may come up to ``LEASE_SECONDS`` after the row counted it, never makes a
-burst larger than the documented one (rate × burst factor in any instant, rate × (burst
-factor + t) in any t seconds, all nodes together), every take of such a tenant is checked
-against a window ``LEASE_SECONDS`` shorter. A batch is taken only while the row would stay at
-most half full after it, and is sized from what the node spent of its previous batch (it
-doubles while batches run out early, up to ``rate × LEASE_SECONDS``); otherwise, and always
-for slower tenants (the default 10/s), one statement per request takes one token, as before.
+A tenant at ``2 / LEASE_SECONDS`` per second or more would make that row a hot spot, so a node
+leases a batch of tokens from it and spends them locally for at most ``LEASE_SECONDS``, each
+take checked against a window ``LEASE_SECONDS`` shorter so all nodes together stay within the
+documented burst; slower tenants take one token per request (docs/decisions.md, "Rate limit").
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """
-The account's do-not-send list, as every part that sends mail or learns about a recipient
-uses it. Nothing here is cached: each call reads or writes PostgreSQL, so an address removed
-on one node is deliverable on every node at once, and one added is refused at once.
-
-The sending paths read the list through ``mailsvc.store.suppressions.suppressed_for``, inside
-their own statements; this module is what the API, the unsubscribe links and the MTA (hard
-bounces and complaints) write to it.
-
-Contacts follow the list (issue 16): a contact's ``unsubscribed`` is whether its address is on
-it, so every add and removal here that changes that for a contact of the account also marks
-the contact changed and records its ``contact.updated``, in the same transaction. The
-contacts' own writes (``app/contacts``) change the list through the store and record theirs.
-
-Addresses are bare (``local@domain``, no display name) and may be in any case or spelling of
-the domain; they are compared in their normal form (``normal_form``).
+The account's do-not-send list as the API, the unsubscribe links and the MTA (hard bounces,
+complaints) write it; the sending paths read it through ``store.suppressions.suppressed_for``.
+Nothing is cached, so a change on one node holds on every node at once. Contacts follow the
+list: a change that flips a contact's ``unsubscribed`` also marks the contact changed and
+records its ``contact.updated``, in the same transaction. Addresses are bare
+(``local@domain``) and compared in their normal form (``normal_form``).
 """
 
 from __future__ import annotations

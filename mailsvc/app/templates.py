@@ -1,15 +1,11 @@
 """
-Templates (issue 15): a draft that ``PATCH`` edits and at most one published, immutable
-version that sends use (``published``, called by the one accept path ``app/submit``).
-``publish`` copies the draft into a new version and points ``current_version_id`` at it;
-``duplicate`` makes a new draft. A template is named by its id or its alias, within its
-account only: another account's id or alias is not found.
-
-A template may be made from a builder document (top plan only). Its HTML and text then come
-from a ``DocumentRenderer`` (the template builder's, ``mailsvc.domain.emailhtml``, wired in
-``compose.py``) with the account's saved theme and brand, unless the same write gives its own
-html or text; such drafts are marked ``builder_rendered`` and re-rendered when the account's
-theme changes (``mailsvc.app.builder``).
+Templates: a draft that ``PATCH`` edits and at most one published, immutable version that sends
+use (``published``, called by ``app/submit``); ``publish`` copies the draft into a new version,
+``duplicate`` makes a new draft. A template is named by id or alias within its account only.
+A template made from a builder document (top plan) gets its HTML and text from a
+``DocumentRenderer`` (``mailsvc.domain.emailhtml``) with the account's theme and brand, unless
+the write gives its own; such drafts are ``builder_rendered`` and re-rendered when the theme
+changes (``mailsvc.app.builder``).
 """
 
 from __future__ import annotations

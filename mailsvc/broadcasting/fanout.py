@@ -1,17 +1,11 @@
 """
 The broadcast fan-out (the ``broadcasts`` role), a leased engine: it starts queued broadcasts
-(their segment's membership fixed at that moment) and then, chunk by chunk, claims pending
-recipients with a lease, renders each one's message and hands the chunk to the one accept path
-(``app/submit``) as ONE request of the service on the account's behalf (``ServiceSender``).
-The chunk's recipients are recorded, with their e-mails, by that same accept statement, and
-only while the chunk still holds its lease: a node that dies mid-chunk leaves nothing of it,
-and another node takes the chunk over once the lease expires; no recipient is written twice.
-Quotas are charged per recipient by the accept statement; a chunk takes no more recipients
-than the quota leaves, and a used-up quota makes the broadcast wait for the next UTC day
-(``wait_reason``) while its status stays ``sending``.
-
-A step awaits every chunk it claims (a chunk refused is given back at once), so nothing is in
-flight between steps and a stop waits only for the step under way.
+(fixing their segment's membership) and then, chunk by chunk, claims pending recipients with a
+lease, renders their messages and hands each chunk to the one accept path (``app/submit``) as
+one request on the account's behalf (``ServiceSender``). That statement records the chunk's
+recipients only while the lease holds, so no recipient is written twice; a used-up quota makes
+the broadcast wait for the next UTC day (``wait_reason``). A step awaits every chunk it claims,
+so a stop waits only for the step under way (docs/decisions.md, "Broadcasts").
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ import re
 import sys
 from typing import TextIO
 
+from tabulate import tabulate
+
 from mailsvc.cli.client import Client, CliError, connect
 from mailsvc.domain.tenant import DELIVERY_MODES, PLANS, STATUSES
 
@@ -41,9 +43,8 @@ class Io:
 def table(headers: list[str], rows: list[list[object]]) -> str:
     """Rows in left-aligned columns under their headers (``-`` for an empty cell)."""
     cells = [[("-" if value is None or value == "" else str(value)) for value in row] for row in rows]
-    widths = [max(len(line[i]) for line in [headers, *cells]) for i in range(len(headers))]
-    return "\n".join("  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
-                     for line in [headers, *cells])
+    shown = tabulate(cells, headers, tablefmt="plain", disable_numparse=True, stralign="left")
+    return "\n".join(line.rstrip() for line in shown.splitlines())
 
 
 def age(seconds: float | None) -> str:
@@ -249,6 +250,22 @@ def user_link(api: Client, io: Io, args) -> int:
     return 0
 
 
+def operators_create(api: Client, io: Io, args) -> int:
+    """An operator's console account, or (``--link``) a new set-password link for an existing one."""
+    if args.link:
+        operator = api.call("POST", "/admin/v1/operators/password-link", body={"email": args.email})
+    else:
+        body = {"email": args.email, **({"name": args.name} if args.name else {})}
+        operator = api.call("POST", "/admin/v1/operators", body=body)
+    if args.json:
+        io.out(json.dumps(operator, indent=2))
+        return 0
+    io.out(operator["set_password_url"])
+    io.note(f"A set-password link for the operator {operator['email']}: it works once, and whoever opens it "
+            "signs in to the operator console; send it only to that person.")
+    return 0
+
+
 # -- audit and operator tokens ---------------------------------------------------------------
 
 
@@ -407,6 +424,18 @@ def parser() -> argparse.ArgumentParser:
     link.add_argument("--tenant", metavar="TENANT_ID", help="make a new user of this tenant")
     link.add_argument("--role", choices=("owner", "member"), default="owner", help="a new user's role")
     _read(link)
+
+    operators = verb(verbs, "operators", None, "Operators' accounts for the web console (/console/).",
+                     "mailsvc operators create olga@ops.example --name Olga")
+    operator_verbs = operators.add_subparsers(dest="operators_verb", required=True, metavar="ACTION")
+    made = verb(operator_verbs, "create", operators_create,
+                "An operator's console account and its set-password link (audited).",
+                "mailsvc operators create olga@ops.example --name Olga\n"
+                "  mailsvc operators create olga@ops.example --link   (a new link: a forgotten password)")
+    made.add_argument("email")
+    made.add_argument("--name", help="how the console names the operator (default: the address)")
+    made.add_argument("--link", action="store_true", help="a new set-password link for an existing operator")
+    _read(made)
 
     log = verb(verbs, "audit", audit, "The audit log: who did what to the queue and to users.",
                "mailsvc audit --limit 50")

@@ -1,15 +1,10 @@
 """
-The door: where mail that must not leave the node stops, once signed as it would have left
-(issue 30). Mail to a test address completes as the address says; mail of an account in
-capture mode is delivered to nobody. Each is kept in the account's development inbox (the
-last ``inbox_size``, trimmed on insert).
-
-A test address's outcome is what a receiver would have made of it, through the same paths:
-``delivered@`` is delivered; ``bounced@`` gets a DSN (``mail.simulated.bounce``) and
-``complained@`` is delivered then gets a feedback report (``mail.simulated.complaint``), each
-sent to the message's VERP return path and handed to the return path's handling, which writes
-the bounce or complaint, its event and its suppression as for any report. None of it counts
-toward the reputation guard (``Outcome.guarded``), nor does capture mode's, which reached no one.
+The door: where mail that must not leave the node stops, once signed as it would have left, and
+is kept in the account's development inbox (the last ``inbox_size``). Mail of a capture-mode
+account is delivered to nobody; mail to a test address completes as the address says, through
+the same paths as real mail: ``delivered@`` is delivered, ``bounced@`` gets a DSN and
+``complained@`` a feedback report, sent to the VERP return path and handled as any report.
+None of it counts toward the reputation guard (``Outcome.guarded``).
 """
 
 from __future__ import annotations

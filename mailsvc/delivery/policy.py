@@ -1,15 +1,10 @@
 """
-Transport security policies of a recipient domain's MX hosts: DANE (RFC 7672) where the MX
-host has DNSSEC-authenticated TLSA records, else the domain's MTA-STS policy (RFC 8461), else
-the sending domain's own ``tls`` setting (opportunistic or enforced). DANE wins over MTA-STS
-per host (RFC 8461 §2).
-
-MTA-STS policies are fetched through the one gate to outside addresses (``outside.Fetcher``:
-the name resolved and checked, 64 KiB, 30 s, no redirects) and kept in PostgreSQL by their
-``id`` until ``max_age`` ends, shared by every node; each node also remembers a domain's
-answer for CACHE_SECONDS. A policy failure never bounces: under ``enforce`` no matching MX
-host, or a certificate that does not do, defers the recipients (class ``blocked``) until the
-retry window ends; ``testing`` only reports.
+Transport security policies of a recipient domain's MX hosts: DANE (RFC 7672) where the host has
+DNSSEC-authenticated TLSA records, else the domain's MTA-STS policy (RFC 8461), else the sending
+domain's ``tls`` setting. MTA-STS policies are fetched through ``outside.Fetcher`` and kept in
+PostgreSQL until ``max_age`` ends, with a per-node cache of CACHE_SECONDS. A policy failure never
+bounces: under ``enforce`` it defers the recipients (class ``blocked``) until the retry window
+ends; ``testing`` only reports (docs/decisions.md, "MTA-STS and DANE").
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """
-What comes back to the return path: the inbound listener asks ``accepts`` about every
-recipient (our VERP addresses, and postmaster/abuse/fbl of our return-path hosts, nothing
-else) and hands each message to ``deliver``, which turns delivery status notifications into
-hard bounces and feedback reports into complaints, written like every other outcome.
+What comes back to the return path: the inbound listener asks ``accepts`` about each recipient
+(our VERP addresses, and postmaster/abuse/fbl/dmarc of our return-path hosts, nothing else) and
+hands each message to ``deliver``: DSNs become hard bounces and feedback reports complaints,
+written like every other outcome; DMARC aggregate reports are stored for the host's domain.
 
-Anyone can send to this port, so a report is matched by what we made, never by what it
-claims. A VERP address (its MAC checked) names a delivery, and with it the transaction that
-delivery went out in: the worker sends an email's deliveries to one recipient domain together,
-under the first one's VERP address (``shared_return_path``). A DSN's per-recipient fields only
-pick, within that transaction, the recipients it is about; a co-recipient elsewhere had a
-return path of its own and is never touched. A feedback report is matched by a VERP address
-(the one it was sent to, or its enclosed original's Return-Path / Original-Mail-From) or, sent
-to postmaster/abuse/fbl without one, by our own Message-ID among the mail of that return-path
-host's domain. When what we made names several deliveries (one SMTP transaction to several
-recipients), the report's Original-Rcpt-To picks the one among them who complained, else the
-enclosed original's Delivered-To / X-Original-To, else its To and Cc; the reporter's word only
-ever picks among the deliveries we found, and a report that names none or several of them is
-dropped.
-
-A DSN or complaint about mail that left through the smarthost (relay mode) says so with
-``source: relay``: it is how the mail was delivered (``email.delivered``'s ``transport``).
+Anyone can send here, so a report is matched by what we made (a VERP address whose MAC checks,
+or our own Message-ID), never by what it claims; its own recipient fields only pick among the
+deliveries so found, and one naming none or several of them is dropped. A report about mail
+sent through the smarthost carries ``source: relay`` (docs/decisions.md, "Return path matching").
 """
 
 from __future__ import annotations

@@ -80,6 +80,13 @@ class Routes:
             raise answer
         return Route(domain, self._ordered(answer))
 
+    async def first_host(self, domain: str) -> str | None:
+        """The MX a delivery to ``domain`` tries first (the operator's queue shows it); None if DNS does not say."""
+        try:
+            return (await self.route(domain)).hosts[0]
+        except (NoRoute, RouteUnknown, IndexError):
+            return None
+
     async def _shared_lookup(self, domain: str):
         """Concurrent deliveries to one domain share one query."""
         waiting = self._resolving.get(domain)

@@ -1,31 +1,14 @@
 """
 The delivery worker of a node: claims due deliveries, sends them through the outbound SMTP
-client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what
-became of each.
-
-Every step (woken by NOTIFY on "deliveries", by a finished transaction, by the time paced
-or paused mail comes due, or by a slow safety timer) writes the outcomes gathered since the
-previous step and claims as much due work as the node has room for. Recipients of one email
-at one domain go in one SMTP transaction; the envelope sender is the VERP address of the
-first of them (a DSN names its recipient, which finds the others).
-
-Messages are stored unsigned and DKIM-signed here, right before their transaction, with the
-sending domain's keys as they are at the claim (a rotated key signs mail not yet sent; keys
-are opened once per node by ``SigningKeys``). A message sent in several transactions of one
-step (recipients at several domains, or more than 50 at one) is signed once for all of them.
-Mail stored signed by an older version (``emails.signed``) goes as it is.
-
-Mail to a test address, and every message of an account in capture mode, is signed the same
-way and stops at the door (``delivery.door``) instead of leaving; the test sender's mail (no
-sending domain: ``domain_id`` NULL) is signed with the node's test key and only ever goes there.
-
-A claim's lease ends while the node may still be sending: another node would then send the
-same message again. So every attempt (routing, the wait for a connection, up to
-``routes.MAX_HOSTS`` hosts, each session to its final reply) is over within half the lease
-from the claim, and right before DATA the lease is renewed by a statement that proves the
-claim still holds; if it does not (or cannot be proven), nothing is sent and the recipients
-are retried. Deliveries whose deadline came while they waited for a connection (all of the
-destination's were busy) go back to the queue at once, no attempt counted.
+client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what became
+of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced or paused
+mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
+has room for. An email's recipients at one domain share a transaction (at most 50; one with a
+message of its own goes alone) under the first one's VERP address. Messages are DKIM-signed
+here, once per step, just before sending; mail for a test address or a capture-mode account is
+signed the same way and stops at ``delivery.door``.
+Every attempt ends within half the claim's lease, and the lease is renewed right before DATA:
+nothing is sent on a claim that no longer holds (docs/decisions.md, "Delivery transactions").
 """
 
 from __future__ import annotations

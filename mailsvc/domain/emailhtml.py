@@ -1,21 +1,13 @@
 """
 The template builder's renderer: a checked builder document (``mailsvc.domain.documents``) and
-the theme it is shown with become MJML, which the MJML engine (``mjml-python``, a binding of
-the Rust MRML; see docs/decisions.md) turns into table-based, responsive HTML. Then what MJML
-has no element for is added:
-
-- dark-scheme styles, for ``prefers-color-scheme: dark`` and for Outlook.com's ``[data-ogsc]``
-  / ``[data-ogsb]``, with the dark logo shown in place of the light one;
-- VML (bulletproof) buttons for Outlook on Windows, beside the HTML button every other client shows;
-- the hidden preheader (``preview_text``), web fonts with the theme's fallback stack (and that
-  stack forced on Outlook, which would fall back to Times for an unknown first family);
-- ``content_width``, ``radius``, and a button text colour reaching 4.5:1 when none is set.
-
-The plain text comes from the document itself, block by block, never from the HTML. Every
-text goes out HTML-escaped except the placeholders (``{{{KEY|fallback}}}``), which pass
-through untouched for the one scanner (``mailsvc.domain.placeholders``) to fill at send time.
-
-Pure and deterministic: the same document, theme, brand and asset base give the same bytes.
+its theme become MJML, which ``mjml-python`` turns into table-based, responsive HTML
+(docs/decisions.md, "Template builder"). Then what MJML has no element for is added: dark-scheme
+styles (``prefers-color-scheme`` and Outlook.com's ``[data-ogsc]`` / ``[data-ogsb]``, with the
+dark logo), VML buttons for Outlook on Windows, the hidden preheader, web fonts with the theme's
+fallback stack (forced on Outlook), ``content_width``, ``radius``, and a button text colour
+reaching 4.5:1 when none is set. The plain text comes from the document, never from the HTML.
+Text is HTML-escaped except placeholders (``{{{KEY|fallback}}}``), left for
+``mailsvc.domain.placeholders`` to fill at send time. Pure and deterministic.
 """
 
 from __future__ import annotations

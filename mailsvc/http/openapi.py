@@ -1,19 +1,11 @@
 """
 The OpenAPI 3.1 document of every route the router serves, served at ``/openapi.json``.
-
-The document is generated, never written beside the code: its paths, methods, surfaces,
-security and error envelopes come from the router's table (``Router.mounted``, filled by
-``@route``), and each route's request and success schemas from ``OPERATIONS`` below, keyed by
-``"METHOD /path"`` exactly as the handler's ``@route`` spells it (without ``/v1``: a native
-route shares its main route's entry, with ``native_ok`` where its replies differ).
-
-The ``/dashboard`` copy the router serves of every API-key route (``Mounted.mirror_of``) shares
-that route's entry too: same body and replies, tagged ``dashboard``, with the session cookie
-(and, on POST, PATCH and DELETE, the ``X-CSRF-Token`` header) as its security; the dashboard's
-own routes (``/auth/*``, ``/me``, ``/dashboard/...``) have entries of their own.
-
-A route mounted without an entry here makes ``document()`` raise ``Undocumented`` naming it
-(and ``tests/test_openapi.py`` fail): adding a route means adding its one ``Op`` line here.
+It is generated: paths, methods, surfaces, security and error envelopes come from the router's
+table (``Router.mounted``), request and success schemas from ``OPERATIONS`` below, keyed by
+``"METHOD /path"`` as the handler's ``@route`` spells it. A ``/v1`` route (with ``native_ok``
+where replies differ) and a ``/dashboard`` copy (``Mounted.mirror_of``: tagged ``dashboard``,
+session cookie and CSRF header as security) share their main route's entry. A route without an
+entry makes ``document()`` raise ``Undocumented``: a new route needs its ``Op`` line here.
 """
 
 from __future__ import annotations
@@ -24,7 +16,19 @@ import re
 import attrs
 
 from mailsvc.http.errors import MAIN, NATIVE
-from mailsvc.http.router import OPERATOR, PUBLIC, SENDING, SESSION, SESSION_FRAME, SIGN_IN, Mounted, Reply, route
+from mailsvc.http.router import (
+    CONSOLE_SIGN_IN,
+    OPERATOR,
+    OPERATOR_SESSION,
+    PUBLIC,
+    SENDING,
+    SESSION,
+    SESSION_FRAME,
+    SIGN_IN,
+    Mounted,
+    Reply,
+    route,
+)
 
 VERSION = "1.0.0"  # SPEC "Versioning": the published interface description carries 1.0.0.
 
@@ -88,6 +92,11 @@ USER_REQUIRED = ("object", "id", "email", "role", "status", "created_at")
 USER = obj(USER_REQUIRED, **USER_FIELDS)
 #: A sign-in's reply: the user and the CSRF token of the session its cookie carries.
 SIGNED_IN = obj((*USER_REQUIRED, "csrf_token"), **USER_FIELDS, csrf_token=STR)
+OPERATOR_FIELDS = dict(object={"const": "operator"}, id=UUID, email=STR, name=STR,
+                       status={"enum": ["active", "invited"]}, created_at=STR)
+OPERATOR_REQUIRED = ("object", "id", "email", "name", "status", "created_at")
+OPERATOR_LINK = obj((*OPERATOR_REQUIRED, "set_password_url"), **OPERATOR_FIELDS, set_password_url=STR)
+OPERATOR_SIGNED_IN = obj((*OPERATOR_REQUIRED, "csrf_token"), **OPERATOR_FIELDS, csrf_token=STR)
 #: A user with a set-password link (an invitation, a reset).
 USER_LINK = obj((*USER_REQUIRED, "set_password_url"), **USER_FIELDS, set_password_url=STR)
 USER_BODY = obj(("email",), email=STR, role=ROLE)
@@ -493,6 +502,25 @@ OPERATIONS: dict[str, Op] = {
         errors=(429,)),
     "GET /files/brand/<name>": Op("A logo a brand import stored", ok={200: None}, content_type="image/png",
                                   also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")),
+    # The operator console (issue 31 §3; docs/decisions.md, "Operator console")
+    "POST /admin/v1/operators": Op("Create an operator's console account and its set-password link (audited)",
+                                   obj(("email",), email={"type": "string", "format": "email"}, name=STR),
+                                   {201: OPERATOR_LINK}, errors=(409,)),
+    "POST /admin/v1/operators/password-link": Op(
+        "A new set-password link for an operator, found by e-mail address (audited)",
+        obj(("email",), email={"type": "string", "format": "email"}), {200: OPERATOR_LINK}, errors=(404,)),
+    "GET /console": Op("Redirects to /console/", ok={302: None}),
+    "GET /console/": Op("The operator console's page", ok={200: None}, content_type="text/html"),
+    "POST /console/auth/login": Op("An operator signs in: sets the console's cookie",
+                                   obj(("email", "password"), email=STR, password=STR), {200: OPERATOR_SIGNED_IN},
+                                   errors=(401, 429)),
+    "POST /console/auth/password": Op("Set an operator's password with a set-password link's token; signs in",
+                                      obj(("token", "password"), token=STR, password=PASSWORD),
+                                      {200: OPERATOR_SIGNED_IN}, errors=(401,)),
+    "POST /console/auth/logout": Op("Sign out of the console: ends the session, clears the cookie",
+                                    ok={200: obj(("object", "deleted"), object={"const": "session"},
+                                                 deleted={"const": True})}),
+    "GET /console/me": Op("The signed-in operator and the session's CSRF token", ok={200: OPERATOR_SIGNED_IN}),
     # The dashboard: sign-in, the user, users, the reads only it needs (docs/decisions.md, "Dashboard")
     "POST /auth/login": Op("Sign in: sets the session cookie", obj(("email", "password"), email=STR, password=STR),
                            {200: SIGNED_IN}, errors=(401, 429)),
@@ -563,8 +591,9 @@ OPERATIONS: dict[str, Op] = {
                                " newest first", ok={200: listing(INBOX_ITEM)}, query=PAGE),
     "GET /dashboard/inbox/<inbox_id>": Op("A message of the development inbox as signed, with a receiver's checks",
                                           ok={200: INBOX_MESSAGE}),
-    "GET /dashboard/inbox/<inbox_id>/html": Op("An inbox message's HTML for a sandboxed preview", ok={200: None},
-                                               content_type="text/html"),
+    "GET /dashboard/inbox/<inbox_id>/html": Op("An inbox message's HTML for a sandboxed preview (scheme=dark: as a"
+                                               " client in dark mode shows it)", ok={200: None},
+                                               content_type="text/html", query=(("scheme", {"enum": ["dark"]}),)),
     "GET /dashboard/templates/<key>/published": Op(
         "A template's published version (for the draft-against-published diff)", ok={200: obj(
             ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},
@@ -615,6 +644,8 @@ COMPONENTS = {
                   "description": "The operator token (`operator.token`, or `<state dir>/operator-token`)."},
         "sessionCookie": {"type": "apiKey", "in": "cookie", "name": "mailsvc_session",
                           "description": "A dashboard session: the cookie `POST /auth/login` sets."},
+        "consoleCookie": {"type": "apiKey", "in": "cookie", "name": "mailsvc_operator",
+                          "description": "An operator console session: the cookie `POST /console/auth/login` sets."},
         "csrfToken": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
                       "description": "The session's CSRF token (`csrf_token` of the sign-in reply or of"
                                      " `GET /me`), required with the cookie on POST, PATCH and DELETE."},
@@ -666,7 +697,8 @@ def _operation_id(method: str, oas_path: str) -> str:
 
 def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
     native = mounted.surface == NATIVE
-    envelope = ref("NativeError" if native else "DashboardError" if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN)
+    envelope = ref("NativeError" if native else "DashboardError"
+                   if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN, CONSOLE_SIGN_IN, OPERATOR_SESSION)
                    else "MainError")
     oas_path, _ = _openapi_path(mounted.path)
     operation: dict = {
@@ -700,7 +732,11 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
             statuses.add(429)  # the account's rate
         safe = mounted.method in ("GET", "HEAD")
         operation["security"] = [{"sessionCookie": []} if safe else {"sessionCookie": [], "csrfToken": []}]
-    elif mounted.access == SIGN_IN:
+    elif mounted.access == OPERATOR_SESSION:
+        statuses |= {401, 403}  # no live console session; a missing or wrong CSRF token
+        safe = mounted.method in ("GET", "HEAD")
+        operation["security"] = [{"consoleCookie": []} if safe else {"consoleCookie": [], "csrfToken": []}]
+    elif mounted.access in (SIGN_IN, CONSOLE_SIGN_IN):
         statuses.add(403)  # a state-changing request from another site
         operation["security"] = []
     elif mounted.access != PUBLIC:
@@ -710,11 +746,15 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
             statuses.add(429)
     else:
         operation["security"] = []
-    if params or mounted.access != OPERATOR:
+    if params or mounted.access not in (OPERATOR, OPERATOR_SESSION):
         statuses.add(404)  # an id that is not one; a path segment that leads nowhere
     if op.body is not None or op.query or params:
         statuses.add(422)
-    if mounted.mirror_of is not None:
+    if mounted.mirror_of is not None and mounted.access == OPERATOR_SESSION:
+        operation["description"] = (f"The operator console's copy of `{mounted.method}"
+                                    f" {_openapi_path(mounted.mirror_of)[0]}`: the same handler, body and replies,"
+                                    " for a signed-in operator (audited as `operator:<email>`).")
+    elif mounted.mirror_of is not None:
         operation["description"] = (f"The dashboard's copy of `{mounted.method} {_openapi_path(mounted.mirror_of)[0]}`:"
                                     " the same handler, body and replies, for a signed-in session.")
     elif mounted.access == SENDING:
@@ -727,6 +767,8 @@ def _operation(mounted: Mounted, op: Op, params: list[str]) -> dict:
 
 
 def _surface_tag(mounted: Mounted) -> str:
+    if mounted.access == OPERATOR_SESSION or mounted.path.startswith("/console"):
+        return "console"
     if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN):
         return "dashboard"
     if mounted.access == OPERATOR:
@@ -788,7 +830,9 @@ def document(mounted: list[Mounted], server_url: str | None = None) -> dict:
         },
         "tags": [{"name": "main"}, {"name": "native"}, {"name": "operator"}, {"name": "public"},
                  {"name": "dashboard", "description": "A dashboard session's routes, and the /dashboard copy of"
-                                                      " every API-key route"}],
+                                                      " every API-key route"},
+                 {"name": "console", "description": "The operator console's routes, and the /console copy of"
+                                                    " every operator route (a console session)"}],
         "paths": paths,
         "components": COMPONENTS,
     }

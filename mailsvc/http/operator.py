@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from mailsvc import timefmt
 from mailsvc.app.accounts import Accounts
+from mailsvc.app.audit import AuditLog
 from mailsvc.app.operator import Destinations
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE, not_found, validation
-from mailsvc.http.router import OPERATOR, Reply, route
+from mailsvc.http.router import OPERATOR, Operator, Reply, route
 from mailsvc.metrics import CONTENT_TYPE, Metrics
 
 
@@ -42,8 +43,9 @@ def _epoch(seconds: float | None) -> str | None:
 
 class OperatorResource:
     def __init__(self, accounts: Accounts, destinations: Destinations, metrics: Metrics,
-                 node_info: dict | None = None):
+                 audit_log: AuditLog, node_info: dict | None = None):
         self._accounts = accounts
+        self._audit_log = audit_log
         self._destinations = destinations
         self._metrics = metrics
         self._node_info = node_info if node_info is not None else {}
@@ -71,8 +73,12 @@ class OperatorResource:
         return tenant_json(await self._accounts.tenant(tenant_id))
 
     @route("PATCH", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
-    async def update_tenant(self, request, _, tenant_id: str):
-        return tenant_json(await self._accounts.update_tenant(tenant_id, read_json(request)))
+    async def update_tenant(self, request, operator: Operator, tenant_id: str):
+        """Audited (a suspension and its reason above all): who changed which fields to what."""
+        body = read_json(request)
+        tenant = await self._accounts.update_tenant(tenant_id, body)
+        await self._audit_log.write(operator.name, "tenant.update", tenant_id=str(tenant.id), changes=body)
+        return tenant_json(tenant)
 
     @route("GET", "/admin/v1/tenants/<tenant_id>/usage", access=OPERATOR, surface=NATIVE)
     async def tenant_usage(self, request, _, tenant_id: str):

@@ -1,20 +1,14 @@
 """
 One Klein tree for every surface, and the one wrapper every endpoint goes through:
 authentication, the account's rate limit, the request timeout, JSON replies and both error
-envelopes.
+envelopes. Credentials are checked as soon as the headers are in (``admit``), so a refused
+request is answered before its body is read; the handler takes its caller from that check.
 
-A request's credentials are checked as soon as its headers are in (``admit``, called by the
-site), so that a refused request is answered before its body is read; the handler then takes
-its caller from that check.
-
-A resource is a class whose handlers are marked with ``route``: each handler is written once
-and registered on the surfaces it serves (``native=True`` also mounts it under ``/v1``); the
-surface only changes how its body and errors are shaped, and the handler reads it as
-``request.surface``. Every handler an API key may call is also served under ``/dashboard`` to a
-dashboard session (``SESSION``: the session cookie, its CSRF token on state-changing methods,
-the account's shared rate limit, the main envelope), so the dashboard runs the same code.
-Handlers are ``async def handler(self, request, caller, **path_args)`` returning a JSON-able
-dict or a ``Reply``; ``Router.mount(resource)`` registers them.
+A resource's handlers (``async def handler(self, request, caller, **path_args)``, returning a
+JSON-able dict or a ``Reply``) are marked with ``route`` and registered by ``Router.mount``,
+once per surface they serve (``native=True`` also mounts under ``/v1``; the handler reads
+``request.surface``). Every API-key handler is also served under ``/dashboard`` to a session
+(cookie, CSRF token on state-changing methods, shared rate limit, main envelope).
 """
 
 from __future__ import annotations
@@ -36,6 +30,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from mailsvc import logs
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.audit import CONFIGURED_TOKEN_NAME
+from mailsvc.app.console import ACTOR_PREFIX as CONSOLE_ACTOR_PREFIX
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.deferreds import shielded
 from mailsvc.domain.errors import DomainError
@@ -59,10 +54,19 @@ SESSION = "session"
 SESSION_FRAME = "session_frame"
 #: No credentials, but a dashboard route (``/auth/*``): dashboard CORS, refused cross-site.
 SIGN_IN = "sign_in"
+#: An operator console session (issue 31 §3): its own cookie, and its CSRF token on
+#: state-changing methods. Every operator route is also served to it at ``/console`` + path.
+OPERATOR_SESSION = "operator_session"
+#: No credentials, but the console's sign-in (``/console/auth/*``): refused from any other site.
+CONSOLE_SIGN_IN = "console_sign_in"
 
 #: The session cookie and the header carrying its CSRF token (docs/decisions.md, "Dashboard").
 SESSION_COOKIE = b"mailsvc_session"
 CSRF_HEADER = b"x-csrf-token"
+#: The operator console's session cookie: never the dashboard's (docs/decisions.md, "Operator console").
+CONSOLE_COOKIE = b"mailsvc_operator"
+#: Where the console's routes live: same-site only (no CORS), never cached.
+CONSOLE_PREFIX = "/console/"
 #: Methods that change nothing, and need no CSRF token.
 SAFE_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})
 #: Where the dashboard's routes live (and ``/me``): each answers CORS for ``dashboard.origins`` only.
@@ -116,7 +120,8 @@ class Mounted:
     path: str  # Klein's form: /api-keys/<key_id>, /contacts/<path:key>
     access: str
     surface: str
-    #: For a ``/dashboard`` copy of an API-key route: the path of the route it copies.
+    #: For a ``/dashboard`` copy of an API-key route (or a ``/console`` copy of an operator
+    #: route): the path of the route it copies.
     mirror_of: str | None = None
     #: The largest body it takes, in bytes; a larger one is refused before it is read.
     body_limit: int = DEFAULT_BODY_LIMIT
@@ -185,9 +190,13 @@ def route(method: str, path: str, *, access: str, surface: str = MAIN, native: b
 
 @attrs.frozen
 class Operator:
-    """The caller of an operator route: the operator token's name (what the audit log says)."""
+    """
+    The caller of an operator route: the operator token's name, or ``operator:<email>`` for a
+    console session (what the audit log says); ``email``: the console's operator.
+    """
 
     name: str
+    email: str | None = None
 
 
 class Router:
@@ -202,6 +211,7 @@ class Router:
         sessions=None,
         dashboard_origins: tuple[str, ...] = (),
         operator_tokens=None,
+        console=None,
     ):
         self.app = Klein()
         self._clock = clock
@@ -218,6 +228,9 @@ class Router:
         #: (mailsvc.app.dashboard.Dashboard); None: no dashboard.
         self._sessions = sessions
         self._dashboard_origins = frozenset(origin.rstrip("/") for origin in dashboard_origins)
+        #: ``authenticate(token) -> email | None`` and ``csrf_matches(token, presented)``
+        #: (mailsvc.app.console.Console); None: no operator console.
+        self._console = console
         self._access: dict[str, str] = {}  # endpoint name → who may call it
         self._body_limits: dict[str, int] = {}  # endpoint name → the largest body it takes
         #: Every route served, in mount order (the OpenAPI document is generated from it).
@@ -245,6 +258,9 @@ class Router:
                     mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
                     self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, r.body_limit,
                                    r.multi_line, mirror_of=r.path)
+                if r.access == OPERATOR and self._console is not None:
+                    self._register("/console" + r.path, r.method, OPERATOR_SESSION, r.surface, handler,
+                                   r.body_limit, r.multi_line, mirror_of=r.path)
 
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
@@ -252,7 +268,9 @@ class Router:
         cors = access == PUBLIC and path.startswith("/public/")
         lines = MultiLine(multi_line)
         dashboard = is_dashboard_path(path)
-        error_surface = errors.DASHBOARD if access in (SESSION, SESSION_FRAME, SIGN_IN) else surface
+        console = path.startswith(CONSOLE_PREFIX) and access != PUBLIC
+        error_surface = (errors.DASHBOARD if access in (SESSION, SESSION_FRAME, SIGN_IN, CONSOLE_SIGN_IN)
+                         or (access == OPERATOR_SESSION and surface == MAIN) else surface)
         if dashboard and access not in (SESSION, SESSION_FRAME, SIGN_IN):
             raise ValueError(f"{path}: a dashboard route is for a session (or a sign-in), not {access}")
 
@@ -265,6 +283,8 @@ class Router:
             if dashboard:
                 self._allow_dashboard_origin(request)
                 # Nothing private stays in a cache, nor comes back with the back button.
+                request.setHeader(b"Cache-Control", b"no-store")
+            if console:
                 request.setHeader(b"Cache-Control", b"no-store")
             d = defer.ensureDeferred(self._serve(request, handler, access, error_surface, kwargs))
             return shielded(d)
@@ -368,13 +388,16 @@ class Router:
         request.setHeader(b"Access-Control-Expose-Headers", b"X-Request-Id")
         return True
 
-    def _same_site_or_listed(self, request) -> bool:
-        """A state-changing dashboard request comes from this host's pages or a listed origin."""
+    def _same_site_or_listed(self, request, console: bool = False) -> bool:
+        """
+        A state-changing dashboard request comes from this host's pages or a listed origin (a
+        console request from this host's pages only).
+        """
         origin = request.getHeader(b"origin")
         if origin is None:
             return True  # not a browser's cross-origin request (browsers send Origin on those)
         text = origin.decode("latin-1")
-        if text in self._dashboard_origins:
+        if not console and text in self._dashboard_origins:
             return True
         host = request.getHeader(b"host")
         return host is not None and text == f"{browser_scheme(request)}://{host.decode('latin-1')}"
@@ -416,12 +439,15 @@ class Router:
     async def _authorize(self, request, access: str) -> Caller | Operator | None:
         if access == PUBLIC:
             return None
-        if access == SIGN_IN:
-            if request.method not in SAFE_METHODS and not self._same_site_or_listed(request):
+        if access in (SIGN_IN, CONSOLE_SIGN_IN):
+            console = access == CONSOLE_SIGN_IN
+            if request.method not in SAFE_METHODS and not self._same_site_or_listed(request, console):
                 raise CROSS_SITE
             return None
         if access in (SESSION, SESSION_FRAME):
             return await self._session(request, metered=access == SESSION)
+        if access == OPERATOR_SESSION:
+            return await self._console_session(request)
         presented = _bearer(request)
         if access == OPERATOR:
             if presented is None:
@@ -459,6 +485,19 @@ class Router:
         if metered:
             await self._rate(caller)
         return caller
+
+    async def _console_session(self, request) -> Operator:
+        """The operator of a console cookie (never the dashboard's), checked for CSRF on state-changing methods."""
+        token = console_token(request)
+        email = await self._console.authenticate(token) if token and self._console is not None else None
+        if email is None:
+            raise NO_SESSION
+        if request.method not in SAFE_METHODS:
+            presented = request.getHeader(CSRF_HEADER)
+            if not self._same_site_or_listed(request, console=True) or not self._console.csrf_matches(
+                    token, presented.decode("latin-1") if presented is not None else None):
+                raise BAD_CSRF
+        return Operator(CONSOLE_ACTOR_PREFIX + email, email)
 
     async def _rate(self, caller: Caller) -> None:
         """The account's shared API rate, for its keys and its sessions alike."""
@@ -528,6 +567,12 @@ def browser_scheme(request) -> str:
     return "http" if plain_http_on_loopback(request) else "https"
 
 
+def console_token(request) -> str | None:
+    """The operator console's session cookie's token, if the request carries one."""
+    value = request.received_cookies.get(CONSOLE_COOKIE)
+    return value.decode("latin-1") if value else None
+
+
 def session_token(request) -> str | None:
     """The dashboard session cookie's token, if the request carries one."""
     value = request.received_cookies.get(SESSION_COOKIE)
@@ -542,4 +587,4 @@ def _bearer(request) -> str | None:
 
 
 __all__ = ["Router", "Operator", "Reply", "route", "PUBLIC", "OPERATOR", "FULL", "SENDING", "SESSION", "SESSION_FRAME",
-           "SIGN_IN", "MAIN", "NATIVE"]
+           "SIGN_IN", "OPERATOR_SESSION", "CONSOLE_SIGN_IN", "MAIN", "NATIVE"]

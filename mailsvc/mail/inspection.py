@@ -144,3 +144,17 @@ def unsubscribe(message: bytes) -> dict:
     one_click = bool(link and "<https://" in link.lower() and post
                      and post.replace(" ", "") == "List-Unsubscribe=One-Click")
     return {"list_unsubscribe": link, "list_unsubscribe_post": post, "one_click": one_click}
+
+
+_COLOUR_SCHEME_QUERY = re.compile(r"\(\s*prefers-color-scheme\s*:\s*(dark|light)\s*\)", re.IGNORECASE)
+
+
+def as_dark(html: str) -> str:
+    """
+    The HTML as a mail client in dark mode shows it: its ``(prefers-color-scheme: dark)`` rules
+    apply and its ``light`` ones do not. A preview frame cannot be told the reader's preference
+    (Chromium gives a frame its page's, whatever the frame's ``color-scheme``), so the queries
+    are rewritten to ones always (``min-width: 0px``) or never (a negative width) true.
+    """
+    return _COLOUR_SCHEME_QUERY.sub(
+        lambda m: "(min-width: 0px)" if m[1].lower() == "dark" else "(max-width: -1px)", html)

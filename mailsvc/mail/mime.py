@@ -1,17 +1,10 @@
 """
 Building the message once: headers, the multipart tree (alternative / related / mixed) and the
-encodings (CRLF, RFC 2047 words, RFC 2231 parameters, transfer encodings that keep every line
-under 998 octets).
-
-``build`` writes the bytes directly for the shapes the API produces: text, html, both as
-alternatives, inline parts (related) and attachments (mixed). It makes the same choices as
-Python's ``email`` package under the SMTP policy (which it replaced, for speed): the same
-tree, header order and transfer encodings, the same quoted-printable and base64 text; header
-fields that fit on a line are written as they are, longer ones are folded at spaces, and
-non-ASCII text is written as RFC 2047 encoded words. What it does not handle itself (an
-unusual header value, a content type with parameters, an odd file name) it hands to the
-``email`` package, field by field or, failing that, for the whole message
-(``build_with_email_package``, kept as the reference the tests compare against).
+encodings (CRLF, RFC 2047 words, RFC 2231 parameters, transfer encodings keeping lines under 998
+octets). ``build`` writes the bytes directly for the shapes the API produces, making the same
+choices as Python's ``email`` package under the SMTP policy (docs/benchmarks.md). What it does
+not handle itself it hands to the ``email`` package, field by field or for the whole message
+(``build_with_email_package``, also the reference the tests compare against).
 """
 
 from __future__ import annotations

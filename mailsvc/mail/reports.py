@@ -1,21 +1,12 @@
 """
-Reports that come back on the return path: delivery status notifications (RFC 3464) and
-abuse feedback reports (RFC 5965, ARF). Pure parsing, no I/O: ``parse(bytes)`` answers a
-:class:`DeliveryReport`, a :class:`FeedbackReport`, or None for anything else (auto-replies,
-plain-text bounces, garbage). It never raises.
-
-Both report kinds are ``multipart/report`` messages: a human-readable part, a machine-readable
-part (``message/delivery-status`` or ``message/feedback-report``: blocks of header-style
-fields) and the original message or its headers (``message/rfc822`` / ``text/rfc822-headers``).
-Real senders bend the rules, so this reads tolerantly: CRLF or bare LF, folded fields, any
-case in field names, vendor extras (``X-Postfix-*``, ``X-Display-Name``), a missing
-``report-type`` (the machine part decides), a report wrapped once in ``multipart/mixed``,
-redacted recipients in feedback reports (what is there is kept).
-
-Reports come from anyone (the inbound port is unauthenticated) and parsing runs on the reactor
-thread, so only a head of a message is read: at most its first ``MAX_REPORT_BYTES``, with at most
-``MAX_PART_DELIMITERS`` lines beginning with ``--`` (every MIME part starts at one). Both report
-kinds put their machine-readable part before the original, so a cut only shortens the original.
+Reports that come back on the return path: delivery status notifications (RFC 3464) and abuse
+feedback reports (RFC 5965, ARF). Pure parsing, no I/O: ``parse(bytes)`` answers a
+:class:`DeliveryReport`, a :class:`FeedbackReport`, or None for anything else; it never raises.
+It reads tolerantly, as real senders bend the rules (bare LF, folded or any-case fields, vendor
+extras, a missing ``report-type``, one ``multipart/mixed`` wrapper, redacted recipients).
+The port is open to anyone and this runs on the reactor thread, so only a message's head is
+read (``MAX_REPORT_BYTES``, ``MAX_PART_DELIMITERS``); the machine-readable part comes before
+the original, so a cut only shortens the original.
 """
 
 from __future__ import annotations

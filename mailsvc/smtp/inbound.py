@@ -1,17 +1,11 @@
 """
-The return-path listener (``smtp.inbound``, default ``tcp:25``): an ESMTP server that takes
-delivery status notifications and feedback reports addressed to the return-path hosts.
-
-It is the project's ESMTP server (``mailsvc.smtp.server``: commands answered strictly in order,
-reading paused while ``accepts`` or ``deliver`` is pending) without AUTH: nobody submits mail
-here. A recipient is accepted only when the injected ``accepts(address)`` says so (valid VERP
-addresses and the postmaster/abuse/fbl mailboxes of return-path hosts); everything else is
-refused, so this is never an open relay. The finished message goes, byte for byte as
-received (dot-unstuffed, lines ending in CRLF), to ``deliver(mail_from, recipients, message)``.
-
-The port is open to anyone, so what a peer can make it do is bounded: the size of a message,
-recipients per message, the length of a line, refused commands, connections at once (in all
-and per peer address) and the length of a session.
+The return-path listener (``smtp.inbound``, default ``tcp:25``): the project's ESMTP server
+(``mailsvc.smtp.server``) without AUTH, taking DSNs, feedback reports and DMARC aggregate
+reports for the return-path hosts. A recipient is accepted only when the injected
+``accepts(address)`` says so, so this is never an open relay; the finished message goes, as
+received (dot-unstuffed, CRLF lines), to ``deliver(mail_from, recipients, message)``. The port
+is open to anyone, so message size, recipients, line length, refused commands, connections
+(in all and per peer) and session length are bounded.
 """
 
 from __future__ import annotations

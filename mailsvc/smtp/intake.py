@@ -1,8 +1,7 @@
 """
-From a message submitted over SMTP to the accept path: the submission read from the message's
-own headers for the envelope's recipients (``smtp/message.py``), a ``Sender`` header checked
-like ``From``, idempotency from ``Resend-Idempotency-Key``, the account's rate limit, and every
-refusal as an SMTP reply.
+From a message submitted over SMTP to the accept path: recipients read from the message's own
+headers (``smtp/message.py``), ``Sender`` checked like ``From``, idempotency from
+``Resend-Idempotency-Key``, the account's rate limit, and every refusal as an SMTP reply:
 
 | failure | reply |
 |---|---|

@@ -1,20 +1,13 @@
 """
-The outbound SMTP client protocol: one connection, many transactions.
+The outbound SMTP client protocol: one connection (opened by the caller), many transactions.
+Twisted's ``SMTPClient`` is not used (docs/decisions.md, "Outbound SMTP client").
 
-Why not ``twisted.mail.smtp.SMTPClient``: it dot-stuffs per 16 KiB chunk (a "." at a chunk
-boundary ends the message early and the rest runs as SMTP commands), sends CRLF input as
-CR CR LF, has no PIPELINING and sends RSET after every message (DESIGN.md, Known traps).
-
-Here the whole message is CRLF-normalised and dot-stuffed before any byte is written;
-replies are matched to commands through a FIFO, so with PIPELINING the MAIL, RCPT and DATA
-commands of one transaction go out in one write. The connection is opened by the caller;
-command and data timeouts run on the injected clock, and so does a transaction's overall
-deadline (``send(deadline=...)``), which aborts the connection wherever the transaction is.
-A hostile server cannot make the client hold more than one reply of MAX_REPLY_LINES lines
-and MAX_REPLY_BYTES: past that, or past a line of MAX_LENGTH, the connection is dropped and
-the transaction fails as a ConnectionFault (retried). With credentials (relay through a
-smarthost) the client authenticates after (STARTTLS and) EHLO, and only over an encrypted
-connection unless plain text is explicitly allowed.
+The whole message is CRLF-normalised and dot-stuffed before any byte is written; replies are
+matched to commands through a FIFO, so with PIPELINING a transaction's MAIL, RCPT and DATA go
+out in one write. Timeouts and a transaction's deadline (``send(deadline=...)``) run on the
+injected clock. A reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH,
+drops the connection as a ConnectionFault (retried). With credentials (smarthost) the client
+authenticates after (STARTTLS and) EHLO, only over TLS unless plain text is allowed.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """
 SMTP submission (RFC 6409) on the project's ESMTP server (``mailsvc.smtp.server``): AUTH PLAIN
-and LOGIN, offered only inside TLS, with the service label as user and an API key as password.
-``twisted.mail.smtp.ESMTP`` is unfit here: it offers AUTH before TLS, dies on a malformed AUTH
-PLAIN, and hands one message object per recipient (DESIGN.md, Known traps). A finished message
-enters the same ``accept()`` path as ``POST /emails``.
-
-Guessing keys is slowed twice: a connection is closed (421) at its third failed AUTH, and a
-client address (an IPv6 one by its /64) that failed too often in the last minute, on any
-process or node, is answered 421 before any key is checked: an exchange is counted as failed
-once its credentials are in, before they are checked (``auth_failures``, in PostgreSQL), and
-given back if they were right, so exchanges at once cannot pass the limit together.
+and LOGIN, offered only inside TLS, with the service label as user and an API key as password;
+a finished message enters the same ``accept()`` path as ``POST /emails``. Guessing keys is
+slowed by closing a connection (421) at its third failed AUTH, and by answering 421 to a client
+address (IPv6 by /64) that failed too often in the last minute on any node, counted in
+PostgreSQL before the credentials are checked (docs/decisions.md, "Sign-in and SMTP AUTH
+throttles"). Twisted's ``ESMTP`` is not used (DESIGN.md, Known traps).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """
-Rows of the suppression list, and its reads and writes inside the statements of others.
-Addresses are compared in their normal form (``domain.suppression.normal_form``).
-
-For the sending paths (``POST /emails``, batch, SMTP, scheduled mail at release time,
-broadcasts): just before the accepting statement (or in the releasing transaction), call
-``suppressed_for(db_or_txn, {tenant_id: recipients})`` once for all recipients (of all the
-accounts at hand); each address it returns is skipped (an ``email.suppressed`` event with
-``recipient`` and ``reason`` = its origin, not counted against quotas).
-
-Writes change the list alone: that contacts follow it (issue 16) is the use case's rule,
-``mailsvc.app.suppressions`` (``add``, ``add_many``, ``remove``, ``remove_many``).
+Rows of the suppression list, and its reads and writes inside the statements of others;
+addresses compared in their normal form (``domain.suppression.normal_form``). Sending paths
+call ``suppressed_for(db_or_txn, {tenant_id: recipients})`` once, just before the accepting
+statement (or in the releasing transaction); each address it returns is skipped (an
+``email.suppressed`` event, ``reason`` its origin; not counted against quotas).
+Writes change the list alone: keeping contacts in step is ``mailsvc.app.suppressions``'s job.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import * as builder from "/ui/pages/builder.js";
 import * as contacts from "/ui/pages/contacts.js";
 import * as domains from "/ui/pages/domains.js";
 import * as emails from "/ui/pages/emails.js";
+import * as inbox from "/ui/pages/inbox.js";
 import * as overview from "/ui/pages/overview.js";
 import * as settings from "/ui/pages/settings.js";
 import * as signin from "/ui/pages/signin.js";
@@ -17,4 +18,4 @@ import * as templates from "/ui/pages/templates.js";
 import * as webhooks from "/ui/pages/webhooks.js";
 import { start } from "/ui/ui.js";
 
-start([signin, overview, emails, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings]);
+start([signin, overview, emails, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings]);

@@ -1,16 +1,10 @@
 """
 The webhook dispatcher: reads the events outbox, fans each event out to the tenant's enabled
-webhooks subscribed to it, and delivers the resulting rows.
-
-Every step (woken by NOTIFY on "events", by a finished attempt, by the time the next retry
-falls due, or by a slow safety timer) fans out new events and leases due deliveries
-(FOR UPDATE SKIP LOCKED, ``claimed_until``), so nodes sharing the database never hold the
-same attempt at once and a crashed node's attempts are taken over when its lease ends.
-Requests run in parallel, at most ``per_endpoint`` per webhook across nodes, and at most
-``host_concurrency`` at once and ``host_rate_per_sec`` a second to one target address from
-this node, whichever webhooks and tenants they come from (``HostLimits``); their outcomes are
-written by the next step, in the same transaction as its lease, and only while the lease they
-were made under still holds.
+webhooks subscribed to it, and delivers the resulting rows. Each step (woken by NOTIFY on
+"events", a finished attempt, a retry coming due, or a slow timer) leases due deliveries
+(FOR UPDATE SKIP LOCKED, ``claimed_until``) and writes earlier outcomes only while their lease
+holds. Requests run in parallel within ``per_endpoint`` per webhook across nodes and, per
+target address on this node, ``host_concurrency`` and ``host_rate_per_sec`` (``HostLimits``).
 """
 
 from __future__ import annotations

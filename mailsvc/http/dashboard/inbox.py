@@ -1,7 +1,8 @@
 """
 The development inbox of the dashboard (issue 30): ``GET /dashboard/inbox`` (newest first,
 paginated as the API's lists), ``GET /dashboard/inbox/{id}`` (the message read and checked)
-and its HTML for the sandboxed preview frame, under the e-mail preview policy.
+and its HTML for the sandboxed preview frame, under the e-mail preview policy (``?scheme=dark``:
+with the message's dark-mode rules applied).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ class InboxResource:
 
     @route("GET", "/dashboard/inbox/<inbox_id>/html", access=SESSION_FRAME)
     async def html(self, request, caller: Caller, inbox_id: str):
-        html = await self._inbox.html(caller.tenant.id, parse_uuid(inbox_id))
+        # ?scheme=dark: as a client in dark mode shows it (the preview's toggle).
+        dark = request.args.get(b"scheme") == [b"dark"]
+        html = await self._inbox.html(caller.tenant.id, parse_uuid(inbox_id), dark)
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {
             "Content-Security-Policy": PREVIEW_CSP, "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",

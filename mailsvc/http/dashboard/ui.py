@@ -64,7 +64,7 @@ class UiResource:
             raise NotFound("File")
         kind = TYPES[name[name.rindex("."):]]
         # The shell may be cached only after asking again: a new version shows at once.
-        cache = "no-cache" if name == "index.html" else "max-age=300"
+        cache = "no-cache" if name in ("index.html", "console.html") else "max-age=300"
         return Reply(200, body, kind, {**HEADERS, "Cache-Control": cache})
 
     @route("GET", "/", access=PUBLIC)
@@ -82,6 +82,15 @@ class UiResource:
     @route("GET", "/ui/<path:name>", access=PUBLIC)
     async def static(self, request, _, name: str):
         return self._file(name)
+
+    @route("GET", "/console", access=PUBLIC)
+    async def console_bare(self, request, _):
+        return Reply(302, None, headers={"Location": "/console/"})
+
+    @route("GET", "/console/", access=PUBLIC)
+    async def console(self, request, _):
+        """The operator console's page (issue 31 §3): its modules are under /ui/console/."""
+        return self._file("console.html")
 
     @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION)
     async def preview(self, request, caller: Caller, email_id: str):

@@ -13,8 +13,9 @@ function emailRows(items) {
 }
 
 /** What an account with no e-mail does next: a first send through the Python SDK, from the test
- *  sender to a test address (no domain needed), against this node. */
-function firstEmail() {
+ *  sender to a test address (no domain needed), against this node. ``then`` says where it shows
+ *  (the Inbox shares the card). */
+export function firstEmail(then = "Then it is listed here with its events.") {
   const snippet = [
     "import resend",
     "",
@@ -34,7 +35,7 @@ function firstEmail() {
       h("code", "delivered@resend.dev"), ": no domain is needed. With the Python SDK (", h("code", "pip install resend"),
       ") and a key from ", h("a", { href: "#/api-keys" }, "API keys"), ":"),
     h("pre.snippet", h("code", snippet)), copyButton(snippet, "Copy the code"),
-    h("p.muted", "Then it is listed here with its events. To send from your own addresses, ", h("a", { href: "#/domains" }, "add a domain"), "."));
+    h("p.muted", `${then} To send from your own addresses, `, h("a", { href: "#/domains" }, "add a domain"), "."));
 }
 
 async function emailsPage(query) {

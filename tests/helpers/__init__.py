@@ -1,0 +1,1 @@
+"""Code the test modules share (fixtures, peers, polling); no test module imports another."""

@@ -1,0 +1,75 @@
+"""The real daemon under twistd in the foreground (``twistd``), a free loopback port, and waiting until it answers."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.helpers.polling import until
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def twistd(state: Path, port: int, *options: str, new_session: bool = False, default_sigint: bool = False,
+           **env) -> subprocess.Popen:
+    """
+    A node in the foreground. With ``default_sigint`` its SIGINT has the default disposition even
+    when the test run inherited it ignored (``scripts/test &`` from a script): exec keeps an
+    ignored signal ignored, and Python and Twisted then never handle it.
+    """
+    environ = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        MAILSVC_STATE_DIR=str(state),
+        MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1",
+        MAILSVC_SMTP_SUBMISSION="",
+        MAILSVC_SMTP_INBOUND="tcp:0:interface=127.0.0.1",
+    )
+    environ.update(env)  # a test's own settings win over these defaults
+    command = [str(Path(sys.executable).parent / "twistd"), "--nodaemon", "--pidfile=", *options, "mailsvc"]
+    if default_sigint:
+        command = [sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGINT, *command]
+    return subprocess.Popen(
+        command,
+        env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=new_session,
+    )
+
+
+_EXEC_WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+@pytest.fixture
+def state():
+    path = Path(tempfile.mkdtemp(prefix="mailsvc-daemon-"))
+    path.chmod(0o755)
+    yield path / "state"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    """Until the node answers ``/healthz``; fails at once if it exits meanwhile."""
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"daemon exited: {process.communicate()}")
+        try:
+            requests.get(url + "/healthz", timeout=1)
+            return True
+        except (requests.ConnectionError, requests.Timeout):
+            return False  # refused before the socket is open; waiting in its queue while workers start
+
+    until(answers, seconds, f"the daemon answering {url}/healthz")

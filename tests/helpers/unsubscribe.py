@@ -1,0 +1,33 @@
+"""Unsubscribe links in delivered mail: a broadcast's body, the link of a message, what was delivered."""
+
+import email
+import email.policy
+
+from tests.helpers.sending import BODY
+
+BROADCAST = {
+    **BODY, "stream": "broadcast", "to": ["ann@example.com", "bob@example.com"],
+    "html": '<p>News</p><a href="{{{SVC_UNSUBSCRIBE_URL}}}">Unsubscribe</a>',
+    "text": "News\nUnsubscribe: {{{RESEND_UNSUBSCRIBE_URL}}}\n",
+}
+
+
+def parse(raw) -> email.message.EmailMessage:
+    return email.message_from_bytes(bytes(raw), policy=email.policy.default)
+
+
+def link_of(message) -> str:
+    (value,) = message.get_all("List-Unsubscribe")
+    assert value.startswith("<") and value.endswith(">")
+    return value[1:-1]
+
+
+def path_of(api, url: str) -> str:
+    assert url.startswith(api.url + "/public/unsubscribe/"), url
+    return url[len(api.url):]
+
+
+async def deliveries(api, email_id) -> dict[str, bytes | None]:
+    rows = await api.parts.db.fetchall(
+        "SELECT recipient, message FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))
+    return {r["recipient"]: (bytes(r["message"]) if r["message"] is not None else None) for r in rows}

@@ -243,10 +243,12 @@ async def test_every_string_of_every_write_goes_through_the_one_check(api):
 
     from mailsvc.domain.text import MultiLine
     from mailsvc.http import openapi
-    from mailsvc.http.router import FULL, OPERATOR, SENDING, SESSION
+    from mailsvc.http.router import FULL, OPERATOR, OPERATOR_SESSION, SENDING, SESSION
+    from tests.helpers.console import console_signed_in
     from tests.helpers.dashboard import signed_in
 
     tenant, key, session = await signed_in(api)
+    console = await console_signed_in(api)
     _, audience, _ = await api.json("POST", "/audiences", key, json={"name": "Readers"})
     known = {"audience_id": audience["id"], "tenant_id": tenant["id"], "pattern": "example.org"}
     doc = openapi.document(api.parts.router.mounted)
@@ -264,6 +266,8 @@ async def test_every_string_of_every_write_goes_through_the_one_check(api):
         headers = {"Content-Type": "application/json"}
         if mounted.access == SESSION:
             headers |= {"Cookie": f"mailsvc_session={session.token}", "X-CSRF-Token": session.csrf}
+        if mounted.access == OPERATOR_SESSION:
+            headers |= {"Cookie": f"mailsvc_operator={console.token}", "X-CSRF-Token": console.csrf}
         credential = {FULL: key, SENDING: key, OPERATOR: api.operator_token}.get(mounted.access)
         for index, steps in enumerate(_strings(schema)):
             shape = _where(steps, "[]")

@@ -29,7 +29,7 @@ async def test_submission_over_both_tls_modes(api, smtp_ports, pem):
     row = await api.parts.db.fetchone("SELECT id, message, source, recipients FROM emails ORDER BY id LIMIT 1")
     assert row["source"] == "smtp" and row["recipients"]["bcc"] == ["hidden@example.com"]
     stored = email.message_from_bytes(bytes(row["message"]), policy=email.policy.strict)
-    assert stored["DKIM-Signature"] is None  # signed at delivery (tests/test_sign_at_delivery.py)
+    assert stored["DKIM-Signature"] is None  # signed at delivery (tests/integration/test_sign_at_delivery.py)
     assert stored["Bcc"] is None and stored["X-Entity-Ref-ID"] == "starttls"
     assert stored["Message-ID"].endswith("@acme.example.com>")
     assert stored.get_body(("plain",)).get_content().replace("\r\n", "\n") == "plain body\n.leading dot line\n"

@@ -1,7 +1,7 @@
 """The return path end to end: mail delivered to the sink, then a DSN or a feedback report about
 it sent by smtplib to the real inbound listener; the delivery bounces or is complained about,
 with its event and suppression. Then the rules of which deliveries a DSN can be about (hostile
-reports: tests/test_hostile_returns.py)."""
+reports: tests/integration/test_hostile_returns.py)."""
 
 import smtplib
 

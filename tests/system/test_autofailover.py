@@ -11,7 +11,7 @@ nodes of mailsvc (``twistd mailsvc``, every role, one process each) use the URI 
 to the in-process SMTP sink. Under load (tests/failover_load.py) the primary's ``pg_autoctl``
 and PostgreSQL are killed at once (SIGKILL, as when the machine dies); the standby is read
 (the deliveries in flight) and the test waits, with pg_auto_failover's default timeouts,
-for the monitor to promote it. Then, as in tests/test_failover.py, every e-mail a node
+for the monitor to promote it. Then, as in tests/system/test_failover.py, every e-mail a node
 answered 200 for must be delivered and at the sink at least once.
 
 In the slow tier (about 85 s, 50 s of it pg_auto_failover's timeouts); scripts/setup.sh

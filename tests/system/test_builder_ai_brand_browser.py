@@ -1,7 +1,7 @@
 """
 The builder's "Generate with AI" and "Import from website" (issue 21), and the pages waiting out
 the account's shared API rate (429), in Debian's headless Chromium against the real daemon,
-PostgreSQL and the SMTP sink of tests/test_content_ui_browser.py. The fake AI provider
+PostgreSQL and the SMTP sink of tests/system/test_content_ui_browser.py. The fake AI provider
 (tests/fake_ai.py) and the fixture website (tests/fixture_site.py) are Twisted servers: they run
 in a process of their own on loopback, and the test scripts the provider's next answers through
 that process's stdin. Screenshots go to test-output/content/.

@@ -4,7 +4,7 @@ raw HTTP (shapes, the state table, the 409s), scheduling and its release by the 
 cancel in each state, duplicate, preview, and the fan-out job driven step by step (its chunks
 through the one accept path, personalisation, suppressed contacts, the membership fixed at
 the start, the quota pause on a time the test controls, the reputation pause, the lease that
-fences a chunk). Delivery through the real MTA is tests/test_broadcast_delivery.py.
+fences a chunk). Delivery through the real MTA is tests/system/test_broadcast_delivery.py.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 from mailsvc.mail import reports
 from mailsvc.mail.reports import DeliveryReport, DsnRecipient, FeedbackReport
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent.parent / "samples"
 VERP = "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example"
 
 

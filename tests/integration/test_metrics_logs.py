@@ -85,7 +85,7 @@ def test_the_grafana_dashboard_reads_metrics_the_node_exports():
     import re
     from pathlib import Path
 
-    dashboard = json.loads((Path(__file__).parent.parent / "etc" / "grafana-dashboard.json").read_text())
+    dashboard = json.loads((Path(__file__).parent.parent.parent / "etc" / "grafana-dashboard.json").read_text())
     names = {re.sub(r"_(total|bucket)$", "", name) for panel in dashboard["panels"] for target in panel["targets"]
              for name in re.findall(r"mailsvc_\w+", target["expr"])}
     from mailsvc.metrics import Metrics

@@ -22,7 +22,7 @@ from mailsvc.domain.themes import (
     theme_of,
 )
 
-SAMPLES = Path(__file__).parent / "samples" / "builder"
+SAMPLES = Path(__file__).parent.parent / "samples" / "builder"
 EVERY_BLOCK = json.loads((SAMPLES / "every_block.json").read_text())
 
 

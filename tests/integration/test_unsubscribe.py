@@ -2,7 +2,7 @@
 RFC 8058 one-click unsubscribe on the broadcast stream: a signed link per recipient in
 ``List-Unsubscribe``, the page behind it (GET changes nothing) and the one-click POST that
 suppresses the address. The per-recipient messages are stored unsigned; that both headers are
-under every DKIM signature made at delivery is proven at the sink (tests/test_sign_at_delivery.py).
+under every DKIM signature made at delivery is proven at the sink (tests/integration/test_sign_at_delivery.py).
 """
 
 import base64

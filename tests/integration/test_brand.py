@@ -3,7 +3,7 @@ Brand import (issue 19) against a fixture website on loopback (tests/fixture_sit
 ``security.allow_private_targets`` (which lifts the address rule only; the site's port is let
 through by the test-only ``security.test_extra_ports``), the result is checked field by field,
 the logos are served from /files/brand/..., ``apply`` saves, the AI pick (the fake provider)
-and its absence; the limit of 6 a minute. The SSRF matrix is in tests/test_brand_ssrf.py.
+and its absence; the limit of 6 a minute. The SSRF matrix is in tests/integration/test_brand_ssrf.py.
 """
 
 import json

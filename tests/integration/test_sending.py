@@ -69,7 +69,7 @@ async def test_the_stored_message_is_unsigned_and_well_formed(api):
     row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
     raw = bytes(row["message"])
     message = email.message_from_bytes(raw, policy=email.policy.strict)
-    assert message["DKIM-Signature"] is None  # signed at delivery (tests/test_sign_at_delivery.py)
+    assert message["DKIM-Signature"] is None  # signed at delivery (tests/integration/test_sign_at_delivery.py)
     assert message["Bcc"] is None and b"hidden@example.com" not in raw
     assert message["Reply-To"] == "help@acme.example.com" and message["X-Entity-Ref-ID"] == "7"
     assert [a.get_filename() for a in message.iter_attachments()] == ["a.txt"]
@@ -400,7 +400,7 @@ async def test_the_release_gives_the_store_typed_states(api):
 
 @pt.ensureDeferred
 async def test_capture_mode_queues_mail_like_direct_mode(api):
-    """It is signed and kept in the inbox by the delivery worker (tests/test_delivery.py)."""
+    """It is signed and kept in the inbox by the delivery worker (tests/integration/test_delivery.py)."""
     tenant, key, _ = await sending_tenant(api)
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"delivery_mode": "capture"})
     _, sent, _ = await api.json("POST", "/emails", key, json=BODY)
@@ -507,7 +507,7 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
         **BODY, "from": "Signed <hello@signed.example.com>", "subject": "Grüße", "text": "line\n.dot\n",
         "attachments": [{"filename": "a.bin", "content": base64.b64encode(bytes(range(256))).decode()}]})
     row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    # Stored unsigned; signed as the delivery worker signs it (at the sink: tests/test_sign_at_delivery.py).
+    # Stored unsigned; signed as the delivery worker signs it (at the sink: tests/integration/test_sign_at_delivery.py).
     domain = await api.parts.domains.lookup_sending_domain(uuid.UUID(tenant["id"]), "signed.example.com")
     signed = dkim.sign(bytes(row["message"]), domain.name, domain.signers) + bytes(row["message"])
 

@@ -99,7 +99,7 @@ def test_headers():
         invalid("headers", headers={name: "x"})
     invalid("headers", headers={"X-Evil": "a\r\nBcc: x@y.com"})
     invalid("headers", headers={"Bad Name": "x"})
-    # What SMTP submission refuses in a message's header section (tests/test_hostile_smtp.py).
+    # What SMTP submission refuses in a message's header section (tests/integration/test_hostile_smtp.py).
     for name in ("From ", "Sender\t", "X-Junk ", "X\x7fA", "Sender", "Resent-From", "resent-reply-to", "Resent-X"):
         invalid("headers", headers={name: "ceo@bank.example"})
     invalid("headers", headers={"X-Num": 5})

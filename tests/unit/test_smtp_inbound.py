@@ -18,7 +18,7 @@ from mailsvc.mail import reports, verp
 from mailsvc.smtp.inbound import InboundFactory, listen
 from tests.smtpwire import connected, send
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent.parent / "samples"
 VERP = "b-agaz4pqxjbdmtmgqz3h7k2wvnm-q7xk2mfa@bounces.acme.example"
 
 

@@ -8,7 +8,7 @@ is redone by the next one, and nothing it had committed is written again.
 
 Then a delivery node delivers everything to the in-process sink, and the count is exact: every
 contact got exactly one message (its own, personalised), and the sink's count equals the
-broadcast's ``recipients``. (The delivery queue's own crash safety is tests/test_crash.py.)
+broadcast's ``recipients``. (The delivery queue's own crash safety is tests/system/test_crash.py.)
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         assert store.count("SELECT sum(count) FROM usage WHERE period LIKE 'day:%%'") == CONTACTS
 
         # Deliver it all (no more kills): the sink gets exactly the recipients. The delivery
-        # lease is the default one here: tests/test_crash.py's 3 s lease lets a loaded machine
+        # lease is the default one here: tests/system/test_crash.py's 3 s lease lets a loaded machine
         # send a delivery twice (at least once is the queue's promise; exactly once is asked here
         # of the fan-out, whose e-mails are counted above).
         daemon.env["MAILSVC_DELIVERY_LEASE_SECONDS"] = "300"

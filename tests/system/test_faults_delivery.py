@@ -1,7 +1,7 @@
 """
 Delivery faults that could send one message twice: a server whose final reply comes after the
 lease, and a delivery node killed while the server holds a message's DATA. Repeat them with
-``scripts/repeat-faults tests/test_faults_delivery.py::<test> ...``.
+``scripts/repeat-faults tests/system/test_faults_delivery.py::<test> ...``.
 """
 # ruff: noqa: F811 (the tests take the smtp_sink fixture imported below)
 

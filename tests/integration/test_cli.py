@@ -23,7 +23,7 @@ from mailsvc.crypto.tls import self_signed
 from tests.fake_operator import Delivery, FakeOperatorApi
 from tests.outside import ThrowawayCA
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def mailsvc(*argv: str, environ: dict, stdin: str = "") -> tuple[int, str, str]:

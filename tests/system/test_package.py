@@ -17,7 +17,7 @@ import requests
 
 from tests.helpers.daemon import free_port, wait_until_listening
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

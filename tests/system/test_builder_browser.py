@@ -23,7 +23,7 @@ from mailsvc.http.api.builder import social_icons
 from tests.helpers.browser import CHROMIUM
 from tests.helpers.builder import render_every_block
 
-DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 def solid_png(width: int, height: int, rgb: tuple[int, int, int], band: tuple[int, int, int] | None = None) -> bytes:

@@ -74,7 +74,7 @@ def test_missing_file(tmp_path):
 def test_shipped_annotated_defaults_are_the_defaults():
     from pathlib import Path
 
-    shipped = Path(__file__).parent.parent / "etc" / "mailsvc.conf"
+    shipped = Path(__file__).parent.parent.parent / "etc" / "mailsvc.conf"
     assert load(shipped, environ={}) == load(None, environ={})
 
 

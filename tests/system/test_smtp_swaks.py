@@ -72,7 +72,7 @@ async def test_swaks_over_implicit_tls_and_starttls(api, smtp_ports, pem):  # no
         assert row["text"] == f"Sent over {mode}.\n.a line that starts with a dot\n\n\n"
         stored = email.message_from_bytes(bytes(row["message"]), policy=email.policy.strict)
         assert stored["X-Entity-Ref-ID"] == mode and stored["Bcc"] is None
-        assert stored["DKIM-Signature"] is None  # signed at delivery (tests/test_sign_at_delivery.py)
+        assert stored["DKIM-Signature"] is None  # signed at delivery (tests/integration/test_sign_at_delivery.py)
         assert stored["Message-ID"].endswith("@acme.example.com>")
         deliveries = await api.parts.db.fetchall(
             "SELECT recipient, status FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: What a build in the checkout would leave there (the script builds in a temporary copy).
 BUILD_LEFTOVERS = ("debian/mailsvc", "debian/build-wheel", "debian/.debhelper", "debian/files",
                    "debian/debhelper-build-stamp", "debian/mailsvc.substvars")

@@ -54,7 +54,7 @@ CASES = [
     ("crlf in to", "/emails", {"to": "ann@example.com\r\nBcc: evil@example.net"}, 422, "validation_error"),
     ("colon in header name", "/emails", {"headers": {"X-A: b": "c"}}, 422, "validation_error"),
     ("managed header bcc", "/emails", {"headers": {"Bcc": "evil@example.net"}}, 422, "validation_error"),
-    # SMTP submission's header rules (tests/test_hostile_smtp.py), over HTTP.
+    # SMTP submission's header rules (tests/integration/test_hostile_smtp.py), over HTTP.
     ("space before the colon of a from header", "/emails", {"headers": {"From ": "ceo@bystander.example.com"}},
      422, "validation_error"),
     ("sender header", "/emails", {"headers": {"Sender": "ceo@bystander.example.com"}}, 422, "validation_error"),

@@ -1,4 +1,7 @@
-"""The SSH manhole: a real SSH client on loopback, keys from the state directory, loopback only."""
+"""
+The SSH manhole: a real SSH client on loopback and on a unix socket, keys from the state
+directory.
+"""
 
 import re
 import socket
@@ -16,7 +19,6 @@ from twisted.internet import reactor, threads
 from mailsvc import compose, manhole
 from mailsvc.config import load
 from mailsvc.service import Node
-from tests.helpers.daemon import free_port, twistd
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -132,48 +134,3 @@ async def test_manhole_on_a_unix_socket(tmp_path):
         directory.rmdir()
 
 
-@pt.ensureDeferred
-async def test_authorized_keys_writable_by_others_lets_nobody_in(tmp_path):
-    _, line = client_key(tmp_path, "k")
-    path = tmp_path / manhole.AUTHORIZED_KEYS
-    path.write_text(line)
-    path.chmod(0o600)
-    assert len(list(manhole.AuthorizedKeysFile(path).getAuthorizedKeys(b"root"))) == 1
-    path.chmod(0o666)
-    assert list(manhole.AuthorizedKeysFile(path).getAuthorizedKeys(b"root")) == []
-    assert list(manhole.AuthorizedKeysFile(tmp_path / "absent").getAuthorizedKeys(b"root")) == []
-
-
-def test_host_key_is_generated_once(tmp_path):
-    first = manhole.host_key(tmp_path / manhole.HOST_KEY)
-    assert first.isPublic() is False and first.sshType() == b"ssh-ed25519"
-    assert manhole.host_key(tmp_path / manhole.HOST_KEY) == first
-
-
-@pytest.mark.parametrize("description", [
-    "tcp:2222:interface=127.0.0.1", "tcp:2222:127.0.0.9", r"tcp6:2222:interface=\:\:1",
-    "unix:/run/mailsvc/manhole", "UNIX:address=/tmp/m:mode=600",
-])
-def test_loopback_and_unix_endpoints_are_accepted(description):
-    manhole.check_endpoint(description)
-
-
-@pytest.mark.parametrize("description", [
-    "tcp:2222", "tcp:2222:interface=0.0.0.0", "tcp6:2222", r"tcp6:2222:interface=\:\:",
-    "tcp:2222:interface=192.0.2.1", "tcp:2222:interface=localhost", "ssl:2222:interface=127.0.0.1",
-    "2222",
-])
-def test_other_endpoints_are_refused(description):
-    with pytest.raises(ValueError, match="manhole.listen"):
-        manhole.check_endpoint(description)
-
-
-@pytest.mark.slow
-def test_daemon_refuses_a_manhole_off_loopback_in_one_line(tmp_path):
-    daemon = twistd(tmp_path / "state", free_port(), MAILSVC_MANHOLE_LISTEN="tcp:0:interface=0.0.0.0")
-    out, err = daemon.communicate(timeout=60)
-    assert daemon.returncode != 0
-    lines = [line for line in err.splitlines() if line.startswith("mailsvc:")]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("mailsvc: cannot start: manhole.listen:") and "loopback" in lines[0]
-    assert not (tmp_path / "state" / "postgresql").exists()  # refused before the store started

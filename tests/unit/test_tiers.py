@@ -32,7 +32,7 @@ def test_a_unit_test_asking_for_the_database_fails_naming_its_tier(pytester):
         def test_on_a_table():
             pass
     """)
-    result = pytester.runpytest_inprocess("-p", "no:twisted", "-p", "no:randomly")
+    result = pytester.runpytest_inprocess("-p", "no:twisted")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_reads_the_store uses db, pg_dsn: it belongs in tests/integration*"])
 

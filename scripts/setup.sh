@@ -47,7 +47,7 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   pg_share="$(ls -d /usr/share/postgresql/*/ 2>/dev/null | sort -V | tail -n 1)"
   [ -n "$pg_share" ] && [ -f "${pg_share}extension/pg_partman.control" ] \
     || missing+=("postgresql-$(basename "${pg_share:-15}")-partman")
-  # The pg_auto_failover drill (tests/test_autofailover.py) makes its own monitor and nodes
+  # The pg_auto_failover drill (tests/system/test_autofailover.py) makes its own monitor and nodes
   # with pg_autoctl; the packages start nothing.
   command -v pg_autoctl >/dev/null || missing+=(pg-auto-failover-cli)
   ls /usr/lib/postgresql/*/lib/pgautofailover.so >/dev/null 2>&1 || missing+=(postgresql-15-auto-failover)
@@ -93,7 +93,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
-  # pg_autoctl's clusters (tests/test_autofailover.py) put their sockets in Debian's directory,
+  # pg_autoctl's clusters (tests/system/test_autofailover.py) put their sockets in Debian's directory,
   # which tmpfiles.d makes at boot: a machine that did not boot with systemd may lack it.
   if [ "$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres -m 2775 /var/run/postgresql; fi
   node_stamp="tests/node/node_modules/.mailsvc-installed"

@@ -1,6 +1,6 @@
 """
-Load and proof for a PostgreSQL failover under real nodes (tests/test_failover.py, and the
-pg_auto_failover drill of tests/test_autofailover.py): loaders post batches of e-mails
+Load and proof for a PostgreSQL failover under real nodes (tests/system/test_failover.py, and the
+pg_auto_failover drill of tests/system/test_autofailover.py): loaders post batches of e-mails
 without a pause; the deliveries in flight when the primary died are read on the standby;
 afterwards every e-mail a node answered 200 for must be delivered, each at the SMTP sink at
 least once, and one that arrived twice must have been in flight.

@@ -1,6 +1,6 @@
 """
 Runs schemathesis against a live node: ``python -m tests.fuzz_node``, inside a network
-namespace of its own (tests/test_schemathesis.py starts it under ``unshare --net``, with only
+namespace of its own (tests/system/test_schemathesis.py starts it under ``unshare --net``, with only
 the loopback interface up), so that whatever address or URL the fuzzer makes up, nothing
 outside the machine can be reached: the daemon's DNS is the tests' loopback server (every name
 NXDOMAIN), and delivery, webhooks and attachment paths have no route out. The fuzzed tenant's
@@ -36,7 +36,7 @@ BIN = Path(sys.executable).parent
 #: API routes included; broadcasts, the spam check, DMARC and shaping since 218); schemathesis's
 #: phases (examples, coverage, fuzzing, stateful) add their own cases. 10 gave 9,464 cases in
 #: 120 s at 218 operations; 7 gives 10,328 cases in about 75 s at 255 on 2 cores, well over the
-#: 5,000 tests/test_schemathesis.py asserts.
+#: 5,000 tests/system/test_schemathesis.py asserts.
 MAX_EXAMPLES = int(os.environ.get("MAILSVC_FUZZ_EXAMPLES", "7"))
 # One worker: hypothesis 6.170 with two worker threads hit an internal AST recursion error.
 WORKERS = os.environ.get("MAILSVC_FUZZ_WORKERS", "1")
@@ -124,7 +124,7 @@ def main() -> int:
              "--continue-on-failure", "--seed", os.environ.get("MAILSVC_FUZZ_SEED", "22"),
              "--request-timeout", "30", "--report", "ndjson", "--report-dir", str(report),
              # /metrics: text, and its counters move with every request; /auth/logout would end
-             # the session every dashboard route is fuzzed with (tests/test_dashboard.py tests it).
+             # the session every dashboard route is fuzzed with (tests/integration/test_dashboard.py tests it).
              "--exclude-path", "/metrics", "--exclude-path", "/auth/logout"],
             cwd=top, capture_output=True, text=True,
         )

@@ -31,7 +31,7 @@ class Tenant:
 
 
 async def sending(api, domain: str) -> Tenant:
-    """A tenant with a verified sending ``domain`` (see tests/test_sending.py)."""
+    """A tenant with a verified sending ``domain`` (see tests/integration/test_sending.py)."""
     tenant, key, _ = await sending_tenant(api, domain=domain)
     return Tenant(uuid.UUID(tenant["id"]), key, domain, {**BODY, "from": f"News <news@{domain}>"})
 

@@ -1,4 +1,4 @@
-// Drives the pinned `resend` npm SDK for tests/test_sdk_node.py.
+// Drives the pinned `resend` npm SDK for tests/system/test_sdk_node.py.
 //
 //   node sdk.mjs '<steps as JSON>'
 //

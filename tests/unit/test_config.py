@@ -1,0 +1,110 @@
+"""The configuration loader and the twistd options."""
+
+import pytest
+from twisted.python import usage
+
+from mailsvc.config import ConfigError, load
+from mailsvc.tap import Options, makeService
+
+
+def write(tmp_path, text):
+    path = tmp_path / "mailsvc.conf"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_match_the_design(tmp_path):
+    config = load(None, environ={})
+    assert config.http.listen == "tcp:8080"
+    assert config.smtp.submission == ("ssl:465", "tcp:587", "ssl:2465", "tcp:2587")
+    assert config.smtp.inbound == "tcp:25"
+    assert config.delivery.port == 25
+    assert config.database.dsn == ""
+    assert config.state.dir == "/var/lib/mailsvc"
+    assert config.security.allow_private_targets is False
+    assert config.api.key_tag == "re"
+
+
+def test_file_then_environment(tmp_path):
+    path = write(tmp_path, "[http]\nlisten = tcp:9000\n[dns]\nservers = 127.0.0.1:5353\n")
+    config = load(path, environ={"MAILSVC_HTTP_LISTEN": "tcp:9100", "MAILSVC_DNS_SERVERS": "a:1, b:2"})
+    assert config.http.listen == "tcp:9100"
+    assert config.dns.servers == ("a:1", "b:2")
+    assert load(path, environ={}).dns.servers == ("127.0.0.1:5353",)
+
+
+def test_environment_names_section_and_key():
+    config = load(None, environ={
+        "MAILSVC_DATABASE_DSN": "host=/tmp dbname=x",
+        "MAILSVC_SECURITY_ALLOW_PRIVATE_TARGETS": "true",
+        "MAILSVC_DELIVERY_PORT": "2525",
+        "MAILSVC_TEST_DSN": "ignored: not a section",
+    })
+    assert config.database.dsn == "host=/tmp dbname=x"
+    assert config.security.allow_private_targets is True
+    assert config.delivery.port == 2525
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("[http]\nlisen = tcp:1\n", "http.lisen"),
+        ("[htp]\nlisten = tcp:1\n", "htp"),
+        ("[delivery]\nport = twenty-five\n", "delivery.port"),
+        ("[security]\nallow_private_targets = maybe\n", "security.allow_private_targets"),
+        ("[node]\nroles = api, mixer\n", "node.roles"),
+    ],
+)
+def test_errors_name_the_key(tmp_path, text, path):
+    with pytest.raises(ConfigError) as e:
+        load(write(tmp_path, text), environ={})
+    assert str(e.value).startswith(path)
+
+
+def test_unknown_key_in_environment():
+    with pytest.raises(ConfigError, match=r"^http\.lisen: unknown key"):
+        load(None, environ={"MAILSVC_HTTP_LISEN": "tcp:1"})
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "absent.conf", environ={})
+
+
+def test_shipped_annotated_defaults_are_the_defaults():
+    from pathlib import Path
+
+    shipped = Path(__file__).parent.parent.parent / "etc" / "mailsvc.conf"
+    assert load(shipped, environ={}) == load(None, environ={})
+
+
+def test_options():
+    options = Options()
+    options.parseOptions(["--config", "/etc/mailsvc/mailsvc.conf"])
+    assert options["config"] == "/etc/mailsvc/mailsvc.conf"
+    with pytest.raises(usage.UsageError):
+        Options().parseOptions(["--bogus"])
+
+
+def test_make_service_reports_a_bad_config_in_one_line(tmp_path):
+    options = Options()
+    options.parseOptions(["--config", str(write(tmp_path, "[http]\nlisen = x\n"))])
+    with pytest.raises(SystemExit) as e:
+        makeService(options)
+    assert str(e.value) == "mailsvc: configuration error: http.lisen: unknown key"
+
+
+def test_the_mail_hostname_defaults_to_the_machines_fully_qualified_name():
+    import socket
+
+    assert load(None, environ={}).hostname == socket.getfqdn()
+    assert load(None, environ={"MAILSVC_MAIL_HOSTNAME": "mail.example.net"}).hostname == "mail.example.net"
+
+
+def test_only_a_development_start_asks_for_the_first_accounts_key_file():
+    from mailsvc.compose import keeps_first_key
+
+    assert not keeps_first_key(load(None, environ={"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com"}))
+    development = {"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com", "MAILSVC_DASHBOARD_FIRST_KEY_FILE": "true"}
+    assert keeps_first_key(load(None, environ=development))
+    assert not keeps_first_key(load(None, environ={**development, "MAILSVC_DATABASE_DSN": "dbname=mailsvc"}))

@@ -33,7 +33,7 @@ from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
 from mailsvc.app.console import Console
 from mailsvc.app.contacts import Contacts
-from mailsvc.app.dashboard import Dashboard, FirstOwner, SessionSettings, first_owner
+from mailsvc.app.dashboard import Dashboard, FirstOwner, first_owner
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
@@ -44,6 +44,7 @@ from mailsvc.app.operator import Destinations
 from mailsvc.app.queue import Queue
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.segments import Segments
+from mailsvc.app.signin import SessionSettings
 from mailsvc.app.spam import SpamChecks
 from mailsvc.app.submit import Item, ServiceSender, Submitter, TestSends
 from mailsvc.app.suppressions import Suppressions

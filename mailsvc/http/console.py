@@ -10,7 +10,7 @@ from __future__ import annotations
 from mailsvc import timefmt
 from mailsvc.app.audit import AuditLog
 from mailsvc.app.console import Console
-from mailsvc.app.dashboard import SignedIn
+from mailsvc.app.signin import SignedIn
 from mailsvc.domain.clients import network_of
 from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.auth import base_url

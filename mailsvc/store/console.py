@@ -42,12 +42,12 @@ async def rehash(db: Database, operator_id: uuid.UUID, old_hash: str, new_hash: 
                      (new_hash, operator_id, old_hash))
 
 
-async def insert_session(db: Database, session_id: uuid.UUID, token_hash: bytes, operator_id: uuid.UUID,
+async def insert_session(db: Database, session_id: uuid.UUID, token_hash: bytes, operator: dict,
                          now: datetime, expires_at: datetime) -> None:
     await db.execute(
         "INSERT INTO operator_sessions (id, token_hash, operator_id, created_at, last_seen_at, expires_at)"
         " VALUES (%s, %s, %s, %s, %s, %s)",
-        (session_id, token_hash, operator_id, now, now, expires_at),
+        (session_id, token_hash, operator["id"], now, now, expires_at),
     )
 
 

@@ -12,7 +12,8 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.audit import AuditLog
-from mailsvc.app.dashboard import Dashboard, SignedIn
+from mailsvc.app.dashboard import Dashboard
+from mailsvc.app.signin import SignedIn
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json

@@ -13,7 +13,7 @@ from mailsvc.app.console import Console
 from mailsvc.app.signin import SignedIn
 from mailsvc.domain.clients import network_of
 from mailsvc.http.body import read_json
-from mailsvc.http.dashboard.auth import base_url
+from mailsvc.http.dashboard.auth import Cookies, base_url
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.router import (
     CONSOLE_COOKIE,
@@ -23,7 +23,6 @@ from mailsvc.http.router import (
     Operator,
     Reply,
     console_token,
-    plain_http_on_loopback,
     route,
 )
 
@@ -42,30 +41,12 @@ def operator_json(row: dict) -> dict:
     }
 
 
-class ConsoleCookies:
-    """``mailsvc_operator``: ``HttpOnly; Secure; SameSite=Strict; Path=/``, ``Secure`` dropped only
-    for plain HTTP on loopback (development), as the dashboard's."""
-
-    def __init__(self, lifetime_seconds: int):
-        self._lifetime = lifetime_seconds
-
-    def issue(self, request, token: str) -> str:
-        return self._cookie(request, token, self._lifetime)
-
-    def clear(self, request) -> str:
-        return self._cookie(request, "", 0)
-
-    def _cookie(self, request, value: str, max_age: int) -> str:
-        secure = "" if plain_http_on_loopback(request) else "; Secure"
-        return f"{CONSOLE_COOKIE.decode()}={value}; Max-Age={max_age}; Path=/; HttpOnly{secure}; SameSite=Strict"
-
-
 class ConsoleResource:
     def __init__(self, console: Console, public_url: str, audit_log: AuditLog):
         self._console = console
         self._public_url = public_url
         self._audit_log = audit_log
-        self._cookies = ConsoleCookies(console.settings.lifetime_seconds)
+        self._cookies = Cookies(CONSOLE_COOKIE, console.settings.lifetime_seconds, same_site="Strict")
 
     def _signed_in(self, request, signed: SignedIn) -> Reply:
         return Reply(200, {**operator_json(signed.user), "csrf_token": self._console.csrf_token(signed.token)},

@@ -51,11 +51,16 @@ def set_password_link(base: str, token: str) -> str:
 
 
 class Cookies:
-    """The session cookie: ``HttpOnly; Secure; SameSite=Lax; Path=/``, ``Secure`` dropped only
-    for plain HTTP on loopback (development), with a warning."""
+    """
+    A session cookie: ``HttpOnly; Secure; SameSite=...; Path=/``, ``Secure`` dropped only for
+    plain HTTP on loopback (development), with a warning. The dashboard's is ``SameSite=Lax``
+    (its links open signed in), the console's ``Strict``.
+    """
 
-    def __init__(self, lifetime_seconds: int):
+    def __init__(self, name: bytes, lifetime_seconds: int, same_site: str = "Lax"):
+        self._name = name.decode()
         self._lifetime = lifetime_seconds
+        self._same_site = same_site
         self._warned = False
 
     def _secure(self, request) -> str:
@@ -63,15 +68,18 @@ class Cookies:
             return "; Secure"
         if not self._warned:
             self._warned = True
-            log.warn("dashboard session cookie sent without Secure: plain HTTP on loopback (development only)")
+            log.warn("{name} cookie sent without Secure: plain HTTP on loopback (development only)", name=self._name)
         return ""
 
     def issue(self, request, token: str) -> str:
-        return (f"{SESSION_COOKIE.decode()}={token}; Max-Age={self._lifetime}; Path=/; HttpOnly"
-                f"{self._secure(request)}; SameSite=Lax")
+        return self._cookie(request, token, self._lifetime)
 
     def clear(self, request) -> str:
-        return f"{SESSION_COOKIE.decode()}=; Max-Age=0; Path=/; HttpOnly{self._secure(request)}; SameSite=Lax"
+        return self._cookie(request, "", 0)
+
+    def _cookie(self, request, value: str, max_age: int) -> str:
+        return (f"{self._name}={value}; Max-Age={max_age}; Path=/; HttpOnly{self._secure(request)};"
+                f" SameSite={self._same_site}")
 
 
 def user_json(row: dict) -> dict:
@@ -108,7 +116,7 @@ class AuthResource:
         self._public_url = public_url
         #: Every set-password link issued is audited (it can take over an account).
         self._audit_log = audit_log
-        self._cookies = Cookies(dashboard.settings.lifetime_seconds)
+        self._cookies = Cookies(SESSION_COOKIE, dashboard.settings.lifetime_seconds)
 
     async def _link_issued(self, actor: str, row: dict) -> None:
         await self._audit_log.write(actor, "user.link", tenant_id=str(row["tenant_id"]), user_id=str(row["id"]),

@@ -2,13 +2,16 @@
 // the session, handed over at sign-in and by GET /me, goes in a header on every change.
 
 export class ApiError extends Error {
+  // The main envelope ({name, message}, and the dashboard's code) or the native one ({error:
+  // {code, message}}: the operator API's copies the console calls).
   constructor(status, body) {
-    super((body && body.message) || `HTTP ${status}`);
+    const inner = body && body.error && typeof body.error === "object" ? body.error : body;
+    super((inner && inner.message) || `HTTP ${status}`);
     this.status = status;
-    this.name = (body && body.name) || "error";
+    this.name = (inner && (inner.name || inner.code)) || "error";
     // What the refusal is, where the name alone is too broad (a validation_error that is a
     // domain_not_verified): the dashboard's errors carry the native code beside the name.
-    this.code = (body && body.code) || this.name;
+    this.code = (inner && inner.code) || this.name;
   }
 }
 

@@ -1,8 +1,9 @@
-// What every page shares: the session (read once, by GET /me, then kept until sign-out or a
-// 401), the frame around a page (header, navigation), the hash router, and the small builders of
-// forms and buttons. A page is a module under pages/ exporting ``routes`` ([pattern, page], the
-// page answering the nodes to show) and, to be in the navigation, ``nav`` ([hash, label]);
-// app.js lists the modules in navigation order. docs/decisions.md, "Web UI".
+// What every page shares, on the dashboard and on the operator console alike: the session (read
+// once, by GET /me, then kept until sign-out or a 401), the frame around a page (header,
+// navigation), the hash router, and the small builders of forms and buttons. A page is a module
+// exporting ``routes`` ([pattern, page], the page answering the nodes to show) and, to be in the
+// navigation, ``nav`` ([hash, label]); app.js lists the modules in navigation order and names
+// its site's session paths (``start``). docs/decisions.md, "Web UI".
 
 import { ApiError, get, post, session } from "/ui/api.js";
 import { h } from "/ui/dom.js";
@@ -12,6 +13,13 @@ const app = document.getElementById("app");
 let NAV = [];
 let PAGES = [];
 let OPEN = [];
+// The site's session paths and header: the dashboard's unless ``start`` is told otherwise.
+let SITE = {
+  me: "/me",
+  logout: "/auth/logout",
+  brand: "mailsvc",
+  who: (me) => `${me.email} · ${me.account.name}`,
+};
 
 // The frame
 
@@ -35,8 +43,7 @@ export function shell(current, ...content) {
   return [
     h("a.skip", { href: "#main", onclick: (e) => { e.preventDefault(); document.getElementById("main").focus(); } },
       "Skip to content"),
-    h("header.top", h("strong.brand", "mailsvc"), toggle,
-      h("span.who", me ? `${me.email} · ${me.account.name}` : ""), signOut),
+    h("header.top", h("strong.brand", SITE.brand), toggle, h("span.who", me ? SITE.who(me) : ""), signOut),
     h("div.layout", nav, main(content)),
   ];
 }
@@ -114,7 +121,7 @@ export function toLogin() {
 }
 
 async function signOutNow() {
-  try { await post("/auth/logout"); } catch { /* already gone */ }
+  try { await post(SITE.logout); } catch { /* already gone */ }
   forget();
   app.replaceChildren();
   location.replace("#/login");
@@ -146,7 +153,7 @@ export async function route() {
   }
   if (!session.me) {
     try {
-      const me = await get("/me");
+      const me = await get(SITE.me);
       session.me = me;
       session.csrf = me.csrf_token;
     } catch (error) {
@@ -167,8 +174,12 @@ export async function route() {
   if (mine === generation) render(nodes);
 }
 
-/** Starts the dashboard with its page modules, in navigation order. */
-export function start(modules) {
+/** Show the page again (after an action), keeping the session. */
+export function refresh() { route(); }
+
+/** Starts a site with its page modules, in navigation order, and its session paths (``SITE``). */
+export function start(modules, site = {}) {
+  SITE = { ...SITE, ...site };
   NAV = modules.filter((m) => m.nav).map((m) => m.nav);
   PAGES = modules.flatMap((m) => m.routes || []);
   OPEN = modules.flatMap((m) => m.openRoutes || []);

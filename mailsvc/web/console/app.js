@@ -1,12 +1,17 @@
-// The operator console (issue 31 §3; docs/decisions.md, "Operator console"): a small client of
-// /console/* with hash routes, on the dashboard's dom.js and style; its own session (the
-// mailsvc_operator cookie), never the dashboard's. This list is the navigation's order.
+// The operator console (docs/decisions.md, "Operator console"): the dashboard's frame, client and
+// style (/ui/ui.js, /ui/api.js) with the console's pages and session paths (the mailsvc_operator
+// cookie), never the dashboard's. This list is the navigation's order.
 
 import * as audit from "/ui/console/audit.js";
-import { start } from "/ui/console/frame.js";
 import * as queue from "/ui/console/queue.js";
 import * as signin from "/ui/console/signin.js";
 import * as tenants from "/ui/console/tenants.js";
 import * as waitlist from "/ui/console/waitlist.js";
+import { start } from "/ui/ui.js";
 
-start([signin, tenants, queue, audit, waitlist]);
+start([signin, tenants, queue, audit, waitlist], {
+  me: "/console/me",
+  logout: "/console/auth/logout",
+  brand: "mailsvc operator",
+  who: (me) => `${me.name} · ${me.email}`,
+});

@@ -1,7 +1,7 @@
 // The audit log, newest first: who did what (queue actions, tenants, tokens, set-password links).
 
 import { admin, get } from "/ui/console/api.js";
-import { shell, wide } from "/ui/console/frame.js";
+import { shell, wide } from "/ui/ui.js";
 import { h, table, when } from "/ui/dom.js";
 
 function text(value) {

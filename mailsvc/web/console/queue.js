@@ -3,7 +3,7 @@
 // touches (POST /admin/v1/queue/{action}, audited). docs/operations.md says what each does.
 
 import { admin, get, post } from "/ui/console/api.js";
-import { form, input, refresh, shell, wide } from "/ui/console/frame.js";
+import { form, input, refresh, shell, wide } from "/ui/ui.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 
 const ACTIONS = {

@@ -2,7 +2,7 @@
 // suspend or resume with a reason (PATCH /admin/v1/tenants/{id}, audited).
 
 import { admin, get, patch } from "/ui/console/api.js";
-import { form, input, shell } from "/ui/console/frame.js";
+import { form, input, shell } from "/ui/ui.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 
 const STATUSES = [["", "Any status"], ["active", "active"], ["paused", "paused"], ["suspended", "suspended"]];

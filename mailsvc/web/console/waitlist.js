@@ -1,7 +1,7 @@
 // The waitlist, newest first, and its CSV export (the operator API's own, through the console).
 
 import { admin, get } from "/ui/console/api.js";
-import { shell } from "/ui/console/frame.js";
+import { shell } from "/ui/ui.js";
 import { h, table, when } from "/ui/dom.js";
 
 async function waitlistPage(match) {

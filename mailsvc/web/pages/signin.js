@@ -1,15 +1,16 @@
-// Signing in, and choosing a password from a link (the first user's, an invitation's, a reset's).
+// Signing in, and choosing a password from a link (the first user's, an invitation's, a reset's);
+// the operator console's pages are the same with its own titles and paths (``signInRoutes``).
 
 import { post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { form, input, signedIn } from "/ui/ui.js";
 
-function loginPage() {
+function loginPage(title, path) {
   return h("main.center", { id: "main", tabindex: "-1" },
     h("section.card.narrow",
-      h("h1", "Sign in to mailsvc"),
+      h("h1", title),
       form(async (data) => {
-        signedIn(await post("/auth/login", { email: data.get("email"), password: data.get("password") }));
+        signedIn(await post(path, { email: data.get("email"), password: data.get("password") }));
         location.hash = "#/";
       },
       field("E-mail address", input("email", { type: "email", autocomplete: "username", required: true })),
@@ -17,13 +18,13 @@ function loginPage() {
       h("button.primary", { type: "submit" }, "Sign in"))));
 }
 
-function setPasswordPage(token) {
+function setPasswordPage(title, path, token) {
   return h("main.center", { id: "main", tabindex: "-1" },
     h("section.card.narrow",
-      h("h1", "Choose your password"),
+      h("h1", title),
       form(async (data) => {
         if (data.get("password") !== data.get("again")) throw new Error("The two passwords differ.");
-        signedIn(await post("/auth/password", { token, password: data.get("password") }));
+        signedIn(await post(path, { token, password: data.get("password") }));
         location.replace("#/");
       },
       field("New password", input("password", { type: "password", autocomplete: "new-password", required: true, minlength: 10 }),
@@ -32,7 +33,15 @@ function setPasswordPage(token) {
       h("button.primary", { type: "submit" }, "Set password and sign in"))));
 }
 
-export const openRoutes = [
-  [/^#\/set-password\/([\w-]+)$/, (m) => setPasswordPage(m[1])],
-  [/^#\/login$/, () => loginPage()],
-];
+/** The open routes (no session needed) of a site's sign-in and set-password pages. */
+export function signInRoutes({ signInTitle, passwordTitle, login, password }) {
+  return [
+    [/^#\/set-password\/([\w-]+)$/, (m) => setPasswordPage(passwordTitle, password, m[1])],
+    [/^#\/login$/, () => loginPage(signInTitle, login)],
+  ];
+}
+
+export const openRoutes = signInRoutes({
+  signInTitle: "Sign in to mailsvc", passwordTitle: "Choose your password", login: "/auth/login",
+  password: "/auth/password",
+});

@@ -4,6 +4,26 @@ import dkim as dkimpy
 
 from mailsvc.mail import dkim
 
+#: A message with what canonicalisation must get right: folding, runs of white space, tabs, a
+#: leading dot, trailing empty lines.
+MESSAGE = (
+    b"From: Sender <hello@signed.example.com>\r\n"
+    b"To: one@example.org,\r\n"
+    b"\ttwo@example.org\r\n"
+    b"Subject:   A   folded\r\n"
+    b"  subject line  \r\n"
+    b"Date: Sun, 22 Nov 2026 10:00:00 +0000\r\n"
+    b"Message-ID: <m1@signed.example.com>\r\n"
+    b"MIME-Version: 1.0\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\n"
+    b"\r\n"
+    b"Hello  there,   \r\n"
+    b"\r\n"
+    b".a line with\ttabs\t \r\n"
+    b"\r\n"
+    b"\r\n"
+)
+
 
 def keys():
     pairs = [dkim.generate("rsa1", dkim.RSA), dkim.generate("ed1", dkim.ED25519)]

@@ -13,26 +13,8 @@ from twisted.internet import threads
 
 from mailsvc.mail import dkim
 from tests.domainsupport import domain_config, publish
-from tests.helpers.dkim import verify_all
+from tests.helpers.dkim import MESSAGE, verify_all
 from tests.sdk import call
-
-MESSAGE = (
-    b"From: Sender <hello@signed.example.com>\r\n"
-    b"To: one@example.org,\r\n"
-    b"\ttwo@example.org\r\n"
-    b"Subject:   A   folded\r\n"
-    b"  subject line  \r\n"
-    b"Date: Sun, 22 Nov 2026 10:00:00 +0000\r\n"
-    b"Message-ID: <m1@signed.example.com>\r\n"
-    b"MIME-Version: 1.0\r\n"
-    b"Content-Type: text/plain; charset=utf-8\r\n"
-    b"\r\n"
-    b"Hello  there,   \r\n"
-    b"\r\n"
-    b".a line with\ttabs\t \r\n"
-    b"\r\n"
-    b"\r\n"
-)
 
 
 @pytest.fixture

@@ -12,26 +12,14 @@ from pathlib import Path
 import paramiko
 import pytest
 import pytest_twisted as pt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 from twisted.internet import reactor, threads
 
 from mailsvc import compose, manhole
 from mailsvc.config import load
 from mailsvc.service import Node
+from tests.helpers.manhole import client_key
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def client_key(directory: Path, name: str) -> tuple[paramiko.PKey, str]:
-    """A fresh Ed25519 key for the SSH client and its authorized_keys line."""
-    private = ed25519.Ed25519PrivateKey.generate()
-    path = directory / name
-    path.write_bytes(private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    ))
-    line = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    return paramiko.Ed25519Key.from_private_key_file(str(path)), line.decode() + f" {name}\n"
 
 
 def evaluate(at: int | str, host_key: paramiko.PKey, key: paramiko.PKey, expression: str, expect: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 import pytest_twisted as pt
 from twisted.cred.checkers import InMemoryUsernamePasswordDatabaseDontUse
 from twisted.cred.portal import IRealm, Portal
-from twisted.internet import defer, endpoints, protocol, reactor, ssl
+from twisted.internet import endpoints, protocol, reactor, ssl
 from twisted.mail import smtp
 from twisted.mail._cred import LOGINCredentials, PLAINCredentials
 from zope.interface import implementer
@@ -19,68 +19,13 @@ from mailsvc.smtp.outbound import (
     ConnectionFault,
     OutboundSMTP,
 )
+from tests.helpers.esmtp import (  # noqa: F401 (close_connections: a fixture)
+    PipeliningESMTP,
+    RecordingDelivery,
+    close_connections,
+    opened,
+)
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: the scriptable SMTP sink)
-
-
-@pytest.fixture(autouse=True)
-def close_connections():
-    """Every connection ends with connectionLost, as a real one does (no suspended sessions)."""
-    yield
-    while opened:
-        client = opened.pop()
-        if client.is_open:
-            client.connectionLost(None)
-
-
-opened: list[OutboundSMTP] = []
-
-
-def reply(client, transport, data: bytes) -> list[bytes]:
-    """Feeds the server's bytes; returns the lines the client wrote in answer."""
-    transport.clear()
-    client.dataReceived(data)
-    return transport.value().split(b"\r\n")[:-1]
-
-
-@implementer(smtp.IMessage)
-class StoredMessage:
-    def __init__(self, store, sender, recipient):
-        self.store, self.sender, self.recipient, self.lines = store, sender, recipient, []
-
-    def lineReceived(self, line):  # noqa: N802
-        self.lines.append(line)
-
-    def eomReceived(self):  # noqa: N802
-        self.store.append((self.sender, self.recipient, b"\r\n".join(self.lines) + b"\r\n"))
-        return defer.succeed(None)
-
-    def connectionLost(self):  # noqa: N802
-        pass
-
-
-@implementer(smtp.IMessageDelivery)
-class RecordingDelivery:
-    def __init__(self):
-        self.messages = []
-
-    def receivedHeader(self, helo, origin, recipients):  # noqa: N802
-        return None
-
-    def validateFrom(self, helo, origin):  # noqa: N802
-        return origin
-
-    def validateTo(self, user):  # noqa: N802
-        if user.dest.local.startswith(b"nobody"):
-            raise smtp.SMTPBadRcpt(user)
-        return lambda: StoredMessage(self.messages, str(user.orig), str(user.dest))
-
-
-class PipeliningESMTP(smtp.ESMTP):
-    """The stock server answers in order with synchronous validators, so PIPELINING is safe."""
-
-    def extensions(self):
-        return {**super().extensions(), b"PIPELINING": None, b"SIZE": [b"10000000"]}
-
 
 # -- real TLS over loopback, with the real reactor ---------------------------------------
 

@@ -9,25 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from mailsvc.mail import dkim
-from tests.helpers.dkim import in_memory, keys, verify_all
-
-MESSAGE = (
-    b"From: Sender <hello@signed.example.com>\r\n"
-    b"To: one@example.org,\r\n"
-    b"\ttwo@example.org\r\n"
-    b"Subject:   A   folded\r\n"
-    b"  subject line  \r\n"
-    b"Date: Sun, 22 Nov 2026 10:00:00 +0000\r\n"
-    b"Message-ID: <m1@signed.example.com>\r\n"
-    b"MIME-Version: 1.0\r\n"
-    b"Content-Type: text/plain; charset=utf-8\r\n"
-    b"\r\n"
-    b"Hello  there,   \r\n"
-    b"\r\n"
-    b".a line with\ttabs\t \r\n"
-    b"\r\n"
-    b"\r\n"
-)
+from tests.helpers.dkim import MESSAGE, in_memory, keys, verify_all
 
 
 @pytest.mark.parametrize("message", [

@@ -12,7 +12,6 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.interfaces import ISSLTransport
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent, globalLogPublisher
-from twisted.mail import smtp
 from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -32,6 +31,12 @@ from mailsvc.smtp.outbound import (
     data_payload,
     normalise_lines,
     to_reply,
+)
+from tests.helpers.esmtp import (  # noqa: F401 (close_connections: a fixture)
+    PipeliningESMTP,
+    RecordingDelivery,
+    close_connections,
+    opened,
 )
 
 check = SynchronousTestCase()
@@ -62,19 +67,6 @@ class Transport(StringTransport):
 
     def startTLS(self, options):  # noqa: N802
         self.tls = options
-
-
-@pytest.fixture(autouse=True)
-def close_connections():
-    """Every connection ends with connectionLost, as a real one does (no suspended sessions)."""
-    yield
-    while opened:
-        client = opened.pop()
-        if client.is_open:
-            client.connectionLost(None)
-
-
-opened: list[OutboundSMTP] = []
 
 
 def connect(ehlo=EHLO_PIPELINING, **options):
@@ -512,46 +504,6 @@ def test_reply_parsing():
 
 
 # -- against Twisted's real ESMTP server, in memory --------------------------------------
-
-@implementer(smtp.IMessage)
-class StoredMessage:
-    def __init__(self, store, sender, recipient):
-        self.store, self.sender, self.recipient, self.lines = store, sender, recipient, []
-
-    def lineReceived(self, line):  # noqa: N802
-        self.lines.append(line)
-
-    def eomReceived(self):  # noqa: N802
-        self.store.append((self.sender, self.recipient, b"\r\n".join(self.lines) + b"\r\n"))
-        return defer.succeed(None)
-
-    def connectionLost(self):  # noqa: N802
-        pass
-
-
-@implementer(smtp.IMessageDelivery)
-class RecordingDelivery:
-    def __init__(self):
-        self.messages = []
-
-    def receivedHeader(self, helo, origin, recipients):  # noqa: N802
-        return None
-
-    def validateFrom(self, helo, origin):  # noqa: N802
-        return origin
-
-    def validateTo(self, user):  # noqa: N802
-        if user.dest.local.startswith(b"nobody"):
-            raise smtp.SMTPBadRcpt(user)
-        return lambda: StoredMessage(self.messages, str(user.orig), str(user.dest))
-
-
-class PipeliningESMTP(smtp.ESMTP):
-    """The stock server answers in order with synchronous validators, so PIPELINING is safe."""
-
-    def extensions(self):
-        return {**super().extensions(), b"PIPELINING": None, b"SIZE": [b"10000000"]}
-
 
 class IosimTLS:
     """iosim's stand-in for TLS options: records which options the handshake paired it with."""

@@ -437,3 +437,26 @@ biff = no
         except (OSError, ProcessLookupError):
             return
         wait_until(lambda: not Path(f"/proc/{pids[0]}").exists(), 30, 0.1)
+
+
+def serve_api(state_dir: str, http_port: int) -> None:
+    """A node serving the HTTP API on ``http_port`` and nothing else of note (nothing is delivered)."""
+    serve(state_dir, {
+        "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
+        "MAILSVC_DNS_SERVERS": "127.0.0.1:9",
+        "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
+        "MAILSVC_NODE_ROLES": "api,webhooks,scheduler",
+    })
+
+
+class ApiNode(Node):
+    """The node of ``serve_api``, started by ``module``'s --serve, ready once /healthz answers."""
+
+    module = ""
+
+    def __init__(self, root: Path):
+        self.http = free_port()
+        self.url = f"http://127.0.0.1:{self.http}"
+        super().__init__(root, "n1", self.module, (str(self.http),))
+        wait_for(self.url + "/healthz", self.process)
+        self.operator = (self.state / "operator-token").read_text().strip()

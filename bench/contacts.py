@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from bench import common
-from bench.common import Meter, free_port, load_average, wait_for
+from bench.common import Meter, load_average
 from bench.http_auth import parse_wrk
 
 FIRST = ["Ann", "Anna", "Bob", "Carla", "Dan", "Eve", "Frank", "Grace", "Hugo", "Ines", "Jack", "Karl", "Lena",
@@ -46,28 +46,17 @@ LAST = ["Smith", "Jones", "Martinez", "Brown", "Garcia", "Miller", "Davis", "Lop
         "Taylor", "Thomas", "White", "Harris", "Clark", "Lewis", "Walker", "Hall", "Young", "King"]
 
 
-def serve(state_dir: str, http_port: int) -> None:
-    common.serve(state_dir, {
-        "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
-        "MAILSVC_DNS_SERVERS": "127.0.0.1:9",
-        "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
-        "MAILSVC_NODE_ROLES": "api,webhooks,scheduler",
-    })
+serve = common.serve_api
 
 
-class Node(common.Node):
-    def __init__(self, root: Path):
-        self.http = free_port()
-        self.url = f"http://127.0.0.1:{self.http}"
-        super().__init__(root, "n1", "bench.contacts", (str(self.http),))
-        wait_for(self.url + "/healthz", self.process)
+class Node(common.ApiNode):
+    module = "bench.contacts"
 
 
 def tenant(node: Node, name: str) -> tuple[str, str]:
     """A tenant made through the operator API, its request rate raised: (id, API key)."""
-    operator = (node.state / "operator-token").read_text().strip()
-    _, made = common.api(node.url + "/admin/v1/tenants", "POST", operator, {"name": name})
-    common.api(node.url + f"/admin/v1/tenants/{made['id']}", "PATCH", operator, {"api_rate_per_sec": 1_000_000})
+    _, made = common.api(node.url + "/admin/v1/tenants", "POST", node.operator, {"name": name})
+    common.api(node.url + f"/admin/v1/tenants/{made['id']}", "PATCH", node.operator, {"api_rate_per_sec": 1_000_000})
     return made["id"], made["api_key"]["token"]
 
 

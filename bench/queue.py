@@ -24,30 +24,18 @@ import os
 import shutil
 import statistics
 import time
-from pathlib import Path
 
 from bench import common
-from bench.common import free_port, load_average, wait_for
+from bench.common import load_average
 
 PER_EMAIL = 100
 
 
-def serve(state_dir: str, http_port: int) -> None:
-    common.serve(state_dir, {
-        "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
-        "MAILSVC_DNS_SERVERS": "127.0.0.1:9",
-        "MAILSVC_MAIL_HOSTNAME": "mailsvc.bench.test",
-        "MAILSVC_NODE_ROLES": "api,webhooks,scheduler",
-    })
+serve = common.serve_api
 
 
-class Node(common.Node):
-    def __init__(self, root: Path):
-        self.http = free_port()
-        self.url = f"http://127.0.0.1:{self.http}"
-        super().__init__(root, "n1", "bench.queue", (str(self.http),))
-        wait_for(self.url + "/healthz", self.process)
-        self.operator = (self.state / "operator-token").read_text().strip()
+class Node(common.ApiNode):
+    module = "bench.queue"
 
 
 def database(node: Node):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from twisted.internet import defer
+from twisted.logger import Logger
 
 from mailsvc import timefmt
 from mailsvc.app.audit import AuditLog
@@ -18,6 +19,7 @@ from mailsvc.domain.queue import STATES, QueueFilter
 from mailsvc.store import queue
 from mailsvc.store.database import Database
 
+log = Logger()
 
 def _code(response: str | None) -> int | None:
     head = (response or "")[:3]
@@ -32,8 +34,8 @@ def last_response(text: str | None) -> dict | None:
 #: rows take about a second): reads in between get it as it was at its ``generated_at``. This
 #: node's actions make the next read compute it anew.
 SUMMARY_MAX_AGE = 10
-#: Seconds the summary waits for the destinations' MX lookups (cached by delivery's routes).
-MX_WAIT = 2
+#: How long a destination's MX, once looked up, is shown without being looked up again.
+MX_SECONDS = 3600
 
 
 class _Group:
@@ -59,8 +61,11 @@ class _Group:
 class Queue:
     def __init__(self, clock, db: Database, log: AuditLog,
                  mx_of: Callable[[str], Awaitable[str | None]] | None = None):
-        #: The MX host a destination resolves to, as delivery resolves it (its cached routes).
+        #: The MX host a destination resolves to, as delivery resolves it (its cached routes); the
+        #: summary shows those known (destination → (when, host)) and never waits on DNS.
         self._mx_of = mx_of
+        self._mx: dict[str, tuple[float, str]] = {}
+        self._looking: set[str] = set()
         self._clock = clock
         self._db = db
         self._log = log
@@ -70,11 +75,38 @@ class Queue:
         return timefmt.from_seconds(self._clock.seconds())
 
     async def summary(self) -> dict:
-        """The summary, computed at most every SUMMARY_MAX_AGE seconds (or after an action)."""
+        """The summary, computed at most every SUMMARY_MAX_AGE seconds (or after an action), with the MX known now."""
         now = self._clock.seconds()
         if self._summary is None or now - self._summary[0] >= SUMMARY_MAX_AGE:
             self._summary = (now, await self._compute_summary())
-        return self._summary[1]
+        return self._with_mx(self._summary[1])
+
+    def _with_mx(self, summary: dict) -> dict:
+        """
+        Each destination's MX as far as known: one not yet known (or known over MX_SECONDS ago)
+        is looked up for a later read, never waited for, so that slow DNS never slows the summary.
+        """
+        now = self._clock.seconds()
+        shown = summary["by_destination"]
+        for destination in (d["destination"] for d in shown):
+            known = self._mx.get(destination)
+            if self._mx_of is not None and destination not in self._looking and (
+                    known is None or now - known[0] >= MX_SECONDS):
+                self._look_up(destination)
+        return {**summary, "by_destination": [
+            {**d, "mx": self._mx[d["destination"]][1] if d["destination"] in self._mx else None} for d in shown]}
+
+    def _look_up(self, destination: str) -> None:
+        def found(host: str | None) -> None:
+            if host is not None:
+                if len(self._mx) > 10_000:
+                    self._mx.clear()
+                self._mx[destination] = (self._clock.seconds(), host)
+
+        self._looking.add(destination)
+        looking = defer.ensureDeferred(self._mx_of(destination)).addCallback(found)
+        looking.addErrback(lambda failure: log.failure("MX of {destination}", failure, destination=destination))
+        looking.addBoth(lambda _: self._looking.discard(destination))
 
     async def _compute_summary(self) -> dict:
         now = self._now()
@@ -104,32 +136,18 @@ class Queue:
         def ranked(groups: dict[str, _Group]) -> list[tuple[str, _Group]]:
             return sorted(groups.items(), key=lambda kg: (-kg[1].count, kg[0]))[:queue.GROUPS_SHOWN]
 
-        shown = ranked(destinations)
-        mx = await self._mx_hosts([d for d, _ in shown])
         return {
             "object": "queue_summary", "generated_at": timefmt.iso(now),
             "by_state": [{"state": s, "count": by_state[s].count,
                           "oldest_age_seconds": self._age(by_state[s].oldest, now)} for s in STATES],
-            "by_destination": [{"destination": d, "mx": mx.get(d), **fields(("destination", d), g)}
-                               for d, g in shown],
+            "by_destination": [{"destination": d, "mx": None, **fields(("destination", d), g)}
+                               for d, g in ranked(destinations)],
             "by_tenant": [{"tenant_id": t, "tenant_name": read["tenant_names"].get(t), **fields(("tenant", t), g)}
                           for t, g in ranked(tenants)],
             "holds": [{"id": str(h["id"]), "kind": h["kind"], "value": h["value"], "reason": h["reason"],
                        "created_at": timefmt.iso(h["created_at"]), "created_by": h["created_by"]}
                       for h in read["holds"]],
         }
-
-    async def _mx_hosts(self, destinations: list[str]) -> dict[str, str | None]:
-        """Each destination's MX, looked up together; none at all past MX_WAIT (DNS is slow: counts first)."""
-        if self._mx_of is None or not destinations:
-            return {}
-        looked_up = defer.DeferredList([defer.ensureDeferred(self._mx_of(d)) for d in destinations],
-                                       consumeErrors=True)
-        try:
-            results = await looked_up.addTimeout(MX_WAIT, self._clock)
-        except defer.TimeoutError:
-            return {}
-        return {d: value if ok else None for d, (ok, value) in zip(destinations, results, strict=True)}
 
     @staticmethod
     def _age(oldest, now) -> int | None:

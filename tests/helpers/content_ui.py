@@ -23,12 +23,16 @@ DOCS_IMAGES = ROOT / "docs" / "images"
 
 
 class Sink(socketserver.ThreadingTCPServer):
-    """A minimal SMTP server on loopback keeping every message (the daemon relays to it)."""
+    """
+    A minimal SMTP server on loopback keeping every message (the daemon relays to it); its
+    answer to every RCPT is ``rcpt_reply`` (a 4xx keeps all mail deferred in the queue).
+    """
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self):
+    def __init__(self, rcpt_reply: bytes = b"250 ok"):
+        self.rcpt_reply = rcpt_reply
         self.messages: list[tuple[list[str], bytes]] = []
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _SinkHandler)
@@ -54,8 +58,9 @@ class _SinkHandler(socketserver.StreamRequestHandler):
                 rcpts = []
                 self.wfile.write(b"250 ok\r\n")
             elif verb == b"RCPT":
-                rcpts.append(re.search(rb"<([^>]*)>", line).group(1).decode())
-                self.wfile.write(b"250 ok\r\n")
+                if self.server.rcpt_reply.startswith(b"2"):
+                    rcpts.append(re.search(rb"<([^>]*)>", line).group(1).decode())
+                self.wfile.write(self.server.rcpt_reply + b"\r\n")
             elif verb == b"DATA":
                 self.wfile.write(b"354 go\r\n")
                 chunks = []

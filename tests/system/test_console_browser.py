@@ -8,10 +8,7 @@ address, and exports the waitlist as CSV. Screenshots go to ``test-output/consol
 
 from __future__ import annotations
 
-import os
 import re
-import socketserver
-import threading
 import time
 from pathlib import Path
 
@@ -19,49 +16,19 @@ import psycopg2
 import pytest
 import requests
 
-from tests.helpers.browser import drive
-from tests.helpers.content_ui import Sink, _SinkHandler, daemon, daemon_settings  # noqa: F401 (fixtures)
-from tests.helpers.daemon import ROOT
+from tests.helpers.browser import drive, output_dir
+from tests.helpers.content_ui import Sink, daemon, daemon_settings  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.slow
 
-OUTPUT = Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / "console"
+OUTPUT = output_dir("console")
 PASSWORD = "operator horse battery"
 OPERATOR = "ops@example.com"
 
 
-class _Deferring(_SinkHandler):
-    """A relay that answers every recipient 451: all mail stays deferred in the queue."""
-
-    def handle(self):
-        self.wfile.write(b"220 sink ESMTP\r\n")
-        while True:
-            line = self.rfile.readline()
-            if not line:
-                return
-            verb = line[:4].upper()
-            if verb in (b"EHLO", b"HELO"):
-                self.wfile.write(b"250-sink\r\n250 PIPELINING\r\n")
-            elif verb == b"RCPT":
-                self.wfile.write(b"451 4.7.1 greylisted, try again later\r\n")
-            elif verb == b"QUIT":
-                self.wfile.write(b"221 bye\r\n")
-                return
-            else:
-                self.wfile.write(b"250 ok\r\n")
-
-
-class DeferringSink(Sink):
-    def __init__(self):  # noqa: D107 (Sink's, with the deferring handler)
-        self.messages = []
-        self.lock = threading.Lock()
-        socketserver.ThreadingTCPServer.__init__(self, ("127.0.0.1", 0), _Deferring)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def sink():
-    server = DeferringSink()
+    server = Sink(rcpt_reply=b"451 4.7.1 greylisted, try again later")  # every mail stays deferred
     try:
         yield server
     finally:

@@ -47,6 +47,13 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(line.rstrip() for line in shown.splitlines())
 
 
+def shown_as_json(io, args, value) -> bool:
+    """With ``--json``, the API's answer as it came (indented), in place of the table."""
+    if args.json:
+        io.out(json.dumps(value, indent=2))
+    return args.json
+
+
 def age(seconds: float | None) -> str:
     """``3d4h``, ``2h05m``, ``42s``: an age an operator reads at a glance."""
     if seconds is None:
@@ -95,8 +102,7 @@ def _duration(text: str) -> int:
 
 def queue_summary(api: Client, io: Io, args) -> int:
     summary = api.call("GET", "/admin/v1/queue")
-    if args.json:
-        io.out(json.dumps(summary, indent=2))
+    if shown_as_json(io, args, summary):
         return 0
     io.out(table(["STATE", "COUNT", "OLDEST"],
                  [[s["state"], s["count"], age(s.get("oldest_age_seconds"))] for s in summary["by_state"]]))
@@ -129,8 +135,7 @@ def _filters(args) -> dict:
 def queue_list(api: Client, io: Io, args) -> int:
     page = api.call("GET", "/admin/v1/queue/deliveries",
                     {**_filters(args), "limit": args.limit, "after": args.after})
-    if args.json:
-        io.out(json.dumps(page, indent=2))
+    if shown_as_json(io, args, page):
         return 0
     io.out(table(["ID", "EMAIL", "TENANT", "RECIPIENT", "STATE", "ATTEMPTS", "LAST RESPONSE", "NEXT", "HELD"],
                  [[d["id"], d["email_id"], d["tenant_id"], d["recipient"], d["state"], d["attempts"],
@@ -181,8 +186,7 @@ def _confirmed(api: Client, io: Io, action: str, ids: list[str] | None, filters:
 def tenants(api: Client, io: Io, args) -> int:
     page = api.call("GET", "/admin/v1/tenants",
                     {"q": args.search, "status": args.status, "limit": args.limit, "after": args.after})
-    if args.json:
-        io.out(json.dumps(page, indent=2))
+    if shown_as_json(io, args, page):
         return 0
     io.out(table(["ID", "NAME", "PLAN", "STATUS", "DELIVERY", "CREATED"],
                  [[t["id"], t["name"], t["plan"], t["status"], t["delivery_mode"], t["created_at"]]
@@ -194,8 +198,7 @@ def tenants(api: Client, io: Io, args) -> int:
 def tenant_create(api: Client, io: Io, args) -> int:
     body = {"name": args.name, "plan": args.plan, "id": args.id}
     created = api.call("POST", "/admin/v1/tenants", body={k: v for k, v in body.items() if v is not None})
-    if args.json:
-        io.out(json.dumps(created, indent=2))
+    if shown_as_json(io, args, created):
         return 0
     key = created.pop("api_key")
     _fields(io, created)
@@ -241,8 +244,7 @@ def user_link(api: Client, io: Io, args) -> int:
                         body={"email": args.email, "role": args.role})
     else:
         user = api.call("POST", "/admin/v1/users/password-link", body={"email": args.email})
-    if args.json:
-        io.out(json.dumps(user, indent=2))
+    if shown_as_json(io, args, user):
         return 0
     io.out(user["set_password_url"])
     io.note(f"A set-password link for {user['email']} (tenant {user['tenant_id']}): it works once, and "
@@ -257,8 +259,7 @@ def operators_create(api: Client, io: Io, args) -> int:
     else:
         body = {"email": args.email, **({"name": args.name} if args.name else {})}
         operator = api.call("POST", "/admin/v1/operators", body=body)
-    if args.json:
-        io.out(json.dumps(operator, indent=2))
+    if shown_as_json(io, args, operator):
         return 0
     io.out(operator["set_password_url"])
     io.note(f"A set-password link for the operator {operator['email']}: it works once, and whoever opens it "
@@ -271,8 +272,7 @@ def operators_create(api: Client, io: Io, args) -> int:
 
 def audit(api: Client, io: Io, args) -> int:
     page = api.call("GET", "/admin/v1/audit", {"limit": args.limit, "after": args.after})
-    if args.json:
-        io.out(json.dumps(page, indent=2))
+    if shown_as_json(io, args, page):
         return 0
     io.out(table(["AT", "ACTOR", "ACTION", "COUNT", "FILTER"],
                  [[e["at"], e["actor"], e["action"], e.get("count"),
@@ -283,8 +283,7 @@ def audit(api: Client, io: Io, args) -> int:
 
 def tokens_list(api: Client, io: Io, args) -> int:
     page = api.call("GET", "/admin/v1/operator-tokens")
-    if args.json:
-        io.out(json.dumps(page, indent=2))
+    if shown_as_json(io, args, page):
         return 0
     io.out(table(["ID", "NAME", "CREATED", "LAST USED"],
                  [[t["id"], t["name"], t["created_at"], t.get("last_used_at")] for t in page["data"]]))
@@ -293,8 +292,7 @@ def tokens_list(api: Client, io: Io, args) -> int:
 
 def tokens_create(api: Client, io: Io, args) -> int:
     created = api.call("POST", "/admin/v1/operator-tokens", body={"name": args.name})
-    if args.json:
-        io.out(json.dumps(created, indent=2))
+    if shown_as_json(io, args, created):
         return 0
     io.out(created["token"])
     io.note(f"Operator token {created['name']!r} ({created['id']}): shown once; give it with "

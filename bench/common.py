@@ -92,6 +92,13 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICKS
 
 
+def box_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every process, the kernel's too) since boot:
+    /proc/stat's first line, all but idle and iowait."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -148,11 +155,12 @@ class Meter:
     def start(self) -> None:
         self.pg = postgres_pids(self.data_dir) if self.data_dir is not None else []
         self.others_before = {pid: cpu_seconds([pid]) for pid in self.others()}
-        self.before = (cpu_seconds(self.pids), cpu_seconds(self.pg))
+        self.before = (cpu_seconds(self.pids), cpu_seconds(self.pg), box_cpu_seconds())
         self.started = time.monotonic()
 
     def done(self, since: float | None = None) -> dict:
-        """``elapsed`` from start() (or from ``since``), ``cpu_s`` of the pids, rates of the rest."""
+        """``elapsed`` from start() (or from ``since``), ``cpu_s`` of the pids and ``box_cpu_s`` of the
+        whole machine (load generators and sinks included) from start(), rates of the rest."""
         elapsed = time.monotonic() - (self.started if since is None else since)
         others = sum(cpu_seconds([pid]) - self.others_before.get(pid, 0.0) for pid in self.others())
         return {
@@ -160,6 +168,7 @@ class Meter:
             "cpu_s": cpu_seconds(self.pids) - self.before[0],
             "pg_cpu": (cpu_seconds(self.pg) - self.before[1]) / elapsed,
             "other_cpu": others / elapsed,
+            "box_cpu_s": box_cpu_seconds() - self.before[2],
         }
 
 

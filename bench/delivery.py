@@ -136,7 +136,7 @@ def relay_through_postfix(postfix: Postfix, sink: Sink, count: int, size: int) -
     m = meter.done()
     injecting.wait()
     return {"kind": "overlap", "elapsed": m["elapsed"], "rate": (sink.count() - base) / m["elapsed"],
-            "cpu": m["other_cpu"], "sink": sink.count() - base}
+            "cpu": m["other_cpu"], "sink": sink.count() - base, "box_cpu_us": m["box_cpu_s"] / count * 1e6}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,7 +282,8 @@ class Bench:
         elapsed = m["elapsed"]
         result = {"kind": kind, "nodes": nodes, "elapsed": elapsed, "rate": n / elapsed,
                   "cpu": m["cpu_s"] / elapsed, "pg_cpu": m["pg_cpu"],
-                  "delivery_cpu_us": (common.cpu_seconds(delivering) - delivery_cpu) / n * 1e6}
+                  "delivery_cpu_us": (common.cpu_seconds(delivering) - delivery_cpu) / n * 1e6,
+                  "box_cpu_us": m["box_cpu_s"] / n * 1e6}
         for node in fleet:
             node.stop()
         self.nodes = [x for x in self.nodes if x not in fleet]

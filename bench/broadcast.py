@@ -13,7 +13,11 @@ delivery node (role delivery), same database and master key; the tests' loopback
 (MX of example.net → 127.0.0.1); ``smtp-sink -c``.
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
-    .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 500]
+    .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 500] [--transactional]
+
+With ``--transactional``, as many transactional e-mails of about the same size are then sent
+end to end (``POST /emails/batch`` → the same delivery node → the sink) and each broadcast's
+delivery time is given as a ratio of theirs.
 """
 
 from __future__ import annotations
@@ -121,21 +125,36 @@ class Bench(delivery.Bench):
         for n in fanout:
             n.stop()
             self.nodes.remove(n)
-        size = self.sql("SELECT avg(length(message))::int FROM deliveries d JOIN broadcast_recipients r"
-                        " ON r.email_id = d.email_id WHERE r.broadcast_id = %s", (broadcast_id,))[0][0]
         rss = {str(pid): {"first_mib": s[0] // 1024, "max_mib": max(s) // 1024, "last_mib": s[-1] // 1024,
                           "median_mib": int(statistics.median(s)) // 1024} for pid, s in samples.items() if s}
         return {
             "broadcast_nodes": nodes, "recipients": total,
             "accepted_s": round(accepted_at - began, 1), "delivered_s": round(delivered_at - began, 1),
             "accepted_per_s": round(total / (accepted_at - began)),
-            "sink_count": self.sink.count() - sink_before, "message_bytes": size,
+            "sink_count": self.sink.count() - sink_before,
             "rss": rss, "progress_every_5s": progress[::25], "load": load_average(),
         }
+
+    def transactional(self) -> dict:
+        """As many transactional e-mails of about the broadcast's size (``POST /emails/batch`` of
+        100, 4 clients), timed from the first request until all are delivered by the same
+        delivery node: what the broadcast's delivery is compared with."""
+        total = self.args.contacts
+        base = self.delivered()
+        began = time.monotonic()
+        self.accept(total, 0)
+        accepted_at = time.monotonic()
+        delivered_at = self.wait_delivered(base + total, self.args.timeout)
+        return {"transactional": total, "accepted_s": round(accepted_at - began, 1),
+                "delivered_s": round(delivered_at - began, 1), "load": load_average()}
 
     def run(self) -> None:
         self.setup()
         results = [self.one(int(n)) for n in self.args.nodes.split(",")]
+        if self.args.transactional:
+            results.append(self.transactional())
+            for r in results[:-1]:
+                r["delivered_vs_transactional"] = round(r["delivered_s"] / results[-1]["delivered_s"], 2)
         print(json.dumps(results, indent=2), flush=True)
 
 
@@ -146,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk", type=int, default=500, help="broadcasts.chunk")
     parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--transactional", action="store_true",
+                        help="then as many transactional e-mails end to end, for comparison")
+    parser.add_argument("--rows", type=int, default=10, help="rows of the transactional e-mails' HTML (10: ~2 KB)")
     args = parser.parse_args(argv)
     common.require(("smtp-sink",), "bench/delivery.sh")
     bench = Bench(args)

@@ -3,7 +3,7 @@
 import email
 import email.policy
 
-from tests.helpers.sending import BODY
+from tests.helpers.sending import BODY, stored
 
 BROADCAST = {
     **BODY, "stream": "broadcast", "to": ["ann@example.com", "bob@example.com"],
@@ -28,6 +28,12 @@ def path_of(api, url: str) -> str:
 
 
 async def deliveries(api, email_id) -> dict[str, bytes | None]:
+    """Each recipient's own message as the delivery worker builds it (unsigned); None: the
+    e-mail's (transactional), or none at all (suppressed)."""
+    email, attachments = await stored(api.parts.db, email_id)
     rows = await api.parts.db.fetchall(
-        "SELECT recipient, message FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))
-    return {r["recipient"]: (bytes(r["message"]) if r["message"] is not None else None) for r in rows}
+        "SELECT recipient, status, message FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))
+    assert all(r["message"] is None for r in rows)  # never stored: built at delivery
+    own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email["stream"] == "broadcast" else []
+    built = api.parts.delivery.messages.per_recipient(email, attachments, own)
+    return {r["recipient"]: built.get(r["recipient"]) for r in rows}

@@ -4,18 +4,23 @@ once"): the e-mail row (subject, html, text, custom headers, addresses, Message-
 and its attachment rows are the truth, and the message is built again wherever it is needed (the
 delivery worker, right before signing), deterministically: the Message-ID stored at accept, the
 Date of the accept time and MIME boundaries seeded by the e-mail's id give the same bytes on
-every retry. A message submitted over SMTP is stored as it came (``message``) and used as it is;
-so are the messages of rows written before content was stored once.
+every retry. A broadcast's e-mail stores neither html nor text: its content is the broadcast's,
+filled from the snapshot of the contact taken at fan-out (``broadcast_content``, which
+``GET /emails/{id}`` shows too). A message submitted over SMTP is stored as it came
+(``message``) and used as it is; so are the messages of rows written before content was stored
+once.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING
 
 import attrs
 
+from mailsvc.domain.broadcasts import Content, contact_from_snapshot, personalised
 from mailsvc.domain.email import Submission, has_unsubscribe_placeholder, parse_mailbox, with_unsubscribe_url
 from mailsvc.mail import mime
 
@@ -23,16 +28,42 @@ if TYPE_CHECKING:
     from mailsvc.app.unsubscribe import Unsubscribes
 
 
-def submission_of(email: dict) -> Submission:
-    """The submission an e-mail row was accepted from, as far as its message shows it."""
+#: Broadcasts whose text derived from the html a process keeps (each derived once, not per recipient).
+_DERIVED_TEXTS = 64
+
+
+def plain_text(broadcast: dict) -> str | None:
+    """A broadcast's text: its own, else derived from its html with the placeholders kept."""
+    if broadcast["text"] or not broadcast["html"]:
+        return broadcast["text"]
+    return mime.text_from_html(broadcast["html"])
+
+
+def broadcast_content(email: dict, broadcast: dict, text: str | None = None) -> Content:
+    """
+    What a broadcast's recipient is sent: the broadcast's subject, html (with its preview) and
+    text (``plain_text``, or ``text`` when already derived) filled from the e-mail's snapshot of
+    the contact (``contact_id``, ``snapshot``); the unsubscribe placeholders are left for the
+    message (``Messages``).
+    """
+    content = Content(broadcast["subject"], broadcast["html"], text if text is not None else plain_text(broadcast),
+                      broadcast["preview_text"])
+    return personalised(content, contact_from_snapshot(email["contact_id"], email["snapshot"] or {}))
+
+
+def submission_of(email: dict, content: Content | None = None) -> Submission:
+    """The submission an e-mail row was accepted from, as far as its message shows it;
+    ``content`` stands for a broadcast's e-mail's (``broadcast_content``)."""
     recipients = email["recipients"]
 
     def mailboxes(field: str) -> tuple:
         return tuple(parse_mailbox(field, m) for m in recipients.get(field, ()))
 
+    subject, html, text = (email["subject"], email["html"], email["text"]) if content is None else (
+        content.subject, content.html, content.text)
     return Submission(
         sender=parse_mailbox("from", email["sender"]), to=mailboxes("to"), cc=mailboxes("cc"),
-        reply_to=mailboxes("reply_to"), subject=email["subject"], html=email["html"], text=email["text"],
+        reply_to=mailboxes("reply_to"), subject=subject, html=html, text=text,
         headers=tuple((name, value) for name, value in email["headers"] or ()), stream=email["stream"])
 
 
@@ -58,13 +89,23 @@ class Messages:
 
     def __init__(self, unsubscribes: Unsubscribes):
         self._unsubscribes = unsubscribes
+        self._texts: dict[uuid.UUID, str | None] = {}
 
-    def per_recipient(self, email: dict, attachments: Sequence[dict], recipients: Sequence[str]) -> dict[str, bytes]:
+    def per_recipient(self, email: dict, attachments: Sequence[dict], recipients: Sequence[str],
+                      broadcast: dict | None = None) -> dict[str, bytes]:
         """The messages of ``recipients`` (the e-mail's content built once when only the header
-        differs, and the text derived from the html once)."""
+        differs, and the text derived from the html once); ``broadcast``: the broadcast whose
+        recipient the e-mail is, its content filled from the e-mail's snapshot."""
         links = self._unsubscribes
         base = email["links_base"] or links.public_url
-        submission = submission_of(email)
+        content = None
+        if broadcast is not None:
+            if broadcast["id"] not in self._texts:
+                if len(self._texts) >= _DERIVED_TEXTS:
+                    del self._texts[next(iter(self._texts))]
+                self._texts[broadcast["id"]] = plain_text(broadcast)
+            content = broadcast_content(email, broadcast, self._texts[broadcast["id"]])
+        submission = submission_of(email, content)
         parts = _parts(attachments)
         personal = has_unsubscribe_placeholder(submission)
         if personal and submission.text is None and submission.html:

@@ -102,10 +102,14 @@ class Item:
     inside the key's claim so that the refusal is kept), or for a send that names a template
     what completes it once the published version is looked up (``Templated``); ``raw`` is a
     message submitted over SMTP, kept as written but for the headers the service manages.
+    ``broadcast_id``: a broadcast's recipient, whose submission carries the broadcast's content
+    unpersonalised (but for the subject): its e-mail stores no html nor text, its message is
+    built from the broadcast's content and the recipient's snapshot (``broadcasting/fanout``).
     """
 
     read: Callable[[datetime], Submission | Templated]
     raw: bytes | None = None
+    broadcast_id: uuid.UUID | None = None
 
     @classmethod
     def of(cls, submission: Submission, raw: bytes | None = None) -> Item:
@@ -180,6 +184,8 @@ class Prepared:
     size: int
     #: Broadcast stream: where its unsubscribe links point.
     links_base: str | None = None
+    #: A broadcast's recipient (``Item.broadcast_id``).
+    broadcast_id: uuid.UUID | None = None
 
 
 @attrs.frozen
@@ -289,7 +295,7 @@ class Submitter:
                 if isinstance(submission.scheduled_at, SchedulePhrase):
                     when = await self._schedules.phrase(submission.scheduled_at, now)
                     submission = attrs.evolve(submission, scheduled_at=when)
-                prepared.append(await self._prepare(sender, submission, item.raw, links_base, domains))
+                prepared.append(await self._prepare(sender, submission, item, links_base, domains))
             except DomainError as e:
                 if batch == "permissive":
                     refused.append((index, e))
@@ -318,7 +324,7 @@ class Submitter:
             versions[key] = await self._templates(sender.tenant.id, key)
         return versions[key]
 
-    async def _prepare(self, sender: Sender, submission: Submission, raw: bytes | None, links_base: str | None,
+    async def _prepare(self, sender: Sender, submission: Submission, item: Item, links_base: str | None,
                        domains: dict) -> Prepared:
         """
         Everything that needs no transaction: domain checks, fetching, the size of the message.
@@ -346,6 +352,7 @@ class Submitter:
             )
         attachments = await self._fetched(submission.attachments)
         message_id = mime.new_message_id(domain.name)
+        raw = item.raw
         if raw is not None:
             message = mime.resubmitted(raw, message_id, self.now())
             if len(message) > MAX_MESSAGE_BYTES:
@@ -364,7 +371,8 @@ class Submitter:
             size = len(mime.build(submission, message_id=message_id, date=self.now(), attachments=parts))
             if size > MAX_MESSAGE_BYTES:
                 raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        return Prepared(submission, domain.id, domain.name, message_id, None, attachments, size, base)
+        return Prepared(submission, domain.id, domain.name, message_id, None, attachments, size, base,
+                        item.broadcast_id)
 
     async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
         """The ``path`` attachments fetched, all at once, within ATTACHMENT_FETCH_SECONDS."""
@@ -440,10 +448,11 @@ class Submitter:
         tags = [{"name": n, "value": v} for n, v in s.tags]
         rows.emails.append(EmailRow(
             id=email_id, tenant_id=tenant.id, domain_id=p.domain_id, message_id=p.message_id, sender=str(s.sender),
-            to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject, html=s.html, text=s.text, tags=tags,
-            stream=s.stream, source=source, scheduled_at=s.scheduled_at,
+            to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject,
+            html=s.html if p.broadcast_id is None else None, text=s.text if p.broadcast_id is None else None,
+            tags=tags, stream=s.stream, source=source, scheduled_at=s.scheduled_at,
             status="scheduled" if scheduled else "queued", last_event=last_event, message=p.message, created_at=now,
-            headers=s.headers if p.message is None else (), links_base=p.links_base))
+            headers=s.headers if p.message is None else (), links_base=p.links_base, broadcast_id=p.broadcast_id))
         for a in p.attachments:
             rows.attachments.append(AttachmentRow(
                 id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,

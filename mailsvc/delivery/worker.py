@@ -206,6 +206,10 @@ class DeliveryWorker(LeasedEngine):
             if email is None:
                 self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
                 continue
+            if email["broadcast_id"] is not None and (
+                    email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
+                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the broadcast's content is gone")
+                continue
             test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
             if not test_sender and (
                     email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
@@ -262,8 +266,9 @@ class DeliveryWorker(LeasedEngine):
                 if w.email_id in to_build:
                     if w.id not in built:
                         recipients = [one.recipient for one in to_build[w.email_id]]
-                        own = self.messages.per_recipient(email, contents.attachments.get(w.email_id, ()),
-                                                           recipients)
+                        own = self.messages.per_recipient(
+                            email, contents.attachments.get(w.email_id, ()), recipients,
+                            contents.broadcasts.get(email["broadcast_id"]))
                         built.update((one.id, own[one.recipient]) for one in to_build[w.email_id])
                 elif not w.own_message and w.email_id not in built:
                     built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))

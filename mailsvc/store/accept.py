@@ -29,7 +29,8 @@ DELIVERIES = "deliveries"
 #: column's default, true, marks mail stored signed by an older version). ``message`` is only
 #: an SMTP submission's; every other message is built from the content (``app/messages``).
 EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
-                 " source, scheduled_at, status, last_event, message, created_at, signed, headers, links_base")
+                 " source, scheduled_at, status, last_event, message, created_at, signed, headers, links_base,"
+                 " broadcast_id")
 ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
 DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until"
 
@@ -84,6 +85,8 @@ class EmailRow:
     headers: Sequence[tuple[str, str]]
     #: Broadcast stream: ``scheme://host`` of its unsubscribe links.
     links_base: str | None
+    #: A broadcast's recipient: html and text are the broadcast's (None here).
+    broadcast_id: uuid.UUID | None = None
 
 
 @attrs.frozen
@@ -156,7 +159,7 @@ def _email_values(e: EmailRow) -> tuple:
                   "bcc": [str(m) for m in e.bcc], "reply_to": [str(m) for m in e.reply_to]}
     return (e.id, e.tenant_id, e.domain_id, e.message_id, e.sender, Json(recipients), e.subject, e.html, e.text,
             Json(e.tags), e.stream, e.source, e.scheduled_at, e.status, e.last_event, e.message, e.created_at,
-            False, Json([list(h) for h in e.headers]) if e.headers else None, e.links_base)
+            False, Json([list(h) for h in e.headers]) if e.headers else None, e.links_base, e.broadcast_id)
 
 
 def _attachment_values(a: AttachmentRow) -> tuple:

@@ -217,18 +217,30 @@ class Contents:
     keys: dict[uuid.UUID, list[dict]]
     #: By email id: the attachments of the emails built from their content, in order.
     attachments: dict[uuid.UUID, list[dict]]
+    #: By broadcast id: the content of the broadcasts whose recipients the emails are (an
+    #: email of a broadcast has its ``broadcast_id`` and the recipient's ``contact_id`` and
+    #: ``snapshot``).
+    broadcasts: dict[uuid.UUID, dict]
 
 
 async def contents(db: Database, work: list[Work]) -> Contents:
-    """The emails of ``work`` (and the attachments of those with no stored message), the
-    recipients' own messages stored by an older version and the unsigned ones' keys."""
+    """The emails of ``work`` (and the attachments of those with no stored message, the content
+    of the broadcasts they are of), the recipients' own messages stored by an older version and
+    the unsigned ones' keys."""
     emails = await db.fetchall(
         "SELECT e.id, e.tenant_id, e.message_id, e.sender, e.recipients, e.subject, e.html, e.text, e.headers,"
         " e.stream, e.links_base, e.created_at, e.message, e.signed, e.domain_id, dom.name AS domain,"
-        " dom.return_path, dom.tls"
-        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id WHERE e.id = ANY(%s::uuid[])",
+        " dom.return_path, dom.tls, e.broadcast_id, r.contact_id, r.snapshot"
+        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id"
+        " LEFT JOIN broadcast_recipients r ON r.broadcast_id = e.broadcast_id AND r.email_id = e.id"
+        " WHERE e.id = ANY(%s::uuid[])",
         (list({w.email_id for w in work}),), desc="delivery contents",
     )
+    broadcast_ids = list({e["broadcast_id"] for e in emails if e["broadcast_id"] is not None})
+    broadcasts = await db.fetchall(
+        "SELECT id, subject, html, text, preview_text FROM broadcasts WHERE id = ANY(%s::uuid[])",
+        (broadcast_ids,), desc="delivery broadcasts",
+    ) if broadcast_ids else []
     built = [e["id"] for e in emails if e["message"] is None]
     attachments: dict[uuid.UUID, list[dict]] = defaultdict(list)
     if built:
@@ -250,7 +262,7 @@ async def contents(db: Database, work: list[Work]) -> Contents:
         ):
             keys[row["domain_id"]].append(row)
     return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys),
-                    dict(attachments))
+                    dict(attachments), {b["id"]: b for b in broadcasts})
 
 
 #: Puts addresses on an account's suppression list in the transaction given (and does what that

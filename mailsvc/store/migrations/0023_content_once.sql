@@ -9,3 +9,11 @@
 ALTER TABLE emails ALTER COLUMN message DROP NOT NULL;
 ALTER TABLE emails ADD COLUMN headers jsonb;      -- [[name, value], ...] as submitted; NULL: none
 ALTER TABLE emails ADD COLUMN links_base text;    -- broadcast stream: scheme://host of the unsubscribe links
+
+-- A broadcast's recipient is a row, not a stored message: its e-mail names the broadcast
+-- (`broadcast_id`; no foreign key: a deleted broadcast's e-mails stay) and stores neither html
+-- nor text; its recipient row keeps the contact fields the content's placeholders use, as they
+-- were at fan-out (`snapshot`). The message is built from the broadcast's content and that
+-- snapshot when delivered; the broadcast cannot be deleted while any of it is still queued.
+ALTER TABLE emails ADD COLUMN broadcast_id uuid;
+ALTER TABLE broadcast_recipients ADD COLUMN snapshot jsonb;

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from mailsvc.app.unsubscribe import Unsubscribes
 
 
-#: Broadcasts whose text derived from the html a process keeps (each derived once, not per recipient).
-_DERIVED_TEXTS = 64
+#: Broadcasts whose text (derived from the html) and use of the unsubscribe link a process keeps,
+#: each found once rather than per recipient.
+_BROADCASTS_KEPT = 64
 
 
 def plain_text(broadcast: dict) -> str | None:
@@ -89,7 +90,8 @@ class Messages:
 
     def __init__(self, unsubscribes: Unsubscribes):
         self._unsubscribes = unsubscribes
-        self._texts: dict[uuid.UUID, str | None] = {}
+        #: By broadcast id: its text, and whether it names the unsubscribe link.
+        self._broadcasts: dict[uuid.UUID, tuple[str | None, bool]] = {}
 
     def per_recipient(self, email: dict, attachments: Sequence[dict], recipients: Sequence[str],
                       broadcast: dict | None = None) -> dict[str, bytes]:
@@ -98,16 +100,21 @@ class Messages:
         recipient the e-mail is, its content filled from the e-mail's snapshot."""
         links = self._unsubscribes
         base = email["links_base"] or links.public_url
-        content = None
-        if broadcast is not None:
-            if broadcast["id"] not in self._texts:
-                if len(self._texts) >= _DERIVED_TEXTS:
-                    del self._texts[next(iter(self._texts))]
-                self._texts[broadcast["id"]] = plain_text(broadcast)
-            content = broadcast_content(email, broadcast, self._texts[broadcast["id"]])
-        submission = submission_of(email, content)
+        if broadcast is None:
+            submission = submission_of(email)
+            personal = has_unsubscribe_placeholder(submission)
+        else:
+            kept = self._broadcasts.get(broadcast["id"])
+            if kept is None:
+                if len(self._broadcasts) >= _BROADCASTS_KEPT:
+                    del self._broadcasts[next(iter(self._broadcasts))]
+                text = plain_text(broadcast)
+                unfilled = attrs.evolve(submission_of(email), html=broadcast["html"], text=text)
+                named = has_unsubscribe_placeholder(unfilled)
+                kept = self._broadcasts[broadcast["id"]] = (text, named)
+            text, personal = kept
+            submission = submission_of(email, broadcast_content(email, broadcast, text))
         parts = _parts(attachments)
-        personal = has_unsubscribe_placeholder(submission)
         if personal and submission.text is None and submission.html:
             submission = attrs.evolve(submission, text=mime.text_from_html(submission.html))
         generic = None if personal else _build(email, submission, parts)

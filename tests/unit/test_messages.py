@@ -7,6 +7,7 @@ carries is the row's.
 import base64
 import email
 import email.policy
+import email.utils
 import re
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -127,3 +128,11 @@ def test_a_broadcast_recipient_keeps_only_what_its_content_uses():
     shown = broadcast_content({"contact_id": contact.id, "snapshot": taken}, broadcast)
     assert shown == personalised(attrs.evolve(content, text=plain_text(broadcast)), contact)
     assert shown.subject == "News for Ann" and "pro {{{SVC_UNSUBSCRIBE_URL}}}" in shown.text
+
+
+def test_the_date_is_the_email_packages():
+    for seconds in range(0, 10**9, 7_654_321):
+        date = datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds, microseconds=seconds % 10**6)
+        for shown in (date, date.astimezone(timezone(timedelta(hours=-3)))):
+            built = mime.build(submission_from_json(BODY | {"attachments": []}, NOW), message_id="<m@x>", date=shown)
+            assert f"\r\nDate: {email.utils.format_datetime(shown)}\r\n".encode() in built

@@ -4,9 +4,9 @@ The one accept path of every message (HTTP, SMTP, broadcasts, the service's TLS 
 that ONE statement writes with the idempotency outcome and the quota charge, so that every
 surface follows the same rules. A message is stored as content and built at delivery
 (``app/messages``), except one submitted over SMTP, stored as it came (unsigned: signed at
-delivery). What a key keeps and the broadcast stream's per-recipient messages: docs/decisions.md. Test addresses
-(``domain/testaddresses.py``): a ``from`` on the test domain needs no verified domain when every
-recipient is a test address.
+delivery). What a key keeps, the broadcast stream and content stored once: docs/decisions.md.
+Test addresses (``domain/testaddresses.py``): a ``from`` on the test domain needs no verified
+domain when every recipient is a test address.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class Prepared:
     #: The message as submitted over SMTP (unsigned), else None: built from the content.
     message: bytes | None
     attachments: tuple[Attachment, ...]
-    #: Bytes the message will take at most (a group commit's share).
+    #: Bytes of content it stores (its share of a group commit's statement).
     size: int
     #: Broadcast stream: where its unsubscribe links point.
     links_base: str | None = None
@@ -365,13 +365,14 @@ class Submitter:
             if links is None or not base:
                 raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
         parts = [(a.filename, a.content, a.content_type, a.content_id) for a in attachments]
-        size = mime.size_bound(submission, parts)
-        if size > MAX_MESSAGE_BYTES:
-            # Only then is it built here (at most the bound): whether it really is over the limit.
-            size = len(mime.build(submission, message_id=message_id, date=self.now(), attachments=parts))
-            if size > MAX_MESSAGE_BYTES:
-                raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        return Prepared(submission, domain.id, domain.name, message_id, None, attachments, size, base,
+        if mime.size_bound(submission, parts) > MAX_MESSAGE_BYTES and len(mime.build(
+                submission, message_id=message_id, date=self.now(), attachments=parts)) > MAX_MESSAGE_BYTES:
+            # Built here only when the bound passes the limit: whether the message really does.
+            raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
+        stored = len(submission.subject) + sum(len(a.content) for a in attachments)
+        if item.broadcast_id is None:
+            stored += len(submission.html or "") + len(submission.text or "")
+        return Prepared(submission, domain.id, domain.name, message_id, None, attachments, stored, base,
                         item.broadcast_id)
 
     async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:

@@ -60,6 +60,17 @@ async def test_send_get_list_with_the_sdk(api):
 
 
 @pt.ensureDeferred
+async def test_the_size_limit_is_the_built_messages(api, monkeypatch):
+    """Checked against a bound of the built size; past the bound, the message is built to know."""
+    _, key, _ = await sending_tenant(api)
+    monkeypatch.setattr(accept, "MAX_MESSAGE_BYTES", 3000)
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "html": "<p>x</p>" * 500})
+    assert (code, body["message"]) == (422, "attachments: the built message exceeds 40 MiB")
+    code, sent, _ = await api.json("POST", "/emails", key, json=BODY)  # its bound passes 3000; itself not
+    assert code == 200 and len(await message_of(api.parts.db, sent["id"])) < 3000
+
+
+@pt.ensureDeferred
 async def test_the_built_message_is_unsigned_and_well_formed(api):
     _, key, _ = await sending_tenant(api)
     _, sent, _ = await api.json("POST", "/emails", key, json={

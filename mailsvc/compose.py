@@ -40,6 +40,7 @@ from mailsvc.app.emails import Emails, Schedules
 from mailsvc.app.health import Health
 from mailsvc.app.idempotency import IdempotencyKeys
 from mailsvc.app.inbox import Inbox
+from mailsvc.app.messages import Messages
 from mailsvc.app.operator import Destinations
 from mailsvc.app.queue import Queue
 from mailsvc.app.ratelimit import RateLimiter
@@ -587,8 +588,11 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes, tests)
     test_signer = simulated.test_signer(verp_key)
     door = Door(clock, db, tests, test_signer, config.hostname, return_path.deliver)
+    # Messages stored as content are built at delivery, the broadcast stream's with their unsubscribe links.
+    links = credentials.derive(master, "unsubscribe-links")
+    messages = Messages(Unsubscribes(clock, db, links, config.http.public_url))
     worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door,
-                              on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
+                              on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), messages)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
     loops = [
@@ -616,7 +620,7 @@ def _system_mailer(db: Database, submitter: Submitter, account: str):
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
                      signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, on_failure,
-                     on_outcome) -> DeliveryWorker:
+                     on_outcome, messages: Messages) -> DeliveryWorker:
     """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
     settings = config.delivery
     relay = None
@@ -640,6 +644,7 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outsi
         ),
         signing_keys,
         on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,
+        messages=messages,
     )
 
 

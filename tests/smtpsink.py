@@ -76,6 +76,8 @@ class Sink:
     def reset(self) -> None:
         """Knobs back to their defaults; messages and counters cleared."""
         self.messages: list[Received] = []
+        #: Messages whose end of data got a refusal (``data_reply``): what a retry sends again.
+        self.refused: list[Received] = []
         self.connections = 0
         self.data_ends = 0  # messages whose end of data arrived, whatever their reply
         self.max_concurrent = len(self._open)
@@ -454,6 +456,8 @@ class SinkProtocol(LineReceiver):
         def done():
             if answer.startswith(b"2") and not committed:
                 self.sink._accepted(message)
+            elif not answer.startswith(b"2"):
+                self.sink.refused.append(message)
             if answer.startswith(b"421"):
                 self._close()
 

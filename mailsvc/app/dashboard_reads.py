@@ -10,9 +10,10 @@ from __future__ import annotations
 import secrets
 import uuid
 
+from mailsvc.app import messages
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.store import dashboard as reads
-from mailsvc.store import previews, segments, templates
+from mailsvc.store import emails, previews, segments, templates
 from mailsvc.store.database import Database
 
 #: A preview lives 10 minutes; at most this many are kept per account (oldest dropped first).
@@ -37,10 +38,14 @@ class DashboardReads:
 
     async def email_html(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> str:
         """The e-mail's HTML ('' when it has none)."""
-        html = await reads.email_html(self._db, tenant_id, email_id) if email_id is not None else None
-        if html is None:
+        row = await reads.email_html(self._db, tenant_id, email_id) if email_id is not None else None
+        if row is None:
             raise NotFound("Email")
-        return html
+        if row["broadcast_id"] is not None:
+            # As its recipient got it (``app/messages``); none once the broadcast is deleted.
+            content = await emails.broadcast_content(self._db, row["broadcast_id"], email_id)
+            return (messages.broadcast_content(content, content).html or "") if content is not None else ""
+        return row["html"] or ""
 
     async def search_emails(self, tenant_id: uuid.UUID, text: str) -> list[dict]:
         """The newest e-mails whose subject, sender or recipients hold ``text``."""

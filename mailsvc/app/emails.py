@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from mailsvc import timefmt
+from mailsvc.app import messages
 from mailsvc.crypto.links import link_payload, signed_link
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import SchedulePhrase, parse_schedule, read_phrase, schedule_within
@@ -77,6 +78,13 @@ class Emails:
         row = await rows.get(self.db, tenant_id, email_id, domain_id)
         if row is None:
             raise NotFound("Email")
+        if row["broadcast_id"] is not None:
+            # Its body is the broadcast's, as its recipient got it (``app/messages``); none
+            # once the broadcast is deleted.
+            content = await rows.broadcast_content(self.db, row["broadcast_id"], email_id)
+            if content is not None:
+                shown = messages.broadcast_content(content, content)
+                row = {**row, "html": shown.html, "text": shown.text}
         return row
 
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:

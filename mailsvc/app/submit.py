@@ -1,11 +1,12 @@
 """
 The one accept path of every message (HTTP, SMTP, broadcasts, the service's TLS reports):
-``Submitter.submit`` checks the account and the sending domain, builds each message (unsigned:
-it is signed at delivery) and gives the store typed rows that ONE statement writes with the
-idempotency outcome and the quota charge, so that every surface follows the same rules. What a
-key keeps and the broadcast stream's per-recipient messages: docs/decisions.md. Test addresses
-(``domain/testaddresses.py``): a ``from`` on the test domain needs no verified domain when every
-recipient is a test address.
+``Submitter.submit`` checks the account and the sending domain and gives the store typed rows
+that ONE statement writes with the idempotency outcome and the quota charge, so that every
+surface follows the same rules. A message is stored as content and built at delivery
+(``app/messages``), except one submitted over SMTP, stored as it came (unsigned: signed at
+delivery). What a key keeps, the broadcast stream and content stored once: docs/decisions.md.
+Test addresses (``domain/testaddresses.py``): a ``from`` on the test domain needs no verified
+domain when every recipient is a test address.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from mailsvc.domain.email import (
     SchedulePhrase,
     Submission,
     check_attachment_content,
-    has_unsubscribe_placeholder,
-    with_unsubscribe_url,
 )
 from mailsvc.domain.errors import (
     DomainError,
@@ -67,12 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["DELIVERIES", "Submitter", "Item", "Outcome", "AcceptedEmail", "Sender", "Answers"]
 
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
-#: The per-recipient messages of the broadcast stream built for one request (one email or a
-#: whole batch) together: each is a full copy, held in memory and stored.
-MAX_PER_RECIPIENT_BYTES = 64 * 1024 * 1024
-#: Per-recipient messages made between two returns to the reactor when only the header differs
-#: (a message built again for its placeholder gives the reactor back after each).
-_SPLICES_PER_TURN = 16
 #: All of a request's ``path`` attachments are fetched at once, within this many seconds:
 #: well inside the 60 s request timeout and the 90 s idempotency claim.
 ATTACHMENT_FETCH_SECONDS = 30
@@ -109,10 +102,14 @@ class Item:
     inside the key's claim so that the refusal is kept), or for a send that names a template
     what completes it once the published version is looked up (``Templated``); ``raw`` is a
     message submitted over SMTP, kept as written but for the headers the service manages.
+    ``broadcast_id``: a broadcast's recipient, whose submission carries the broadcast's content
+    unpersonalised (but for the subject): its e-mail stores no html nor text, its message is
+    built from the broadcast's content and the recipient's snapshot (``broadcasting/fanout``).
     """
 
     read: Callable[[datetime], Submission | Templated]
     raw: bytes | None = None
+    broadcast_id: uuid.UUID | None = None
 
     @classmethod
     def of(cls, submission: Submission, raw: bytes | None = None) -> Item:
@@ -174,35 +171,21 @@ class TestSender:
 
 @attrs.frozen
 class Prepared:
-    """A submission checked against the account and built into its message (unsigned)."""
+    """A submission checked against the account, with its Message-ID."""
 
     submission: Submission
     domain_id: uuid.UUID | None  # None: the test sender
     domain_name: str
     message_id: str
-    message: bytes
+    #: The message as submitted over SMTP (unsigned), else None: built from the content.
+    message: bytes | None
     attachments: tuple[Attachment, ...]
-    #: Chosen when built (the unsubscribe links name it); None: chosen when stored.
-    email_id: uuid.UUID | None = None
-    #: Broadcast stream: each recipient's own message, by recipient as in ``recipients``.
-    messages: Mapping[str, bytes] = attrs.field(factory=dict)
-
-
-@attrs.define
-class Budget:
-    """Bytes of per-recipient messages one request may still build (MAX_PER_RECIPIENT_BYTES)."""
-
-    left: int = attrs.field(factory=lambda: MAX_PER_RECIPIENT_BYTES)
-
-    def take(self, size: int) -> None:
-        if size > self.left:
-            raise Invalid(
-                "stream",
-                "stream: the broadcast messages of this request (one per recipient, each with its own"
-                f" unsubscribe link) exceed {MAX_PER_RECIPIENT_BYTES // (1024 * 1024)} MiB together;"
-                " send to fewer recipients per request or a smaller message",
-            )
-        self.left -= size
+    #: Bytes of content it stores (its share of a group commit's statement).
+    size: int
+    #: Broadcast stream: where its unsubscribe links point.
+    links_base: str | None = None
+    #: A broadcast's recipient (``Item.broadcast_id``).
+    broadcast_id: uuid.UUID | None = None
 
 
 @attrs.frozen
@@ -302,7 +285,6 @@ class Submitter:
         now = self.now()
         prepared: list[Prepared] = []
         refused: list[tuple[int, DomainError]] = []
-        budget = Budget()  # broadcast-stream messages of the whole request
         domains: dict = {}  # each sending domain looked up once per request
         versions: dict = {}  # each template looked up once per request
         for index, item in enumerate(items):
@@ -313,7 +295,7 @@ class Submitter:
                 if isinstance(submission.scheduled_at, SchedulePhrase):
                     when = await self._schedules.phrase(submission.scheduled_at, now)
                     submission = attrs.evolve(submission, scheduled_at=when)
-                prepared.append(await self._prepare(sender, submission, item.raw, links_base, budget, domains))
+                prepared.append(await self._prepare(sender, submission, item, links_base, domains))
             except DomainError as e:
                 if batch == "permissive":
                     refused.append((index, e))
@@ -327,7 +309,7 @@ class Submitter:
                 await self._keys.complete(self._db, claim, *answers.accepted(outcome))
             return outcome
         request = _Request(sender, prepared, source, claim, answers, refused, also)
-        size = sum(len(p.message) + sum(map(len, p.messages.values())) for p in prepared)
+        size = sum(p.size for p in prepared)
         try:
             accepted = await self._writes.add(request, size)
         except SendingDomainGone:
@@ -342,12 +324,12 @@ class Submitter:
             versions[key] = await self._templates(sender.tenant.id, key)
         return versions[key]
 
-    async def _prepare(self, sender: Sender, submission: Submission, raw: bytes | None, links_base: str | None,
-                       budget: Budget, domains: dict) -> Prepared:
+    async def _prepare(self, sender: Sender, submission: Submission, item: Item, links_base: str | None,
+                       domains: dict) -> Prepared:
         """
-        Everything that needs no transaction: domain checks, fetching, building.
-        ``budget`` and ``domains`` (the sending domains looked up, each once) are shared by
-        the items of one request.
+        Everything that needs no transaction: domain checks, fetching, the size of the message.
+        ``domains`` (the sending domains looked up, each once) is shared by the items of one
+        request.
         """
         domain_name = submission.sender.domain
         key = domain_name.rstrip(".").lower()
@@ -370,62 +352,28 @@ class Submitter:
             )
         attachments = await self._fetched(submission.attachments)
         message_id = mime.new_message_id(domain.name)
-        date = self.now()
-        parts = [(a.filename, a.content, a.content_type, a.content_id) for a in attachments]
+        raw = item.raw
         if raw is not None:
-            message = mime.resubmitted(raw, message_id, date)
-        else:
-            message = mime.build(submission, message_id=message_id, date=date, attachments=parts)
-        if len(message) > MAX_MESSAGE_BYTES:
+            message = mime.resubmitted(raw, message_id, self.now())
+            if len(message) > MAX_MESSAGE_BYTES:
+                raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
+            return Prepared(submission, domain.id, domain.name, message_id, message, attachments, len(message))
+        base = None
+        if submission.stream == "broadcast":
+            links = self._unsubscribes
+            base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
+            if links is None or not base:
+                raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
+        parts = [(a.filename, a.content, a.content_type, a.content_id) for a in attachments]
+        if mime.size_bound(submission, parts) > MAX_MESSAGE_BYTES and len(mime.build(
+                submission, message_id=message_id, date=self.now(), attachments=parts)) > MAX_MESSAGE_BYTES:
+            # Built here only when the bound passes the limit: whether the message really does.
             raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        if raw is not None or submission.stream != "broadcast":
-            return Prepared(submission, domain.id, domain.name, message_id, message, attachments)
-        email_id = uuid7(self._clock.seconds())
-        messages = await self._per_recipient(
-            sender, submission, email_id, message, message_id, date, parts, links_base, budget)
-        return Prepared(submission, domain.id, domain.name, message_id, message, attachments, email_id, messages)
-
-    async def _per_recipient(self, sender: Sender, submission: Submission, email_id: uuid.UUID,
-                             generic: bytes, message_id: str, date: datetime, parts: list,
-                             links_base: str | None, budget: Budget) -> dict[str, bytes]:
-        """One message per recipient, each with its own unsubscribe link (signed at delivery)."""
-        links = self._unsubscribes
-        base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
-        if links is None or not base:
-            raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
-        # Without a placeholder every recipient's body is the email's: only the header differs.
-        # With one, each message is built again; the plain text derived from the html is
-        # derived once, the placeholder kept in it.
-        personal = has_unsubscribe_placeholder(submission)
-        if personal and submission.text is None and submission.html:
-            submission = attrs.evolve(submission, text=mime.text_from_html(submission.html))
-        messages: dict[str, bytes] = {}
-        taken = 0
-        try:
-            for n, recipient in enumerate(submission.recipients):
-                if n and (personal or n % _SPLICES_PER_TURN == 0):
-                    await self._yield()
-                url = links.url(base, sender.tenant.id, email_id, recipient)
-                body = generic
-                if personal:
-                    body = mime.build(with_unsubscribe_url(submission, url), message_id=message_id, date=date,
-                                      attachments=parts)
-                message = mime.with_fields(body, mime.unsubscribe_fields(url))
-                if len(message) > MAX_MESSAGE_BYTES:
-                    raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-                budget.take(len(message))
-                taken += len(message)
-                messages[recipient] = message
-        except BaseException:
-            budget.left += taken  # a refused item of a permissive batch leaves the rest its room
-            raise
-        return messages
-
-    def _yield(self):
-        """Let the reactor serve others between builds of a large broadcast."""
-        d: defer.Deferred = defer.Deferred()
-        self._clock.callLater(0, d.callback, None)
-        return d
+        stored = len(submission.subject) + sum(len(a.content) for a in attachments)
+        if item.broadcast_id is None:
+            stored += len(submission.html or "") + len(submission.text or "")
+        return Prepared(submission, domain.id, domain.name, message_id, None, attachments, stored, base,
+                        item.broadcast_id)
 
     async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
         """The ``path`` attachments fetched, all at once, within ATTACHMENT_FETCH_SECONDS."""
@@ -493,7 +441,7 @@ class Submitter:
                  suppressed: dict[str, str], now: datetime, rows: AcceptRows) -> AcceptedEmail:
         """The rows of one email (added to ``rows``) and what its sender is answered."""
         s = p.submission
-        email_id = p.email_id or uuid7(self._clock.seconds())
+        email_id = uuid7(self._clock.seconds())
         scheduled = s.scheduled_at is not None and s.scheduled_at > now
         recipients = s.recipients
         live = [r for r in recipients if r.lower() not in suppressed]
@@ -501,9 +449,11 @@ class Submitter:
         tags = [{"name": n, "value": v} for n, v in s.tags]
         rows.emails.append(EmailRow(
             id=email_id, tenant_id=tenant.id, domain_id=p.domain_id, message_id=p.message_id, sender=str(s.sender),
-            to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject, html=s.html, text=s.text, tags=tags,
-            stream=s.stream, source=source, scheduled_at=s.scheduled_at,
-            status="scheduled" if scheduled else "queued", last_event=last_event, message=p.message, created_at=now))
+            to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject,
+            html=s.html if p.broadcast_id is None else None, text=s.text if p.broadcast_id is None else None,
+            tags=tags, stream=s.stream, source=source, scheduled_at=s.scheduled_at,
+            status="scheduled" if scheduled else "queued", last_event=last_event, message=p.message, created_at=now,
+            headers=s.headers if p.message is None else (), links_base=p.links_base, broadcast_id=p.broadcast_id))
         for a in p.attachments:
             rows.attachments.append(AttachmentRow(
                 id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,
@@ -517,11 +467,9 @@ class Submitter:
             origin = suppressed.get(recipient.lower())
             status = first_status(origin, scheduled)
             due, retry_until = first_times(status, now)
-            # A suppressed recipient is never sent to: no message of its own.
-            own = p.messages.get(recipient) if origin is None else None
             rows.deliveries.append(DeliveryRow(
                 id=delivery_id, email_id=email_id, tenant_id=tenant.id, recipient=recipient, status=status, due_at=due,
-                updated_at=now, message=own, retry_until=retry_until))
+                updated_at=now, retry_until=retry_until))
             event = first_event(status, base, str(delivery_id), recipient, origin)
             if event is not None:
                 rows.events.append(EventRow(tenant.id, *event))

@@ -1,11 +1,13 @@
 """
 The broadcast fan-out (the ``broadcasts`` role), a leased engine: it starts queued broadcasts
 (fixing their segment's membership) and then, chunk by chunk, claims pending recipients with a
-lease, renders their messages and hands each chunk to the one accept path (``app/submit``) as
-one request on the account's behalf (``ServiceSender``). That statement records the chunk's
-recipients only while the lease holds, so no recipient is written twice; a used-up quota makes
-the broadcast wait for the next UTC day (``wait_reason``). A step awaits every chunk it claims,
-so a stop waits only for the step under way (docs/decisions.md, "Broadcasts").
+lease and hands each chunk to the one accept path (``app/submit``) as one request on the
+account's behalf (``ServiceSender``): a recipient is a row (its e-mail, with its subject, and a
+snapshot of the contact fields the content uses), its message is built when it is delivered.
+That statement records the chunk's recipients only while the lease holds, so no recipient is
+written twice; a used-up quota makes the broadcast wait for the next UTC day (``wait_reason``).
+A step awaits every chunk it claims, so a stop waits only for the step under way
+(docs/decisions.md, "Broadcasts").
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from mailsvc import timefmt
 from mailsvc.app.broadcasts import contact_of
 from mailsvc.app.submit import Item, Outcome, ServiceSender, Submitter
 from mailsvc.domain import broadcasts as rules
-from mailsvc.domain.broadcasts import Contact, Content, personalised
+from mailsvc.domain.broadcasts import Contact, Content, personalised, snapshot, used_fields
 from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, parse_mailbox, parse_mailboxes
 from mailsvc.domain.errors import Invalid, LeaseLost, NotAllowed, QuotaExceeded
 from mailsvc.domain.tenant import Tenant
 from mailsvc.engine import LeasedEngine
-from mailsvc.mail import mime
 from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
 from mailsvc.store.database import Database
@@ -184,30 +185,29 @@ class Fanout(LeasedEngine):
         """The recipients ``claimed`` under ``lease`` handed to the accept path, and recorded by
         its statement only while the lease holds (else ``LeaseLost``, nothing written); the
         number accepted."""
-        # The plain text derived from the html (when the broadcast has none) is derived once,
-        # its placeholders kept, then filled per recipient (values raw, as in any text part).
-        text = b["text"] if b["text"] or not b["html"] else mime.text_from_html(b["html"])
-        content = Content(b["subject"], b["html"], text, b["preview_text"])
+        # Only the subject is filled here (each e-mail keeps its own); the body is filled when
+        # the message is built (``app/messages``), from the snapshot taken here.
+        subject = Content(b["subject"], None, None)
+        used = used_fields(Content(b["subject"], b["html"], b["text"], b["preview_text"]))
         sender = parse_mailbox("from", b["sender"])
         reply_to = parse_mailboxes("reply_to", list(b["reply_to"] or ()))
         tags = (("broadcast_id", str(b["id"])),)
-        marks: list[tuple[uuid.UUID, uuid.UUID | None, str]] = []  # contacts deleted since the start
+        marks: list[tuple] = []  # contacts deleted since the start
         contacts: list[Contact] = []
         for row in claimed:
             if row["email"] is None:
-                marks.append((row["contact_id"], None, "skipped"))
+                marks.append((row["contact_id"], None, "skipped", None))
             else:
                 contacts.append(contact_of(row))
 
         def item(contact: Contact) -> Item:
             def read(now: datetime) -> Submission:
-                shown = personalised(content, contact)
-                if len(shown.subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
+                shown = personalised(subject, contact).subject
+                if len(shown.encode("utf-8")) > MAX_SUBJECT_BYTES:
                     raise Invalid("subject", f"subject: longer than {MAX_SUBJECT_BYTES} bytes for this contact")
                 return Submission(sender=sender, to=(parse_mailbox("to", contact.email),), reply_to=reply_to,
-                                  subject=shown.subject, html=shown.html, text=shown.text, tags=tags,
-                                  stream="broadcast")
-            return Item(read)
+                                  subject=shown, html=b["html"], text=b["text"], tags=tags, stream="broadcast")
+            return Item(read, broadcast_id=b["id"])
 
         def recorded(outcome: Outcome):
             refused = {index for index, _ in outcome.refused}
@@ -215,9 +215,9 @@ class Fanout(LeasedEngine):
             states = list(marks)
             for index, contact in enumerate(contacts):
                 if index in refused:
-                    states.append((contact.id, None, "refused"))
+                    states.append((contact.id, None, "refused", None))
                 else:
-                    states.append((contact.id, next(accepted).id, "written"))
+                    states.append((contact.id, next(accepted).id, "written", snapshot(contact, used)))
             return rows.written_guard(b["id"], lease, states)
 
         outcome = Outcome([], [])

@@ -4,9 +4,10 @@ client (to the recipients' MX hosts, or to the smarthost in relay mode) and writ
 of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced or paused
 mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
 has room for. An email's recipients at one domain share a transaction (at most 50; one with a
-message of its own goes alone) under the first one's VERP address. Messages are DKIM-signed
-here, once per step, just before sending; mail for a test address or a capture-mode account is
-signed the same way and stops at ``delivery.door``.
+message of its own goes alone) under the first one's VERP address. Messages stored as content
+are built here (``app/messages``: once per email per step, or once per recipient of the
+broadcast stream), and DKIM-signed, once per step, just before sending; mail for a test
+address or a capture-mode account is signed the same way and stops at ``delivery.door``.
 Every attempt ends within half the claim's lease, and the lease is renewed right before DATA:
 nothing is sent on a claim that no longer holds (docs/decisions.md, "Delivery transactions").
 """
@@ -25,6 +26,7 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
+from mailsvc.app.messages import Messages, message_of
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
@@ -135,12 +137,15 @@ class DeliveryWorker(LeasedEngine):
         on_reply: Callable[[str, object], None] | None = None,
         *,
         door: Door,
+        messages: Messages,
     ):
         super().__init__(clock, "deliver mail", SAFETY_INTERVAL, on_failure)
         self._policies = policies
         #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
         self._on_reply = on_reply
         self._door = door
+        #: Builds the messages stored as content (tests build with it what would be sent).
+        self.messages = messages
         self._db = db
         self._routes = routes
         self._connections = connections
@@ -192,6 +197,7 @@ class DeliveryWorker(LeasedEngine):
     def _transactions(self, work: list[Work], contents: Contents, token: uuid.UUID):
         """Each SMTP transaction of ``work``; decides what needs no sending."""
         groups: dict[tuple, list[Work]] = defaultdict(list)
+        to_build: dict[uuid.UUID, list[Work]] = defaultdict(list)  # own messages built per recipient
         for w in work:
             email = contents.emails.get(w.email_id)
             # The message is gone (pruned), or its sending domain was deleted (a domain with no
@@ -199,6 +205,10 @@ class DeliveryWorker(LeasedEngine):
             # can no longer be sent as it was accepted.
             if email is None:
                 self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
+                continue
+            if email["broadcast_id"] is not None and (
+                    email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
+                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the broadcast's content is gone")
                 continue
             test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
             if not test_sender and (
@@ -212,13 +222,17 @@ class DeliveryWorker(LeasedEngine):
                              "the test sender sends to test addresses only")
                 continue
             domain = w.recipient.rpartition("@")[2].lower()
+            own = w.own_message or (email["message"] is None and email["stream"] == "broadcast")
+            if own and not w.own_message:
+                to_build[w.email_id].append(w)
             if test_address:
                 key = ("test", w.id)  # each its own outcome
             elif w.delivery_mode == "capture":
-                key = ("capture", w.id) if w.own_message else ("capture", w.email_id)
+                key = ("capture", w.id) if own else ("capture", w.email_id)
             else:
-                key = (w.id,) if w.own_message else (w.email_id, domain, w.delivery_mode)
+                key = (w.id,) if own else (w.email_id, domain, w.delivery_mode)
             groups[key].append(w)
+        messages = self._built(contents, to_build, groups, token)
         for key, group in groups.items():
             at_door = key[0] in ("test", "capture")
             for start in range(0, len(group), 50):
@@ -226,15 +240,43 @@ class DeliveryWorker(LeasedEngine):
                 email = contents.emails[chunk[0].email_id]
                 test_sender = email["domain_id"] is None
                 keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
-                if chunk[0].own_message:
-                    yield _Transaction(chunk, email, contents.own[chunk[0].id], keys, None, at_door, test_sender)
+                own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
+                if own is not None:
+                    yield _Transaction(chunk, email, own, keys, None, at_door, test_sender)
                 else:
                     shared = None
                     if test_sender:
                         shared = (email["id"], "test")
                     elif keys is not None:
                         shared = (email["id"], tuple(k["id"] for k in keys))
-                    yield _Transaction(chunk, email, bytes(email["message"]), keys, shared, at_door, test_sender)
+                    yield _Transaction(chunk, email, messages[email["id"]], keys, shared, at_door, test_sender)
+
+    def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[Work]], groups: dict[tuple, list[Work]],
+               token: uuid.UUID) -> dict[uuid.UUID, bytes]:
+        """
+        The messages ``groups`` send, built once each (or used as stored), by email id and, for
+        the recipients' own ones, by delivery id. A message that fails to build defers its
+        recipients ``transient`` (logged), and their groups are dropped.
+        """
+        built: dict[uuid.UUID, bytes] = {}
+        for key, group in list(groups.items()):
+            w = group[0]
+            email = contents.emails[w.email_id]
+            try:
+                if w.email_id in to_build:
+                    if w.id not in built:
+                        recipients = [one.recipient for one in to_build[w.email_id]]
+                        own = self.messages.per_recipient(
+                            email, contents.attachments.get(w.email_id, ()), recipients,
+                            contents.broadcasts.get(email["broadcast_id"]))
+                        built.update((one.id, own[one.recipient]) for one in to_build[w.email_id])
+                elif not w.own_message and w.email_id not in built:
+                    built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))
+            except Exception:
+                log.failure("building a message of {domain} failed", domain=email["domain"])
+                for failed in groups.pop(key):
+                    self._defer(failed, token, "transient", None, None, "internal error")
+        return built
 
     def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,

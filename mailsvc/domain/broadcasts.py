@@ -28,6 +28,7 @@ from mailsvc.domain.text import checked_string, refuse_control
 
 __all__ = [
     "STATUSES", "Content", "Contact", "broadcast_fields", "duplicate_name", "personalised", "next_utc_day",
+    "used_fields", "snapshot", "contact_from_snapshot",
     "refuse_send", "refuse_cancel", "refuse_delete", "refuse_update",
 ]
 
@@ -247,6 +248,37 @@ def personalised(content: Content, contact: Contact | None) -> Content:
         preview = placeholders.fill(content.preview_text, subject_value)
         html = with_preheader(html, preview)
     return Content(subject, html, text, content.preview_text)
+
+
+def used_fields(content: Content) -> tuple[frozenset[str], frozenset[str]]:
+    """The contact's own fields and the properties that ``content``'s placeholders name."""
+    fields, properties = set(), set()
+    for body in (content.subject, content.html, content.text, content.preview_text):
+        for key, _ in placeholders.keys_in(body) if body else ():
+            field = UPPER_KEYS.get(key)
+            if field is None:
+                part, dot, field = key.partition(".")
+                if not dot or part != "contact":
+                    continue
+            (fields if field in CONTACT_FIELDS else properties).add(field)
+    return frozenset(fields), frozenset(properties)
+
+
+def snapshot(contact: Contact, used: tuple[frozenset[str], frozenset[str]]) -> dict[str, Any]:
+    """What of ``contact`` its message is made of (``used_fields``), as it is at fan-out: its
+    message is built from this when delivered, whatever happens to the contact since."""
+    fields, properties = used
+    taken: dict[str, Any] = {f: getattr(contact, f) for f in sorted(fields)}
+    kept = {p: contact.properties[p] for p in sorted(properties) if p in contact.properties}
+    if kept:
+        taken["properties"] = kept
+    return taken
+
+
+def contact_from_snapshot(contact_id: uuid.UUID, taken: Mapping[str, Any]) -> Contact:
+    """The contact as ``snapshot`` took it (fields it did not take are unused by the content)."""
+    return Contact(contact_id, taken.get("email") or "", taken.get("first_name"), taken.get("last_name"),
+                   taken.get("properties") or {})
 
 
 def _contact_key(key: str) -> bool:

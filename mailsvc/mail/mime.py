@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import random
 import re
 import secrets
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from email import policy
 from email.message import EmailMessage
 from email.utils import encode_rfc2231, format_datetime
@@ -200,9 +201,40 @@ def _param_field(name: str, value: str, param: str, text: str | None) -> str:
 # Parts: (header fields, body) as bytes; the body ends with CRLF unless it is empty
 
 
-def _boundary() -> str:
+class _Boundaries:
+    """
+    Where a message's boundaries come from: with a ``seed`` (its e-mail's id), the same ones
+    every time it is built (a hash of the seed and a counter: seeding a ``random.Random`` costs
+    tens of microseconds), so that a retry sends the same bytes; the seed is no secret.
+    """
+
+    def __init__(self, seed: bytes | None):
+        self._seed = seed
+        self._drawn = 0
+
+    def number(self) -> int:
+        if self._seed is None:
+            return random.randrange(sys.maxsize)
+        self._drawn += 1
+        digest = hashlib.blake2b(self._seed + self._drawn.to_bytes(4, "big"), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % sys.maxsize
+
+
+def _boundary(boundaries: _Boundaries) -> str:
     # The email package's form: the Content-Type fields fold as they did.
-    return f"==============={random.randrange(sys.maxsize):019d}=="
+    return f"==============={boundaries.number():019d}=="
+
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _date(date: datetime) -> str:
+    """``format_datetime(date)``, written directly for UTC (the time of every message built)."""
+    if date.utcoffset() != timedelta(0):
+        return format_datetime(date)
+    return (f"{_DAYS[date.weekday()]}, {date.day:02d} {_MONTHS[date.month - 1]} {date.year:04d}"
+            f" {date.hour:02d}:{date.minute:02d}:{date.second:02d} +0000")
 
 
 def _text_part(text: str, subtype: str) -> tuple[bytes, bytes]:
@@ -240,10 +272,10 @@ def _binary_part(filename: str | None, content: bytes, content_type: str,
     return "".join(fields).encode("ascii"), body
 
 
-def _multipart(subtype: str, parts: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+def _multipart(subtype: str, parts: list[tuple[bytes, bytes]], boundaries: _Boundaries) -> tuple[bytes, bytes]:
     texts = [head + b"\r\n" + body for head, body in parts]
     while True:
-        boundary = _boundary()
+        boundary = _boundary(boundaries)
         marker = f"--{boundary}".encode("ascii")
         if not any(marker in text for text in texts):
             break
@@ -260,27 +292,30 @@ def build(
     message_id: str,
     date: datetime,
     attachments: list[tuple[str | None, bytes, str, str | None]] = (),
+    seed: bytes | None = None,
 ) -> bytes:
     """
     The RFC 5322 message. ``attachments`` are (filename, content, content_type, content_id) with
-    their content already fetched; Bcc never appears in the headers.
+    their content already fetched; Bcc never appears in the headers. The same ``seed`` gives the
+    same MIME boundaries, so the same inputs give the same bytes.
     """
     try:
-        return _build(submission, message_id, date, attachments)
+        return _build(submission, message_id, date, attachments, _Boundaries(seed))
     except (_Unusual, UnicodeError):
         # Not a shape written here (or text that is no valid Unicode): the email package
         # decides, as it always did.
-        return build_with_email_package(submission, message_id=message_id, date=date, attachments=attachments)
+        return build_with_email_package(submission, message_id=message_id, date=date, attachments=attachments,
+                                        seed=seed)
 
 
-def _build(submission: Submission, message_id: str, date: datetime, attachments) -> bytes:
+def _build(submission: Submission, message_id: str, date: datetime, attachments, boundaries: _Boundaries) -> bytes:
     fields = [_address_list("From", (submission.sender,)), _address_list("To", submission.to)]
     if submission.cc:
         fields.append(_address_list("Cc", submission.cc))
     if submission.reply_to:
         fields.append(_address_list("Reply-To", submission.reply_to))
     fields.append(_unstructured("Subject", submission.subject))
-    fields.append(f"Date: {format_datetime(date)}\r\n")
+    fields.append(f"Date: {_date(date)}\r\n")
     fields.append((_PLAIN.match(message_id) and _fold("Message-ID", message_id))
                   or _by_email_package("Message-ID", message_id))
     for name, value in submission.headers:
@@ -307,13 +342,13 @@ def _build(submission: Submission, message_id: str, date: datetime, attachments)
     regular = [_binary_part(*a) for a in attachments if a[3] is None]
     if inline:
         if alternatives is not None:
-            alternatives[1] = _multipart("related", [html_part, *inline])
+            alternatives[1] = _multipart("related", [html_part, *inline], boundaries)
         else:
-            content = _multipart("related", [content, *inline])
+            content = _multipart("related", [content, *inline], boundaries)
     if alternatives is not None:
-        content = _multipart("alternative", alternatives)
+        content = _multipart("alternative", alternatives, boundaries)
     if regular:
-        content = _multipart("mixed", [content, *regular])
+        content = _multipart("mixed", [content, *regular], boundaries)
 
     head, body = content
     if alternatives is None and not inline and not regular:
@@ -324,12 +359,30 @@ def _build(submission: Submission, message_id: str, date: datetime, attachments)
     return top + b"\r\n" + body
 
 
+def size_bound(submission: Submission, attachments: list[tuple[str | None, bytes, str, str | None]] = ()) -> int:
+    """
+    At least the size of the message ``build`` makes (with any Message-ID and unsubscribe link
+    of usual length): a check against a limit that needs no build. A body grows at most threefold
+    (quoted-printable), a text derived from the html is no longer than twice it, base64 takes 4
+    bytes for 3 and a line break for 76, a header field at most four times its text.
+    """
+    html = len(submission.html.encode("utf-8", "surrogatepass")) if submission.html else 0
+    text = len(submission.text.encode("utf-8", "surrogatepass")) if submission.text is not None else 2 * html
+    fields = [submission.subject, *(str(m) for m in (submission.sender, *submission.to, *submission.cc,
+                                                        *submission.reply_to))]
+    fields += [name + value for name, value in submission.headers]
+    header = sum(4 * len(f.encode("utf-8", "surrogatepass")) + 16 for f in fields)
+    encoded = sum((len(a[1]) + 2) // 3 * 4 * 78 // 76 + 4 * len(a[0] or "") + 512 for a in attachments)
+    return 4096 + header + 3 * (html + text) + 2 * 80 * ((html + text) // 76 + 2) + encoded
+
+
 def build_with_email_package(
     submission: Submission,
     *,
     message_id: str,
     date: datetime,
     attachments: list[tuple[str | None, bytes, str, str | None]] = (),
+    seed: bytes | None = None,
 ) -> bytes:
     """``build`` by Python's ``email`` package (the SMTP policy): the reference, and the fallback."""
     message = EmailMessage(policy=_POLICY)
@@ -370,9 +423,12 @@ def build_with_email_package(
     for filename, content, content_type, _ in regular:
         maintype, _, subtype = content_type.partition("/")
         message.add_attachment(content, maintype=maintype, subtype=subtype, filename=filename)
+    boundaries = _Boundaries(seed)
     for part in message.walk():
         if part is not message:
             del part["MIME-Version"]  # only the top-level entity carries it
+        if part.is_multipart():
+            part.set_boundary(_boundary(boundaries))
     return message.as_bytes()
 
 

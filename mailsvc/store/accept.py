@@ -26,11 +26,13 @@ DELIVERIES = "deliveries"
 
 #: The columns of each table, in the order ``_email_values`` and its siblings give a row's values.
 #: ``signed`` is written false: messages are stored unsigned and signed at delivery (the
-#: column's default, true, marks mail stored signed by an older version).
+#: column's default, true, marks mail stored signed by an older version). ``message`` is only
+#: an SMTP submission's; every other message is built from the content (``app/messages``).
 EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subject, html, text, tags, stream,"
-                 " source, scheduled_at, status, last_event, message, created_at, signed")
+                 " source, scheduled_at, status, last_event, message, created_at, signed, headers, links_base,"
+                 " broadcast_id")
 ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
-DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, message, retry_until"
+DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until"
 
 #: Starts the text that fails the statement when a quota or an idempotency claim refuses it.
 _QUOTA_REFUSED = "mailsvc quota refused: "
@@ -56,7 +58,7 @@ class Guard:
 
 @attrs.frozen
 class EmailRow:
-    """An email as accepted (its message as submitted, unsigned)."""
+    """An email as accepted: its content, or the message submitted over SMTP (unsigned)."""
 
     id: uuid.UUID
     tenant_id: uuid.UUID
@@ -77,8 +79,14 @@ class EmailRow:
     scheduled_at: datetime | None
     status: str
     last_event: str
-    message: bytes
+    message: bytes | None
     created_at: datetime
+    #: Custom header fields as submitted (name, value).
+    headers: Sequence[tuple[str, str]]
+    #: Broadcast stream: ``scheme://host`` of its unsubscribe links.
+    links_base: str | None
+    #: A broadcast's recipient: html and text are the broadcast's (None here).
+    broadcast_id: uuid.UUID | None = None
 
 
 @attrs.frozen
@@ -95,7 +103,7 @@ class AttachmentRow:
 
 @attrs.frozen
 class DeliveryRow:
-    """A recipient of an email; ``message`` is its own (broadcast stream), or None: the email's."""
+    """A recipient of an email."""
 
     id: uuid.UUID
     email_id: uuid.UUID
@@ -104,7 +112,6 @@ class DeliveryRow:
     status: str
     due_at: datetime | None
     updated_at: datetime
-    message: bytes | None
     retry_until: datetime | None
 
 
@@ -152,7 +159,7 @@ def _email_values(e: EmailRow) -> tuple:
                   "bcc": [str(m) for m in e.bcc], "reply_to": [str(m) for m in e.reply_to]}
     return (e.id, e.tenant_id, e.domain_id, e.message_id, e.sender, Json(recipients), e.subject, e.html, e.text,
             Json(e.tags), e.stream, e.source, e.scheduled_at, e.status, e.last_event, e.message, e.created_at,
-            False)
+            False, Json([list(h) for h in e.headers]) if e.headers else None, e.links_base, e.broadcast_id)
 
 
 def _attachment_values(a: AttachmentRow) -> tuple:
@@ -161,7 +168,7 @@ def _attachment_values(a: AttachmentRow) -> tuple:
 
 
 def _delivery_values(d: DeliveryRow) -> tuple:
-    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.message, d.retry_until)
+    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.retry_until)
 
 
 def inlined(sql: str, parameters: list) -> tuple[str, list]:

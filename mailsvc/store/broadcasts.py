@@ -16,6 +16,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg2.extras import Json
+
 from mailsvc.domain.paging import Page
 from mailsvc.store.accept import Guard
 from mailsvc.store.database import Database, Transaction
@@ -208,22 +210,24 @@ async def claim(txn: Transaction, broadcast_id: uuid.UUID, lease: uuid.UUID, now
          now + timedelta(seconds=seconds), broadcast_id))
 
 
-def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID, rows: list[tuple[uuid.UUID, uuid.UUID | None, str]]) \
-        -> Guard:
+def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID,
+                  rows: list[tuple[uuid.UUID, uuid.UUID | None, str, dict | None]]) -> Guard:
     """
-    The part of an accept statement that records a chunk: each (contact, e-mail, state) row,
-    only while it still holds ``lease``, is pending, and the broadcast is still sending (its
-    row locked FOR SHARE, so a cancel waits for the chunk or the chunk sees the cancel).
-    Anything less than every row fails the whole statement (``LeaseLost``).
+    The part of an accept statement that records a chunk: each (contact, e-mail, state, the
+    contact's snapshot) row, only while it still holds ``lease``, is pending, and the broadcast
+    is still sending (its row locked FOR SHARE, so a cancel waits for the chunk or the chunk
+    sees the cancel). Anything less than every row fails the whole statement (``LeaseLost``).
     """
-    values = ", ".join(["(%s::uuid, %s::uuid, %s)"] * len(rows))
+    values = ", ".join(["(%s::uuid, %s::uuid, %s, %s::jsonb)"] * len(rows))
     sql = (
-        "UPDATE broadcast_recipients r SET state = v.state, email_id = v.email_id, lease = NULL,"
-        f" lease_until = NULL FROM (VALUES {values}) AS v (contact_id, email_id, state)"
+        "UPDATE broadcast_recipients r SET state = v.state, email_id = v.email_id, snapshot = v.snapshot,"
+        f" lease = NULL, lease_until = NULL FROM (VALUES {values}) AS v (contact_id, email_id, state, snapshot)"
         " WHERE r.broadcast_id = %s AND r.contact_id = v.contact_id AND r.lease = %s AND r.state = 'pending'"
         " AND EXISTS (SELECT 1 FROM broadcasts b WHERE b.id = %s AND b.status = 'sending' FOR SHARE)"
         " RETURNING 1")
-    parameters = [value for row in rows for value in row] + [broadcast_id, lease, broadcast_id]
+    parameters = [value for contact_id, email_id, state, taken in rows
+                  for value in (contact_id, email_id, state, Json(taken) if taken is not None else None)]
+    parameters += [broadcast_id, lease, broadcast_id]
     return Guard(sql, parameters, len(rows))
 
 

@@ -181,7 +181,8 @@ async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uui
     )
 
 
-async def email_html(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> str | None:
-    """The HTML of one e-mail of the account ('' when it has none); None when there is no such e-mail."""
-    row = await db.fetchone("SELECT html FROM emails WHERE tenant_id = %s AND id = %s", (tenant_id, email_id))
-    return None if row is None else (row["html"] or "")
+async def email_html(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
+    """The ``html`` of one e-mail of the account and its ``broadcast_id`` (a broadcast's e-mail
+    has the broadcast's); None when there is no such e-mail."""
+    return await db.fetchone("SELECT html, broadcast_id FROM emails WHERE tenant_id = %s AND id = %s",
+                             (tenant_id, email_id))

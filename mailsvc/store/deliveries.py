@@ -206,24 +206,49 @@ async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lea
 class Contents:
     """What the claimed deliveries of one step send, and the keys that sign it."""
 
-    #: By email id: message, whether it is stored ``signed`` (by an older version), ``sender``
-    #: and ``subject``, sending domain (``domain_id`` None: deleted, or the test sender's mail)
-    #: with its ``domain``, ``return_path`` and ``tls``.
+    #: By email id: its content (``message`` when stored: an SMTP submission's, or written by an
+    #: older version), whether it is stored ``signed`` (by an older version), the sending domain
+    #: (``domain_id`` None: deleted, or the test sender's mail) with its ``domain``,
+    #: ``return_path`` and ``tls``.
     emails: dict[uuid.UUID, dict]
-    #: By delivery id: a recipient's own message (broadcast stream).
+    #: By delivery id: a recipient's own message stored by an older version (broadcast stream).
     own: dict[uuid.UUID, bytes]
     #: By domain id: its DKIM keys as they are now, private keys sealed, in id order.
     keys: dict[uuid.UUID, list[dict]]
+    #: By email id: the attachments of the emails built from their content, in order.
+    attachments: dict[uuid.UUID, list[dict]]
+    #: By broadcast id: the content of the broadcasts whose recipients the emails are (an
+    #: email of a broadcast has its ``broadcast_id`` and the recipient's ``contact_id`` and
+    #: ``snapshot``).
+    broadcasts: dict[uuid.UUID, dict]
 
 
 async def contents(db: Database, work: list[Work]) -> Contents:
-    """The emails of ``work``, the recipients' own messages and the unsigned ones' keys."""
+    """The emails of ``work`` (and the attachments of those with no stored message, the content
+    of the broadcasts they are of), the recipients' own messages stored by an older version and
+    the unsigned ones' keys."""
     emails = await db.fetchall(
-        "SELECT e.id, e.message, e.signed, e.domain_id, e.sender, e.subject, dom.name AS domain, dom.return_path,"
-        " dom.tls"
-        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id WHERE e.id = ANY(%s::uuid[])",
+        "SELECT e.id, e.tenant_id, e.message_id, e.sender, e.recipients, e.subject, e.html, e.text, e.headers,"
+        " e.stream, e.links_base, e.created_at, e.message, e.signed, e.domain_id, dom.name AS domain,"
+        " dom.return_path, dom.tls, e.broadcast_id, r.contact_id, r.snapshot"
+        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id"
+        " LEFT JOIN broadcast_recipients r ON r.broadcast_id = e.broadcast_id AND r.email_id = e.id"
+        " WHERE e.id = ANY(%s::uuid[])",
         (list({w.email_id for w in work}),), desc="delivery contents",
     )
+    broadcast_ids = list({e["broadcast_id"] for e in emails if e["broadcast_id"] is not None})
+    broadcasts = await db.fetchall(
+        "SELECT id, subject, html, text, preview_text FROM broadcasts WHERE id = ANY(%s::uuid[])",
+        (broadcast_ids,), desc="delivery broadcasts",
+    ) if broadcast_ids else []
+    built = [e["id"] for e in emails if e["message"] is None]
+    attachments: dict[uuid.UUID, list[dict]] = defaultdict(list)
+    if built:
+        for row in await db.fetchall(
+            "SELECT email_id, filename, content_type, content_id, content FROM attachments"
+            " WHERE email_id = ANY(%s::uuid[]) ORDER BY email_id, id", (built,), desc="delivery attachments",
+        ):
+            attachments[row["email_id"]].append(row)
     own_ids = [w.id for w in work if w.own_message]
     own = await db.fetchall(
         "SELECT id, message FROM deliveries WHERE id = ANY(%s::uuid[])", (own_ids,), desc="delivery contents",
@@ -236,7 +261,8 @@ async def contents(db: Database, work: list[Work]) -> Contents:
             " WHERE domain_id = ANY(%s::uuid[]) ORDER BY domain_id, id", (domain_ids,), desc="delivery keys",
         ):
             keys[row["domain_id"]].append(row)
-    return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys))
+    return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys),
+                    dict(attachments), {b["id"]: b for b in broadcasts})
 
 
 #: Puts addresses on an account's suppression list in the transaction given (and does what that

@@ -16,7 +16,8 @@ from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
 
 _COLUMNS = (
-    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status"
+    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status,"
+    " broadcast_id"
 )
 _ATTACHMENT_COLUMNS = "id, filename, size, content_type, content_disposition, content_id"
 
@@ -30,6 +31,15 @@ async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID,
     return await db.fetchone(
         f"SELECT {_COLUMNS} FROM emails WHERE tenant_id = %s AND id = %s AND domain_id = %s",
         (tenant_id, email_id, domain_id))
+
+
+async def broadcast_content(db: Database, broadcast_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
+    """A broadcast's e-mail's content: the broadcast's subject, html, text and preview, and the
+    recipient's ``contact_id`` and ``snapshot``; None once the broadcast is deleted."""
+    return await db.fetchone(
+        "SELECT b.id, b.subject, b.html, b.text, b.preview_text, r.contact_id, r.snapshot"
+        " FROM broadcasts b JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.email_id = %s"
+        " WHERE b.id = %s", (email_id, broadcast_id))
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:

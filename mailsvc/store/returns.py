@@ -4,7 +4,8 @@ RCPT on the unauthenticated inbound port) and which deliveries a report can be a
 one indexed look-up (migration 0008): a peer must not be able to make us scan a table.
 
 A delivery row here is {id, email_id, tenant_id, recipient, status, own_message}, where
-``own_message`` says it was sent as a message of its own (and so in a transaction of its own).
+``own_message`` says it was sent as a message of its own (and so in a transaction of its own):
+stored as its own by an older version, or built as its own (the broadcast stream).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import uuid
 from mailsvc.store.database import Database
 
 _DELIVERY = (
-    "d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.message IS NOT NULL AS own_message"
+    "d.id, d.email_id, d.tenant_id, d.recipient, d.status,"
+    " d.message IS NOT NULL OR (e.message IS NULL AND e.stream = 'broadcast') AS own_message"
 )
 
 #: Backed by ``domains_return_path_host``; the expression must stay as the index writes it.
@@ -22,8 +24,8 @@ RETURN_PATH_HOST = "SELECT 1 AS found FROM domains WHERE return_path || '.' || n
 
 #: Every delivery of the email that delivery ``%s`` belongs to (by primary key, then ``deliveries_email``).
 DELIVERIES_OF_THE_EMAIL_OF = (
-    f"SELECT {_DELIVERY} FROM deliveries named JOIN deliveries d ON d.email_id = named.email_id"
-    " WHERE named.id = %s ORDER BY d.id"
+    f"SELECT {_DELIVERY} FROM deliveries named JOIN emails e ON e.id = named.email_id"
+    " JOIN deliveries d ON d.email_id = named.email_id WHERE named.id = %s ORDER BY d.id"
 )
 
 #: The deliveries of the email with a Message-ID, sent from the domain of a return-path host

@@ -2,7 +2,10 @@
 
 import email
 import email.policy
+import uuid
 
+from mailsvc.store import deliveries as store
+from mailsvc.store.deliveries import Work
 from tests.helpers.sending import BODY
 
 BROADCAST = {
@@ -28,6 +31,17 @@ def path_of(api, url: str) -> str:
 
 
 async def deliveries(api, email_id) -> dict[str, bytes | None]:
+    """Each recipient's own message as the delivery worker builds it (unsigned), from what it
+    reads (``store.deliveries.contents``); None: the e-mail's (transactional), or none at all
+    (suppressed)."""
     rows = await api.parts.db.fetchall(
-        "SELECT recipient, message FROM deliveries WHERE email_id = %s ORDER BY recipient", (email_id,))
-    return {r["recipient"]: (bytes(r["message"]) if r["message"] is not None else None) for r in rows}
+        "SELECT id, email_id, tenant_id, recipient, status, message FROM deliveries WHERE email_id = %s"
+        " ORDER BY recipient", (email_id,))
+    assert all(r["message"] is None for r in rows)  # never stored: built at delivery
+    work = [Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], 0, 0.0, "direct", False) for r in rows]
+    contents = await store.contents(api.parts.db, work)
+    email = contents.emails[uuid.UUID(str(email_id))]
+    own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email["stream"] == "broadcast" else []
+    built = api.parts.delivery.messages.per_recipient(
+        email, contents.attachments.get(email["id"], ()), own, contents.broadcasts.get(email["broadcast_id"]))
+    return {r["recipient"]: built.get(r["recipient"]) for r in rows}

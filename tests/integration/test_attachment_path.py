@@ -15,7 +15,7 @@ import pytest_twisted as pt
 
 from mailsvc.config import load
 from mailsvc.domain.email import MAX_ATTACHMENT_BYTES
-from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, message_of, sending_tenant
 from tests.httpfiles import file_server  # noqa: F401 (a fixture)
 
 PDF = b"%PDF-1.4\n" + b"0123456789" * 500 + b"\n%%EOF\n"
@@ -77,8 +77,7 @@ async def test_a_fetched_file_is_attached(api, file_server):  # noqa: F811
         "data.csv": ("text/csv", len(CSV), "attachment"),  # query string left out of the name
         "notes.txt": ("text/plain", 12, "attachment"),
     }
-    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    message = email.message_from_bytes(bytes(row["message"]), policy=email.policy.default)
+    message = email.message_from_bytes(await message_of(api.parts.db, sent["id"]), policy=email.policy.default)
     parts = {p.get_filename(): p for p in message.iter_attachments()}
     assert parts["q3-report.pdf"].get_content() == PDF
     assert parts["q3-report.pdf"].get_content_type() == "application/pdf"

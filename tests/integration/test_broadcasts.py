@@ -28,6 +28,7 @@ from mailsvc.store import broadcasts as rows
 from tests.conftest import Api
 from tests.helpers.broadcasts import FROM, HTML, contacts, create, get, run_fanout
 from tests.helpers.sending import sending_tenant
+from tests.helpers.unsubscribe import deliveries
 from tests.sdk import call
 
 
@@ -35,12 +36,15 @@ def parse(raw) -> email.message.EmailMessage:
     return email.message_from_bytes(bytes(raw), policy=email.policy.default)
 
 
-async def messages(api, broadcast_id: str) -> dict[str, bytes]:
-    """The per-recipient messages stored for the broadcast's e-mails, by recipient."""
-    found = await api.parts.db.fetchall(
-        "SELECT d.recipient, d.message, d.status FROM broadcast_recipients r"
-        " JOIN deliveries d ON d.email_id = r.email_id WHERE r.broadcast_id = %s", (broadcast_id,))
-    return {r["recipient"]: bytes(r["message"]) if r["message"] is not None else None for r in found}
+async def messages(api, broadcast_id: str) -> dict[str, bytes | None]:
+    """The broadcast's recipients' messages as the delivery worker builds them (unsigned), by
+    recipient; None: suppressed."""
+    written = await api.parts.db.fetchall(
+        "SELECT email_id FROM broadcast_recipients WHERE broadcast_id = %s AND email_id IS NOT NULL", (broadcast_id,))
+    found: dict[str, bytes | None] = {}
+    for row in written:
+        found.update(await deliveries(api, row["email_id"]))
+    return found
 
 
 @pt.ensureDeferred
@@ -315,6 +319,50 @@ async def test_each_recipient_gets_a_personalised_message_with_its_own_link(api)
     assert [e["data"]["recipient"] for e in events] == ["c3@example.net"]
     usage = await api.parts.db.fetchall("SELECT period, count FROM usage")
     assert {r["count"] for r in usage} == {3}  # the suppressed one is not charged
+
+
+@pt.ensureDeferred
+async def test_a_recipient_is_a_row_and_its_message_is_built_from_its_snapshot(api):
+    """
+    A fanned-out recipient stores no message and no body: its e-mail names the broadcast and its
+    recipient row keeps the contact fields the content uses, as they were at fan-out. What is
+    delivered and what GET /emails/{id} shows are built from them, whatever the contact became.
+    """
+    _, key, _ = await sending_tenant(api)
+    segment_id = await contacts(api, key, 2)
+    b = await create(api, key, segment_id, send=True, preview_text="Big {{{FIRST_NAME}}} news")
+    assert await run_fanout(api) == 2
+    written = await api.parts.db.fetchall(
+        "SELECT r.snapshot, e.id, e.subject, e.html, e.text, e.message, e.broadcast_id, d.recipient,"
+        " d.message AS own FROM broadcast_recipients r JOIN emails e ON e.id = r.email_id"
+        " JOIN deliveries d ON d.email_id = e.id WHERE r.broadcast_id = %s ORDER BY d.recipient", (b["id"],))
+    assert [(r["html"], r["text"], r["message"], r["own"], str(r["broadcast_id"])) for r in written] == [
+        (None, None, None, None, b["id"])] * 2
+    assert [(r["subject"], r["snapshot"]) for r in written] == [
+        ("News for F0", {"email": "c0@example.net", "first_name": "F0", "last_name": "L0"}),
+        ("News for F1", {"email": "c1@example.net", "first_name": "F1", "last_name": "L1",
+                         "properties": {"plan": "pro"}})]
+    before = await messages(api, b["id"])
+    # The contact changes (and even leaves) after the fan-out: the message is the snapshot's.
+    await api.json("PATCH", "/contacts/c0@example.net", key, json={"first_name": "Changed", "last_name": "Too"})
+    await api.json("DELETE", "/contacts/c1@example.net", key)
+    delivered = await messages(api, b["id"])
+    assert delivered == before  # byte for byte: the same Message-ID, Date and boundaries
+    for row in written:
+        message = parse(delivered[row["recipient"]])
+        html = message.get_body(("html",)).get_content()
+        assert f"Hi {'F0 L0, plan free' if row['recipient'] == 'c0@example.net' else 'F1 L1, plan pro'}" in html
+        code, got, _ = await api.json("GET", f"/emails/{row['id']}", key)
+        assert code == 200, got
+        # As delivered, the unsubscribe link left as its placeholder (each recipient's own).
+        (link,) = message.get_all("List-Unsubscribe")
+        assert got["subject"] == message["Subject"] == row["subject"]
+        assert got["html"].replace("{{{RESEND_UNSUBSCRIBE_URL}}}", link[1:-1].replace("&", "&amp;")) == html.rstrip()
+        text = message.get_body(("plain",)).get_content().replace("\r\n", "\n")
+        assert got["text"].replace("{{{SVC_UNSUBSCRIBE_URL}}}", link[1:-1]) == text
+    # Its content is kept while its mail is queued: a sent broadcast is never deleted.
+    code, body, _ = await api.json("DELETE", f"/broadcasts/{b['id']}", key)
+    assert (code, body["name"]) == (409, "broadcast_not_cancelable")
 
 
 @pt.ensureDeferred

@@ -21,6 +21,7 @@ from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
 from mailsvc.mail import inspection
 from tests.domainsupport import publish
+from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, first_user, link_token, signed_in
 from tests.helpers.sending import BODY, sending_tenant
 
@@ -489,6 +490,24 @@ async def test_dashboard_reads_timeline_stats_preview_and_search(api):
     assert code == 200 and {r["live"] for r in dns["data"]} <= {"match", "mismatch", "temporary"}
     _, me, _ = await session.json("GET", "/me")
     assert me["usage"]["day"] == 1
+
+
+@pt.ensureDeferred
+async def test_the_preview_of_a_broadcasts_email_is_its_recipients(api):
+    """A broadcast's e-mail stores no html: the preview is built as GET /emails/{id} shows it."""
+    tenant, key, _ = await sending_tenant(api)
+    code, user, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                                   json={"email": "owner@example.com"})
+    _, body, response = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": PASSWORD})
+    session = Session(api, cookie_of(response)[1], body["csrf_token"], body)
+    b = await create(api, key, await contacts(api, key, 1), send=True)
+    assert await run_fanout(api) == 1
+    (row,) = await api.parts.db.fetchall("SELECT id, html FROM emails WHERE broadcast_id = %s", (b["id"],))
+    _, got, _ = await api.json("GET", f"/emails/{row['id']}", key)
+    assert row["html"] is None and "Hi F0 L0, plan free" in got["html"]
+    response, html = await api.request("GET", f"/dashboard/emails/{row['id']}/html",
+                                       headers={"Cookie": f"mailsvc_session={session.token}"})
+    assert response.code == 200 and html.decode() == got["html"]
 
 
 @pt.ensureDeferred

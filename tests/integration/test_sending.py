@@ -22,7 +22,7 @@ from mailsvc.mail import dkim
 from mailsvc.store import suppressions
 from mailsvc.store.groupcommit import GroupCommit
 from tests.helpers.polling import async_until
-from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, message_of, sending_tenant
 from tests.sdk import call
 
 
@@ -60,14 +60,26 @@ async def test_send_get_list_with_the_sdk(api):
 
 
 @pt.ensureDeferred
-async def test_the_stored_message_is_unsigned_and_well_formed(api):
+async def test_the_size_limit_is_the_built_messages(api, monkeypatch):
+    """Checked against a bound of the built size; past the bound, the message is built to know."""
+    _, key, _ = await sending_tenant(api)
+    monkeypatch.setattr(accept, "MAX_MESSAGE_BYTES", 3000)
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "html": "<p>x</p>" * 500})
+    assert (code, body["message"]) == (422, "attachments: the built message exceeds 40 MiB")
+    code, sent, _ = await api.json("POST", "/emails", key, json=BODY)  # its bound passes 3000; itself not
+    assert code == 200 and len(await message_of(api.parts.db, sent["id"])) < 3000
+
+
+@pt.ensureDeferred
+async def test_the_built_message_is_unsigned_and_well_formed(api):
     _, key, _ = await sending_tenant(api)
     _, sent, _ = await api.json("POST", "/emails", key, json={
         **BODY, "bcc": "hidden@example.com", "text": "Hi Ann", "reply_to": ["help@acme.example.com"],
         "headers": {"X-Entity-Ref-ID": "7"},
         "attachments": [{"filename": "a.txt", "content": base64.b64encode(b"attached").decode()}]})
-    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    raw = bytes(row["message"])
+    assert (await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))) == {
+        "message": None}  # its content is the truth: built at delivery
+    raw = await message_of(api.parts.db, sent["id"])
     message = email.message_from_bytes(raw, policy=email.policy.strict)
     assert message["DKIM-Signature"] is None  # signed at delivery (tests/integration/test_sign_at_delivery.py)
     assert message["Bcc"] is None and b"hidden@example.com" not in raw
@@ -506,10 +518,10 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
     _, sent, _ = await api.json("POST", "/emails", key, json={
         **BODY, "from": "Signed <hello@signed.example.com>", "subject": "Grüße", "text": "line\n.dot\n",
         "attachments": [{"filename": "a.bin", "content": base64.b64encode(bytes(range(256))).decode()}]})
-    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    # Stored unsigned; signed as the delivery worker signs it (at the sink: tests/integration/test_sign_at_delivery.py).
+    unsigned = await message_of(api.parts.db, sent["id"])
+    # Built unsigned; signed as the delivery worker signs it (at the sink: tests/integration/test_sign_at_delivery.py).
     domain = await api.parts.domains.lookup_sending_domain(uuid.UUID(tenant["id"]), "signed.example.com")
-    signed = dkim.sign(bytes(row["message"]), domain.name, domain.signers) + bytes(row["message"])
+    signed = dkim.sign(unsigned, domain.name, domain.signers) + unsigned
 
     def lookup(name, timeout=5):
         resolver = dns.resolver.Resolver(configure=False)

@@ -21,6 +21,7 @@ from mailsvc import compose
 from mailsvc.app.domains import SigningKeys
 from mailsvc.crypto import credentials, tls
 from mailsvc.mail import dkim
+from tests.helpers.sending import message_of
 from tests.helpers.signing import signatures, signing_sender, verdicts
 from tests.helpers.smtp import message, submit, tls_context
 from tests.mta import DOMAIN
@@ -32,7 +33,9 @@ def selectors(raw: bytes) -> set[str]:
 
 
 async def stored(mta, email_id: str) -> dict:
-    return await mta.parts.db.fetchone("SELECT message, signed FROM emails WHERE id = %s", (email_id,))
+    """Whether the e-mail is stored signed, and its message as built (or stored) before signing."""
+    row = await mta.parts.db.fetchone("SELECT signed FROM emails WHERE id = %s", (email_id,))
+    return {**row, "message": await message_of(mta.parts.db, email_id)}
 
 
 async def release(mta, email_id: str) -> None:
@@ -114,6 +117,34 @@ async def test_a_retry_after_a_4xx_verifies(mta):
     assert [r["attempts"] for r in await mta.deliveries(email_id)] == [2]
 
 
+def unsigned(raw: bytes) -> bytes:
+    """A message without its DKIM-Signature fields (their ``t=`` is the time of signing)."""
+    return re.sub(rb"\ADKIM-Signature:.*?\r\n(?=[^ \t])", b"", re.sub(
+        rb"\ADKIM-Signature:.*?\r\n(?=[^ \t])", b"", raw, flags=re.S), flags=re.S)
+
+
+@pt.ensureDeferred
+async def test_a_retry_sends_the_same_message(mta):
+    """Built from the stored content at each attempt, the message is the same bytes every time:
+    its Message-ID, Date and MIME boundaries too; only the signatures' times differ."""
+    mta.route("example.net")
+    mta.sink.data_reply = b"451 4.3.0 try again later"
+    _, key, _ = await signing_sender(mta)
+    email_id = await mta.send(key, ["ann@example.net"], text="Hi Ann", attachments=[
+        {"filename": "a.bin", "content": base64.b64encode(bytes(range(256))).decode()}])
+    (row,) = await mta.settled_past(email_id)
+    assert row["status"] == "deferred"
+    mta.sink.data_reply = None
+    await mta.parts.db.execute("UPDATE deliveries SET due_at = now() WHERE id = %s", (row["id"],))
+    mta.parts.delivery.wake()
+    await mta.sink.wait_for(1)
+    await mta.settled()
+    (first,), (second,) = mta.sink.refused, mta.sink.messages
+    assert unsigned(first.data) == unsigned(second.data) == await message_of(mta.parts.db, email_id)
+    assert re.search(rb'boundary="', second.data)  # multipart: its boundaries were the same
+    assert await verdicts(mta, first.data) == await verdicts(mta, second.data) == [True, True]
+
+
 @pt.ensureDeferred
 async def test_scheduled_mail_verifies(mta):
     mta.route("example.net")
@@ -149,7 +180,7 @@ async def test_broadcast_messages_are_signed_at_delivery_over_their_unsubscribe_
     email_id = await mta.send(key, ["ann@example.net", "bob@example.net"], stream="broadcast",
                               html='<p>News</p><a href="{{{SVC_UNSUBSCRIBE_URL}}}">Unsubscribe</a>')
     own = await mta.parts.db.fetchall("SELECT message FROM deliveries WHERE email_id = %s", (email_id,))
-    assert len(own) == 2 and all(b"DKIM-Signature" not in bytes(r["message"]) for r in own)
+    assert [r["message"] for r in own] == [None, None]  # each built at delivery
     await mta.sink.wait_for(2)
     await mta.settled()
     links = set()

@@ -110,22 +110,24 @@ async def test_the_accept_statement_encodes_typed_rows_itself(api):
         sender="Acme <news@acme.example.com>", to=(Mailbox("Ann", "ann@example.com"),), cc=(),
         bcc=(Mailbox("", "bob@example.com"),), reply_to=(Mailbox("Help, Desk", "help@acme.example.com"),),
         subject="Hello", html="<p>Hi</p>", text=None, tags=tags, stream="transactional", source="api",
-        scheduled_at=None, status="queued", last_event="sent", message=b"the message", created_at=now))
+        scheduled_at=None, status="queued", last_event="sent", message=b"the message", created_at=now,
+        headers=[("X-Entity-Ref-ID", "7")], links_base=None))
     rows.attachments.append(AttachmentRow(
         id=uuid.uuid4(), email_id=email_id, tenant_id=tenant_id, filename="logo.png", content_type="image/png",
         inline=True, content_id="logo", content=b"\x89PNG"))
     rows.deliveries.append(DeliveryRow(
         id=delivery_id, email_id=email_id, tenant_id=tenant_id, recipient="ann@example.com", status="queued",
-        due_at=now, updated_at=now, message=None, retry_until=None))
+        due_at=now, updated_at=now, retry_until=None))
     rows.events.append(EventRow(tenant_id, "email.sent", {"email_id": str(email_id)}))
     await accept.write(api.parts.db, api.parts.submitter._clock, rows, now)
     email = await api.parts.db.fetchone(
-        "SELECT recipients, tags, signed, status, last_event, convert_from(message, 'UTF8') AS message"
+        "SELECT recipients, tags, signed, status, last_event, convert_from(message, 'UTF8') AS message, headers"
         " FROM emails WHERE id = %s", (email_id,))
     assert email == {
         "recipients": {"to": ["Ann <ann@example.com>"], "cc": [], "bcc": ["bob@example.com"],
                        "reply_to": ['"Help, Desk" <help@acme.example.com>']},
-        "tags": tags, "signed": False, "status": "queued", "last_event": "sent", "message": "the message"}
+        "tags": tags, "signed": False, "status": "queued", "last_event": "sent", "message": "the message",
+        "headers": [["X-Entity-Ref-ID", "7"]]}
     attachment = await api.parts.db.fetchone(
         "SELECT content_disposition, size, content_id FROM attachments WHERE email_id = %s", (email_id,))
     assert attachment == {"content_disposition": "inline", "size": 4, "content_id": "logo"}

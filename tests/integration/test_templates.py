@@ -14,7 +14,7 @@ import resend
 import resend.exceptions
 
 from tests.helpers.dashboard import signed_in
-from tests.helpers.sending import sending_tenant
+from tests.helpers.sending import message_of, sending_tenant
 from tests.sdk import call
 
 FROM = "Acme <news@acme.example.com>"
@@ -249,8 +249,8 @@ async def test_sending_with_a_template_with_the_sdk(api):
     assert got["from"] == FROM and got["subject"] == "Welcome, Ann & Co"
     assert got["reply_to"] == ["help@acme.example.com"]
     assert got["html"] == "<p>Hi Ann &amp; Co, you have 2 new messages.</p>"
-    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    assert b"Hi Ann & Co, you have 2 new messages." in bytes(row["message"])  # text made from the html
+    built = await message_of(api.parts.db, sent["id"])
+    assert b"Hi Ann & Co, you have 2 new messages." in built  # text made from the html
 
     # The send's own from, subject and reply_to win; by id as well as alias.
     own = await call(api, key, resend.Emails.send, {

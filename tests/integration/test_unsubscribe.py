@@ -1,7 +1,7 @@
 """
 RFC 8058 one-click unsubscribe on the broadcast stream: a signed link per recipient in
 ``List-Unsubscribe``, the page behind it (GET changes nothing) and the one-click POST that
-suppresses the address. The per-recipient messages are stored unsigned; that both headers are
+suppresses the address. The per-recipient messages are built at delivery, never stored; that both headers are
 under every DKIM signature made at delivery is proven at the sink (tests/integration/test_sign_at_delivery.py).
 """
 
@@ -12,12 +12,11 @@ import uuid
 import pytest
 import pytest_twisted as pt
 
-from mailsvc.app import submit as accept
 from mailsvc.app.unsubscribe import Link, Unsubscribes
 from mailsvc.config import load
 from mailsvc.crypto.links import signed_link
 from mailsvc.domain.errors import LinkRefused
-from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, message_of, sending_tenant
 from tests.helpers.unsubscribe import BROADCAST, deliveries, link_of, parse, path_of
 
 
@@ -47,7 +46,8 @@ async def test_each_recipient_gets_its_own_signed_one_click_link(api):
     assert uuid.UUID(bytes=raw_token[17:33]) == uuid.UUID(sent["id"]) and raw_token[33:-16] == b"bob@example.com"
     # The email's own message is the submission as given: no link, never sent for a broadcast.
     row = await api.parts.db.fetchone("SELECT message, stream FROM emails WHERE id = %s", (sent["id"],))
-    assert row["stream"] == "broadcast" and parse(row["message"])["List-Unsubscribe"] is None
+    assert row["stream"] == "broadcast" and row["message"] is None  # built from the content
+    assert parse(await message_of(api.parts.db, sent["id"]))["List-Unsubscribe"] is None
 
 
 @pt.ensureDeferred
@@ -58,8 +58,7 @@ async def test_without_placeholders_and_with_html_only(api):
     visible = {**plain, "html": "<p>Hi</p><p>Leave: {{{SVC_UNSUBSCRIBE_URL}}}</p>"}
     for body in (plain, visible):
         _, sent, _ = await api.json("POST", "/emails", key, json=body)
-        generic = parse((await api.parts.db.fetchone(
-            "SELECT message FROM emails WHERE id = %s", (sent["id"],)))["message"])
+        generic = parse(await message_of(api.parts.db, sent["id"]))
         for raw in (await deliveries(api, sent["id"])).values():
             message = parse(raw)
             link = link_of(message)
@@ -158,16 +157,15 @@ async def test_transactional_mail_carries_no_unsubscribe(api):
     _, key, _ = await sending_tenant(api)
     for body in (BODY, {**BODY, "stream": "transactional", "html": "<p>{{{SVC_UNSUBSCRIBE_URL}}}</p>"}):
         _, sent, _ = await api.json("POST", "/emails", key, json=body)
-        row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-        assert parse(row["message"])["List-Unsubscribe"] is None
-        assert parse(row["message"])["List-Unsubscribe-Post"] is None
+        message = parse(await message_of(api.parts.db, sent["id"]))
+        assert message["List-Unsubscribe"] is None
+        assert message["List-Unsubscribe-Post"] is None
         assert set((await deliveries(api, sent["id"])).values()) == {None}
     # A client's own List-Unsubscribe is kept on the transactional stream, refused on broadcast.
     own = {"List-Unsubscribe": "<mailto:leave@acme.example.com>"}
     code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "headers": own})
     assert code == 200
-    row = await api.parts.db.fetchone("SELECT message FROM emails WHERE id = %s", (sent["id"],))
-    assert parse(row["message"])["List-Unsubscribe"] == "<mailto:leave@acme.example.com>"
+    assert parse(await message_of(api.parts.db, sent["id"]))["List-Unsubscribe"] == "<mailto:leave@acme.example.com>"
     code, body, _ = await api.json("POST", "/emails", key, json={**BROADCAST, "headers": own})
     assert code == 422 and body["message"].startswith("headers")
 
@@ -186,13 +184,17 @@ async def test_batch_and_scheduled_broadcasts(api):
 
 
 @pt.ensureDeferred
-async def test_the_messages_of_one_request_are_bounded(api, monkeypatch):
+async def test_no_message_is_stored_however_many_recipients(api):
+    """The per-recipient messages are built at delivery: a request to many stores its content once."""
     _, key, _ = await sending_tenant(api)
-    monkeypatch.setattr(accept, "MAX_PER_RECIPIENT_BYTES", 3000)
-    code, body, _ = await api.json("POST", "/emails", key, json={**BROADCAST, "html": "<p>x</p>" * 150})
-    assert code == 422 and body["message"].startswith("stream")
-    code, _, _ = await api.json("POST", "/emails", key, json={**BODY, "html": "<p>x</p>" * 150})
-    assert code == 200  # transactional mail builds one message
+    to = [f"r{n}@example.com" for n in range(50)]
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BROADCAST, "to": to, "html": "<p>x</p>" * 5000})
+    assert code == 200, sent
+    row = await api.parts.db.fetchone(
+        "SELECT e.message, e.html, count(d.message) AS own FROM emails e JOIN deliveries d ON d.email_id = e.id"
+        " WHERE e.id = %s GROUP BY e.id", (sent["id"],))
+    assert (row["message"], row["html"], row["own"]) == (None, "<p>x</p>" * 5000, 0)
+    assert len(await deliveries(api, sent["id"])) == 50
 
 
 class TestConfiguredPublicUrl:

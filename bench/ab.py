@@ -175,13 +175,12 @@ def end_to_end(side: Side, args) -> dict:
             bench.wait_delivered(1000)
             node.stop()
         bench.nodes = []
-        size = bench.sql("SELECT avg(length(message))::int FROM emails")[0][0]
         bench.sql("ANALYZE")
         r = bench.measure("overlap", 1, 0)
         if r["sink"] < args.messages:
             raise SystemExit(f"{side.label}: the sink counted {r['sink']} of {args.messages}")
         return {"e2e": r["rate"], "delivery_cpu_us": r["delivery_cpu_us"], "box_cpu_us": r["box_cpu_us"],
-                "stored_bytes": size,
+
                 "api_processes": server_processes([bench.api])}
     finally:
         bench.close()
@@ -318,7 +317,6 @@ def table(a: list[dict], b: list[dict], pf: list[dict], signing: float | None) -
     target = "B − A ≤ 1.1 × A's signing" + (f" ({signing:,.0f} µs): {'met' if vb - va <= 1.1 * signing else 'missed'}"
                                            if signing and va and vb else "")
     row("delivery node CPU per message (µs)", "delivery_cpu_us", ",.0f", target)
-    row("  (stored message, bytes)", "stored_bytes", ",.0f", "—")
     row("  (API node processes, end to end)", "api_processes", ".0f", "—")
     row("  (server processes, POST /emails)", "processes", ".0f", "—")
     return rows

@@ -108,7 +108,8 @@ async def upsert(txn: Transaction, clock, tenant_id: uuid.UUID, rows: list[dict]
     the values; each joins its ``segments`` (the account's, held by the caller) and gets its
     ``contact.created`` or ``contact.updated`` event as it now reads, its ``unsubscribed`` from
     the suppression list as this statement finds it (write the list first). One statement and
-    one round trip for all, however many rows; the id of each address.
+    one round trip for all, however many rows; the id of each address (its row's, unless a
+    concurrent writer inserted the address first: only those come back from the server).
     """
     if not rows:
         return {}
@@ -131,11 +132,12 @@ async def upsert(txn: Transaction, clock, tenant_id: uuid.UUID, rows: list[dict]
         " m AS (INSERT INTO segment_contacts (segment_id, contact_id, created_at)"
         " SELECT g.id, c.id, %(now)s FROM c JOIN r ON r.email = c.email, unnest(r.segments) AS g (id)"
         " ORDER BY g.id, c.id ON CONFLICT DO NOTHING)"
-        " SELECT email, id FROM c",
+        # Only an address another writer inserted since the caller read it has another id.
+        " SELECT c.email, c.id FROM c JOIN r ON r.email = c.email WHERE c.id <> r.id",
         {"rows": Json(given), "tenant": tenant_id, "now": now},
     )
     txn.notify(events.CHANNEL)
-    return {row["email"]: row["id"] for row in written}
+    return {**{r["email"]: r["id"] for r in rows}, **{row["email"]: row["id"] for row in written}}
 
 
 async def delete(txn: Transaction, tenant_id: uuid.UUID, key: uuid.UUID | str) -> dict | None:

@@ -50,15 +50,21 @@ async def get(db: Database | Transaction, tenant_id: uuid.UUID, key: uuid.UUID |
 
 async def lock(txn: Transaction, tenant_id: uuid.UUID, emails: list[str] = (),
                key: uuid.UUID | str | None = None) -> list[dict]:
-    """The account's contacts with these addresses (or this key), locked, in one lock order."""
+    """
+    The account's contacts with these addresses (or this key), locked, in one lock order.
+    Addresses are looked up one by one in the address index (in address order): a plain
+    ``email = ANY(...)`` was planned as a scan of the whole account while an import grew it
+    faster than its statistics (18 ms for 1,000 addresses among 60,000, growing with the account).
+    """
+    columns = "c.id, c.email, c.first_name, c.last_name, c.properties, c.created_at"
     if key is not None:
-        condition, params = _where(key), [key]
-    else:
-        condition, params = "c.email = ANY(%s::text[])", [list(emails)]
+        return await txn.fetchall(
+            f"SELECT {columns} FROM contacts c WHERE c.tenant_id = %s AND {_where(key)} FOR UPDATE",
+            (tenant_id, key))
     return await txn.fetchall(
-        "SELECT c.id, c.email, c.first_name, c.last_name, c.properties, c.created_at FROM contacts c"
-        f" WHERE c.tenant_id = %s AND {condition} ORDER BY c.email FOR UPDATE",
-        [tenant_id, *params],
+        f"SELECT {columns} FROM unnest(%s::text[]) AS e (email),"
+        " LATERAL (SELECT * FROM contacts c WHERE c.tenant_id = %s AND c.email = e.email FOR UPDATE) c",
+        (sorted(set(emails)), tenant_id),
     )
 
 

@@ -87,3 +87,18 @@ async def test_one_statement_writes_contacts_events_and_memberships(api):
     assert {(m["segment_id"], m["contact_id"]) for m in members} == {
         (segments[0], ids["carl@example.com"]), (segments[1], ids["carl@example.com"]),
         (segments[0], ids["ann@example.com"])}
+
+
+@pt.ensureDeferred
+async def test_lock_finds_the_known_addresses_among_many_unknown(api):
+    db = api.parts.db
+    tenant, key = await api.tenant()
+    tenant_id = uuid.UUID(tenant["id"])
+    for email in ("b@example.com", "d@example.com"):
+        code, _, _ = await api.json("POST", "/contacts", key, json={"email": email})
+        assert code == 201
+    wanted = [f"x{n}@example.com" for n in range(300)] + ["d@example.com", "b@example.com", "b@example.com"]
+    found = await db.run("lock", rows.lock, tenant_id, wanted)
+    assert [row["email"] for row in found] == ["b@example.com", "d@example.com"]  # in lock (address) order
+    (by_key,) = await db.run("lock", rows.lock, tenant_id, key="d@example.com")
+    assert by_key["email"] == "d@example.com"

@@ -140,21 +140,11 @@ class Contacts:
 
         await self._claim_types(txn, tenant_id, {k: t for k, t in first_types.items() if k not in known})
         touched = [state for state in states.values() if state.saved]
-        written = await rows.upsert(txn, tenant_id, [_row(state) for state in touched], now)
-        now_rows = {row["email"]: row for row in written}
-        by_email = {email: row["id"] for email, row in now_rows.items()}
+        # The list first: the upsert's events read each contact's ``unsubscribed`` from it.
         unsubscribing = [state.email for state in touched if state.unsubscribed]
         if unsubscribing:
             await suppression_rows.add_many(txn, self._clock, tenant_id, unsubscribing, "unsubscribe")
-        await rows.add_members(
-            txn, [(s, by_email[state.email]) for state in touched for s in state.segments], now)
-        # Each contact as it now reads: the suppression records added just above count too (a
-        # create or batch row never removes one), so no statement reads the contacts back.
-        unsubscribed = set(unsubscribing)
-        await events.record_many(txn, self._clock, [
-            (tenant_id, "contact.created" if row["inserted"] else "contact.updated",
-             event_data({**row, "unsubscribed": row["unsubscribed"] or row["email"] in unsubscribed}))
-            for row in (now_rows[state.email] for state in touched)])
+        by_email = await rows.upsert(txn, self._clock, tenant_id, [_row(state) for state in touched], now)
         return Saved({index: by_email[email] for index, email in ids.items()}, errors)
 
     async def _claim_types(self, txn: Transaction, tenant_id: uuid.UUID, types: dict[str, str]) -> None:
@@ -163,15 +153,6 @@ class Contacts:
             if claimed.get(key, kind) != kind:  # another write gave the key its type first
                 raise Invalid(f"properties.{key}", f"properties.{key} must be a {claimed[key]} (the key's type),"
                               f" not a {kind}")
-
-    async def _record(self, txn: Transaction, tenant_id: uuid.UUID, changes: list[tuple[uuid.UUID, bool]]) -> None:
-        """One ``contact.created`` or ``contact.updated`` per contact written, as it now reads."""
-        if not changes:
-            return
-        now_rows = await rows.by_ids(txn, [contact_id for contact_id, _ in changes])
-        await events.record_many(txn, self._clock, [
-            (tenant_id, "contact.created" if created else "contact.updated", event_data(now_rows[contact_id]))
-            for contact_id, created in changes])
 
     async def update(self, tenant_id: uuid.UUID, key: str, body: dict) -> uuid.UUID:
         write = contact_write(body, creating=False)
@@ -190,7 +171,7 @@ class Contacts:
                                                      if k not in known})
             state = _State(old["id"], old["email"], old["first_name"], old["last_name"], dict(old["properties"]))
             _apply(state, write)
-            await rows.upsert(txn, tenant_id, [_row(state)], now)
+            # The list first: the upsert's event reads the contact's ``unsubscribed`` from it.
             if write.unsubscribed is True:
                 await suppression_rows.add(txn, self._clock, tenant_id, old["email"], "unsubscribe")
             elif write.unsubscribed is False:
@@ -201,7 +182,7 @@ class Contacts:
                         " remove it from the suppression list (DELETE /suppressions) to write to it again"))
                 if record is not None:
                     await suppression_rows.delete(txn, tenant_id, record["id"])
-            await self._record(txn, tenant_id, [(old["id"], False)])
+            await rows.upsert(txn, self._clock, tenant_id, [_row(state)], now)
             return old["id"]
 
         return await self._db.run("update contact", change)
@@ -290,7 +271,7 @@ def _apply(state: _State, write: ContactWrite) -> None:
 
 def _row(state: _State) -> dict[str, Any]:
     return {"id": state.id, "email": state.email, "first_name": state.first_name, "last_name": state.last_name,
-            "properties": state.properties}
+            "properties": state.properties, "segments": state.segments}
 
 
 def resource(row: dict, object_name: str = "contact") -> dict:

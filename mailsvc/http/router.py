@@ -518,22 +518,27 @@ class Router:
         if result.body is None:
             return b""
         request.setHeader(b"Content-Type", result.content_type)
-        if isinstance(result.body, bytes):
-            return result.body
-        return json.dumps(result.body, default=str).encode("utf-8")
+        body = result.body if isinstance(result.body, bytes) else json.dumps(result.body, default=str).encode("utf-8")
+        return _sized(request, body)
 
     def error(self, request, surface: str, e: ApiError) -> bytes:
         request.setResponseCode(e.status)
         request.setHeader(b"Content-Type", JSON)
         for name, value in e.headers.items():
             request.setHeader(name, value)
-        return e.body(surface, request.request_id)
+        return _sized(request, e.body(surface, request.request_id))
 
     def _route_not_found(self, request, failure):
         return self.error(request, errors.surface_of(request.path), errors.ROUTE_NOT_FOUND)
 
     def _method_not_allowed(self, request, failure):
         return self.error(request, errors.surface_of(request.path), errors.METHOD_NOT_ALLOWED)
+
+
+def _sized(request, body: bytes) -> bytes:
+    """``body`` with its ``Content-Length``: sent as it is, not in chunked framing."""
+    request.setHeader(b"Content-Length", b"%d" % len(body))
+    return body
 
 
 NO_SESSION = ApiError(401, "session_required", "Sign in first: the session is missing, expired or revoked.")

@@ -1,0 +1,26 @@
+"""UUIDv7 ids: ordered within a process, well formed, and a forked child's random bits its own."""
+
+import os
+
+from mailsvc.ids import uuid7
+
+
+def test_ids_of_one_instant_increase_and_are_version_7():
+    made = [uuid7(1_767_225_600.0) for _ in range(5000)]  # more ids than one block of random bytes
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert {u.version for u in made} == {7} and {u.variant for u in made} == {"specified in RFC 4122"}
+    assert {u.int >> 80 for u in made} >= {1_767_225_600_000}
+
+
+def test_a_forked_child_does_not_reuse_the_parents_random_bytes():
+    uuid7(1_767_225_600.0)  # the parent holds a block of random bytes
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id's random bits, then out
+        os.write(write, uuid7(1_767_225_600.0).bytes)
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 16)
+    os.waitpid(pid, 0)
+    parent = uuid7(1_767_225_600.0).bytes
+    assert child[8:] != parent[8:]  # rand_b: 62 random bits each

@@ -73,6 +73,7 @@ from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.domains import unpublishable_reason
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
+from mailsvc.domain.shares import Share
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.engine import LeasedEngine
 from mailsvc.http.api.ai import AiResource
@@ -269,10 +270,12 @@ class Parts:
     node_info: dict = attrs.Factory(dict)
 
 
-def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
+def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str,
+             share: Share = Share()) -> Parts:
     """
     Every part of a node, each built after the parts it takes (one builder per feature); the
-    routes are mounted in the order ``/openapi.json`` lists them.
+    routes are mounted in the order ``/openapi.json`` lists them. ``share``: this process's part
+    of the node's delivery and webhook limits (one of its workers: ``worker_share``).
     """
     metrics = Metrics()
 
@@ -305,7 +308,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens,
                          outside.resolver, router)
     content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
-    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
+    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, share, count_failure,
+                                     router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
     signing_keys = SigningKeys(vaults.dkim_keys)
     domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
@@ -319,7 +323,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
                                                          count_failure, router)
     mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, tests, content.spam, metrics,
-                    count_failure, router)
+                    share, count_failure, router)
     notifications = Notifications(db)
     role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
     site = _site(clock, config, router, metrics)
@@ -463,15 +467,19 @@ def _content(clock, config: Config, db: Database, fetcher: Fetcher, renderer: Bu
     return Content(templates, spam, contacts, segments)
 
 
-def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, on_failure,
+def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, share: Share, on_failure,
               router: Router) -> tuple[WebhookRegistry, Dispatcher]:
-    """The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher."""
+    """
+    The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher,
+    with ``share`` of the node's requests in flight and per-host limits (``per_endpoint`` is
+    counted in PostgreSQL across nodes: whole).
+    """
     registry = WebhookRegistry(clock, db, outside.addresses, secrets)
     router.mount(WebhooksResource(registry))
     settings = config.webhooks
     dispatcher = Dispatcher(
-        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, settings.max_in_flight,
-        settings.host_concurrency, settings.host_rate_per_sec, on_failure=on_failure,
+        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, share.of_count(settings.max_in_flight),
+        share.of_count(settings.host_concurrency), share.of_rate(settings.host_rate_per_sec), on_failure=on_failure,
     )
     return registry, dispatcher
 
@@ -565,8 +573,8 @@ class Delivery:
 
 
 def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outside, signing_keys: SigningKeys,
-              submitter: Submitter, tests: TestAddresses, spam: SpamChecks, metrics: Metrics, on_failure,
-              router: Router) -> Delivery:
+              submitter: Submitter, tests: TestAddresses, spam: SpamChecks, metrics: Metrics, share: Share,
+              on_failure, router: Router) -> Delivery:
     """
     The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path, and
     the door where test addresses and capture mode's mail stop (kept in the development inbox).
@@ -577,17 +585,18 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     tls_reports = TlsReports(clock, db, outside.resolver, outside.fetcher, config.hostname,
                              mailer=_system_mailer(db, submitter, config.tlsrpt.account),
                              mail_from=config.tlsrpt.sender)
-    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node; each
+    # worker of a node keeps its share of them.
     shaper = Shaper(clock, db, config.delivery.source,
                     Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
-                    on_change=metrics.destination_limits)
+                    on_change=metrics.destination_limits, share=share)
     # One key makes the VERP return paths of outgoing mail and checks those coming back.
     verp_key = credentials.derive(master, "verp")
     # Test addresses are completed through the return path's own handling of DSNs and reports.
     return_path = ReturnPath(clock, db, verp_key, config.dmarc.max_xml_bytes, tests)
     test_signer = simulated.test_signer(verp_key)
     door = Door(clock, db, tests, test_signer, config.hostname, return_path.deliver)
-    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door,
+    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door, share,
                               on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc())
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
@@ -615,9 +624,12 @@ def _system_mailer(db: Database, submitter: Submitter, account: str):
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
-                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, on_failure,
-                     on_outcome) -> DeliveryWorker:
-    """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
+                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, share: Share,
+                     on_failure, on_outcome) -> DeliveryWorker:
+    """
+    MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker;
+    its connections per host and deliveries in flight are ``share`` of the node's.
+    """
     settings = config.delivery
     relay = None
     if settings.relay_host:
@@ -633,10 +645,10 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outsi
     node_name = f"{socket.gethostname()}:{os.getpid()}"
     return DeliveryWorker(
         clock, db, Routes(clock, outside.resolver),
-        Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
+        Connections(clock, dialer.connect, share.of_count(settings.per_destination), shaper=shaper),
         DeliverySettings(
             node_name, settings.port, verp_key, settings.lease_seconds,
-            settings.batch, settings.max_in_flight, relay,
+            settings.batch, share.of_count(settings.max_in_flight), relay,
         ),
         signing_keys,
         on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,
@@ -727,7 +739,7 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     opened = open_state(config)
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
-    parts = assemble(reactor, config, db, opened.master, opened.operator_token)
+    parts = assemble(reactor, config, db, opened.master, opened.operator_token, worker_share(config, inherited))
     first = key_path = None
     if inherited is None:
         await reseal(db, parts.vaults)
@@ -747,6 +759,11 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     node.parts["assembled"] = parts
     if inherited is None:
         announce_node(config, "one process", opened.token_path, first, key_path, node.parts.get("http_port"))
+
+
+def worker_share(config: Config, inherited: processes.Inherited | None) -> Share:
+    """A worker's part of the node's limits: its slot of ``node.processes`` (one process: all)."""
+    return Share() if inherited is None else Share(inherited.slot, config.node.process_count)
 
 
 async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:

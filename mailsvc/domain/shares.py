@@ -1,0 +1,35 @@
+"""
+A worker's share of a node's limits (docs/decisions.md, "Processes of a node"): every worker of
+a node delivers and dispatches webhooks, and the node's caps (connections per destination,
+deliveries and webhook requests in flight, per-host rates, a destination's shaped limits) are
+divided between them, each worker keeping its part in memory, rather than counted in
+PostgreSQL at every connection.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Share:
+    """Worker ``slot`` of ``count`` (one process: the whole, slot 0 of 1)."""
+
+    slot: int = 0
+    count: int = 1
+
+    def __attrs_post_init__(self):
+        if not 0 <= self.slot < self.count:
+            raise ValueError(f"slot {self.slot} of {self.count} workers")
+
+    def of_count(self, total: int) -> int:
+        """
+        Whole units, the remainder going to the first slots; never below 1, since a worker with
+        none could never start what it claimed: a cap below the worker count is then exceeded
+        (up to ``count``), rather than a worker's mail left waiting for its lease.
+        """
+        return max(1, total // self.count + (1 if self.slot < total % self.count else 0))
+
+    def of_rate(self, rate: float) -> float:
+        """An equal part of a rate a second (0, no limit, stays 0)."""
+        return rate / self.count

@@ -761,6 +761,19 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
         announce_node(config, "one process", opened.token_path, first, key_path, node.parts.get("http_port"))
 
 
+def worker_roles(config: Config, slot: int) -> tuple[str, ...]:
+    """
+    The roles of worker ``slot`` (``processes.worker_roles``), without delivery or webhooks when
+    its share of one of their caps is none (a cap below the number of workers:
+    ``delivery.per_destination = 1`` delivers from the first worker alone, one connection).
+    """
+    share = Share(slot, config.node.process_count)
+    caps = {"delivery": (config.delivery.per_destination, config.delivery.max_in_flight),
+            "webhooks": (config.webhooks.max_in_flight, config.webhooks.host_concurrency)}
+    return tuple(role for role in processes.worker_roles(config.node.roles, slot)
+                 if all(share.of_count(cap) > 0 for cap in caps.get(role, ())))
+
+
 def worker_share(config: Config, inherited: processes.Inherited | None) -> Share:
     """A worker's part of the node's limits: its slot of ``node.processes`` (one process: all)."""
     return Share() if inherited is None else Share(inherited.slot, config.node.process_count)
@@ -1002,7 +1015,7 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     def spawn(worker, slot: int) -> None:
         environ = dict(
             os.environ, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-            MAILSVC_NODE_ROLES=",".join(processes.worker_roles(config.node.roles, slot)),
+            MAILSVC_NODE_ROLES=",".join(worker_roles(config, slot)),
         )
         if not config.database.dsn:
             environ["MAILSVC_DATABASE_DSN"] = dsn  # the embedded cluster, started once, here

@@ -82,9 +82,13 @@ class Shaper:
         return {d: limits for d, (limits, _) in self._current.items()}
 
     def own(self, destination: str) -> Limits:
-        """This worker's share of the node's limits of ``destination``: what its slots keep."""
+        """
+        This worker's share of the node's limits of ``destination``: what its slots keep. At
+        least one connection: a worker with none would hold what it claimed for the destination
+        until the attempt's deadline; the rate, divided exactly, still holds the node's pace.
+        """
         limits = self.limits(destination)
-        return Limits(self._share.of_count(limits.concurrency), self._share.of_rate(limits.rate_per_sec))
+        return Limits(max(1, self._share.of_count(limits.concurrency)), self._share.of_rate(limits.rate_per_sec))
 
     async def sync(self) -> None:
         """Read the operator's defaults and every node's current limits."""

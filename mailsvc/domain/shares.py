@@ -24,11 +24,10 @@ class Share:
 
     def of_count(self, total: int) -> int:
         """
-        Whole units, the remainder going to the first slots; never below 1, since a worker with
-        none could never start what it claimed: a cap below the worker count is then exceeded
-        (up to ``count``), rather than a worker's mail left waiting for its lease.
+        Whole units, the remainder going to the first slots (so the first worker always has
+        the most); none for the last slots of a cap below the worker count.
         """
-        return max(1, total // self.count + (1 if self.slot < total % self.count else 0))
+        return total // self.count + (1 if self.slot < total % self.count else 0)
 
     def of_rate(self, rate: float) -> float:
         """An equal part of a rate a second (0, no limit, stays 0)."""

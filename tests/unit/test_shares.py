@@ -21,7 +21,7 @@ from mailsvc.domain.shares import Share
     (10, 2, [5, 5]),
     (7, 3, [3, 2, 2]),
     (500, 3, [167, 167, 166]),
-    (1, 2, [1, 1]),  # below the worker count: each keeps one, the node may have two
+    (1, 2, [1, 0]),  # below the worker count: none for the last
 ])
 def test_whole_units_are_divided_with_the_remainder_first(total, count, parts):
     assert [Share(slot, count).of_count(total) for slot in range(count)] == parts
@@ -42,6 +42,24 @@ def test_a_worker_takes_its_slot_of_the_configured_processes():
     config = load(None, environ={"MAILSVC_NODE_PROCESSES": "3", "MAILSVC_STATE_DIR": "/nonexistent"})
     assert compose.worker_share(config, processes.Inherited(2, {})) == Share(2, 3)
     assert compose.worker_share(config, None) == Share()  # one process: the node's whole
+
+
+@pytest.mark.parametrize(("settings", "roles"), [
+    ({}, [("api", "delivery", "webhooks", "scheduler"), ("api", "delivery", "webhooks")]),
+    # A cap below the worker count: the worker whose share is none does not run the role.
+    ({"MAILSVC_DELIVERY_PER_DESTINATION": "1"}, [("api", "delivery", "webhooks", "scheduler"), ("api", "webhooks")]),
+    ({"MAILSVC_WEBHOOKS_HOST_CONCURRENCY": "1"}, [("api", "delivery", "webhooks", "scheduler"), ("api", "delivery")]),
+])
+def test_a_worker_runs_delivery_and_webhooks_only_with_a_share_of_their_caps(settings, roles):
+    config = load(None, environ={"MAILSVC_NODE_PROCESSES": "2", "MAILSVC_STATE_DIR": "/nonexistent",
+                                 "MAILSVC_NODE_ROLES": "api,delivery,webhooks,scheduler", **settings})
+    assert [compose.worker_roles(config, slot) for slot in range(2)] == roles
+
+
+def test_a_destination_throttled_below_the_worker_count_keeps_one_connection_a_worker():
+    """None would leave what a worker claimed for it waiting until the attempt's deadline."""
+    workers = [Shaper(Clock(), None, "default", Limits(1, 0.4), share=Share(slot, 2)) for slot in range(2)]
+    assert [w.own("example.net") for w in workers] == [Limits(1, 0.2), Limits(1, 0.2)]
 
 
 def starts(shaper: Shaper, clock: Clock, n: int) -> list[defer.Deferred]:

@@ -225,7 +225,7 @@ class RolePart:
 
 def _engine_part(notifications: Notifications, engine: LeasedEngine) -> RolePart:
     """A leased engine as the part of its role: woken by its channel's NOTIFYs from its start.
-    Every process running the role (``processes.worker_roles``) runs an engine of its own."""
+    Every process running the role (``worker_roles``) runs an engine of its own."""
 
     async def start() -> None:
         await notifications.listen(engine.channel, engine.notified)

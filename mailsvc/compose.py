@@ -152,9 +152,9 @@ EXPECTED_FAILURES = (OSError, ValueError, CannotListenError, DatabaseUnavailable
 def build(config: Config, inherited: processes.Inherited | None = None,
           worker_command: list[str] | None = None) -> Node:
     """
-    The node: one process serving everything, or (``node.processes`` above 1, given the
-    ``worker_command`` that starts a worker) the parent of its workers; ``inherited``: this
-    process is a worker, serving the sockets its parent opened.
+    The node: one process serving everything, or (``node.processes`` above 1, a role every
+    worker runs, and the ``worker_command`` that starts a worker) the parent of its workers;
+    ``inherited``: this process is a worker, serving the sockets its parent opened.
     """
     from twisted.internet import reactor
 
@@ -170,7 +170,7 @@ def build(config: Config, inherited: processes.Inherited | None = None,
     if inherited is not None:
         reactor.callWhenRunning(processes.watch_parent, reactor)
     if inherited is None and worker_command is not None and config.node.process_count > 1 \
-            and "api" in config.node.roles:
+            and not processes.EVERY_WORKER.isdisjoint(config.node.roles):
         node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail, EXPECTED_FAILURES)
     else:
         node = Node(lambda node: start(reactor, config, node, inherited), fail, EXPECTED_FAILURES)
@@ -985,23 +985,30 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
         keyring = KeyRing(reactor, db, credentials.derive(opened.master, "api-key-hmac"), config.api.key_tag, 0)
         dashboard = dashboard_of(reactor, config, db, opened.master, keyring, thread_pool_runner(reactor))
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
-        first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
+        first = key_path = None
+        if "api" in config.node.roles:
+            first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
     finally:
         db.stop()
 
-    listeners = [("http", config.http.listen), *(("submission", d) for d in config.smtp.submission)]
+    # A node without the api role (a sending node: delivery, webhooks) has no HTTP or submission port.
+    listeners = []
+    if "api" in config.node.roles:
+        listeners += [("http", config.http.listen), *(("submission", d) for d in config.smtp.submission)]
     if "delivery" in config.node.roles and config.smtp.inbound:
         listeners.append(("inbound", config.smtp.inbound))
     ports = await processes.open_sockets(reactor, listeners)
     for name, port in ports.items():
         node.on_stop(f"socket {name}", port.stopListening)
-    address = ports[processes.listener("http", config.http.listen)].getHost()
-    node.parts["http_port"] = address.port
-    log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
-    node.parts["smtp_ports"] = []
-    for description in config.smtp.submission:
-        node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
-        log.info("SMTP submission listening on {endpoint}", endpoint=description)
+    address = None
+    if "api" in config.node.roles:
+        address = ports[processes.listener("http", config.http.listen)].getHost()
+        node.parts["http_port"] = address.port
+        log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+        node.parts["smtp_ports"] = []
+        for description in config.smtp.submission:
+            node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
+            log.info("SMTP submission listening on {endpoint}", endpoint=description)
     if "delivery" in config.node.roles and config.smtp.inbound:
         log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
@@ -1033,4 +1040,4 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     node.on_stop("workers", supervisor.stop)
     node.parts["supervisor"] = supervisor
     announce_node(config, f"{config.node.process_count} worker processes", opened.token_path, first, key_path,
-                  address.port)
+                  address.port if address is not None else None)

@@ -2,8 +2,9 @@
 Every worker of a node delivers (docs/decisions.md, "Processes of a node"), on the real daemon
 with two workers: both are seen sending to the sink, the node's connections to one host stay
 within ``delivery.per_destination`` between them, and a worker SIGKILLed mid-delivery loses
-nothing: what it held comes back when its leases end and is delivered. Each worker's share of
-the limits on a Clock: tests/unit/test_shares.py.
+nothing: what it held comes back when its leases end and is delivered. A sending node (the
+delivery role without api) runs its workers too. Each worker's share of the limits on a
+Clock: tests/unit/test_shares.py.
 """
 
 from __future__ import annotations
@@ -132,6 +133,54 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
         assert smtp_sink.max_concurrent <= PER_DESTINATION
         print(f"{len(held)} held by the killed worker at {killed_at} received; "
               f"{sum(received.values()) - MESSAGES} extra copies; {time.monotonic() - started:.1f} s")
+        passed = True
+    finally:
+        if daemon.alive():
+            daemon.kill()
+        if store is not None:
+            store.conn.close()
+        await cluster.stop()
+        if passed:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"kept for inspection: {root}")
+
+
+@pt.ensureDeferred
+async def test_a_node_without_the_api_role_delivers_from_every_worker(dns_server, smtp_sink):  # noqa: F811
+    root = Path(tempfile.mkdtemp(prefix="mailsvc-workers-"))
+    root.chmod(0o755)
+    cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
+    await cluster.start()
+    dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
+    dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
+    smtp_sink.starttls = False
+    smtp_sink.delay = 0.001
+    daemon = Daemon(root, cluster.dsn, dns_server.address, smtp_sink.port)
+    store = None
+    passed = False
+    try:
+        daemon.start("api,webhooks,scheduler")
+        await daemon.ready()
+        store = Store(cluster.dsn)
+        key = await blocking(setup_tenant, daemon, store)
+        for d in [blocking(_accept, daemon.url, key, f) for f in range(0, 1000, BATCH)]:
+            await d
+        await daemon.terminate()
+
+        daemon.start("delivery")  # no HTTP: ready once its two workers run
+        started = time.monotonic()
+        await daemon.until(lambda: len(daemon.workers()) == 2, started + 60, "two workers")
+        workers = daemon.workers()
+        seen: set[int] = set()
+        while seen != set(workers):
+            assert store.delivered() < 1000, f"all delivered, only {seen} of {workers} seen sending"
+            seen |= senders(smtp_sink, workers)
+            await sleep(0.02)
+        await daemon.until(lambda: store.delivered() >= 1000, started + 120,
+                           lambda: f"{store.delivered()} of 1000 delivered", interval=0.25)
+        await daemon.terminate()
+        assert dict(store.rows("SELECT status, count(*) FROM deliveries GROUP BY status")) == {"delivered": 1000}
         passed = True
     finally:
         if daemon.alive():

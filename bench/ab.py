@@ -16,7 +16,9 @@ side's servers run only during its own measurements, and Postfix runs alone.
 - e2e: ``POST /emails/batch`` (100 per request, 4 clients) of N × 5 KB e-mails → the
   delivery node → MX (loopback DNS) → ``smtp-sink``, timed from the first POST to all N
   delivered (bench/delivery.py "overlap"); the API node runs with the side's default
-  processes (all cores where it knows ``node.processes``).
+  processes (all cores where it knows ``node.processes``), and so does the delivery node
+  (roles ``api,delivery``, its API unused: a node of several processes needs ``api``), which
+  delivers in as many of them as the side's ``processes.worker_roles`` gives ``delivery``.
 - Postfix: ``smtp-source -s 20`` (one 5 KB message per session) → a throw-away Postfix
   (``in_flow_delay = 0``, destination concurrency 20) → ``smtp-sink``, nothing else running.
 - http, batch, smtp: bench/sending.py's ``POST /emails`` (wrk c=64), ``POST /emails/batch``
@@ -167,7 +169,15 @@ def end_to_end(side: Side, args) -> dict:
         port = env["MAILSVC_HTTP_LISTEN"].split(":")[1]
         return TwistdNode(root, name, env, f"http://127.0.0.1:{port}")
 
-    bench = delivery.Bench(options, start_api)
+    def start_deliverer(root: Path, name: str, env: dict) -> common.Node:
+        if not side.processes_key:
+            return delivery.start_node(root, name, env)
+        port = common.free_port()
+        return TwistdNode(root, name, {**env, "MAILSVC_NODE_ROLES": "api,delivery",
+                                       "MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"},
+                          f"http://127.0.0.1:{port}")
+
+    bench = delivery.Bench(options, start_api, start_deliverer=start_deliverer)
     try:
         bench.setup()
         bench.accept(1000, 10_000_000)

@@ -165,13 +165,16 @@ def signed_size(rows: int) -> int:
 
 class Bench:
     """
-    ``start_api(root, name, env)`` starts the API node (a server process of this module by
-    default; bench/ab.py passes one that starts a node of several processes).
+    ``start_api(root, name, env)`` starts the API node and ``start_deliverer`` each delivery
+    node (a server process of this module by default; bench/ab.py passes ones that start a
+    node of several processes).
     """
 
-    def __init__(self, args, start_api=start_node, prefix: str = "mailsvc-bench-delivery-", env: dict | None = None):
+    def __init__(self, args, start_api=start_node, prefix: str = "mailsvc-bench-delivery-", env: dict | None = None,
+                 start_deliverer=start_node):
         self.args = args
         self.start_api = start_api
+        self.start_deliverer = start_deliverer
         self.extra_env = env or {}
         self.root = common.scratch_dir(prefix)
         self.nodes: list[common.Node] = []
@@ -220,7 +223,7 @@ class Bench:
         nodes = []
         for _ in range(count):
             self.runs += 1
-            nodes.append(start_node(self.root, f"d{self.runs}", {**self.delivery_env, **(env or {})}))
+            nodes.append(self.start_deliverer(self.root, f"d{self.runs}", {**self.delivery_env, **(env or {})}))
         self.nodes += nodes
         for node in nodes:
             node.wait_ready()

@@ -74,6 +74,7 @@ from mailsvc.dnsprov.cloudflare import Cloudflare
 from mailsvc.domain.domains import unpublishable_reason
 from mailsvc.domain.emailhtml import BuilderRenderer
 from mailsvc.domain.shaping import Limits
+from mailsvc.domain.shares import Share
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.engine import LeasedEngine
 from mailsvc.http.api.ai import AiResource
@@ -152,9 +153,9 @@ EXPECTED_FAILURES = (OSError, ValueError, CannotListenError, DatabaseUnavailable
 def build(config: Config, inherited: processes.Inherited | None = None,
           worker_command: list[str] | None = None) -> Node:
     """
-    The node: one process serving everything, or (``node.processes`` above 1, given the
-    ``worker_command`` that starts a worker) the parent of its workers; ``inherited``: this
-    process is a worker, serving the sockets its parent opened.
+    The node: one process serving everything, or (``node.processes`` above 1, a role every
+    worker runs, and the ``worker_command`` that starts a worker) the parent of its workers;
+    ``inherited``: this process is a worker, serving the sockets its parent opened.
     """
     from twisted.internet import reactor
 
@@ -170,7 +171,7 @@ def build(config: Config, inherited: processes.Inherited | None = None,
     if inherited is not None:
         reactor.callWhenRunning(processes.watch_parent, reactor)
     if inherited is None and worker_command is not None and config.node.process_count > 1 \
-            and "api" in config.node.roles:
+            and not processes.EVERY_WORKER.isdisjoint(config.node.roles):
         node = Node(lambda node: start_parent(reactor, config, node, worker_command), fail, EXPECTED_FAILURES)
     else:
         node = Node(lambda node: start(reactor, config, node, inherited), fail, EXPECTED_FAILURES)
@@ -225,7 +226,7 @@ class RolePart:
 
 def _engine_part(notifications: Notifications, engine: LeasedEngine) -> RolePart:
     """A leased engine as the part of its role: woken by its channel's NOTIFYs from its start.
-    Every process running the role (``processes.worker_roles``) runs an engine of its own."""
+    Every process running the role (``worker_roles``) runs an engine of its own."""
 
     async def start() -> None:
         await notifications.listen(engine.channel, engine.notified)
@@ -270,10 +271,12 @@ class Parts:
     node_info: dict = attrs.Factory(dict)
 
 
-def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str) -> Parts:
+def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str,
+             share: Share = Share()) -> Parts:
     """
     Every part of a node, each built after the parts it takes (one builder per feature); the
-    routes are mounted in the order ``/openapi.json`` lists them.
+    routes are mounted in the order ``/openapi.json`` lists them. ``share``: this process's part
+    of the node's delivery and webhook limits (one of its workers: ``worker_share``).
     """
     metrics = Metrics()
 
@@ -306,7 +309,8 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens,
                          outside.resolver, router)
     content = _content(clock, config, db, outside.fetcher, renderer, ai, run_blocking, router)
-    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, count_failure, router)
+    webhooks, dispatcher = _webhooks(clock, config, db, outside, vaults.webhook_secrets, share, count_failure,
+                                     router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
     signing_keys = SigningKeys(vaults.dkim_keys)
     domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
@@ -320,7 +324,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
                                                          count_failure, router)
     mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, tests, content.spam, metrics,
-                    count_failure, router)
+                    share, count_failure, router)
     notifications = Notifications(db)
     role_parts = [_engine_part(notifications, engine) for engine in (dispatcher, mta.worker, fanout)]
     site = _site(clock, config, router, metrics)
@@ -464,15 +468,19 @@ def _content(clock, config: Config, db: Database, fetcher: Fetcher, renderer: Bu
     return Content(templates, spam, contacts, segments)
 
 
-def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, on_failure,
+def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: KeyVault, share: Share, on_failure,
               router: Router) -> tuple[WebhookRegistry, Dispatcher]:
-    """The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher."""
+    """
+    The webhook endpoints (their signing secrets sealed by ``secrets``) and their dispatcher,
+    with ``share`` of the node's requests in flight and per-host limits (``per_endpoint`` is
+    counted in PostgreSQL across nodes: whole).
+    """
     registry = WebhookRegistry(clock, db, outside.addresses, secrets)
     router.mount(WebhooksResource(registry))
     settings = config.webhooks
     dispatcher = Dispatcher(
-        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, settings.max_in_flight,
-        settings.host_concurrency, settings.host_rate_per_sec, on_failure=on_failure,
+        clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, share.of_count(settings.max_in_flight),
+        share.of_count(settings.host_concurrency), share.of_rate(settings.host_rate_per_sec), on_failure=on_failure,
     )
     return registry, dispatcher
 
@@ -566,8 +574,8 @@ class Delivery:
 
 
 def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outside, signing_keys: SigningKeys,
-              submitter: Submitter, tests: TestAddresses, spam: SpamChecks, metrics: Metrics, on_failure,
-              router: Router) -> Delivery:
+              submitter: Submitter, tests: TestAddresses, spam: SpamChecks, metrics: Metrics, share: Share,
+              on_failure, router: Router) -> Delivery:
     """
     The MTA side: TLS reports, adaptive shaping, the delivery queue worker, the return path, and
     the door where test addresses and capture mode's mail stop (kept in the development inbox).
@@ -578,10 +586,11 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     tls_reports = TlsReports(clock, db, outside.resolver, outside.fetcher, config.hostname,
                              mailer=_system_mailer(db, submitter, config.tlsrpt.account),
                              mail_from=config.tlsrpt.sender)
-    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node.
+    # Adaptive shaping: per destination limits, shared through PostgreSQL by every node; each
+    # worker of a node keeps its share of them.
     shaper = Shaper(clock, db, config.delivery.source,
                     Limits(config.delivery.default_concurrency, config.delivery.default_rate_per_sec),
-                    on_change=metrics.destination_limits)
+                    on_change=metrics.destination_limits, share=share)
     # One key makes the VERP return paths of outgoing mail and checks those coming back.
     verp_key = credentials.derive(master, "verp")
     # Test addresses are completed through the return path's own handling of DSNs and reports.
@@ -591,7 +600,7 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     # Messages stored as content are built at delivery, the broadcast stream's with their unsubscribe links.
     links = credentials.derive(master, "unsubscribe-links")
     messages = Messages(Unsubscribes(clock, db, links, config.http.public_url))
-    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door,
+    worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door, share,
                               on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), messages)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
     router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
@@ -619,9 +628,12 @@ def _system_mailer(db: Database, submitter: Submitter, account: str):
 
 
 def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outside: Outside,
-                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, on_failure,
-                     on_outcome, messages: Messages) -> DeliveryWorker:
-    """MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker."""
+                     signing_keys: SigningKeys, tls_reports: TlsReports, shaper: Shaper, door: Door, share: Share,
+                     on_failure, on_outcome, messages: Messages) -> DeliveryWorker:
+    """
+    MX routes, MTA-STS and DANE, pooled outbound SMTP connections, the delivery queue worker;
+    its connections per host and deliveries in flight are ``share`` of the node's.
+    """
     settings = config.delivery
     relay = None
     if settings.relay_host:
@@ -637,10 +649,10 @@ def _delivery_worker(clock, config: Config, db: Database, verp_key: bytes, outsi
     node_name = f"{socket.gethostname()}:{os.getpid()}"
     return DeliveryWorker(
         clock, db, Routes(clock, outside.resolver),
-        Connections(clock, dialer.connect, settings.per_destination, shaper=shaper),
+        Connections(clock, dialer.connect, share.of_count(settings.per_destination), shaper=shaper),
         DeliverySettings(
             node_name, settings.port, verp_key, settings.lease_seconds,
-            settings.batch, settings.max_in_flight, relay,
+            settings.batch, share.of_count(settings.max_in_flight), relay,
         ),
         signing_keys,
         on_failure=on_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,
@@ -732,7 +744,7 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     opened = open_state(config)
     # A worker's parent migrated and resealed before starting it.
     db = await open_store(reactor, config, node, migrated=inherited is not None)
-    parts = assemble(reactor, config, db, opened.master, opened.operator_token)
+    parts = assemble(reactor, config, db, opened.master, opened.operator_token, worker_share(config, inherited))
     first = key_path = None
     if inherited is None:
         await reseal(db, parts.vaults)
@@ -752,6 +764,24 @@ async def start(reactor, config: Config, node: Node, inherited: processes.Inheri
     node.parts["assembled"] = parts
     if inherited is None:
         announce_node(config, "one process", opened.token_path, first, key_path, node.parts.get("http_port"))
+
+
+def worker_roles(config: Config, slot: int) -> tuple[str, ...]:
+    """
+    The roles of worker ``slot`` (``processes.worker_roles``), without delivery or webhooks when
+    its share of one of their caps is none (a cap below the number of workers:
+    ``delivery.per_destination = 1`` delivers from the first worker alone, one connection).
+    """
+    share = Share(slot, config.node.process_count)
+    caps = {"delivery": (config.delivery.per_destination, config.delivery.max_in_flight),
+            "webhooks": (config.webhooks.max_in_flight, config.webhooks.host_concurrency)}
+    return tuple(role for role in processes.worker_roles(config.node.roles, slot)
+                 if all(share.of_count(cap) > 0 for cap in caps.get(role, ())))
+
+
+def worker_share(config: Config, inherited: processes.Inherited | None) -> Share:
+    """A worker's part of the node's limits: its slot of ``node.processes`` (one process: all)."""
+    return Share() if inherited is None else Share(inherited.slot, config.node.process_count)
 
 
 async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:
@@ -960,23 +990,30 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
         keyring = KeyRing(reactor, db, credentials.derive(opened.master, "api-key-hmac"), config.api.key_tag, 0)
         dashboard = dashboard_of(reactor, config, db, opened.master, keyring, thread_pool_runner(reactor))
         accounts = Accounts(reactor, db, keyring, config.api.rate_per_sec)
-        first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
+        first = key_path = None
+        if "api" in config.node.roles:
+            first, key_path = await first_account(config, dashboard, db, accounts.create_tenant)
     finally:
         db.stop()
 
-    listeners = [("http", config.http.listen), *(("submission", d) for d in config.smtp.submission)]
+    # A node without the api role (a sending node: delivery, webhooks) has no HTTP or submission port.
+    listeners = []
+    if "api" in config.node.roles:
+        listeners += [("http", config.http.listen), *(("submission", d) for d in config.smtp.submission)]
     if "delivery" in config.node.roles and config.smtp.inbound:
         listeners.append(("inbound", config.smtp.inbound))
     ports = await processes.open_sockets(reactor, listeners)
     for name, port in ports.items():
         node.on_stop(f"socket {name}", port.stopListening)
-    address = ports[processes.listener("http", config.http.listen)].getHost()
-    node.parts["http_port"] = address.port
-    log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
-    node.parts["smtp_ports"] = []
-    for description in config.smtp.submission:
-        node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
-        log.info("SMTP submission listening on {endpoint}", endpoint=description)
+    address = None
+    if "api" in config.node.roles:
+        address = ports[processes.listener("http", config.http.listen)].getHost()
+        node.parts["http_port"] = address.port
+        log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
+        node.parts["smtp_ports"] = []
+        for description in config.smtp.submission:
+            node.parts["smtp_ports"].append(ports[processes.listener("submission", description)].getHost().port)
+            log.info("SMTP submission listening on {endpoint}", endpoint=description)
     if "delivery" in config.node.roles and config.smtp.inbound:
         log.info("SMTP return path listening on {endpoint}", endpoint=config.smtp.inbound)
 
@@ -990,7 +1027,7 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     def spawn(worker, slot: int) -> None:
         environ = dict(
             os.environ, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-            MAILSVC_NODE_ROLES=",".join(processes.worker_roles(config.node.roles, slot)),
+            MAILSVC_NODE_ROLES=",".join(worker_roles(config, slot)),
         )
         if not config.database.dsn:
             environ["MAILSVC_DATABASE_DSN"] = dsn  # the embedded cluster, started once, here
@@ -1008,4 +1045,4 @@ async def start_parent(reactor, config: Config, node: Node, worker_command: list
     node.on_stop("workers", supervisor.stop)
     node.parts["supervisor"] = supervisor
     announce_node(config, f"{config.node.process_count} worker processes", opened.token_path, first, key_path,
-                  address.port)
+                  address.port if address is not None else None)

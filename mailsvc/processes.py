@@ -17,8 +17,9 @@ from twisted.logger import Logger
 
 log = Logger()
 
-#: Roles every worker runs; the others run in the first worker only.
-EVERY_WORKER = frozenset({"api"})
+#: Roles every worker runs (each delivery worker and dispatcher with its share of the node's
+#: limits, ``domain.shares``); the others run in the first worker only.
+EVERY_WORKER = frozenset({"api", "delivery", "webhooks"})
 #: The first inherited socket's descriptor in a worker (0-2 are stdin, stdout, stderr).
 FIRST_SOCKET_FD = 3
 #: Endpoints whose sockets a parent can pass on as they are: an ``ssl:`` HTTP port would lose its
@@ -115,7 +116,8 @@ def worker_sockets(ports: dict[str, object]) -> tuple[dict[str, tuple[int, int]]
 
 
 def worker_roles(roles: tuple[str, ...], slot: int) -> tuple[str, ...]:
-    """The first worker runs every role of the node; the others serve requests only."""
+    """The first worker runs every role of the node; the others serve requests, deliver and
+    dispatch webhooks, leaving the scheduler and the broadcast fan-out to the first."""
     return roles if slot == 0 else tuple(role for role in roles if role in EVERY_WORKER)
 
 

@@ -166,6 +166,11 @@ class Sink:
     def open_connections(self) -> int:
         return len(self._open)
 
+    @property
+    def open_peer_ports(self) -> list[int]:
+        """The clients' ports of the connections open now (to tell which process holds each)."""
+        return [p.transport.getPeer().port for p in self._open]
+
     def _changed(self) -> None:
         for condition, d in list(self._waiting):
             if condition():

@@ -8,6 +8,7 @@ written to PostgreSQL at once and each node reads the others' changes every SYNC
 
 ``Connections`` asks ``gate(host)`` for a slot before it takes or opens a connection: the slot
 waits while the destination's concurrency is used up, then keeps the rate by spacing starts.
+The limits are the node's; each worker of a node gates by its share of them (``Share``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mailsvc.domain.shaping import (
     recovered,
     throttled,
 )
+from mailsvc.domain.shares import Share
 from mailsvc.store import deliverability as store
 from mailsvc.store.database import Database
 
@@ -53,8 +55,9 @@ def destination_of(host: str) -> str:
 
 class Shaper:
     def __init__(self, clock, db: Database, source: str, fallback: Limits, on_change=None,
-                 recover_seconds: float = RECOVER_SECONDS):
+                 recover_seconds: float = RECOVER_SECONDS, share: Share = Share()):
         self._clock = clock
+        self._share = share
         self._db = db
         self._source = source
         self._fallback = fallback
@@ -77,6 +80,15 @@ class Shaper:
 
     def current(self) -> dict[str, Limits]:
         return {d: limits for d, (limits, _) in self._current.items()}
+
+    def own(self, destination: str) -> Limits:
+        """
+        This worker's share of the node's limits of ``destination``: what its slots keep. At
+        least one connection: a worker with none would hold what it claimed for the destination
+        until the attempt's deadline; the rate, divided exactly, still holds the node's pace.
+        """
+        limits = self.limits(destination)
+        return Limits(max(1, self._share.of_count(limits.concurrency)), self._share.of_rate(limits.rate_per_sec))
 
     async def sync(self) -> None:
         """Read the operator's defaults and every node's current limits."""
@@ -150,7 +162,7 @@ class Shaper:
         """A slot of the destination of ``host``, started within its rate; TooLateForSlot at ``deadline``."""
         destination = destination_of(host)
         gate = self._gates.setdefault(destination, _Gate())
-        while gate.in_use >= self.limits(destination).concurrency:
+        while gate.in_use >= self.own(destination).concurrency:
             waiting = defer.Deferred()
             gate.waiters.append(waiting)
             left = deadline - self._clock.seconds()
@@ -174,7 +186,7 @@ class Shaper:
         if start >= deadline:
             self.release(host)
             raise TooLateForSlot()
-        rate = self.limits(destination).rate_per_sec
+        rate = self.own(destination).rate_per_sec
         gate.next_start = start + (1.0 / rate if rate > 0 else 0.0)  # 0: no rate limit
         if start > now:
             await task.deferLater(self._clock, start - now, lambda: None)
@@ -193,7 +205,7 @@ class Shaper:
         gate = self._gates.get(destination)
         if gate is None:
             return
-        room = self.limits(destination).concurrency - gate.in_use
+        room = self.own(destination).concurrency - gate.in_use
         while room > 0 and gate.waiters:
             waiting = gate.waiters.pop(0)
             if not waiting.called:

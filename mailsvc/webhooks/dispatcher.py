@@ -86,7 +86,7 @@ class HostLimits:
     a request to that host ends or the pace allows; bursts of up to one second's rate.
     """
 
-    def __init__(self, clock, concurrency: int, rate_per_sec: int):
+    def __init__(self, clock, concurrency: int, rate_per_sec: float):
         self._clock = clock
         self._concurrency = concurrency
         self._rate = rate_per_sec
@@ -161,7 +161,7 @@ class Dispatcher(LeasedEngine):
         per_endpoint: int = 8,
         max_in_flight: int = 256,
         host_concurrency: int = 64,
-        host_rate_per_sec: int = 500,
+        host_rate_per_sec: float = 500,
         on_failure=None,
     ):
         super().__init__(clock, "webhook dispatch", SAFETY_INTERVAL, on_failure)

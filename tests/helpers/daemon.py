@@ -73,3 +73,22 @@ def wait_until_listening(url: str, process: subprocess.Popen, seconds: float = 6
             return False  # refused before the socket is open; waiting in its queue while workers start
 
     until(answers, seconds, f"the daemon answering {url}/healthz")
+
+
+def serving_pid(server_port: int, client_port: int, pids: set[int]) -> int | None:
+    """The process holding the server side of the loopback connection from ``client_port`` (or,
+    the ports the other way round, the client side)."""
+    wanted = f":{server_port:04X}", f":{client_port:04X}"
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(wanted[0]) and fields[2].endswith(wanted[1]):
+            inode = fields[9]
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                if os.readlink(fd) == f"socket:[{inode}]":
+                    return pid
+            except OSError:
+                continue
+    return None

@@ -11,6 +11,7 @@ from twisted.internet.task import Clock
 
 from mailsvc.delivery.shaping import Shaper, TooLateForSlot
 from mailsvc.domain.shaping import Limits
+from mailsvc.domain.shares import Share
 
 FALLBACK = Limits(10, 0)
 
@@ -43,6 +44,22 @@ async def test_limits_are_shared_and_recover_slowly(db):
     await two.written()
     (row,) = await db.fetchall("SELECT concurrency FROM destination_limits WHERE destination = 'google.com'")
     assert row["concurrency"] == 1
+
+
+@pt.ensureDeferred
+async def test_a_shrink_seen_by_one_worker_divides_between_the_nodes_workers(db):
+    """The stored limits are the node's; each worker (a Share) gates by its part of them."""
+    clock = Clock()
+    clock.advance(1_000_000)
+    first, second = (Shaper(clock, db, "default", FALLBACK, share=Share(slot, 2)) for slot in range(2))
+    await first.sync()
+    first.throttle("google.com")  # 10 / 20 → 5 / 10 for the node
+    await first.written()
+    await second.sync()
+    assert second.limits("google.com") == Limits(5, 10)
+    assert (first.own("google.com"), second.own("google.com")) == (Limits(3, 5), Limits(2, 5))
+    (row,) = await db.fetchall("SELECT concurrency FROM destination_limits WHERE destination = 'google.com'")
+    assert row["concurrency"] == 5
 
 
 @pt.ensureDeferred

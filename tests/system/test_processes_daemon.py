@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers.daemon import free_port, twistd, wait_until_listening
+from tests.helpers.daemon import free_port, serving_pid, twistd, wait_until_listening
 from tests.helpers.polling import until
 
 
@@ -39,24 +39,6 @@ def command_line(pid: int) -> bytes:
 def workers_of(daemon: subprocess.Popen) -> set[int]:
     """The twistd workers among the daemon's children (not the embedded PostgreSQL)."""
     return {pid for pid in children(daemon.pid) if b"--worker" in command_line(pid)}
-
-
-def serving_pid(server_port: int, client_port: int, pids: set[int]) -> int | None:
-    """The process holding the server side of the loopback connection from ``client_port``."""
-    wanted = f":{server_port:04X}", f":{client_port:04X}"
-    inode = None
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1].endswith(wanted[0]) and fields[2].endswith(wanted[1]):
-            inode = fields[9]
-    for pid in pids:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            try:
-                if os.readlink(fd) == f"socket:[{inode}]":
-                    return pid
-            except OSError:
-                continue
-    return None
 
 
 def healthz_count(url: str, token: str) -> float:

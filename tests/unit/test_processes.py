@@ -115,8 +115,8 @@ def test_a_restart_waiting_is_cancelled_by_stop():
 
 @pytest.mark.parametrize("slot, roles", [
     (0, ("api", "delivery", "webhooks", "scheduler")),
-    (1, ("api",)),
-    (3, ("api",)),
+    (1, ("api", "delivery", "webhooks")),
+    (3, ("api", "delivery", "webhooks")),
 ])
 def test_the_first_worker_runs_the_once_per_node_roles(slot, roles):
     assert processes.worker_roles(("api", "delivery", "webhooks", "scheduler"), slot) == roles

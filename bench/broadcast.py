@@ -9,8 +9,8 @@ sampled throughout: it must stay flat (nothing per recipient is kept beyond one 
 
 Processes (each stopped at the end): an API node (roles api,scheduler) that owns an embedded
 PostgreSQL cluster in a throw-away directory; 1 or 2 broadcast nodes (role broadcasts) and one
-delivery node (role delivery), same database and master key; the tests' loopback DNS server
-(MX of example.net → 127.0.0.1); ``smtp-sink -c``.
+delivery node (roles api,delivery, ``node.processes`` = cores, each delivering), same database
+and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1); ``smtp-sink -c``.
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
     .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 500] [--transactional]
@@ -28,7 +28,7 @@ import statistics
 import threading
 import time
 
-from bench import common, delivery
+from bench import ab, common, delivery
 from bench.common import load_average
 from bench.delivery import DOMAIN, RCPT_DOMAIN
 
@@ -65,8 +65,15 @@ class Bench(delivery.Bench):
                  " SELECT %s, id, now() FROM contacts WHERE tenant_id = %s", (self.segment_id, self.tenant.id))
         self.sql("ANALYZE")
         print(f"{self.args.contacts} contacts in {time.monotonic() - began:.1f} s", flush=True)
-        # One delivery node throughout, as a deployment runs it beside the fan-out.
-        self.delivery = self.start("delivery", "delivery")
+        # One delivery node throughout, as a deployment runs it beside the fan-out: a node of as
+        # many processes as cores, each delivering (roles api,delivery, as bench/ab.py starts it).
+        self.runs += 1
+        port = common.free_port()
+        self.delivery = ab.TwistdNode(self.root, f"delivery{self.runs}", {
+            **self.delivery_env, "MAILSVC_NODE_ROLES": "api,delivery",
+            "MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, f"http://127.0.0.1:{port}")
+        self.nodes.append(self.delivery)
+        self.delivery.wait_ready()
 
     def start(self, name: str, roles: str) -> common.Node:
         self.runs += 1

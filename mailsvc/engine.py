@@ -27,6 +27,8 @@ class LeasedEngine:
     channel: str
     #: Seconds a NOTIFY waits for the others close to it, so that they make one step.
     notify_gather: float = 0
+    #: Seconds the step that work landing asks for waits for the other work landing close to it.
+    landed_gather: float = 0
     #: Whether ``start`` steps at once (work may have waited while no node ran) or after the interval.
     step_at_start: bool = True
 
@@ -66,7 +68,7 @@ class LeasedEngine:
         """The work is over (it logs its own failures)."""
         del self._in_flight[key]
         if wake:
-            self.wake()
+            self._loop.wake(self.landed_gather)
 
     def _held(self) -> list:
         return [held for _, held in self._in_flight.values()]

@@ -48,6 +48,12 @@ SAFETY_INTERVAL = 5
 DRAIN_SECONDS = 30
 #: An attempt's deadline, as a share of the lease from the claim: the lease outlives it.
 DEADLINE_SHARE = 0.5
+#: Seconds the wake-ups of a busy moment wait for each other (a NOTIFY per accepted request, an
+#: outcome per finished transaction), so that they make one step: its claim, contents and
+#: outcome statements are shared by the transactions of those seconds. With every worker
+#: delivering, steps were as frequent as transactions ending, and their statements cost more
+#: CPU per message than the whole rest of a delivery but signing.
+GATHER = 0.01
 
 
 class LeaseNotHeld(Exception):
@@ -122,6 +128,8 @@ class DeliveryWorker(LeasedEngine):
     desc = "delivery worker"
     role = "delivery"
     channel = DELIVERIES
+    notify_gather = GATHER
+    landed_gather = GATHER
 
     def __init__(
         self,
@@ -278,10 +286,14 @@ class DeliveryWorker(LeasedEngine):
                     self._defer(failed, token, "transient", None, None, "internal error")
         return built
 
+    def _outcome_ready(self) -> None:
+        """A step soon to write the outcome, shared with the others of the next GATHER seconds."""
+        self._loop.wake(GATHER)
+
     def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
                                       claim=token, attempted=status != "failed"))
-        self.wake()
+        self._outcome_ready()
 
     def _signed(self, t: _Transaction, signatures: _StepSignatures) -> bytes:
         """The transaction's message as it leaves: DKIM-signed now unless it was stored signed."""
@@ -392,7 +404,7 @@ class DeliveryWorker(LeasedEngine):
             return
         if decided:
             self._outcomes.extend(decided)
-            self.wake()
+            self._outcome_ready()
 
     async def _give_back(self, group: list[Work], token: uuid.UUID) -> None:
         try:
@@ -428,7 +440,7 @@ class DeliveryWorker(LeasedEngine):
                 w.id, w.tenant_id, w.email_id, w.recipient, "delivered",
                 {"transport": source, "remote_host": destination.host, "response": _response(result)},
                 _response(result), claim=token))
-            self.wake()
+            self._outcome_ready()
         elif result.outcome == "bounced":
             self._bounce(w, token, reply.code, reply.enhanced_code, reply.text, source)
         else:
@@ -440,7 +452,7 @@ class DeliveryWorker(LeasedEngine):
             w.id, w.tenant_id, w.email_id, w.recipient, "bounced",
             {"type": "hard", "source": source, "code": code, "enhanced_code": enhanced or None, "message": message},
             " ".join(str(p) for p in (code, enhanced, message) if p), claim=token))
-        self.wake()
+        self._outcome_ready()
 
     def _defer(self, w: Work, token, kind: str, code, enhanced, message: str) -> None:
         now = self._clock.seconds()
@@ -456,7 +468,7 @@ class DeliveryWorker(LeasedEngine):
                 {"class": kind, "code": code, "enhanced_code": enhanced or None, "message": message,
                  "next_attempt_at": timefmt.iso(timefmt.from_seconds(due))},
                 response, claim=token, due_at=due))
-        self.wake()
+        self._outcome_ready()
 
     async def settled(self) -> None:
         """Wait for every transaction started so far and for a step under way, then write

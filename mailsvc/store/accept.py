@@ -154,21 +154,73 @@ class AcceptRows:
             charge[1], charge[2] = min(charge[1], daily), min(charge[2], monthly)
 
 
+#: The SQL type of each column, in the order of ``*_COLUMNS``: each column is one parameter of
+#: the statement, an array of that type (``unnest``), or one value when every row has the same.
+EMAIL_TYPES = ("uuid", "uuid", "uuid", "text", "text", "jsonb", "text", "text", "text", "jsonb", "text", "text",
+               "timestamptz", "text", "text", "bytea", "timestamptz", "boolean", "jsonb", "text", "uuid")
+ATTACHMENT_TYPES = ("uuid", "uuid", "uuid", "text", "text", "text", "text", "integer", "bytea")
+DELIVERY_TYPES = ("uuid", "uuid", "uuid", "text", "text", "timestamptz", "timestamptz", "timestamptz")
+
+
+def _text(value):
+    """A UUID as text: a list of texts is adapted by psycopg2's C code, a list of UUIDs by Python."""
+    return None if value is None else str(value)
+
+
 def _email_values(e: EmailRow) -> tuple:
     recipients = {"to": [str(m) for m in e.to], "cc": [str(m) for m in e.cc],
                   "bcc": [str(m) for m in e.bcc], "reply_to": [str(m) for m in e.reply_to]}
-    return (e.id, e.tenant_id, e.domain_id, e.message_id, e.sender, Json(recipients), e.subject, e.html, e.text,
-            Json(e.tags), e.stream, e.source, e.scheduled_at, e.status, e.last_event, e.message, e.created_at,
-            False, Json([list(h) for h in e.headers]) if e.headers else None, e.links_base, e.broadcast_id)
+    return (str(e.id), str(e.tenant_id), _text(e.domain_id), e.message_id, e.sender, _dumps(recipients),
+            e.subject, e.html, e.text, _dumps(e.tags), e.stream, e.source, e.scheduled_at, e.status, e.last_event,
+            e.message, e.created_at, False, _dumps([list(h) for h in e.headers]) if e.headers else None,
+            e.links_base, _text(e.broadcast_id))
 
 
 def _attachment_values(a: AttachmentRow) -> tuple:
-    return (a.id, a.email_id, a.tenant_id, a.filename, a.content_type, "inline" if a.inline else "attachment",
-            a.content_id, len(a.content), a.content)
+    return (str(a.id), str(a.email_id), str(a.tenant_id), a.filename, a.content_type,
+            "inline" if a.inline else "attachment", a.content_id, len(a.content), a.content)
 
 
 def _delivery_values(d: DeliveryRow) -> tuple:
-    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.retry_until)
+    return (str(d.id), str(d.email_id), str(d.tenant_id), d.recipient, d.status, d.due_at, d.updated_at,
+            d.retry_until)
+
+
+def _dumps(value) -> str:
+    return Json(value).dumps(value)
+
+
+def columnar(columns: str, types: Sequence[str], rows: Sequence[tuple]) -> tuple[str, list]:
+    """
+    ``("SELECT … FROM unnest(%s::type[], …) AS v (…)", parameters)``: the rows (tuples of values
+    in the order of ``columns``, UUIDs as text) as one parameter per column, whatever their
+    number: an array, or the one value every row has (then no array). Its cost is per column,
+    not per value: psycopg2 adapts a list of texts, times, bytes or integers in C, and the
+    statement's text does not grow with the rows' placeholders. ``INSERT INTO t (columns)``
+    before it writes them, in order.
+    """
+    if columns.count(",") + 1 != len(types) or any(len(row) != len(types) for row in rows):
+        raise ValueError("the columns, their types and the rows' values differ in number")
+    selected, arrays, scalars, parameters = [], [], [], []
+    for n, (kind, values) in enumerate(zip(types, zip(*rows, strict=True), strict=True)):
+        first = values[0]
+        if all(v is first or (v == first and type(v) is type(first)) for v in values):
+            selected.append(f"%s::{kind}")
+            scalars.append(first)
+        else:
+            selected.append(f"v.c{n}")
+            arrays.append((f"%s::{kind}[]", f"c{n}", list(values)))
+    sql = "SELECT " + ", ".join(selected)
+    # The scalars come first in the text: the SELECT list precedes FROM.
+    parameters += scalars
+    if arrays:
+        sql += (" FROM unnest(" + ", ".join(a[0] for a in arrays) + ") AS v ("
+                + ", ".join(a[1] for a in arrays) + ")")
+        parameters += [a[2] for a in arrays]
+    else:
+        sql += " FROM generate_series(1, %s)"
+        parameters.append(len(rows))
+    return sql, parameters
 
 
 def inlined(sql: str, parameters: list) -> tuple[str, list]:
@@ -216,23 +268,23 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
 
     Raises QuotaExceeded, IdempotencyClaimLost or SendingDomainGone for what refused it.
     """
-    parts = [("new_emails", "emails", EMAIL_COLUMNS, rows.emails, _email_values),
-             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, rows.deliveries, _delivery_values),
-             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, rows.attachments, _attachment_values)]
+    parts = [("new_emails", "emails", EMAIL_COLUMNS, EMAIL_TYPES, rows.emails, _email_values),
+             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, DELIVERY_TYPES, rows.deliveries, _delivery_values),
+             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, ATTACHMENT_TYPES, rows.attachments,
+              _attachment_values)]
     ctes, parameters, inserted = [], [], []
-    for name, table, columns, typed, values_of in parts:
+    for name, table, columns, types, typed, values_of in parts:
         if typed:
-            row = "(" + ", ".join(["%s"] * (columns.count(",") + 1)) + ")"
-            ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(typed))}"
-                        " RETURNING 1)")
-            for one in typed:
-                parameters += values_of(one)
+            select, values = columnar(columns, types, [values_of(one) for one in typed])
+            ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) {select} RETURNING 1)")
+            parameters += values
             inserted.append(name)
     channels = [DELIVERIES]
     if rows.events:
-        values, event_parameters = events.rows(clock, [(e.tenant_id, e.type, e.data) for e in rows.events])
-        ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) VALUES {values} RETURNING 1)")
-        parameters += event_parameters
+        select, values = columnar(events.COLUMNS, events.TYPES,
+                                  events.values(clock, [(e.tenant_id, e.type, e.data) for e in rows.events]))
+        ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) {select} RETURNING 1)")
+        parameters += values
         inserted.append("new_events")
         channels.append(events.CHANNEL)
     verdicts, verdict_parameters = [], []

@@ -218,16 +218,20 @@ def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID,
     is still sending (its row locked FOR SHARE, so a cancel waits for the chunk or the chunk
     sees the cancel). Anything less than every row fails the whole statement (``LeaseLost``).
     """
-    values = ", ".join(["(%s::uuid, %s::uuid, %s, %s::jsonb)"] * len(rows))
+    # One array per column (``unnest``), whatever the chunk's size: its cost does not grow with
+    # a placeholder per value (store/accept.columnar).
     sql = (
         "UPDATE broadcast_recipients r SET state = v.state, email_id = v.email_id, snapshot = v.snapshot,"
-        f" lease = NULL, lease_until = NULL FROM (VALUES {values}) AS v (contact_id, email_id, state, snapshot)"
+        " lease = NULL, lease_until = NULL"
+        " FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::jsonb[]) AS v (contact_id, email_id, state, snapshot)"
         " WHERE r.broadcast_id = %s AND r.contact_id = v.contact_id AND r.lease = %s AND r.state = 'pending'"
         " AND EXISTS (SELECT 1 FROM broadcasts b WHERE b.id = %s AND b.status = 'sending' FOR SHARE)"
         " RETURNING 1")
-    parameters = [value for contact_id, email_id, state, taken in rows
-                  for value in (contact_id, email_id, state, Json(taken) if taken is not None else None)]
-    parameters += [broadcast_id, lease, broadcast_id]
+    parameters = [[str(contact_id) for contact_id, _, _, _ in rows],
+                  [None if email_id is None else str(email_id) for _, email_id, _, _ in rows],
+                  [state for _, _, state, _ in rows],
+                  [None if taken is None else Json(taken).dumps(taken) for _, _, _, taken in rows],
+                  broadcast_id, lease, broadcast_id]
     return Guard(sql, parameters, len(rows))
 
 

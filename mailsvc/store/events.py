@@ -59,14 +59,14 @@ TYPES = ("uuid", "uuid", "text", "jsonb", "timestamptz")
 
 
 def values(clock, entries: list[tuple[uuid.UUID, str, dict]]) -> list[tuple]:
-    """The rows of ``entries`` as ``rows`` gives them, each a tuple of values (UUIDs and JSON as
-    text) for ``store.accept.columnar``."""
+    """The rows of ``entries`` as ``rows`` gives them, each a tuple of values (JSON as text), for
+    ``store.accept.columnar``."""
     now = timefmt.from_seconds(clock.seconds())
     out = []
     for tenant_id, type, data in entries:
         if type not in SENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
-        out.append((str(uuid7(clock.seconds())), str(tenant_id), type, Json(data).dumps(data), now))
+        out.append((uuid7(clock.seconds()), tenant_id, type, Json(data).dumps(data), now))
     return out
 
 

@@ -207,7 +207,7 @@ class NodeConfig:
 @_section
 class BroadcastsConfig:
     #: Recipients one chunk of the fan-out takes (one accept statement).
-    chunk: int = 500
+    chunk: int = 1000
     #: Seconds a chunk is held by the node that claimed it before another may take it over.
     lease_seconds: int = 60
 

@@ -99,7 +99,8 @@ class Messages:
         differs, and the text derived from the html once); ``broadcast``: the broadcast whose
         recipient the e-mail is, its content filled from the e-mail's snapshot."""
         links = self._unsubscribes
-        base = email["links_base"] or links.public_url
+        # A broadcast's e-mail keeps no links_base of its own: the broadcast's.
+        base = email["links_base"] or (broadcast or {}).get("links_base") or links.public_url
         if broadcast is None:
             submission = submission_of(email)
             personal = has_unsubscribe_placeholder(submission)

@@ -451,9 +451,13 @@ class Submitter:
             id=email_id, tenant_id=tenant.id, domain_id=p.domain_id, message_id=p.message_id, sender=str(s.sender),
             to=s.to, cc=s.cc, bcc=s.bcc, reply_to=s.reply_to, subject=s.subject,
             html=s.html if p.broadcast_id is None else None, text=s.text if p.broadcast_id is None else None,
-            tags=tags, stream=s.stream, source=source, scheduled_at=s.scheduled_at,
-            status="scheduled" if scheduled else "queued", last_event=last_event, message=p.message, created_at=now,
-            headers=s.headers if p.message is None else (), links_base=p.links_base, broadcast_id=p.broadcast_id))
+            # A broadcast's recipient keeps neither its one tag (``broadcast_id``) nor where its links
+            # point: both are the broadcast's, and derived from it where read (docs/decisions.md,
+            # "Content stored once").
+            tags=tags if p.broadcast_id is None else [], stream=s.stream, source=source,
+            scheduled_at=s.scheduled_at, status="scheduled" if scheduled else "queued", last_event=last_event,
+            message=p.message, created_at=now, headers=s.headers if p.message is None else (),
+            links_base=p.links_base if p.broadcast_id is None else None, broadcast_id=p.broadcast_id))
         for a in p.attachments:
             rows.attachments.append(AttachmentRow(
                 id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,

@@ -35,7 +35,7 @@ from mailsvc.store.database import Database
 log = Logger()
 
 #: Recipients one chunk takes (one accept statement).
-CHUNK = 500
+CHUNK = 1000
 #: Seconds a chunk is held by the node that claimed it; another node takes it over after.
 LEASE_SECONDS = 60
 #: How often a broadcast whose account is paused (reputation) looks again.

@@ -12,14 +12,13 @@ in one transaction.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg2.extras import Json
-
 from mailsvc.domain.paging import Page
-from mailsvc.store.accept import Guard
+from mailsvc.store.accept import Guard, json_array
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
 
@@ -218,16 +217,21 @@ def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID,
     is still sending (its row locked FOR SHARE, so a cancel waits for the chunk or the chunk
     sees the cancel). Anything less than every row fails the whole statement (``LeaseLost``).
     """
-    values = ", ".join(["(%s::uuid, %s::uuid, %s, %s::jsonb)"] * len(rows))
+    # One JSON array per column (``unnest``), whatever the chunk's size: its cost does not grow
+    # with a placeholder per value (store/accept.columnar).
     sql = (
         "UPDATE broadcast_recipients r SET state = v.state, email_id = v.email_id, snapshot = v.snapshot,"
-        f" lease = NULL, lease_until = NULL FROM (VALUES {values}) AS v (contact_id, email_id, state, snapshot)"
+        " lease = NULL, lease_until = NULL"
+        f" FROM unnest({json_array('uuid')}, {json_array('uuid')}, {json_array('text')}, {json_array('jsonb')})"
+        " AS v (contact_id, email_id, state, snapshot)"
         " WHERE r.broadcast_id = %s AND r.contact_id = v.contact_id AND r.lease = %s AND r.state = 'pending'"
         " AND EXISTS (SELECT 1 FROM broadcasts b WHERE b.id = %s AND b.status = 'sending' FOR SHARE)"
         " RETURNING 1")
-    parameters = [value for contact_id, email_id, state, taken in rows
-                  for value in (contact_id, email_id, state, Json(taken) if taken is not None else None)]
-    parameters += [broadcast_id, lease, broadcast_id]
+    columns = ([str(contact_id) for contact_id, _, _, _ in rows],
+               [None if email_id is None else str(email_id) for _, email_id, _, _ in rows],
+               [state for _, _, state, _ in rows],
+               [None if taken is None else json.dumps(taken, ensure_ascii=False) for _, _, _, taken in rows])
+    parameters = [*(json.dumps(column, ensure_ascii=False) for column in columns), broadcast_id, lease, broadcast_id]
     return Guard(sql, parameters, len(rows))
 
 

@@ -238,7 +238,7 @@ async def contents(db: Database, work: list[Work]) -> Contents:
     )
     broadcast_ids = list({e["broadcast_id"] for e in emails if e["broadcast_id"] is not None})
     broadcasts = await db.fetchall(
-        "SELECT id, subject, html, text, preview_text FROM broadcasts WHERE id = ANY(%s::uuid[])",
+        "SELECT id, subject, html, text, preview_text, links_base FROM broadcasts WHERE id = ANY(%s::uuid[])",
         (broadcast_ids,), desc="delivery broadcasts",
     ) if broadcast_ids else []
     built = [e["id"] for e in emails if e["message"] is None]

@@ -15,9 +15,12 @@ from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
 
+#: A broadcast's e-mail stores no tags (``[]``): its one tag names the broadcast.
+TAGS = ("CASE WHEN broadcast_id IS NOT NULL AND tags = '[]'::jsonb THEN jsonb_build_array(jsonb_build_object("
+        "'name', 'broadcast_id', 'value', broadcast_id::text)) ELSE tags END AS tags")
 _COLUMNS = (
-    "id, message_id, sender, recipients, subject, html, text, tags, scheduled_at, last_event, created_at, status,"
-    " broadcast_id"
+    f"id, message_id, sender, recipients, subject, html, text, {TAGS}, scheduled_at, last_event, created_at,"
+    " status, broadcast_id"
 )
 _ATTACHMENT_COLUMNS = "id, filename, size, content_type, content_disposition, content_id"
 

@@ -54,6 +54,22 @@ def rows(clock, entries: list[tuple[uuid.UUID, str, dict]]) -> tuple[str, list]:
     return ", ".join(["(%s, %s, %s, %s, %s)"] * len(entries)), parameters
 
 
+#: The SQL types of ``COLUMNS``.
+TYPES = ("uuid", "uuid", "text", "jsonb", "timestamptz")
+
+
+def values(clock, entries: list[tuple[uuid.UUID, str, dict]]) -> list[tuple]:
+    """The rows of ``entries`` as ``rows`` gives them, each a tuple of values (JSON as text), for
+    ``store.accept.columnar``."""
+    now = timefmt.from_seconds(clock.seconds())
+    out = []
+    for tenant_id, type, data in entries:
+        if type not in SENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}")
+        out.append((uuid7(clock.seconds()), tenant_id, type, Json(data).dumps(data), now))
+    return out
+
+
 async def record_many(txn: Transaction, clock, entries: list[tuple[uuid.UUID, str, dict]]) -> list[uuid.UUID]:
     """``record`` for many ``(tenant_id, type, data)`` entries in one statement; their ids."""
     if not entries:

@@ -22,6 +22,7 @@ from twisted.internet import reactor
 
 from mailsvc import compose, timefmt
 from mailsvc.broadcasting.fanout import Fanout
+from mailsvc.domain.delivery import sent_event
 from mailsvc.domain.errors import LeaseLost
 from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
@@ -338,6 +339,18 @@ async def test_a_recipient_is_a_row_and_its_message_is_built_from_its_snapshot(a
         " JOIN deliveries d ON d.email_id = e.id WHERE r.broadcast_id = %s ORDER BY d.recipient", (b["id"],))
     assert [(r["html"], r["text"], r["message"], r["own"], str(r["broadcast_id"])) for r in written] == [
         (None, None, None, None, b["id"])] * 2
+    # Nor does it repeat the broadcast: its tag and where its links point are derived from it.
+    kept = await api.parts.db.fetchall(
+        "SELECT e.id, e.tags, e.links_base, e.sender, e.created_at, e.subject, d.recipient FROM emails e"
+        " JOIN deliveries d ON d.email_id = e.id WHERE e.broadcast_id = %s ORDER BY e.id", (b["id"],))
+    assert [(r["tags"], r["links_base"]) for r in kept] == [([], None)] * 2
+    links_base = (await api.parts.db.fetchone("SELECT links_base FROM broadcasts WHERE id = %s", (b["id"],)))[
+        "links_base"]
+    # Each e-mail's email.sent is what the use case composes, with the broadcast's tag.
+    tag = [{"name": "broadcast_id", "value": b["id"]}]
+    sent = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.sent' ORDER BY id")
+    assert [e["data"] for e in sent] == [
+        sent_event(r["id"], r["sender"], r["subject"], tag, None, [r["recipient"]], r["created_at"]) for r in kept]
     assert [(r["subject"], r["snapshot"]) for r in written] == [
         ("News for F0", {"email": "c0@example.net", "first_name": "F0", "last_name": "L0"}),
         ("News for F1", {"email": "c1@example.net", "first_name": "F1", "last_name": "L1",
@@ -354,6 +367,8 @@ async def test_a_recipient_is_a_row_and_its_message_is_built_from_its_snapshot(a
         assert f"Hi {'F0 L0, plan free' if row['recipient'] == 'c0@example.net' else 'F1 L1, plan pro'}" in html
         code, got, _ = await api.json("GET", f"/emails/{row['id']}", key)
         assert code == 200, got
+        assert got["tags"] == tag
+        assert message.get_all("List-Unsubscribe")[0].startswith(f"<{links_base}/") and links_base
         # As delivered, the unsubscribe link left as its placeholder (each recipient's own).
         (link,) = message.get_all("List-Unsubscribe")
         assert got["subject"] == message["Subject"] == row["subject"]

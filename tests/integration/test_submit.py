@@ -157,3 +157,107 @@ def test_the_accept_statement_inlines_values_as_psycopg2_writes_them(pg_dsn):
         assert cur.mogrify(statement, kept) == cur.mogrify(sql, parameters)
     with pytest.raises(ValueError):
         accept.inlined("SELECT %s", [])
+
+
+def test_the_columnar_statement_writes_what_a_row_per_values_does(pg_dsn):
+    """
+    ``accept.columnar`` (one parameter per column: a value every row shares, or a JSON array of
+    texts, or a list for times and bytes) writes the same rows as one VALUES row per row, for
+    awkward texts, NULLs in any column, JSON, bytes, times and one row alone.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    import psycopg2
+    import psycopg2.extras
+
+    psycopg2.extras.register_uuid()
+    columns = "a, b, c, d, e, f, g, h"
+    types = ("uuid", "uuid", "text", "jsonb", "timestamptz", "bytea", "integer", "boolean")
+    t = datetime(2026, 11, 25, 13, 40, 1, 123456, tzinfo=UTC)
+    shared = uuid.uuid4()
+    rows = [
+        (uuid.uuid4(), shared, "it's 100% \"quoted\", {braced}\\ \u00e9\u4e2d\U0001f600", '{"to": ["a@b.example"]}',
+         t, b"\x00\xff", 1, True),
+        (uuid.uuid4(), shared, None, None, t + timedelta(microseconds=1), None, None, False),
+        (uuid.uuid4(), shared, "NULL", '[["X-A", "1"]]', None, b"", 3, None),
+        (uuid.uuid4(), shared, "", "null", t, b"bytes", -2, True),
+    ]
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        declared = ", ".join(f"{c} {k}" for c, k in zip(columns.split(", "), types, strict=True))
+        cur.execute(f"CREATE TEMP TABLE per_row (n serial, {declared})")
+        cur.execute("CREATE TEMP TABLE per_column (LIKE per_row INCLUDING DEFAULTS)")
+        cur.execute("CREATE TEMP SEQUENCE s")
+        cur.execute("ALTER TABLE per_column ALTER COLUMN n SET DEFAULT nextval('s')")
+        for chosen in (rows, rows[:1], [rows[1], rows[1]]):
+            cur.execute("TRUNCATE per_row, per_column")
+            cur.execute("SELECT setval('per_row_n_seq', 1, false), setval('s', 1, false)")
+            row = "(" + ", ".join(f"%s::{k}" for k in types) + ")"
+            cur.execute(f"INSERT INTO per_row ({columns}) VALUES {', '.join([row] * len(chosen))}",
+                        [v for r in chosen for v in r])
+            select, parameters = accept.columnar(columns, types, chosen)
+            statement, kept = accept.inlined(f"INSERT INTO per_column ({columns}) {select}", parameters)
+            cur.execute(statement, kept)
+            cur.execute(f"SELECT n, {columns} FROM per_row ORDER BY n")
+            expected = cur.fetchall()
+            cur.execute(f"SELECT n, {columns} FROM per_column ORDER BY n")
+            assert [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in cur.fetchall()] == \
+                [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in expected]
+            assert len(expected) == len(chosen)
+    with pytest.raises(ValueError):
+        accept.columnar("a, b", ("uuid",), [(1,)])
+
+
+@pt.ensureDeferred
+async def test_a_batch_writes_every_email_delivery_and_event_as_given(api):
+    """
+    A permissive batch of different e-mails (a suppressed recipient among them) through the one
+    accept path: each row and each event's data in the database is what the use case composed
+    (``sent_event``, ``first_event``), one ``email.sent`` per e-mail with a live recipient.
+    """
+    from mailsvc.domain.delivery import sent_event
+
+    tenant, key, _ = await sending_tenant(api)
+    tenant_id = uuid.UUID(tenant["id"])
+    db = api.parts.db
+    await db.execute("INSERT INTO suppressions (id, tenant_id, email, origin, created_at)"
+                     " VALUES (gen_random_uuid(), %s, 'gone@example.net', 'manual', now())", (tenant_id,))
+    submitter = api.parts.submitter
+    bodies = [
+        {**BODY, "to": ["ann@example.net"], "subject": "It's \"one\" \u00e9", "tags": [{"name": "k", "value": "1"}]},
+        {**BODY, "to": ["bob@example.net", "gone@example.net"], "cc": ["Carl <carl@example.net>"], "subject": "Two"},
+        {**BODY, "to": ["gone@example.net"], "subject": "Three"},
+        {**BODY, "to": ["dan@example.net"], "subject": "Four", "headers": {"X-Entity-Ref-ID": "4"}},
+    ]
+    account = await accounts.get_tenant(db, tenant_id)
+    items = [Item(lambda now, b=b: submission_from_json(b, now)) for b in bodies]
+    outcome = await submitter.submit(ServiceSender(account), items, "api", batch="permissive")
+    ids = [a.id for a in outcome.accepted]
+    emails = await db.fetchall("SELECT id, sender, subject, tags, recipients, status, last_event, created_at, headers"
+                               " FROM emails WHERE tenant_id = %s ORDER BY id", (tenant_id,))
+    assert [e["id"] for e in emails] == ids
+    assert [e["subject"] for e in emails] == [b["subject"] for b in bodies]
+    assert [e["last_event"] for e in emails] == ["sent", "sent", "suppressed", "sent"]
+    assert emails[1]["recipients"]["cc"] == ["Carl <carl@example.net>"]
+    assert emails[3]["headers"] == [["X-Entity-Ref-ID", "4"]]
+    deliveries = await db.fetchall("SELECT id, email_id, recipient, status FROM deliveries WHERE tenant_id = %s"
+                                   " ORDER BY id", (tenant_id,))
+    assert [(d["email_id"], d["recipient"], d["status"]) for d in deliveries] == [
+        (ids[0], "ann@example.net", "queued"), (ids[1], "bob@example.net", "queued"),
+        (ids[1], "gone@example.net", "suppressed"), (ids[1], "carl@example.net", "queued"),
+        (ids[2], "gone@example.net", "suppressed"), (ids[3], "dan@example.net", "queued")]
+    events = await db.fetchall("SELECT type, data FROM events WHERE tenant_id = %s AND type LIKE 'email.%%'"
+                               " ORDER BY id", (tenant_id,))
+    expected = []
+    by_id = {e["id"]: e for e in emails}
+    for n, email_id in enumerate(ids):
+        e = by_id[email_id]
+        live = [d["recipient"] for d in deliveries if d["email_id"] == email_id and d["status"] == "queued"]
+        if live:
+            expected.append(("email.sent", sent_event(email_id, e["sender"], bodies[n]["subject"], e["tags"], None,
+                                                      live, e["created_at"])))
+        for d in deliveries:
+            if d["email_id"] == email_id and d["status"] == "suppressed":
+                expected.append(("email.suppressed", {
+                    "email_id": str(email_id), "created_at": timefmt.iso(e["created_at"]), "to": live,
+                    "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": "manual"}))
+    assert [(e["type"], e["data"]) for e in events] == expected

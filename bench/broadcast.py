@@ -13,7 +13,7 @@ delivery node (roles api,delivery, ``node.processes`` = cores, each delivering),
 and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1); ``smtp-sink -c``.
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
-    .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 500] [--transactional]
+    .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 1000] [--transactional]
 
 With ``--transactional``, as many transactional e-mails of about the same size are then sent
 end to end (``POST /emails/batch`` → the same delivery node → the sink) and each broadcast's
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--contacts", type=int, default=100_000)
     parser.add_argument("--nodes", default="1,2", help="broadcast node counts to try")
-    parser.add_argument("--chunk", type=int, default=500, help="broadcasts.chunk")
+    parser.add_argument("--chunk", type=int, default=1000, help="broadcasts.chunk")
     parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
     parser.add_argument("--timeout", type=int, default=1800)
     parser.add_argument("--transactional", action="store_true",

@@ -38,9 +38,9 @@ _SINK_FIELDS = re.compile(rb"^(X-Client-Addr|X-Client-Proto|X-Helo-Args|X-Mail-A
 
 class Bench(broadcast.Bench):
     def __init__(self, args):
-        args.per_destination, args.chunk, args.rows = 20, 500, ROWS_5KB
+        args.per_destination, args.chunk, args.rows = 20, 1000, ROWS_5KB
         delivery.Bench.__init__(self, args, prefix="mailsvc-bench-storage-",
-                                env={"MAILSVC_BROADCASTS_CHUNK": "500"})
+                                env={"MAILSVC_BROADCASTS_CHUNK": "1000"})
 
     def setup(self) -> None:
         # The delivery benchmark's start-up and the segment, without its delivery node.

@@ -16,7 +16,7 @@ import pytest
 import pytest_twisted as pt
 
 from tests.helpers.node_sdk import NODE_DIR, run_node
-from tests.helpers.sending import BODY, sending_tenant
+from tests.helpers.sending import BODY, message_of, sending_tenant
 
 #: Runs the Node SDK in node processes.
 pytestmark = pytest.mark.slow
@@ -91,7 +91,7 @@ async def test_send_with_buffer_attachments(api, seen):
     assert sent["attachments"][2]["content_id"] == "logo" and sent["reply_to"] == "help@acme.example.com"
 
     email_id = first["data"]["id"]
-    rows = await api.parts.db.fetchall("SELECT id, sender, recipients, subject, html, text, tags, source, message"
+    rows = await api.parts.db.fetchall("SELECT id, sender, recipients, subject, html, text, tags, source"
                                        " FROM emails")
     assert [str(r["id"]) for r in rows] == [email_id]
     row = rows[0]
@@ -109,7 +109,7 @@ async def test_send_with_buffer_attachments(api, seen):
         ("logo.png", "image/png", "inline", "logo", len(PNG), PNG),
         ("report.pdf", "application/pdf", "attachment", None, len(PDF), PDF),
     ]
-    message = email.message_from_bytes(bytes(row["message"]), policy=email.policy.default)
+    message = email.message_from_bytes(await message_of(api.parts.db, row["id"]), policy=email.policy.default)
     assert message["X-Entity-Ref-ID"] == "node-7" and message["Bcc"] is None
     parts = {p.get_filename(): p for p in message.walk() if p.get_filename()}
     assert parts["report.pdf"].get_content() == PDF and parts["legacy.bin"].get_content() == LEGACY

@@ -15,7 +15,9 @@ and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1)
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
     .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 1000] [--transactional]
 
-With ``--transactional``, as many transactional e-mails of about the same size are then sent
+With ``--accept-only``, each broadcast is timed until accepted only (the delivery node still runs
+beside it), as for a million contacts. The database's growth (``pg_database_size`` after a
+CHECKPOINT) from the POST to all accepted is given either way. With ``--transactional``, as many transactional e-mails of about the same size are then sent
 end to end (``POST /emails/batch`` → the same delivery node → the sink) and each broadcast's
 delivery time is given as a ratio of theirs.
 """
@@ -103,6 +105,7 @@ class Bench(delivery.Bench):
         sampler = threading.Thread(target=sample)
         sampler.start()
         sink_before = self.sink.count()
+        size_before = self.database_size()
         began = time.monotonic()
         _, created = common.api(self.url + "/broadcasts", "POST", self.tenant.key, {
             "segment_id": self.segment_id, "from": f"Bench <news@{DOMAIN}>", "subject": "News for {{{FIRST_NAME}}}",
@@ -111,7 +114,7 @@ class Bench(delivery.Bench):
         total = self.args.contacts
         accepted_at = delivered_at = None
         progress = []
-        while delivered_at is None:
+        while delivered_at is None and not (self.args.accept_only and accepted_at):
             now = time.monotonic()
             if now - began > self.args.timeout:
                 raise SystemExit(f"not done in {self.args.timeout} s: {self.count(broadcast_id, 'written')} written,"
@@ -121,12 +124,13 @@ class Bench(delivery.Bench):
                 progress.append((round(now - began, 1), written))
                 if written >= total:
                     accepted_at = time.monotonic()
+                    growth = self.database_size() - size_before
             elif self.count(broadcast_id, "delivered") >= total:
                 delivered_at = time.monotonic()
             for n in self.nodes:
                 if n.exited():
                     raise SystemExit(f"{n.dir.name} exited; see {n.dir}/server.log")
-            time.sleep(0.2)
+            time.sleep(0.2 if total <= 100_000 else 1)  # counting a million rows costs PostgreSQL
         stop.set()
         sampler.join()
         for n in fanout:
@@ -136,11 +140,18 @@ class Bench(delivery.Bench):
                           "median_mib": int(statistics.median(s)) // 1024} for pid, s in samples.items() if s}
         return {
             "broadcast_nodes": nodes, "recipients": total,
-            "accepted_s": round(accepted_at - began, 1), "delivered_s": round(delivered_at - began, 1),
+            "accepted_s": round(accepted_at - began, 1),
+            "delivered_s": round(delivered_at - began, 1) if delivered_at else None,
+            "database_growth_mb_at_accepted": round(growth / 2**20),
             "accepted_per_s": round(total / (accepted_at - began)),
             "sink_count": self.sink.count() - sink_before,
             "rss": rss, "progress_every_5s": progress[::25], "load": load_average(),
         }
+
+    def database_size(self) -> int:
+        """``pg_database_size`` after a CHECKPOINT (the WAL is not in it)."""
+        self.sql("CHECKPOINT")
+        return self.sql("SELECT pg_database_size(current_database())")[0][0]
 
     def transactional(self) -> dict:
         """As many transactional e-mails of about the broadcast's size (``POST /emails/batch`` of
@@ -161,7 +172,8 @@ class Bench(delivery.Bench):
         if self.args.transactional:
             results.append(self.transactional())
             for r in results[:-1]:
-                r["delivered_vs_transactional"] = round(r["delivered_s"] / results[-1]["delivered_s"], 2)
+                if r["delivered_s"]:
+                    r["delivered_vs_transactional"] = round(r["delivered_s"] / results[-1]["delivered_s"], 2)
         print(json.dumps(results, indent=2), flush=True)
 
 
@@ -172,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk", type=int, default=1000, help="broadcasts.chunk")
     parser.add_argument("--per-destination", type=int, default=20, help="mailsvc delivery.per_destination")
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--accept-only", action="store_true",
+                        help="stop each broadcast once every recipient is accepted (delivery still runs beside)")
     parser.add_argument("--transactional", action="store_true",
                         help="then as many transactional e-mails end to end, for comparison")
     parser.add_argument("--rows", type=int, default=10, help="rows of the transactional e-mails' HTML (10: ~2 KB)")

@@ -17,9 +17,10 @@ and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1)
 
 With ``--accept-only``, each broadcast is timed until accepted only (the delivery node still runs
 beside it), as for a million contacts. The database's growth (``pg_database_size`` after a
-CHECKPOINT) from the POST to all accepted is given either way. With ``--transactional``, as many transactional e-mails of about the same size are then sent
-end to end (``POST /emails/batch`` → the same delivery node → the sink) and each broadcast's
-delivery time is given as a ratio of theirs.
+CHECKPOINT) from the POST to all accepted is given either way. With ``--transactional``, as
+many transactional e-mails of about the same size are then sent end to end (``POST
+/emails/batch`` → the same delivery node → the sink) and each broadcast's delivery time is
+given as a ratio of theirs.
 """
 
 from __future__ import annotations

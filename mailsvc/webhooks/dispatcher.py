@@ -45,8 +45,10 @@ HOSTS_KEPT = 1000
 SAFETY_INTERVAL = 10
 #: A NOTIFY (one per accepted request, under load hundreds a second) waits this long for
 #: others, so that they make one step (one round trip) between them. Wake-ups of the
-#: dispatcher's own (a finished request, a retry due) do not wait.
-WAKE_GATHER = 0.01
+#: dispatcher's own (a finished request, a retry due) do not wait. Every worker of a node runs
+#: a dispatcher, each woken by every NOTIFY: at 10 ms, SMTP submission on 2 workers ran about
+#: 20 % slower than at 50 ms (docs/benchmarks.md, "Throughput (issue 29)").
+WAKE_GATHER = 0.05
 FAN_OUT_BATCH = 500
 #: Seconds a stop waits for attempts in flight before abandoning (and releasing) them.
 DRAIN_SECONDS = 10

@@ -55,6 +55,19 @@ class Bench(delivery.Bench):
 
     def setup(self) -> None:
         super().setup()
+        self.make_segment()
+        # One delivery node throughout, as a deployment runs it beside the fan-out: a node of as
+        # many processes as cores, each delivering (roles api,delivery, as bench/ab.py starts it).
+        self.runs += 1
+        port = common.free_port()
+        self.delivery = ab.TwistdNode(self.root, f"delivery{self.runs}", {
+            **self.delivery_env, "MAILSVC_NODE_ROLES": "api,delivery",
+            "MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, f"http://127.0.0.1:{port}")
+        self.nodes.append(self.delivery)
+        self.delivery.wait_ready()
+
+    def make_segment(self) -> None:
+        """A segment of ``--contacts`` contacts, made in SQL."""
         _, segment = common.api(self.url + "/segments", "POST", self.tenant.key, {"name": "Everyone"})
         self.segment_id = segment["id"]
         began = time.monotonic()
@@ -68,15 +81,6 @@ class Bench(delivery.Bench):
                  " SELECT %s, id, now() FROM contacts WHERE tenant_id = %s", (self.segment_id, self.tenant.id))
         self.sql("ANALYZE")
         print(f"{self.args.contacts} contacts in {time.monotonic() - began:.1f} s", flush=True)
-        # One delivery node throughout, as a deployment runs it beside the fan-out: a node of as
-        # many processes as cores, each delivering (roles api,delivery, as bench/ab.py starts it).
-        self.runs += 1
-        port = common.free_port()
-        self.delivery = ab.TwistdNode(self.root, f"delivery{self.runs}", {
-            **self.delivery_env, "MAILSVC_NODE_ROLES": "api,delivery",
-            "MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, f"http://127.0.0.1:{port}")
-        self.nodes.append(self.delivery)
-        self.delivery.wait_ready()
 
     def start(self, name: str, roles: str) -> common.Node:
         self.runs += 1

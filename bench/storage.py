@@ -45,17 +45,7 @@ class Bench(broadcast.Bench):
     def setup(self) -> None:
         # The delivery benchmark's start-up and the segment, without its delivery node.
         delivery.Bench.setup(self)
-        _, segment = common.api(self.url + "/segments", "POST", self.tenant.key, {"name": "Everyone"})
-        self.segment_id = segment["id"]
-        self.sql(
-            "INSERT INTO contacts (id, tenant_id, email, first_name, last_name, properties, created_at, updated_at)"
-            " SELECT gen_random_uuid(), %s, 'c' || n || '@' || %s, 'First' || n, 'Last' || n,"
-            " jsonb_build_object('plan', CASE WHEN n %% 3 = 0 THEN 'pro' ELSE 'team' END, 'city', 'City ' || n %% 97),"
-            " now(), now() FROM generate_series(1, %s) AS n",
-            (self.tenant.id, delivery.RCPT_DOMAIN, self.args.contacts))
-        self.sql("INSERT INTO segment_contacts (segment_id, contact_id, created_at)"
-                 " SELECT %s, id, now() FROM contacts WHERE tenant_id = %s", (self.segment_id, self.tenant.id))
-        self.sql("ANALYZE")
+        self.make_segment()
 
     def mark(self) -> tuple[int, str]:
         self.sql("CHECKPOINT")

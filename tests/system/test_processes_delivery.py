@@ -57,6 +57,19 @@ def senders(sink, workers: list[int]) -> set[int]:
             found.add(pid)
     return found
 
+async def both_seen_sending(daemon, store, sink, started: float, total: int) -> list[int]:
+    """The daemon's two worker pids, once each was seen holding a connection to ``sink`` before
+    all ``total`` messages were delivered."""
+    await daemon.until(lambda: len(daemon.workers()) == 2, started + 60, "two workers")
+    workers = daemon.workers()
+    seen: set[int] = set()
+    while seen != set(workers):
+        assert store.delivered() < total, f"all delivered, only {seen} of {workers} seen sending"
+        seen |= senders(sink, workers)
+        await sleep(0.02)
+    return workers
+
+
 
 @pt.ensureDeferred
 async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_loses_nothing(dns_server, smtp_sink):  # noqa: F811
@@ -89,13 +102,7 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
         daemon.start()
         started = time.monotonic()
         await daemon.ready()
-        await daemon.until(lambda: len(daemon.workers()) == 2, started + 60, "two workers")
-        workers = daemon.workers()
-        seen: set[int] = set()
-        while seen != set(workers):
-            assert store.delivered() < MESSAGES, f"all delivered, only {seen} of {workers} seen sending"
-            seen |= senders(smtp_sink, workers)
-            await sleep(0.02)
+        workers = await both_seen_sending(daemon, store, smtp_sink, started, MESSAGES)
 
         # 3. The second worker, holding deliveries, is killed: stopped first, so that what it
         # holds is read exactly (a statement it had sent ends meanwhile; a transaction it had
@@ -170,13 +177,7 @@ async def test_a_node_without_the_api_role_delivers_from_every_worker(dns_server
 
         daemon.start("delivery")  # no HTTP: ready once its two workers run
         started = time.monotonic()
-        await daemon.until(lambda: len(daemon.workers()) == 2, started + 60, "two workers")
-        workers = daemon.workers()
-        seen: set[int] = set()
-        while seen != set(workers):
-            assert store.delivered() < 1000, f"all delivered, only {seen} of {workers} seen sending"
-            seen |= senders(smtp_sink, workers)
-            await sleep(0.02)
+        await both_seen_sending(daemon, store, smtp_sink, started, 1000)
         await daemon.until(lambda: store.delivered() >= 1000, started + 120,
                            lambda: f"{store.delivered()} of 1000 delivered", interval=0.25)
         await daemon.terminate()

@@ -16,6 +16,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from mailsvc.cli.client import Client, CliError, connect
+from mailsvc.domain.display import shown
 from mailsvc.domain.tenant import DELIVERY_MODES, PLANS, STATUSES
 
 #: Actions on more deliveries than this ask first (``--yes`` does not).
@@ -25,7 +26,10 @@ PLAN_NAMES = tuple(PLANS)
 
 
 class Io:
-    """Where a command reads and writes (the process's streams, or a test's)."""
+    """Where a command reads and writes (the process's streams, or a test's). What it writes
+    for a person to read shows every value it did not write itself through ``shown`` (one
+    field, one line, no control, bidirectional or zero-width character acting); ``--json``
+    writes the API's answer as it came (JSON escapes every control character itself)."""
 
     def __init__(self, stdin: TextIO, stdout: TextIO, stderr: TextIO, environ: dict[str, str]):
         self.stdin, self.stdout, self.stderr, self.environ = stdin, stdout, stderr, environ
@@ -42,9 +46,9 @@ class Io:
 
 def table(headers: list[str], rows: list[list[object]]) -> str:
     """Rows in left-aligned columns under their headers (``-`` for an empty cell)."""
-    cells = [[("-" if value is None or value == "" else str(value)) for value in row] for row in rows]
-    shown = tabulate(cells, headers, tablefmt="plain", disable_numparse=True, stralign="left")
-    return "\n".join(line.rstrip() for line in shown.splitlines())
+    cells = [[("-" if value is None or value == "" else shown(value)) for value in row] for row in rows]
+    laid_out = tabulate(cells, headers, tablefmt="plain", disable_numparse=True, stralign="left")
+    return "\n".join(line.rstrip() for line in laid_out.splitlines())
 
 
 def shown_as_json(io, args, value) -> bool:
@@ -86,7 +90,7 @@ def _fields(io: Io, record: dict) -> None:
 
 def _more(io: Io, page: dict) -> None:
     if page.get("has_more") and page.get("data"):
-        io.note(f"(more: add --after {page['data'][-1]['id']})")
+        io.note(f"(more: add --after {shown(page['data'][-1]['id'])})")
 
 
 def _duration(text: str) -> int:
@@ -159,7 +163,7 @@ def queue_action(api: Client, io: Io, args) -> int:
         io.note("Nothing done.")
         return 1
     done = api.call("POST", f"/admin/v1/queue/{args.action}", body=body)
-    io.out(f"{done['action']}: {done['count']} deliveries")
+    io.out(f"{shown(done['action'])}: {shown(done['count'])} deliveries")
     return 0
 
 
@@ -174,7 +178,7 @@ def _confirmed(api: Client, io: Io, action: str, ids: list[str] | None, filters:
     if count <= CONFIRM_ABOVE:
         return True
     what = " ".join(f"{k}={v}" for k, v in filters.items()) or f"{len(ids or [])} ids"
-    io.stderr.write(f"{action} {count}{'+' if more else ''} deliveries ({what})? [y/N] ")
+    io.stderr.write(f"{action} {count}{'+' if more else ''} deliveries ({shown(what)})? [y/N] ")
     io.stderr.flush()
     answer = io.stdin.readline().strip().lower()
     return answer in ("y", "yes")
@@ -203,7 +207,7 @@ def tenant_create(api: Client, io: Io, args) -> int:
     key = created.pop("api_key")
     _fields(io, created)
     io.out()
-    io.out(f"API key {key['name']!r} (shown once, keep it now): {key['token']}")
+    io.out(f"API key {shown(repr(key['name']))} (shown once, keep it now): {shown(key['token'])}")
     return 0
 
 
@@ -246,8 +250,8 @@ def user_link(api: Client, io: Io, args) -> int:
         user = api.call("POST", "/admin/v1/users/password-link", body={"email": args.email})
     if shown_as_json(io, args, user):
         return 0
-    io.out(user["set_password_url"])
-    io.note(f"A set-password link for {user['email']} (tenant {user['tenant_id']}): it works once, and "
+    io.out(shown(user["set_password_url"]))
+    io.note(f"A set-password link for {shown(user['email'])} (tenant {shown(user['tenant_id'])}): it works once, and "
             "whoever opens it takes over the account; send it only to that person.")
     return 0
 
@@ -261,8 +265,8 @@ def operators_create(api: Client, io: Io, args) -> int:
         operator = api.call("POST", "/admin/v1/operators", body=body)
     if shown_as_json(io, args, operator):
         return 0
-    io.out(operator["set_password_url"])
-    io.note(f"A set-password link for the operator {operator['email']}: it works once, and whoever opens it "
+    io.out(shown(operator["set_password_url"]))
+    io.note(f"A set-password link for the operator {shown(operator['email'])}: it works once, and whoever opens it "
             "signs in to the operator console; send it only to that person.")
     return 0
 
@@ -294,15 +298,15 @@ def tokens_create(api: Client, io: Io, args) -> int:
     created = api.call("POST", "/admin/v1/operator-tokens", body={"name": args.name})
     if shown_as_json(io, args, created):
         return 0
-    io.out(created["token"])
-    io.note(f"Operator token {created['name']!r} ({created['id']}): shown once; give it with "
+    io.out(shown(created["token"]))
+    io.note(f"Operator token {shown(repr(created['name']))} ({shown(created['id'])}): shown once; give it with "
             "MAILSVC_OPERATOR_TOKEN or --token-file, never on a command line.")
     return 0
 
 
 def tokens_revoke(api: Client, io: Io, args) -> int:
     api.call("DELETE", f"/admin/v1/operator-tokens/{args.token_id}")
-    io.out(f"revoked {args.token_id}")
+    io.out(f"revoked {shown(args.token_id)}")
     return 0
 
 
@@ -313,8 +317,45 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples as written (line breaks kept)."""
 
 
+#: An option that names a token (``--token``, ``--operator-token``...), which the command line
+#: does not take: what follows it is likely a secret. ``--token-file`` names a file.
+_TOKEN_OPTION = re.compile(r"-[\w-]*token(?![\w-]*file)[\w-]*", re.I)
+REDACTED = "<redacted>"
+
+
+def secrets_in(argv: list[str]) -> list[str]:
+    """The values given to an option naming a token (``--token X``, ``--token=X``)."""
+    found = []
+    for option, value in zip(argv, [*argv[1:], None], strict=False):
+        name, equals, given = option.partition("=")
+        if _TOKEN_OPTION.fullmatch(name):
+            if equals and given:
+                found.append(given)
+            elif not equals and value:
+                found.append(value)
+    return found
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error never repeats a token given on the command line (argparse
+    echoes an unknown option with its value, or takes the value for a verb and echoes it too),
+    and shows nothing of what it echoes that could act on the terminal."""
+
+    _secrets: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        self._secrets = secrets_in(args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            message = message.replace(secret, REDACTED)
+        super().error(shown(message))
+
+
 def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     where = common.add_argument_group("node")
     where.add_argument("--config", metavar="FILE",
                        help="the node's configuration (default: /etc/mailsvc/mailsvc.conf)")
@@ -342,7 +383,7 @@ def _filter_options(parser: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     common = _common()
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="mailsvc", formatter_class=_Formatter, allow_abbrev=False,
         description="Operate a mailsvc node through its operator API.",
         epilog="The node is MAILSVC_URL, or the http.listen of the configuration; the token is read from\n"
@@ -468,6 +509,6 @@ def main(argv: list[str] | None = None, *, stdin: TextIO | None = None, stdout: 
             return args.handler(io, args)
         return args.handler(connect(args.config, args.token_file, io.environ), io, args)
     except CliError as e:
-        io.note(f"mailsvc: {e}")
+        io.note(f"mailsvc: {shown(e)}")
         return 1
 

@@ -5,9 +5,11 @@ client of it (urllib: one request at a time, nothing to schedule).
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import os
+import re
 import ssl
 import urllib.error
 import urllib.parse
@@ -18,6 +20,13 @@ from mailsvc.config import Config, ConfigError, load
 
 DEFAULT_CONFIG = "/etc/mailsvc/mailsvc.conf"
 TOKEN_FILE = "operator-token"
+#: The most of an answer the command line reads (a clear error past it, never the whole answer
+#: held in memory).
+MAX_ANSWER = 16 * 1024 * 1024
+#: Of an error's body, only its start is read (its message is cut to 200 characters anyway).
+MAX_ERROR_BODY = 64 * 1024
+#: What an operator token may hold to go in an ``Authorization`` header: visible ASCII.
+TOKEN_CHARACTERS = re.compile(r"[\x21-\x7e]+")
 
 
 class CliError(Exception):
@@ -81,31 +90,108 @@ def operator_token(config: Config, environ: dict[str, str], token_file: str | No
             return config.operator.token
         token_file = str(config.state_dir / TOKEN_FILE)
     try:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
+        text = Path(token_file).read_text(encoding="utf-8")
     except OSError as e:
         raise CliError(f"cannot read the operator token in {token_file}: {e.strerror} "
                        "(run as root, or set MAILSVC_OPERATOR_TOKEN or --token-file)") from None
-    if not token:
+    except UnicodeDecodeError:
+        raise CliError(f"{token_file} is not UTF-8 text: it must hold the operator token alone") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
         raise CliError(f"{token_file} is empty")
+    if len(lines) > 1:
+        raise CliError(f"{token_file} has {len(lines)} non-empty lines: it must hold the operator token alone, "
+                       "on one line")
+    return checked_token(lines[0], token_file)
+
+
+def checked_token(token: str, where: str) -> str:
+    """``token`` if an HTTP header can carry it; else a one-line error that does not show it."""
+    if not TOKEN_CHARACTERS.fullmatch(token):
+        raise CliError(f"the operator token in {where} holds spaces, control or non-ASCII characters, "
+                       "which no HTTP header can carry: give the token alone")
     return token
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin (RFC 6454): scheme, host and port, the scheme's default port filled in."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def refuse_clear_text(url: str) -> None:
+    """The operator token goes over plain http only to a loopback address."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise CliError(f"{url!r} is not an http(s) URL")
+    if parsed.scheme == "http" and not is_loopback(parsed.hostname):
+        raise CliError(f"{url}: plain http would send the operator token in the clear; use https "
+                       "(plain http is allowed only to a loopback address)")
+
+
+class _Guard(urllib.request.HTTPRedirectHandler):
+    """Every request the opener makes, the first or a redirect's, goes to the node's own origin,
+    over https or to a loopback address: a redirect elsewhere is not followed, since the request
+    it would repeat carries the operator token."""
+
+    def __init__(self, url: str):
+        self._origin = origin(url)
+
+    def _check(self, request):
+        url = request.full_url
+        if origin(url) != self._origin:
+            raise CliError(f"the node redirected to {url}, another origin than the node's: not followed "
+                           "(the request carries the operator token); set MAILSVC_URL to the node's own URL")
+        refuse_clear_text(url)
+        return request
+
+    http_request = https_request = _check
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if origin(newurl) != self._origin:
+            fp.close()
+            self._check(urllib.request.Request(newurl))
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def read_bounded(response, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``response``'s body, read in chunks; None if it holds more
+    (past the limit nothing more is read)."""
+    length = response.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > limit:
+        return None
+    chunks, total = [], 0
+    while chunk := response.read(min(64 * 1024, limit + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            return None
+    return b"".join(chunks)
 
 
 class Client:
     """The operator API of one node: JSON in, JSON out, errors raised as ApiError."""
 
-    def __init__(self, url: str, token: str, ca_file: str | None = None, timeout: float = 30):
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise CliError(f"{url!r} is not an http(s) URL")
-        if parsed.scheme == "http" and not is_loopback(parsed.hostname):
-            raise CliError(f"{url}: plain http would send the operator token in the clear; use https "
-                           "(plain http is allowed only to a loopback address)")
+    def __init__(self, url: str, token: str, ca_file: str | None = None, timeout: float = 30,
+                 max_answer: int = MAX_ANSWER):
+        refuse_clear_text(url)
         self.url = url.rstrip("/")
-        self._token = token
+        self._token = checked_token(token.strip(), "MAILSVC_OPERATOR_TOKEN or operator.token")
         self._timeout = timeout
-        self._context = ssl.create_default_context()
+        self._max_answer = max_answer
+        context = ssl.create_default_context()
         if ca_file:
-            self._context.load_verify_locations(ca_file)
+            context.load_verify_locations(ca_file)
+        # A proxy only for https (a tunnel: the token stays encrypted to the node); plain http
+        # goes to loopback only, straight.
+        proxies = {k: v for k, v in urllib.request.getproxies().items() if k == "https"}
+        self._opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler(proxies), urllib.request.HTTPSHandler(context=context), _Guard(self.url))
 
     def call(self, method: str, path: str, query: dict | None = None, body: dict | None = None) -> dict:
         url = self.url + path
@@ -118,14 +204,27 @@ class Client:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
-                raw = response.read()
+            with self._opener.open(request, timeout=self._timeout) as response:
+                status, kind = response.status, response.headers.get("Content-Type", "no content type")
+                raw = read_bounded(response, self._max_answer)
         except urllib.error.HTTPError as e:
-            raise _api_error(e.code, e.read()) from None
-        except (urllib.error.URLError, OSError) as e:
+            raise _api_error(e.code, e.read(MAX_ERROR_BODY) if e.fp else b"") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             raise CliError(f"cannot reach {self.url}: {reason}") from None
-        return json.loads(raw) if raw else {}
+        if raw is None:
+            raise CliError(f"{method} {path}: the answer is larger than {_size(self._max_answer)}; "
+                           "not read further")
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise CliError(f"{method} {path} answered {status} with {kind}, not JSON") from None
+
+
+def _size(count: int) -> str:
+    return f"{count / (1024 * 1024):g} MB" if count >= 1024 * 1024 else f"{count} bytes"
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

@@ -26,6 +26,7 @@ from cryptography import x509
 
 from mailsvc.cli.client import ApiError, CliError, connect, read_config
 from mailsvc.config import Config
+from mailsvc.domain.display import shown
 
 #: A certificate expiring within this many days is reported (renewal normally happens at 30).
 EXPIRY_DAYS = 21
@@ -40,7 +41,7 @@ class Finding:
     why: str
 
     def line(self) -> str:
-        return f"{self.status:<5} {self.subject}: {self.said}\n      why: {self.why}"
+        return f"{self.status:<5} {shown(self.subject)}: {shown(self.said)}\n      why: {shown(self.why)}"
 
 
 def ok(subject: str, said: str, why: str) -> Finding:
@@ -326,7 +327,7 @@ def run(io, args) -> int:
     try:
         config = read_config(args.config, io.environ)
     except CliError as e:
-        io.note(f"mailsvc: {e}")
+        io.note(f"mailsvc: {shown(e)}")
         return 1
     dns_resolver = resolver(args.dns_server or list(config.dns.servers))
     findings = check_name(config)

@@ -312,6 +312,38 @@ async def test_tenants_audit_and_tokens(fake_api):
     assert code == 1 and "404 not_found" in err
 
 
+HOSTILE = "4.7.1 \x1b[2J\x1b[H\x1b]0;PWNED\x07 see \u202etxt.exe"
+
+
+@pt.ensureDeferred
+async def test_what_a_remote_server_wrote_is_shown_neutralised_and_kept_as_is_in_json(fake_api):
+    """A recipient's MX chose the text of its reply: in the tables it cannot clear the screen,
+    set the window's title or reorder the line; ``--json`` keeps it as it is stored."""
+    fake_api.deliveries.append(Delivery("evil.example", str(uuid.uuid4()), text=HOSTILE))
+    env = fake(fake_api)
+    escaped = "451 4.7.1 \\x1b[2J\\x1b[H\\x1b]0;PWNED\\x07 see \\u202etxt.exe"
+    for argv in (["queue"], ["queue", "list"]):
+        code, out, _ = await mailsvc(*argv, environ=env)
+        assert code == 0 and escaped in out, out
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]", out), out
+    code, out, _ = await mailsvc("queue", "list", "--json", environ=env)
+    assert json.loads(out)["data"][0]["last_response"]["text"] == HOSTILE
+
+
+@pt.ensureDeferred
+async def test_tenant_names_are_shown_neutralised(fake_api):
+    names = ["Tab\there", "Acme\u202egnp.exe", "Ac\u200bme", "two\nlines"]
+    fake_api.tenants += [
+        {"object": "tenant", "id": str(uuid.uuid4()), "name": name, "plan": "free", "status": "active",
+         "delivery_mode": "direct", "created_at": "2026-11-26T10:00:00.000Z"} for name in names]
+    code, out, _ = await mailsvc("tenants", environ=fake(fake_api))
+    assert code == 0
+    assert [line.split()[1] for line in out.splitlines()[1:]] == \
+        ["Tab\\x09here", "Acme\\u202egnp.exe", "Ac\\u200bme", "two\\x0alines"]
+    code, out, _ = await mailsvc("tenants", "--json", environ=fake(fake_api))
+    assert [t["name"] for t in json.loads(out)["data"]] == names
+
+
 # -- mailsvc doctor ---------------------------------------------------------------------------
 
 

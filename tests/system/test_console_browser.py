@@ -24,11 +24,14 @@ pytestmark = pytest.mark.slow
 OUTPUT = output_dir("console")
 PASSWORD = "operator horse battery"
 OPERATOR = "ops@example.com"
+#: A tenant's name that would read "Acme Corp" backwards past its override, and hides a space.
+HOSTILE_NAME = "Acme\u202eproC\u200b emcA"
 
 
 @pytest.fixture
 def sink():
-    server = Sink(rcpt_reply=b"451 4.7.1 greylisted, try again later")  # every mail stays deferred
+    # Every mail stays deferred; the reply holds what would clear a terminal's screen.
+    server = Sink(rcpt_reply=b"451 4.7.1 greylisted\x1b[2J, try again later")
     try:
         yield server
     finally:
@@ -49,6 +52,7 @@ def deferred_queue(node, fresh_dsn, call) -> dict:
     """Tenant "Acme Corp" with two messages to slow.example, deferred by the relay; "Zed Ltd" beside it."""
     acme = call("POST", "/admin/v1/tenants", {"name": "Acme Corp"}, expect=201)
     call("POST", "/admin/v1/tenants", {"name": "Zed Ltd"}, expect=201)
+    call("POST", "/admin/v1/tenants", {"name": HOSTILE_NAME}, expect=201)
     key = acme["api_key"]["token"]
     call("POST", "/domains", {"name": "acme.example.com"}, key=key, expect=201)
     with psycopg2.connect(fresh_dsn) as conn, conn.cursor() as cur:
@@ -101,6 +105,9 @@ def walk(page, context, link):
     page.get_by_role("button", name="Search").click()
     page.get_by_role("link", name="Acme Corp").wait_for()
     assert page.get_by_role("link", name="Zed Ltd").count() == 0
+    # What a tenant named itself is shown with its override and zero-width space as escapes.
+    page.get_by_role("link", name="Acme\\u202eproC\\u200b emcA").wait_for()
+    assert "\u202e" not in page.locator("main").inner_text()
     page.screenshot(path=str(OUTPUT / "tenants.png"), full_page=True)
     page.get_by_role("link", name="Acme Corp").click()
     heading(page, "Acme Corp")
@@ -120,6 +127,7 @@ def walk(page, context, link):
     row = destinations.get_by_role("row").filter(has_text="slow.example")
     row.wait_for()
     assert "451" in row.inner_text() and "2 deferred" in row.inner_text()
+    assert "greylisted\\x1b[2J, try again" in row.inner_text() and "\x1b" not in row.inner_text()
     page.get_by_role("button", name="Hold slow.example").click()
     page.get_by_label("Reason").fill("blocklisted at the receiver")
     page.get_by_role("button", name="Confirm: hold 2").click()

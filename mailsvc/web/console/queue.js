@@ -4,6 +4,7 @@
 
 import { admin, get, post } from "/ui/console/api.js";
 import { form, input, refresh, shell, wide } from "/ui/ui.js";
+import { shown } from "/ui/display.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 
 const ACTIONS = {
@@ -48,8 +49,8 @@ function confirmation(verb, filter, label, count, panel) {
 }
 
 function responses(group) {
-  // The text of an SMTP reply starts with its code already.
-  return group.top_responses.map((r) => h("div", `${r.count} × ${r.text.startsWith(String(r.code)) ? r.text : `${r.code ?? ""} ${r.text}`}`));
+  // The text of an SMTP reply starts with its code already; the remote server chose the rest.
+  return group.top_responses.map((r) => h("div", `${r.count} × ${shown(r.text.startsWith(String(r.code)) ? r.text : `${r.code ?? ""} ${r.text}`)}`));
 }
 
 function groupTable(title, key, rows, labelOf, filterOf) {
@@ -58,7 +59,7 @@ function groupTable(title, key, rows, labelOf, filterOf) {
     h("td", labelOf(g)), h("td", String(g.count)),
     h("td", `${g.states.due} due · ${g.states.deferred} deferred · ${g.states.in_flight} in flight · ${g.states.held} held`),
     h("td", age(g.oldest_age_seconds)), h("td", when(g.next_attempt_at)), h("td", responses(g)),
-    h("td", g.hold ? [badge("held"), ` ${g.hold.reason}`] : "—"),
+    h("td", g.hold ? [badge("held"), ` ${shown(g.hold.reason)}`] : "—"),
     h("td", actions(filterOf(g), labelOf(g), g, panel))));
   return h("section.card", { "aria-label": title }, h("h2", title), panel,
     wide(table([key, "Count", "States", "Oldest", "Next attempt", "Last responses", "Hold", "Actions"], body, null, "Nothing queued.")));
@@ -70,21 +71,21 @@ async function queuePage() {
   const holdPanel = h("div.confirm", { "aria-live": "polite" });
   const holds = summary.holds.map((hold) => {
     const filter = hold.kind === "destination" ? { destination: hold.value } : { tenant_id: hold.value };
-    const label = `${hold.kind} ${hold.value}`;
+    const label = `${hold.kind} ${shown(hold.value)}`;
     const release = h("button.secondary.small", { type: "button", "aria-label": `Release ${label}` }, "Release");
     const groups = hold.kind === "destination" ? summary.by_destination : summary.by_tenant;
     const group = groups.find((g) => (hold.kind === "destination" ? g.destination : g.tenant_id) === hold.value);
     const count = group ? group.count : 0;
     release.addEventListener("click", () => holdPanel.replaceChildren(confirmation("release", filter, label, count, holdPanel)));
-    return h("tr", h("td", hold.kind), h("td", hold.value), h("td", hold.reason), h("td", hold.created_by),
+    return h("tr", h("td", hold.kind), h("td", shown(hold.value)), h("td", shown(hold.reason)), h("td", shown(hold.created_by)),
       h("td", when(hold.created_at)), h("td", release));
   });
   return shell("#/queue",
     h("h1", "Queue"),
     h("p.muted", `As of ${when(summary.generated_at)} (kept up to ten seconds).`),
     h("section.card", h("h2", "By state"), table(["State", "Count", "Oldest"], states, null, "The queue is empty.")),
-    groupTable("By destination", "Destination", summary.by_destination, (g) => g.destination, (g) => ({ destination: g.destination })),
-    groupTable("By tenant", "Tenant", summary.by_tenant, (g) => g.tenant_name || g.tenant_id, (g) => ({ tenant_id: g.tenant_id })),
+    groupTable("By destination", "Destination", summary.by_destination, (g) => shown(g.destination), (g) => ({ destination: g.destination })),
+    groupTable("By tenant", "Tenant", summary.by_tenant, (g) => shown(g.tenant_name || g.tenant_id), (g) => ({ tenant_id: g.tenant_id })),
     h("section.card", h("h2", "Standing holds"), holdPanel,
       wide(table(["Kind", "Value", "Reason", "By", "Since", ""], holds, null, "No standing hold."))));
 }

@@ -3,6 +3,7 @@
 
 import { admin, get, patch } from "/ui/console/api.js";
 import { form, input, shell } from "/ui/ui.js";
+import { shown } from "/ui/display.js";
 import { badge, field, h, table, when } from "/ui/dom.js";
 
 const STATUSES = [["", "Any status"], ["active", "active"], ["paused", "paused"], ["suspended", "suspended"]];
@@ -25,8 +26,8 @@ async function listPage(match) {
       STATUSES.map(([v, label]) => h("option", { value: v, selected: v === (params.status || "") }, label)))),
     h("button.primary", { type: "submit" }, "Search")));
   const rows = page.data.map((t) => h("tr",
-    h("td", h("a", { href: `#/tenants/${t.id}` }, t.name)), h("td", t.plan),
-    h("td", badge(t.status), t.status_reason ? h("span.muted", ` ${t.status_reason}`) : null),
+    h("td", h("a", { href: `#/tenants/${t.id}` }, shown(t.name))), h("td", t.plan),
+    h("td", badge(t.status), t.status_reason ? h("span.muted", ` ${shown(t.status_reason)}`) : null),
     h("td", when(t.created_at))));
   const last = page.data[page.data.length - 1];
   return shell("#/tenants", h("h1", "Tenants"), h("section.card", search),
@@ -53,10 +54,10 @@ async function tenantPage(match) {
   suspended ? null : field("Reason", input("reason", { required: true, maxlength: 500 }), "Shown to the tenant, and kept in the audit log."),
   h(`button.${suspended ? "primary" : "danger"}`, { type: "submit" }, suspended ? "Resume" : "Suspend"));
   return shell("#/tenants",
-    h("h1", tenant.name),
+    h("h1", shown(tenant.name)),
     h("section.card",
       h("p", "Plan ", h("strong", tenant.plan), " · status ", badge(tenant.status),
-        tenant.status_reason ? h("span", { id: "status-reason" }, ` ${tenant.status_reason}`) : null),
+        tenant.status_reason ? h("span", { id: "status-reason" }, ` ${shown(tenant.status_reason)}`) : null),
       h("p.muted", `Id ${tenant.id} · created ${when(tenant.created_at)} · delivery ${tenant.delivery_mode}`)),
     h("section.card", h("h2", "Usage"),
       meter("Recipients today", usage.day.recipients, usage.day.quota),

@@ -2,12 +2,13 @@
 
 import { admin, get } from "/ui/console/api.js";
 import { shell } from "/ui/ui.js";
+import { shown } from "/ui/display.js";
 import { h, table, when } from "/ui/dom.js";
 
 async function waitlistPage(match) {
   const after = match[1];
   const page = await get(admin(`/waitlist?limit=100${after ? `&after=${encodeURIComponent(after)}` : ""}`));
-  const rows = page.data.map((e) => h("tr", h("td", e.email), h("td", when(e.created_at))));
+  const rows = page.data.map((e) => h("tr", h("td", shown(e.email)), h("td", when(e.created_at))));
   const last = page.data[page.data.length - 1];
   return shell("#/waitlist", h("h1", "Waitlist"),
     h("p", h("a.button.secondary", { href: admin("/waitlist?format=csv&limit=100"), download: "waitlist.csv" },

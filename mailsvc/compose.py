@@ -791,11 +791,17 @@ def worker_share(config: Config, inherited: processes.Inherited | None) -> Share
     return Share() if inherited is None else Share(inherited.slot, config.node.process_count)
 
 
+async def follow_key_changes(parts: Parts) -> None:
+    """The process's API-key checks dropped as soon as any process revokes a key or changes its account."""
+    await parts.keyring.follow(parts.notifications)
+
+
 async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:
     """The loops and the role parts (leased engines) started, in the order their stops need."""
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
+    await follow_key_changes(parts)
     # Registered before the loops, so it runs after they stopped: the last uses are written.
     node.on_stop("api key use", parts.keyring.flush_last_used)
     loops = parts.loops

@@ -320,7 +320,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # delivery's door as a receiver would, kept in the development inbox with capture mode's mail.
     tests = TestAddresses(config.mail.test_domain.rstrip("."))
     sending = _sending(clock, config, db, master, domains, content.templates, tests, outside.fetcher, keyring, limiter,
-                       run_blocking, count_failure, router)
+                       run_blocking, count_failure, router, share)
     broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
                                                          count_failure, router)
     mta = _delivery(clock, config, db, master, outside, signing_keys, sending.submitter, tests, content.spam, metrics,
@@ -519,10 +519,11 @@ class Sending:
 
 def _sending(clock, config: Config, db: Database, master: bytes, domains: Domains, templates: Templates,
              tests: TestAddresses, fetcher: Fetcher, keyring: KeyRing, limiter: RateLimiter, run_blocking, on_failure,
-             router: Router) -> Sending:
+             router: Router, share: Share) -> Sending:
     """
     The one accept path (``Submitter``) behind ``POST /emails`` and SMTP submission, the
     e-mails' reads and the scheduled ones' release, and the one-click unsubscribe links.
+    SMTP submission holds ``share`` of the node's connection caps (at least one each).
     """
     # RFC 8058 one-click unsubscribe links of the broadcast stream.
     unsubscribes = Unsubscribes(clock, db, credentials.derive(master, "unsubscribe-links"), config.http.public_url)
@@ -538,8 +539,14 @@ def _sending(clock, config: Config, db: Database, master: bytes, domains: Domain
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppressed_for, schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
     intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests)
-    submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
-                            auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
+    smtp = config.smtp
+    submission = Submission(
+        keyring.authenticate, intake.accept_message, config.hostname,
+        auth_failures=SmtpAuthFailures(Throttle(clock, db), clock),
+        max_connections=max(1, share.of_count(smtp.submission_max_connections)),
+        max_connections_per_client=max(1, share.of_count(smtp.submission_max_connections_per_client)),
+        command_line_timeout=smtp.submission_command_timeout, session_timeout=smtp.submission_session_timeout,
+    )
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
                    on_failure=on_failure)
     return Sending(submitter, emails, schedules, submission, release)
@@ -784,11 +791,17 @@ def worker_share(config: Config, inherited: processes.Inherited | None) -> Share
     return Share() if inherited is None else Share(inherited.slot, config.node.process_count)
 
 
+async def follow_key_changes(parts: Parts) -> None:
+    """The process's API-key checks dropped as soon as any process revokes a key or changes its account."""
+    await parts.keyring.follow(parts.notifications)
+
+
 async def _start_background(reactor, config: Config, node: Node, parts: Parts) -> None:
     """The loops and the role parts (leased engines) started, in the order their stops need."""
     # Closed after everything that makes outbound requests or listens has stopped.
     node.on_stop("outbound HTTP connections", parts.fetcher.close)
     node.on_stop("LISTEN connection", parts.notifications.stop)
+    await follow_key_changes(parts)
     # Registered before the loops, so it runs after they stopped: the last uses are written.
     node.on_stop("api key use", parts.keyring.flush_last_used)
     loops = parts.loops

@@ -50,6 +50,13 @@ class HttpConfig:
 class SmtpConfig:
     submission: tuple[str, ...] = ("ssl:465", "tcp:587", "ssl:2465", "tcp:2587")
     inbound: str = "tcp:25"
+    #: Submission connections open at once on a node (its workers share them out), and from one
+    #: client address (IPv6: one /64); seconds one command line may take from its first byte;
+    #: seconds a session may last. Past any of them: 421 4.7.0 and the connection is closed.
+    submission_max_connections: int = 1000
+    submission_max_connections_per_client: int = 50
+    submission_command_timeout: int = 60
+    submission_session_timeout: int = 1800
 
 
 @_section
@@ -365,6 +372,10 @@ def _check(config: Config) -> Config:
         raise ConfigError("database.statement_timeout: must be 0 (none) or more seconds")
     if config.api.rate_per_sec < 1 or config.api.burst_factor < 1:
         raise ConfigError("api.rate_per_sec: must be at least 1")
+    for name in ("submission_max_connections", "submission_max_connections_per_client",
+                 "submission_command_timeout", "submission_session_timeout"):
+        if getattr(config.smtp, name) < 1:
+            raise ConfigError(f"smtp.{name}: must be at least 1")
     for name in ("header_timeout", "body_timeout"):
         if getattr(config.http, name) < 1:
             raise ConfigError(f"http.{name}: must be at least 1")

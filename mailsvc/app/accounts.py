@@ -96,6 +96,8 @@ class Accounts:
         async def update(txn: Transaction) -> Tenant | None:
             now = self._now()
             tenant = await accounts.update_tenant(txn, parsed, changes, now)
+            if tenant is not None:  # a suspension, a new quota: every process's cached checks go
+                self._keyring.tenant_changed(txn, parsed)
             if tenant is not None and changes.get("status") == "active":
                 # Mail held back while the tenant was paused goes out now (still paced).
                 await deliveries.release_held(txn, parsed, now)

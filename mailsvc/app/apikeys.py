@@ -2,9 +2,12 @@
 Issuing and checking API keys.
 
 Only an HMAC of a key's secret, under a key derived from the server's master key, is stored.
-Checks are cached for ``cache_seconds`` (at most 30), which bounds how long a key revoked on
-another node keeps working; ``last_used_at`` is gathered in memory and written in one
-statement per flush instead of once per request.
+Checks are cached for ``cache_seconds`` (at most 30). A revocation, a key's deletion and a
+change to its account (a suspension) NOTIFY every process in the transaction that makes them
+(``accounts.KEYS_CHANNEL``), and each key ring that ``follow``s the channel drops the account's
+cached checks at once; the cache time only bounds a change whose NOTIFY was lost (the LISTEN
+connection down: then the whole cache is dropped when it is back). ``last_used_at`` is
+gathered in memory and written in one statement per flush instead of once per request.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from mailsvc.domain.apikeys import Creator, NewKey, Token, new_token, parse_toke
 from mailsvc.domain.errors import NotAllowed, NotFound
 from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant
-from mailsvc.ids import uuid7
+from mailsvc.ids import parse_uuid, uuid7
 from mailsvc.store import accounts
 from mailsvc.store.database import Database, Transaction
 
@@ -60,6 +63,8 @@ class KeyRing:
         self._cache_seconds = cache_seconds
         self._cache: dict[str, _Cached] = {}
         self._used: dict[uuid.UUID, datetime] = {}
+        #: Counts the changes heard of: a check read before one is not cached after it.
+        self._changes = 0
 
     def _mac(self, secret: str) -> bytes:
         return hmac.new(self._hmac_key, secret.encode("utf-8"), hashlib.sha256).digest()
@@ -81,25 +86,50 @@ class KeyRing:
         return cached.caller
 
     async def _load(self, prefix: str, now: float) -> _Cached | None:
+        changes = self._changes
         row = await accounts.key_with_tenant(self._db, prefix)
+        if changes != self._changes:  # a change was heard of while reading: use it this once, keep nothing
+            return None if row is None else _Cached(bytes(row["secret_hmac"]), self._caller_of(row), now)
         if row is None:
             self._cache.pop(prefix, None)
             return None
-        caller = Caller(
+        entry = _Cached(bytes(row["secret_hmac"]), self._caller_of(row), now)
+        self._cache[prefix] = entry
+        return entry
+
+    @staticmethod
+    def _caller_of(row: dict) -> Caller:
+        return Caller(
             tenant=accounts.tenant_of(row),
             key_id=row["key_id"],
             permission=row["permission"],
             domain_id=row["domain_id"],
         )
-        entry = _Cached(bytes(row["secret_hmac"]), caller, now)
-        self._cache[prefix] = entry
-        return entry
 
     def forget_tenant(self, tenant_id: uuid.UUID) -> None:
-        """Drop this node's cached checks of a tenant whose settings changed here."""
+        """Drop this process's cached checks of a tenant whose keys or settings changed."""
+        self._changes += 1
         for prefix, entry in list(self._cache.items()):
             if entry.caller.tenant.id == tenant_id:
                 del self._cache[prefix]
+
+    @staticmethod
+    def tenant_changed(txn: Transaction, tenant_id: uuid.UUID) -> None:
+        """Inside ``txn``, which changes the tenant: every process drops its checks of it at COMMIT."""
+        accounts.notify_keys_changed(txn, tenant_id)
+
+    async def follow(self, notifications) -> None:
+        """Hear the changes made by every process (``mailsvc.store.notify.Notifications``)."""
+        await notifications.listen(accounts.KEYS_CHANNEL, self._heard)
+
+    def _heard(self, payload: str) -> None:
+        tenant_id = parse_uuid(payload)
+        if tenant_id is not None:
+            return self.forget_tenant(tenant_id)
+        # The LISTEN connection is back (changes may have been missed), or a payload of no
+        # account: nothing cached is trusted.
+        self._changes += 1
+        self._cache.clear()
 
     async def issue(self, txn: Transaction, tenant_id: uuid.UUID, key: NewKey,
                     creator: Creator) -> tuple[dict, Token]:
@@ -147,7 +177,13 @@ class KeyRing:
         return row
 
     async def revoke(self, tenant_id: uuid.UUID, key_id: uuid.UUID) -> None:
-        row = await accounts.delete_key(self._db, tenant_id, key_id)
+        async def delete(txn: Transaction) -> dict | None:
+            row = await accounts.delete_key(txn, tenant_id, key_id)
+            if row is not None:
+                accounts.notify_keys_changed(txn, tenant_id)
+            return row
+
+        row = await self._db.run("revoke_api_key", delete)
         if row is None:
             raise NotFound("API key")
         self._forget([row])
@@ -155,11 +191,13 @@ class KeyRing:
     async def revoke_made_by(self, txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
         """Revoke, inside ``txn``, every key of the account that ``user_id`` made; their rows (id, prefix)."""
         rows = await accounts.delete_keys_made_by(txn, tenant_id, user_id)
+        if rows:
+            accounts.notify_keys_changed(txn, tenant_id)
         txn.after_commit(self._forget, rows)
         return rows
 
     def _forget(self, rows: list[dict]) -> None:
-        """Revoked keys: refused on this node at once (on the others within ``cache_seconds``)."""
+        """Revoked keys: refused by this process at once (by the others when they hear the NOTIFY)."""
         for row in rows:
             self._cache.pop(row["prefix"], None)
             self._used.pop(row["id"], None)

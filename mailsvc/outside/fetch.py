@@ -27,6 +27,7 @@ from twisted.internet._sslverify import IOpenSSLTrustRoot
 from twisted.internet.protocol import Protocol
 from twisted.internet.ssl import TLSVersion, optionsForClientTLS
 from twisted.python.failure import Failure
+from twisted.web._newclient import ParseError
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -149,7 +150,7 @@ class _BoundedRead(Protocol):
         if reason.check(ResponseDone, PotentialDataLoss):
             self._finish(None)
         else:
-            self._finish(FetchFailed("connection", f"the response was cut off: {reason.getErrorMessage()}"))
+            self._finish(FetchFailed("connection", "the response was cut off"))
 
     def _went_idle(self):
         self._idle = None
@@ -179,10 +180,15 @@ def _failure_reason(e: Exception) -> FetchFailed:
         return FetchFailed("tls", "TLS handshake or certificate verification failed")
     if isinstance(e, error.ConnectError):
         return FetchFailed("connect", f"could not connect: {e.__class__.__name__}")
+    # The message never quotes what the peer sent: a parse error carries its bytes (a host
+    # speaking SMTP would have its banner repeated to whoever named the URL).
     if isinstance(e, (ResponseNeverReceived, ResponseFailed)):
-        detail = reasons[0].getErrorMessage() if reasons else ""
-        return FetchFailed("connection", f"the connection failed: {detail}".rstrip(": "))
-    return FetchFailed("connection", f"the request failed: {e}")
+        if any(r.check(ParseError) for r in reasons):
+            return FetchFailed("connection", "the URL did not answer with HTTP")
+        if any(r.check(error.ConnectionDone, error.ConnectionLost) for r in reasons):
+            return FetchFailed("connection", "the connection was closed before a complete response")
+        return FetchFailed("connection", "the connection failed")
+    return FetchFailed("connection", f"the request failed: {e.__class__.__name__}")
 
 
 @implementer(IBodyProducer)

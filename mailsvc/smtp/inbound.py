@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from twisted.internet import endpoints, protocol
 
-from mailsvc.smtp.server import ESMTPServerProtocol
+from mailsvc.smtp.server import ConnectionLimits, ESMTPServerProtocol
 
 #: Largest message accepted (SIZE): reports are small, a returned original may not be (an
 #: Exchange NDR encloses it whole); only a head of it is read (``mail.reports.MAX_REPORT_BYTES``).
@@ -52,29 +51,9 @@ class InboundProtocol(ESMTPServerProtocol):
 
     def __init__(self, factory: InboundFactory):
         super().__init__(factory.hostname, factory.tls_options, False, factory.idle_timeout,
-                         factory.max_message_bytes)
+                         factory.max_message_bytes, limits=factory.limits,
+                         session_seconds=factory.max_session_seconds)
         self._factory = factory
-        self._peer: str | None = None
-        self._session_ends = None
-
-    def connectionMade(self):  # noqa: N802
-        peer = self.transport.getPeer()
-        peer = getattr(peer, "host", str(peer))
-        if not self._factory.opened(peer):
-            return self._close(421, "4.7.0", f"{self._hostname} Too many connections; try again later")
-        self._peer = peer
-        self._session_ends = self._factory.clock.callLater(
-            self._factory.max_session_seconds, self._close, 421, "4.4.2",
-            f"{self._hostname} Session too long, closing connection")
-        super().connectionMade()
-
-    def connectionLost(self, reason=protocol.connectionDone):  # noqa: N802
-        super().connectionLost(reason)
-        if self._session_ends is not None and self._session_ends.active():
-            self._session_ends.cancel()
-        if self._peer is not None:
-            self._factory.closed(self._peer)
-            self._peer = None
 
     def lineReceived(self, line: bytes):  # noqa: N802
         super().lineReceived(line.removesuffix(b"\r"))
@@ -182,25 +161,8 @@ class InboundFactory(protocol.Factory):
         self.tls_options = tls_options
         self.idle_timeout = idle_timeout
         self.max_message_bytes = max_message_bytes
-        self.max_connections = max_connections
-        self.max_connections_per_peer = max_connections_per_peer
         self.max_session_seconds = max_session_seconds
-        self._open = 0
-        self._open_by_peer: Counter[str] = Counter()
-
-    def opened(self, peer: str) -> bool:
-        """Counts a new connection from ``peer``; False (and not counted) when over a limit."""
-        if self._open >= self.max_connections or self._open_by_peer[peer] >= self.max_connections_per_peer:
-            return False
-        self._open += 1
-        self._open_by_peer[peer] += 1
-        return True
-
-    def closed(self, peer: str) -> None:
-        self._open -= 1
-        self._open_by_peer[peer] -= 1
-        if not self._open_by_peer[peer]:
-            del self._open_by_peer[peer]
+        self.limits = ConnectionLimits(max_connections, max_connections_per_peer)
 
     def buildProtocol(self, addr):  # noqa: N802
         p = InboundProtocol(self)

@@ -8,11 +8,17 @@ step, reading pauses, so PIPELINING is safe to offer.
 A listener subclasses ``ESMTPServerProtocol`` and supplies what differs: the grammar of
 ``MAIL FROM:`` and ``RCPT TO:`` (``_mail_from``, ``_rcpt_to``, ``_recipient_address``), whether
 a recipient is taken (``_admit``), and what becomes of a finished message (``_message_received``).
+
+Both listeners are open to the network, so both bound what a client can hold: connections at
+once, in all and per client (``ConnectionLimits``, shared by every listener of a kind), the
+length of a session, and (submission) the time one command line may take from its first byte,
+which trickling a line never ends cannot reset as it resets the idle timeout.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Awaitable
 
 from twisted.internet import defer, protocol
@@ -33,6 +39,34 @@ class Refusal(Exception):
         self.code, self.enhanced, self.text = code, enhanced, text
 
 
+class ConnectionLimits:
+    """
+    Connections open at once through one or more listeners, in all and per client (whatever
+    key the listener counts a client by: its address, or an IPv6 /64). A connection over
+    either limit is refused and never counted.
+    """
+
+    def __init__(self, max_connections: int, max_per_client: int):
+        self.max_connections = max_connections
+        self.max_per_client = max_per_client
+        self.open = 0
+        self._by_client: Counter[str] = Counter()
+
+    def opened(self, client: str) -> bool:
+        """Counts a new connection from ``client``; False (and not counted) when over a limit."""
+        if self.open >= self.max_connections or self._by_client[client] >= self.max_per_client:
+            return False
+        self.open += 1
+        self._by_client[client] += 1
+        return True
+
+    def closed(self, client: str) -> None:
+        self.open -= 1
+        self._by_client[client] -= 1
+        if not self._by_client[client]:
+            del self._by_client[client]
+
+
 class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     delimiter = b"\r\n"
     #: Longest line read at all; a longer one ends the connection. DATA lines may exceed 998
@@ -46,7 +80,9 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     log = Logger()  # its namespace is the listener's class
 
     def __init__(self, hostname: str, tls_options, encrypted: bool, idle_timeout: float,
-                 max_message_bytes: int, first_command_timeout: float | None = None):
+                 max_message_bytes: int, first_command_timeout: float | None = None, *,
+                 limits: ConnectionLimits | None = None, session_seconds: float | None = None,
+                 command_line_seconds: float | None = None):
         self._hostname = hostname
         self._tls_options = tls_options
         self._encrypted = encrypted
@@ -55,6 +91,16 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         #: ``idle_timeout`` between lines. None: ``idle_timeout`` from the start.
         self._first_command_timeout = first_command_timeout
         self._max_message_bytes = max_message_bytes
+        #: Counted in ``limits`` while open (None: no caps); the client it was counted for.
+        self._limits = limits
+        self._counted_as: str | None = None
+        #: The longest session, and the longest a command line may take from its first byte
+        #: (a DATA line has none: the message is bounded by its size, the idle timeout and
+        #: the session). None: no such limit.
+        self._session_seconds = session_seconds
+        self._command_line_seconds = command_line_seconds
+        self._session_ends = None
+        self._line_ends = None
         self._helo: bytes | None = None
         self._errors = 0
         self._reset()
@@ -62,6 +108,13 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     # Connection
 
     def connectionMade(self):  # noqa: N802
+        if self._limits is not None:
+            client = self._client_key()
+            if not self._limits.opened(client):
+                return self._too_many_connections()
+            self._counted_as = client
+        if self._session_seconds is not None:
+            self._session_ends = self.callLater(self._session_seconds, self._session_over)
         self.setTimeout(self._first_command_timeout or self._idle_timeout)
         self._reply(220, None, f"{self._hostname} ESMTP mailsvc")
 
@@ -70,6 +123,28 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
 
     def connectionLost(self, reason=protocol.connectionDone):  # noqa: N802
         self.setTimeout(None)
+        for call in (self._session_ends, self._line_ends):
+            if call is not None and call.active():
+                call.cancel()
+        self._session_ends = self._line_ends = None
+        if self._counted_as is not None:
+            self._limits.closed(self._counted_as)
+            self._counted_as = None
+
+    def _client_key(self) -> str:
+        """What the connection caps count a client by: its address."""
+        peer = self.transport.getPeer()
+        return getattr(peer, "host", str(peer))
+
+    def _too_many_connections(self) -> None:
+        self._close(421, "4.7.0", f"{self._hostname} Too many connections; try again later")
+
+    def _session_over(self) -> None:
+        self._session_ends = None
+        self._close(421, "4.4.2", f"{self._hostname} Session too long, closing connection")
+
+    def _command_line_over(self) -> None:
+        self._close(421, "4.7.0", "Command line too slow, closing connection")
 
     def _reply(self, code: int, enhanced: str | None, text: str | list[str]) -> None:
         """One reply, multi-line when ``text`` is a list, each line with the enhanced code."""
@@ -82,6 +157,8 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             self.transport.write(f"{code}{sep}{body}\r\n".encode("utf-8", "replace"))
 
     def _close(self, code: int, enhanced: str, text: str) -> None:
+        if self.transport is None or self.transport.disconnecting:
+            return
         self._reply(code, enhanced, text)
         self.transport.loseConnection()
 
@@ -120,7 +197,26 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
 
     # Lines
 
+    def dataReceived(self, data: bytes):  # noqa: N802
+        super().dataReceived(data)
+        # Bytes of a command line not yet ended: its deadline runs from the first of them (it
+        # is not restarted by more of them, only stopped by the line's end).
+        if (self._command_line_seconds is not None and self._line_ends is None and self._data is None
+                and self._buffer and self.transport is not None and not self.transport.disconnecting):
+            self._line_ends = self.callLater(self._command_line_seconds, self._line_deadline)
+
+    def _line_deadline(self) -> None:
+        self._line_ends = None
+        if self.paused:  # the lines are whole and wait on us (an asynchronous step): not late
+            self._line_ends = self.callLater(self._command_line_seconds, self._line_deadline)
+            return
+        self._command_line_over()
+
     def lineReceived(self, line: bytes):  # noqa: N802
+        if self._line_ends is not None:
+            if self._line_ends.active():
+                self._line_ends.cancel()
+            self._line_ends = None
         if self._first_command_timeout is not None:
             self._first_command_timeout = None
             self.setTimeout(self._idle_timeout)

@@ -19,7 +19,7 @@ from typing import Protocol
 from twisted.internet import protocol
 
 from mailsvc.domain.clients import network_of
-from mailsvc.smtp.server import ESMTPServerProtocol
+from mailsvc.smtp.server import ConnectionLimits, ESMTPServerProtocol
 
 #: Largest message accepted (SIZE); the built message is bounded by the same 40 MiB.
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
@@ -37,6 +37,17 @@ MAX_HEADER_BYTES = 1024 * 1024
 #: Seconds a client has from its connection (TLS handshake included) to its first command; a
 #: client says EHLO at once. Then the idle timeout (RFC 5321 §4.5.3.2's 5 minutes) applies.
 FIRST_COMMAND_TIMEOUT = 30
+#: Connections a process holds at once, in all and from one client (an address; IPv6 by /64):
+#: each may hold a message of up to MAX_MESSAGE_BYTES in memory. A node's are its workers'
+#: shares of ``smtp.submission_max_connections`` and ``..._per_client``.
+MAX_CONNECTIONS = 1000
+MAX_CONNECTIONS_PER_CLIENT = 50
+#: Seconds one command line may take from its first byte to its end: the idle timeout restarts
+#: with every line, so a line trickled a byte at a time would otherwise hold the connection
+#: (a message's lines after DATA have no such limit, only the session's).
+COMMAND_LINE_TIMEOUT = 60
+#: The longest session, however busy (a 40 MiB message needs some 23 KB/s to fit in it).
+SESSION_TIMEOUT = 30 * 60
 
 # A reverse-path with a control character (a NUL, ...) is malformed, not an address.
 _MAIL = re.compile(rb"^FROM:\s*<([^<>\x00-\x1f\x7f]*)>(.*)$", re.I)
@@ -66,6 +77,10 @@ class Submission:
         first_command_timeout: float = FIRST_COMMAND_TIMEOUT,
         *,
         auth_failures: AuthFailures,
+        max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT,
+        command_line_timeout: float = COMMAND_LINE_TIMEOUT,
+        session_timeout: float = SESSION_TIMEOUT,
     ):
         self.authenticate = authenticate
         self.accept_message = accept_message
@@ -73,6 +88,10 @@ class Submission:
         self.idle_timeout = idle_timeout
         self.first_command_timeout = first_command_timeout
         self.auth_failures = auth_failures
+        #: Shared by every submission listener of the process.
+        self.limits = ConnectionLimits(max_connections, max_connections_per_client)
+        self.command_line_timeout = command_line_timeout
+        self.session_timeout = session_timeout
 
 
 class SubmissionProtocol(ESMTPServerProtocol):
@@ -81,7 +100,9 @@ class SubmissionProtocol(ESMTPServerProtocol):
 
     def __init__(self, service: Submission, tls_options, implicit_tls: bool, clock):
         super().__init__(service.hostname.decode(), tls_options, implicit_tls, service.idle_timeout,
-                         MAX_MESSAGE_BYTES, service.first_command_timeout)
+                         MAX_MESSAGE_BYTES, service.first_command_timeout, limits=service.limits,
+                         session_seconds=service.session_timeout,
+                         command_line_seconds=service.command_line_timeout)
         self._service = service
         self._clock = clock
         self._caller = None
@@ -92,6 +113,16 @@ class SubmissionProtocol(ESMTPServerProtocol):
 
     def timeoutConnection(self):  # noqa: N802
         self._close(421, "4.4.2", "Idle timeout, closing connection")
+
+    def _client_key(self) -> str:
+        return self._client()
+
+    def _too_many_connections(self) -> None:
+        self._close(421, "4.7.0", "Too many connections; try again later")
+
+    def _session_over(self) -> None:
+        self._session_ends = None
+        self._close(421, "4.7.0", "Session too long, closing connection")
 
     def smtp_STARTTLS(self, rest: bytes):  # noqa: N802
         if self._encrypted or self._tls_options is None:

@@ -134,8 +134,19 @@ async def rename_key(db: Database, tenant_id: uuid.UUID, key_id: uuid.UUID, name
     )
 
 
-async def delete_key(db: Database, tenant_id: uuid.UUID, key_id: uuid.UUID) -> dict | None:
-    return await db.fetchone(
+#: NOTIFY channel of a change to an account's API keys or to the account itself (a key revoked,
+#: the account suspended): every process drops its cached key checks of the account, whose id
+#: is the payload.
+KEYS_CHANNEL = "api_keys"
+
+
+def notify_keys_changed(txn: Transaction, tenant_id: uuid.UUID) -> None:
+    """Tell every process, at COMMIT, that its cached key checks of ``tenant_id`` are stale."""
+    txn.notify(KEYS_CHANNEL, str(tenant_id))
+
+
+async def delete_key(txn: Transaction, tenant_id: uuid.UUID, key_id: uuid.UUID) -> dict | None:
+    return await txn.fetchone(
         "DELETE FROM api_keys WHERE tenant_id = %s AND id = %s RETURNING id, prefix",
         (tenant_id, key_id),
     )

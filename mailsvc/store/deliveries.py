@@ -31,7 +31,7 @@ from mailsvc.domain.delivery import (
     most_advanced,
 )
 from mailsvc.domain.errors import Invalid
-from mailsvc.store import events
+from mailsvc.store import accounts, events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, Transaction
 
@@ -386,11 +386,13 @@ async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
     )
     why = Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])).breach()
     if why is not None:
-        await txn.execute(
+        paused = await txn.fetchone(
             "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"
-            " WHERE id = %s AND status = 'active'",
+            " WHERE id = %s AND status = 'active' RETURNING id",
             (f"reputation guard: {why}", at, tenant_id),
         )
+        if paused is not None:  # every process's cached key checks see the pause at once
+            accounts.notify_keys_changed(txn, tenant_id)
 
 
 async def release(db: Database, clock, abandoned: list[tuple[Work, uuid.UUID]]) -> None:

@@ -1,13 +1,17 @@
 """API keys through the official Python SDK, plain HTTP and the native surface."""
 
+import secrets
+
 import pytest
 import pytest_twisted as pt
 import resend
 import resend.exceptions
-from twisted.internet import task
+from twisted.internet import reactor, task
 
+from mailsvc import compose
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.apikeys import API, NewKey
+from tests.conftest import Api
 from tests.sdk import call
 
 
@@ -201,3 +205,62 @@ async def test_only_an_hmac_of_the_secret_is_stored(db):
     other_server = KeyRing(clock, db, b"z" * 32, "re", cache_seconds=10)
     assert await other_server.authenticate(str(second)) is None
     assert await ring.authenticate(str(second)) is not None
+
+
+@pt.async_yield_fixture
+async def two_apps(db, config):
+    """Two applications assembled as two processes are (two key caches, one database), each
+    following the key changes as a started process does."""
+    master, operator_token = secrets.token_bytes(32), "op_" + secrets.token_urlsafe(16)
+    apps = []
+    for _ in range(2):
+        parts = compose.assemble(reactor, config, db, master, operator_token)
+        await compose.follow_key_changes(parts)
+        apps.append(Api(parts, reactor.listenTCP(0, parts.site, interface="127.0.0.1"), operator_token))
+    yield apps
+    for app in apps:
+        app.parts.notifications.stop()
+        await app.pool.closeCachedConnections()
+        await app.port.stopListening()
+
+
+async def refused_within(app, token: str, seconds: float, code: int) -> float:
+    """Polls ``GET /api-keys`` with ``token`` until it answers ``code``; the seconds it took."""
+    started = reactor.seconds()
+    while True:
+        answered, _, _ = await app.json("GET", "/api-keys", token)
+        waited = reactor.seconds() - started
+        if answered == code:
+            return waited
+        assert waited < seconds, f"still {answered} after {waited:.2f} s"
+        await task.deferLater(reactor, 0.05, lambda: None)
+
+
+@pt.ensureDeferred
+async def test_a_revoked_key_is_refused_by_every_process_within_a_second(two_apps):
+    first, second = two_apps
+    _, token = await first.tenant()
+    _, other = await first.tenant(name="Other")
+    _, listed, _ = await first.json("GET", "/api-keys", token)
+    (key,) = listed["data"]
+    for app in two_apps:  # both caches hold the key now (for 30 s)
+        assert (await app.json("GET", "/api-keys", token))[0] == 200
+        assert (await app.json("GET", "/api-keys", other))[0] == 200
+    code, _, _ = await first.json("DELETE", f"/api-keys/{key['id']}", token)
+    assert code == 200
+    assert await refused_within(second, token, 1.0, 403) < 1.0  # as an unknown key: invalid_api_key
+    assert (await second.json("GET", "/api-keys", other))[0] == 200  # another account's key is untouched
+
+
+@pt.ensureDeferred
+async def test_a_suspended_account_is_seen_by_every_process_within_a_second(two_apps):
+    first, second = two_apps
+    tenant, token = await first.tenant()
+    assert (await second.parts.keyring.authenticate(token)).tenant.status == "active"  # cached there
+    code, _, _ = await first.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", first.operator_token,
+                                  json={"status": "suspended"})
+    assert code == 200
+    started = reactor.seconds()
+    while (await second.parts.keyring.authenticate(token)).tenant.status != "suspended":
+        assert reactor.seconds() - started < 1.0, "the other process still sees the account active"
+        await task.deferLater(reactor, 0.05, lambda: None)

@@ -12,6 +12,7 @@ import email.policy
 
 import pytest
 import pytest_twisted as pt
+from twisted.internet import protocol, reactor
 
 from mailsvc.config import load
 from mailsvc.domain.email import MAX_ATTACHMENT_BYTES
@@ -134,3 +135,26 @@ async def test_a_loopback_path_is_refused_without_the_test_knob(api, file_server
     await assert_refused(api, key, {"path": report.replace("127.0.0.1", "[::1]")}, "loopback")
     await assert_refused(api, key, {"path": report.replace("127.0.0.1", "127.0.0.2")}, "loopback")
     assert file_server.files.requested == []
+
+
+class _SmtpBanner(protocol.Protocol):
+    """A host that speaks SMTP, not HTTP: its banner, then whatever the client says is ignored."""
+
+    def connectionMade(self):  # noqa: N802
+        self.transport.write(b"220 sink.example ESMTP secret-build-4711\r\n")
+
+
+@pt.ensureDeferred
+async def test_a_host_that_does_not_speak_http_is_refused_without_its_bytes(api):
+    _, key, _ = await sending_tenant(api)
+    factory = protocol.Factory.forProtocol(_SmtpBanner)
+    factory.noisy = False
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{port.getHost().port}/report.pdf"
+        code, body, _ = await send_with(api, key, {"path": url})
+    finally:
+        await port.stopListening()
+    assert (code, body["name"]) == (422, "validation_error"), body
+    assert body["message"] == f"attachments: fetching {url} failed: the URL did not answer with HTTP"
+    assert "220" not in body["message"].replace(url, "") and "sink" not in body["message"]

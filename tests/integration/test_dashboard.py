@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import pytest
 import pytest_twisted as pt
-from twisted.internet import defer
+from twisted.internet import defer, reactor, task
 from twisted.names.dns import TXT
 
 import mailsvc.web
@@ -20,6 +20,8 @@ from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
 from mailsvc.mail import inspection
+from mailsvc.store import accounts
+from mailsvc.store.notify import Notifications
 from tests.domainsupport import publish
 from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, first_user, link_token, signed_in
@@ -462,6 +464,30 @@ async def test_removing_a_member_may_revoke_the_keys_they_made(api):
     _, listed, _ = await owner.json("GET", "/dashboard/api-keys")
     assert {k["name"]: k["created_by"] for k in listed["data"]}["Max's"] == {
         "type": "user", "user_id": None, "email": "max@example.com"}
+
+
+@pt.ensureDeferred
+async def test_removing_a_member_with_their_keys_tells_every_process(api):
+    """The NOTIFY every process's key cache follows (tests/integration/test_apikeys.py) is sent by the removal."""
+    tenant, _, owner = await signed_in(api)
+    mia, max_ = await member(api, owner, "mia@example.com"), await member(api, owner, "max@example.com")
+    await mia.json("POST", "/dashboard/api-keys", json={"name": "Mia's"})
+    await max_.json("POST", "/dashboard/api-keys", json={"name": "Max's"})
+    heard = []
+    other_process = Notifications(api.parts.db)
+    await other_process.listen(accounts.KEYS_CHANNEL, heard.append)
+    try:
+        code, body, _ = await owner.json("DELETE", f"/dashboard/users/{max_.user['id']}")  # keys kept: nothing to tell
+        assert code == 200 and body["revoked_keys"] == []
+        code, body, _ = await owner.json("DELETE", f"/dashboard/users/{mia.user['id']}?revoke_keys=true")
+        assert code == 200 and len(body["revoked_keys"]) == 1
+        for _ in range(20):
+            if heard:
+                break
+            await task.deferLater(reactor, 0.05, lambda: None)
+        assert heard == [tenant["id"]]
+    finally:
+        other_process.stop()
 
 
 @pt.ensureDeferred

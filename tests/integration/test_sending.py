@@ -442,9 +442,34 @@ async def test_attachments_and_signed_download_links(api):
     assert response.code == 200 and content == b"%PDF-1.4 body"
     assert response.headers.getRawHeaders("x-content-type-options") == ["nosniff"]
     assert response.headers.getRawHeaders("cache-control") == ["no-store"]
+    assert response.headers.getRawHeaders("content-security-policy") == ["sandbox; default-src 'none'"]
     tampered = path[:-2] + ("AA" if not path.endswith("AA") else "BB")
     response, body = await api.request("GET", tampered)
     assert response.code == 403 and json.loads(body)["name"] == "validation_error"
+
+
+@pt.ensureDeferred
+async def test_a_downloaded_html_or_svg_attachment_runs_nothing(api):
+    """Served from the dashboard's origin: a download, and a sandbox that loads nothing if rendered."""
+    _, key, _ = await sending_tenant(api)
+    page = b"<html><script>fetch('/dashboard/api/session')</script></html>"
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "attachments": [
+        {"filename": "page.html", "content": base64.b64encode(page).decode()},
+        {"filename": "logo.svg", "content": base64.b64encode(svg).decode()}]})
+    _, listed, _ = await api.json("GET", f"/emails/{sent['id']}/attachments", key)
+    served = {}
+    for attachment in listed["data"]:
+        response, content = await api.request("GET", attachment["download_url"].split(api.url.split("//")[1], 1)[1])
+        served[attachment["filename"]] = (response.code, content, *(
+            response.headers.getRawHeaders(name, [None])[0] for name in (
+                "content-type", "content-security-policy", "x-content-type-options", "content-disposition")))
+    assert served == {
+        "page.html": (200, page, "text/html", "sandbox; default-src 'none'", "nosniff",
+                      "attachment; filename*=UTF-8''page.html"),
+        "logo.svg": (200, svg, "image/svg+xml", "sandbox; default-src 'none'", "nosniff",
+                     "attachment; filename*=UTF-8''logo.svg"),
+    }
 
 
 @pt.ensureDeferred

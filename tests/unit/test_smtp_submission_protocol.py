@@ -282,3 +282,97 @@ def test_garbage_ends_the_connection():
     lines = send(proto, transport, b"".join(b"GARBAGE %d\r\n" % n for n in range(100)))
     assert lines == [b"500 5.5.2 Command not recognized"] * 20 + [b"421 4.7.0 Too many errors, closing connection"]
     assert transport.disconnecting
+
+
+def bounded(idle_timeout=30, **limits):
+    """A submission service with the bounds given (short ones), and ``client(host)`` as ``node`` has."""
+    recorder = Recorder()
+    clock = task.Clock()
+    service = Submission(recorder.authenticate, recorder.accept, "mx.test", idle_timeout, auth_failures=recorder,
+                         **limits)
+    # Two listeners (465 and 587) of one process share the caps.
+    factories = [SubmissionFactory(clock, service, object(), implicit_tls=True) for _ in range(2)]
+
+    def client(host="192.0.2.1", listener=0):
+        proto = factories[listener].buildProtocol(None)
+        transport = TLSStringTransport(peerAddress=IPv4Address("TCP", host, 40000) if ":" not in host
+                                       else IPv6Address("TCP", host, 40000))
+        proto.makeConnection(transport)
+        return proto, transport
+
+    return client, recorder, clock
+
+
+def test_connections_at_once_are_capped_in_all_and_per_client():
+    client, _, _ = bounded(max_connections=3, max_connections_per_client=2)
+    first, _ = client("192.0.2.1")
+    assert client("192.0.2.1", listener=1)[1].value().startswith(b"220 mx.test")
+    refused, transport = client("192.0.2.1")  # the address's third, on either listener
+    assert transport.value() == b"421 4.7.0 Too many connections; try again later\r\n" and transport.disconnecting
+    refused.connectionLost()  # a refused connection frees no place
+    # One IPv6 client is its /64: two addresses of it are one client.
+    client("2001:db8::1")
+    assert client("2001:db8::2")[1].value().startswith(b"421 4.7.0")
+    # Three are open: connection 4 is refused whoever makes it...
+    assert client("192.0.2.9", listener=1)[1].value() == b"421 4.7.0 Too many connections; try again later\r\n"
+    # ...until one closes.
+    first.connectionLost()
+    assert client("192.0.2.9")[1].value().startswith(b"220 mx.test")
+
+
+def test_a_trickled_command_line_gets_421_at_its_deadline_from_its_first_byte():
+    client, _, clock = bounded(idle_timeout=300, command_line_timeout=60)
+    proto, transport = client()
+    send(proto, transport, b"EHLO c\r\n")
+    # A line that ends within the deadline is a command like any other, however slow...
+    for byte in b"NOOP":
+        clock.advance(14)
+        send(proto, transport, bytes([byte]))
+    clock.advance(3)
+    assert send(proto, transport, b"\r\n") == [b"250 2.0.0 OK"]
+    # ...one that goes on does not: a byte every 2 s does not move its deadline.
+    transport.clear()
+    proto.dataReceived(b"MAIL FROM:<")
+    for _ in range(29):
+        clock.advance(2)
+        proto.dataReceived(b"a")
+    assert transport.value() == b"" and not transport.disconnecting
+    clock.advance(2)  # 60 s since its first byte
+    assert transport.value() == b"421 4.7.0 Command line too slow, closing connection\r\n"
+    assert transport.disconnecting
+    proto.connectionLost()
+    assert clock.getDelayedCalls() == []
+
+
+def test_a_session_gets_421_at_its_deadline_however_busy():
+    client, _, clock = bounded(session_timeout=100)
+    proto, transport = client()
+    for _ in range(3):  # a line every 29 s keeps the idle timeout (30 s) away...
+        clock.advance(29)
+        assert send(proto, transport, b"NOOP\r\n") == [b"250 2.0.0 OK"]
+    transport.clear()
+    clock.advance(13)  # ...but not the end of the session
+    assert transport.value() == b"421 4.7.0 Session too long, closing connection\r\n" and transport.disconnecting
+    proto.connectionLost()
+    assert clock.getDelayedCalls() == []
+
+
+def test_a_message_flowing_longer_than_the_command_line_deadline_is_accepted():
+    client, recorder, clock = bounded(command_line_timeout=5)
+    proto, transport = client()
+    send(proto, transport, b"EHLO c\r\nAUTH PLAIN " + plain() + b"\r\n")
+    assert send(proto, transport, b"MAIL FROM:<a@acme.example>\r\nRCPT TO:<b@example.com>\r\nDATA\r\n")[-1] == (
+        b"354 End data with <CR><LF>.<CR><LF>")
+    send(proto, transport, b"From: a@acme.example\r\nSubject: x\r\n\r\n")
+    for _ in range(10):  # 40 s of body, and a line of it taking 8 s, past the 5 s of a command line
+        clock.advance(2)
+        proto.dataReceived(b"part of a long line, ")
+        clock.advance(2)
+        proto.dataReceived(b"and its end\r\n")
+    assert not transport.disconnecting
+    assert send(proto, transport, b".\r\n") == [b"250 2.0.0 OK: queued as 0190-id"]
+    assert recorder.accepted[0][1].count(b"part of a long line, and its end\r\n") == 10
+    # Command lines have their deadline again.
+    proto.dataReceived(b"NO")
+    clock.advance(5)
+    assert transport.value().endswith(b"421 4.7.0 Command line too slow, closing connection\r\n")

@@ -23,6 +23,9 @@ from mailsvc.http.router import FULL, PUBLIC, SEND_BODY_LIMIT, SENDING, Reply, r
 from mailsvc.ids import parse_uuid
 
 MAX_BATCH = 100
+#: The policy of a downloaded attachment: a document of a unique origin (``sandbox``: no script,
+#: no form, nothing of the dashboard's cookies or storage) that may load nothing.
+DOWNLOAD_CSP = "sandbox; default-src 'none'"
 #: The fields of a send whose strings may hold line breaks (every other is one line).
 SEND_TEXTS = ("html", "text", "attachments[].content", "template.variables.**")
 
@@ -184,7 +187,9 @@ class EmailsResource:
         row = await self._emails.download(token)
         return Reply(
             200, bytes(row["content"]), row["content_type"].encode("latin-1"),
-            # Served as a download only: never sniffed into something a browser runs, never cached.
+            # Served as a download only: never sniffed into something a browser runs, never cached;
+            # and should a browser render it anyway (text/html, image/svg+xml), it does so in a
+            # sandbox of its own origin that runs and loads nothing.
             {"Content-Disposition": self._emails.download_disposition(row), "X-Content-Type-Options": "nosniff",
-             "Cache-Control": "no-store"},
+             "Content-Security-Policy": DOWNLOAD_CSP, "Cache-Control": "no-store"},
         )

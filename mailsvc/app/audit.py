@@ -46,6 +46,10 @@ class AuditLog:
         """An entry written in the transaction of what it records."""
         await audit.write(txn, uuid7(seconds), timefmt.from_seconds(seconds), actor, action, filter, count, detail)
 
+    def seconds(self) -> float:
+        """Now, on the log's clock (an entry's time)."""
+        return self._clock.seconds()
+
     def entry(self, actor: str, action: str, **detail) -> Entry:
         """An entry for the use case making the change to write in its transaction."""
         return Entry(self, actor, action, detail)
@@ -65,7 +69,7 @@ class Entry:
 
     async def write_in(self, txn: Transaction, **more) -> None:
         """Written with ``more`` detail (what only the change knows: the new row's id)."""
-        await self.log.write_in(txn, self.log._clock.seconds(), self.actor, self.action, None, None,
+        await self.log.write_in(txn, self.log.seconds(), self.actor, self.action, None, None,
                                 {**self.detail, **more})
 
 

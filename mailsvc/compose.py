@@ -33,7 +33,7 @@ from mailsvc.app.broadcasts import Broadcasts
 from mailsvc.app.builder import Builder
 from mailsvc.app.console import Console
 from mailsvc.app.contacts import Contacts
-from mailsvc.app.dashboard import Dashboard, FirstOwner, first_owner
+from mailsvc.app.dashboard import Dashboard, FirstOwner, LinkCaps, first_owner
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails, Schedules
@@ -391,6 +391,7 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: Ke
         clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
         run_blocking=run_blocking, throttle=Throttle(clock, db), keys=keyring,
+        link_caps=LinkCaps(settings.links_per_user_hour, settings.links_per_tenant_hour),
     )
 
 

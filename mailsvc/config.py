@@ -236,6 +236,9 @@ class DashboardConfig:
     session_idle: int = 7200
     session_lifetime: int = 604800
     link_lifetime: int = 259200
+    #: Set-password links an owner may ask for in an hour, for one user and for the account.
+    links_per_user_hour: int = 5
+    links_per_tenant_hour: int = 20
     #: An address: at start, if the database has no user yet, an account with this owner is
     #: made and its set-password link logged (scripts/serve sets it).
     first_user: str = ""
@@ -395,6 +398,9 @@ def _check(config: Config) -> Config:
     for name in ("session_idle", "session_lifetime", "link_lifetime"):
         if getattr(config.dashboard, name) < 60:
             raise ConfigError(f"dashboard.{name}: must be at least 60 seconds")
+    for name in ("links_per_user_hour", "links_per_tenant_hour"):
+        if getattr(config.dashboard, name) < 1:
+            raise ConfigError(f"dashboard.{name}: must be at least 1")
     for name in ("timeout", "concurrency", "per_minute", "max_tokens"):
         if getattr(config.ai, name) < 1:
             raise ConfigError(f"ai.{name}: must be at least 1")

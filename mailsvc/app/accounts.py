@@ -5,6 +5,7 @@ from __future__ import annotations
 from mailsvc import timefmt
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
+from mailsvc.app.audit import Entry
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import OPERATOR, NewKey, Token
 from mailsvc.domain.clients import ClientRate
@@ -33,8 +34,9 @@ class Accounts:
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
 
-    async def create_tenant(self, body: dict, key_name: str = "Default") -> tuple[Tenant, dict, Token]:
-        """A new tenant and its first ``full_access`` key, in one transaction."""
+    async def create_tenant(self, body: dict, key_name: str = "Default",
+                            audit: Entry | None = None) -> tuple[Tenant, dict, Token]:
+        """A new tenant and its first ``full_access`` key, in one transaction (with ``audit``'s entry)."""
         fields = new_tenant_fields(body, self._api_rate_per_sec)
         tenant_id = uuid7(self._clock.seconds())
         if body.get("id") is not None:
@@ -49,6 +51,9 @@ class Accounts:
             row, token = await self._keyring.issue(
                 txn, tenant.id, NewKey(key_name, "full_access", None), OPERATOR
             )
+            if audit is not None:
+                await audit.write_in(txn, tenant_id=str(tenant.id), name=tenant.name, plan=tenant.plan,
+                                     api_key_id=str(row["id"]))
             return tenant, row, token
 
         return await self._db.run("create_tenant", create)
@@ -87,7 +92,8 @@ class Accounts:
             "ai": await self._ai.usage(tenant) if self._ai is not None else {"used": 0, "quota": 0},
         }
 
-    async def update_tenant(self, tenant_id: str, body: dict) -> Tenant:
+    async def update_tenant(self, tenant_id: str, body: dict, audit: Entry | None = None) -> Tenant:
+        """The changed tenant; ``audit``'s entry (with the tenant's id) is written in the change's transaction."""
         parsed = parse_uuid(tenant_id)
         if parsed is None:
             raise NotFound("Tenant")
@@ -102,6 +108,8 @@ class Accounts:
                 # Mail held back while the tenant was paused goes out now (still paced).
                 await deliveries.release_held(txn, parsed, now)
                 txn.notify(DELIVERIES)
+            if tenant is not None and audit is not None:
+                await audit.write_in(txn, tenant_id=str(parsed))
             return tenant
 
         tenant = await self._db.run("update_tenant", update)

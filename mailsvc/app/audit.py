@@ -1,6 +1,9 @@
 """
-The operator's audit log and the named operator tokens (issue 31): who did what to the queue,
-the tokens and users' set-password links. Besides the configured token (named ``operator``),
+The operator's audit log and the named operator tokens (issue 31): who did what over the
+operator API (the queue, the tenants, the destinations, the tokens, operators' accounts) and
+users' set-password links. An entry is written in the transaction of the change it records
+(``Entry``, given to the use case that makes the change), so that no change goes unrecorded:
+when the entry cannot be written, the change is rolled back. Besides the configured token (named ``operator``),
 tokens are made and revoked over the operator API; only an HMAC of each is stored, under a
 key derived from the master key, as API keys are (app/apikeys.py).
 """
@@ -12,7 +15,10 @@ import hmac
 import secrets
 import uuid
 
+import attrs
+
 from mailsvc import timefmt
+from mailsvc.domain.audit import AuditFilter
 from mailsvc.domain.errors import Conflict, NotFound
 from mailsvc.domain.paging import Page
 from mailsvc.ids import uuid7
@@ -40,8 +46,31 @@ class AuditLog:
         """An entry written in the transaction of what it records."""
         await audit.write(txn, uuid7(seconds), timefmt.from_seconds(seconds), actor, action, filter, count, detail)
 
-    async def entries(self, page: Page) -> tuple[list[dict], bool]:
-        return await audit.entries(self._db, page)
+    def seconds(self) -> float:
+        """Now, on the log's clock (an entry's time)."""
+        return self._clock.seconds()
+
+    def entry(self, actor: str, action: str, **detail) -> Entry:
+        """An entry for the use case making the change to write in its transaction."""
+        return Entry(self, actor, action, detail)
+
+    async def entries(self, page: Page, found: AuditFilter = AuditFilter()) -> tuple[list[dict], bool]:
+        return await audit.entries(self._db, page, found)
+
+
+@attrs.frozen
+class Entry:
+    """An audit entry still to be written, in the transaction of the change it records."""
+
+    log: AuditLog
+    actor: str
+    action: str
+    detail: dict = attrs.Factory(dict)
+
+    async def write_in(self, txn: Transaction, **more) -> None:
+        """Written with ``more`` detail (what only the change knows: the new row's id)."""
+        await self.log.write_in(txn, self.log.seconds(), self.actor, self.action, None, None,
+                                {**self.detail, **more})
 
 
 class OperatorTokens:
@@ -66,20 +95,29 @@ class OperatorTokens:
         now = self._clock.seconds()
         if name == CONFIGURED_TOKEN_NAME:
             raise Conflict(f"name: {CONFIGURED_TOKEN_NAME!r} is the configured token's name")
-        row = await audit.insert_token(self._db, uuid7(now), name, self._mac(token), timefmt.from_seconds(now))
-        if row is None:
-            raise Conflict("name: an operator token has this name already")
-        await self._log.write(by, "operator_token.create", **detail_of(row))
-        return row, token
+
+        async def insert(txn: Transaction) -> dict:
+            row = await audit.insert_token(txn, uuid7(now), name, self._mac(token), timefmt.from_seconds(now))
+            if row is None:
+                raise Conflict("name: an operator token has this name already")
+            await self._log.write_in(txn, now, by, "operator_token.create", None, None, detail_of(row))
+            return row
+
+        return await self._db.run("create_operator_token", insert), token
 
     async def list(self) -> list[dict]:
         return await audit.tokens(self._db)
 
     async def delete(self, token_id: uuid.UUID | None, by: str) -> None:
-        row = await audit.delete_token(self._db, token_id) if token_id is not None else None
-        if row is None:
-            raise NotFound("Operator token")
-        await self._log.write(by, "operator_token.delete", **detail_of(row))
+
+        async def delete(txn: Transaction) -> None:
+            row = await audit.delete_token(txn, token_id) if token_id is not None else None
+            if row is None:
+                raise NotFound("Operator token")
+            await self._log.write_in(txn, self._clock.seconds(), by, "operator_token.delete", None, None,
+                                     detail_of(row))
+
+        await self._db.run("delete_operator_token", delete)
 
 
 def detail_of(row: dict) -> dict:

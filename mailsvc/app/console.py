@@ -13,16 +13,18 @@ from typing import Any
 import argon2
 import attrs
 
+from mailsvc.app.audit import Entry
 from mailsvc.app.signin import PasswordSignIn, People, SessionSettings, SignedIn
 from mailsvc.app.throttle import Throttle
+from mailsvc.domain.audit import ACTOR_PREFIXES
 from mailsvc.domain.errors import Conflict, Invalid, NotFound
 from mailsvc.domain.users import new_password, user_address
 from mailsvc.ids import uuid7
 from mailsvc.store import console as store
-from mailsvc.store.database import Database
+from mailsvc.store.database import Database, Transaction
 
 #: The audit log's name of an operator signed in to the console.
-ACTOR_PREFIX = "operator:"
+ACTOR_PREFIX = ACTOR_PREFIXES["operator"]
 NAME_MAX = 100
 #: Operators, their sessions and their throttle keys (the dashboard's limits, keys of their own).
 OPERATORS = People("operator-", store.operator_by_email, store.set_password, store.rehash, store.insert_session,
@@ -48,15 +50,25 @@ class Console(PasswordSignIn):
 
     # Accounts and their set-password links
 
-    async def create(self, body: dict) -> tuple[dict, str]:
-        """A new operator without a password, and its set-password token; 409 when the address has one."""
+    async def create(self, body: dict, audit: Entry | None = None) -> tuple[dict, str]:
+        """
+        A new operator without a password, and its set-password token; 409 when the address has
+        one. ``audit``'s entry (the link, which can take over the account) is written with it.
+        """
         email = user_address(body.get("email"))
         name = body.get("name", email)
         if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
             raise Invalid("name", f"name must be a non-empty string of at most {NAME_MAX} characters")
-        row = await store.insert_operator(self._db, uuid7(self._clock.seconds()), email, name.strip(), self._now())
-        if row is None:
-            raise Conflict("email: an operator with this address already exists")
+
+        async def insert(txn: Transaction) -> dict:
+            row = await store.insert_operator(txn, uuid7(self._clock.seconds()), email, name.strip(), self._now())
+            if row is None:
+                raise Conflict("email: an operator with this address already exists")
+            if audit is not None:
+                await audit.write_in(txn, operator_id=str(row["id"]), email=row["email"])
+            return row
+
+        row = await self._db.run("create_operator", insert)
         return row, self.password_token(row)
 
     async def link(self, body: dict) -> tuple[dict, str]:

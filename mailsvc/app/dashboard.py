@@ -15,9 +15,10 @@ import argon2
 import attrs
 
 from mailsvc.app.apikeys import Caller, KeyRing
+from mailsvc.app.audit import Entry
 from mailsvc.app.signin import PasswordSignIn, People, SessionSettings, SignedIn
-from mailsvc.app.throttle import Throttle
-from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound
+from mailsvc.app.throttle import Limit, Throttle
+from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant
 from mailsvc.domain.users import new_password, role_of, user_address
 from mailsvc.ids import uuid7
@@ -30,17 +31,44 @@ USERS = People("", store.user_by_email, store.set_password, store.rehash, store.
                store.touch_session, store.revoke_session, store.revoke_sessions_of)
 
 
+@attrs.frozen
+class LinkCaps:
+    """
+    Set-password links an owner may ask for in an hour, per user and per account (each is an
+    entry in the operator's audit log): counted in the shared throttle (``mailsvc.app.throttle``).
+    """
+
+    per_user: int = 5
+    per_tenant: int = 20
+
+    def limits(self, tenant_id: uuid.UUID, user_id: uuid.UUID | None) -> dict[str, Limit]:
+        limits = {f"link-tenant:{tenant_id}": Limit(self.per_tenant, 3600 / self.per_tenant)}
+        if user_id is not None:
+            limits[f"link-user:{user_id}"] = Limit(self.per_user, 3600 / self.per_user)
+        return limits
+
+
 class Dashboard(PasswordSignIn):
     def __init__(self, clock, db: Database, link_key: bytes, csrf_key: bytes, settings: SessionSettings,
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]], throttle: Throttle, keys: KeyRing,
-                 hasher: argon2.PasswordHasher | None = None):
+                 hasher: argon2.PasswordHasher | None = None, link_caps: LinkCaps = LinkCaps()):
         super().__init__(clock, db, USERS, link_key, csrf_key, settings, throttle, run_blocking, hasher)
         self._keys = keys
+        self._link_caps = link_caps
 
     # Users
 
-    async def create_user(self, tenant_id: uuid.UUID, body: dict, txn: Transaction | None = None) -> dict:
-        """A user without a password yet (the link sets it); 409 when the address has one."""
+    async def create_user(self, tenant_id: uuid.UUID, body: dict, txn: Transaction | None = None,
+                          audit: Entry | None = None) -> dict:
+        """
+        A user without a password yet (the link sets it); 409 when the address has one.
+        ``audit``'s entry (the user's set-password link) is written in the same transaction.
+        """
+        if txn is None and audit is not None:
+            async def create(txn: Transaction) -> dict:
+                return await self.create_user(tenant_id, body, txn, audit)
+
+            return await self._db.run("create_user", create)
         email = user_address(body.get("email"))
         role = role_of(body.get("role"))
         if await accounts.get_tenant(txn or self._db, tenant_id) is None:
@@ -49,6 +77,8 @@ class Dashboard(PasswordSignIn):
                                       self._now())
         if row is None:
             raise Conflict("email: a user with this address already exists")
+        if audit is not None:
+            await audit.write_in(txn, **link_detail(row))
         return row
 
     async def users(self, tenant_id: uuid.UUID) -> list[dict]:
@@ -85,15 +115,32 @@ class Dashboard(PasswordSignIn):
 
         return await self._db.run("remove_user", remove)
 
-    async def invite(self, caller: Caller, body: dict) -> tuple[dict, str]:
+    async def invite(self, caller: Caller, body: dict, audit: Entry | None = None) -> tuple[dict, str]:
+        """A new user and its set-password link, within the account's cap of links."""
         _owner(caller)
-        row = await self.create_user(caller.tenant.id, body)
+        limits = self._link_caps.limits(caller.tenant.id, None)
+        await self._within_link_caps(limits)
+        try:
+            row = await self.create_user(caller.tenant.id, body, audit=audit)
+        except Exception:
+            await self._throttle.give_back(limits)  # no link was made
+            raise
         return row, self.password_token(row)
 
     async def reset_link(self, caller: Caller, user_id: uuid.UUID | None) -> tuple[dict, str]:
+        """A new set-password link for a user of the account, within the caps per user and account."""
         _owner(caller)
         row = await self.tenant_user(caller.tenant.id, user_id)
+        await self._within_link_caps(self._link_caps.limits(caller.tenant.id, row["id"]))
         return row, self.password_token(row)
+
+    async def _within_link_caps(self, limits: dict[str, Limit]) -> None:
+        wait = await self._throttle.reserve(limits)
+        if wait is not None:
+            caps = self._link_caps
+            raise RateLimited(
+                f"Too many set-password links (at most {caps.per_user} an hour for one user and"
+                f" {caps.per_tenant} for the account); try again in {wait} seconds.", wait)
 
     async def operator_link(self, body: dict) -> tuple[dict, str]:
         """The operator's set-password link for the user with ``email`` (addresses are unique
@@ -152,6 +199,11 @@ class Dashboard(PasswordSignIn):
             out.append({"day": day.isoformat(), **{k: counts.get(k, 0) for k in
                                                     ("sent", "delivered", "bounced", "complained")}})
         return out
+
+
+def link_detail(row: dict) -> dict:
+    """What the audit log keeps of a user's set-password link."""
+    return {"tenant_id": str(row["tenant_id"]), "user_id": str(row["id"]), "email": row["email"]}
 
 
 def _owner(caller: Caller) -> None:

@@ -16,6 +16,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from mailsvc.cli.client import Client, CliError, connect
+from mailsvc.domain.audit import ACTOR_KINDS
 from mailsvc.domain.display import shown
 from mailsvc.domain.tenant import DELIVERY_MODES, PLANS, STATUSES
 
@@ -275,7 +276,8 @@ def operators_create(api: Client, io: Io, args) -> int:
 
 
 def audit(api: Client, io: Io, args) -> int:
-    page = api.call("GET", "/admin/v1/audit", {"limit": args.limit, "after": args.after})
+    page = api.call("GET", "/admin/v1/audit", {"limit": args.limit, "after": args.after,
+                                               "actor_kind": args.actor_kind, "tenant_id": args.tenant})
     if shown_as_json(io, args, page):
         return 0
     io.out(table(["AT", "ACTOR", "ACTION", "COUNT", "FILTER"],
@@ -476,8 +478,11 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--link", action="store_true", help="a new set-password link for an existing operator")
     _read(made)
 
-    log = verb(verbs, "audit", audit, "The audit log: who did what to the queue and to users.",
-               "mailsvc audit --limit 50")
+    log = verb(verbs, "audit", audit, "The audit log: who did what over the operator API and to users' passwords.",
+               "mailsvc audit --actor-kind user --tenant 0190...")
+    log.add_argument("--actor-kind", choices=ACTOR_KINDS,
+                     help="token: an operator token; operator: the console's operators; user: a dashboard user")
+    log.add_argument("--tenant", metavar="ID", help="the entries about one tenant")
     _read(log, pages=True)
 
     tokens = verb(verbs, "tokens", None, "Named operator tokens.", "mailsvc tokens create alice")

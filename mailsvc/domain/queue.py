@@ -9,6 +9,7 @@ import uuid
 
 import attrs
 
+from mailsvc.domain.audit import reserved_actor
 from mailsvc.domain.errors import Invalid
 
 #: A queued delivery is ``held`` by the operator, ``in_flight`` under a claim's lease, ``due``
@@ -122,4 +123,7 @@ def token_name(body: dict) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > 100 \
             or not all(c.isprintable() for c in name):
         raise Invalid("name", "name: the token's name (1 to 100 printable characters)")
+    if reserved_actor(name):
+        raise Invalid("name", "name: names starting operator:, user:, api: or system: (and system) are how the"
+                              " audit log writes other actors; choose another")
     return name.strip()

@@ -28,6 +28,8 @@ from mailsvc.http.router import (
 
 #: Where the console takes a set-password token (in the fragment: never sent to a server).
 SET_PASSWORD_PATH = "/console/#/set-password/"
+#: The audit log's action of an operator's set-password link.
+LINK = "operator.link"
 
 
 def operator_json(row: dict) -> dict:
@@ -52,9 +54,8 @@ class ConsoleResource:
         return Reply(200, {**operator_json(signed.user), "csrf_token": self._console.csrf_token(signed.token)},
                      headers={"Set-Cookie": self._cookies.issue(request, signed.token)})
 
-    async def _link(self, request, actor: str, row: dict, token: str) -> dict:
-        """The reply carrying a set-password link, audited (it can take over the operator's account)."""
-        await self._audit_log.write(actor, "operator.link", operator_id=str(row["id"]), email=row["email"])
+    def _link(self, request, row: dict, token: str) -> dict:
+        """The reply carrying a set-password link (audited: it can take over the operator's account)."""
         link = base_url(request, self._public_url) + SET_PASSWORD_PATH + token
         return {**operator_json(row), "set_password_url": link}
 
@@ -62,14 +63,15 @@ class ConsoleResource:
 
     @route("POST", "/admin/v1/operators", access=OPERATOR, surface=NATIVE)
     async def create(self, request, operator: Operator):
-        row, token = await self._console.create(read_json(request))
-        return Reply(201, await self._link(request, operator.name, row, token))
+        row, token = await self._console.create(read_json(request), self._audit_log.entry(operator.name, LINK))
+        return Reply(201, self._link(request, row, token))
 
     @route("POST", "/admin/v1/operators/password-link", access=OPERATOR, surface=NATIVE)
     async def password_link(self, request, operator: Operator):
         """A new set-password link for an operator found by ``email`` (a forgotten password)."""
         row, token = await self._console.link(read_json(request))
-        return await self._link(request, operator.name, row, token)
+        await self._audit_log.write(operator.name, LINK, operator_id=str(row["id"]), email=row["email"])
+        return self._link(request, row, token)
 
     # The console's session
 

@@ -15,6 +15,7 @@ import re
 
 import attrs
 
+from mailsvc.domain.audit import ACTOR_KINDS
 from mailsvc.http.errors import MAIN, NATIVE
 from mailsvc.http.router import (
     CONSOLE_SIGN_IN,
@@ -483,7 +484,10 @@ OPERATIONS: dict[str, Op] = {
                                          {201: obj((*OPERATOR_TOKEN_REQUIRED, "token"), **OPERATOR_TOKEN, token=STR)},
                                          errors=(409,)),
     "DELETE /admin/v1/operator-tokens/<token_id>": Op("Revoke a named operator token", ok={200: DELETED}),
-    "GET /admin/v1/audit": Op("The audit log, newest first", ok={200: listing(AUDIT_ENTRY)}, query=PAGE),
+    "GET /admin/v1/audit": Op("The audit log, newest first; `actor_kind`: token, operator (the console's) or user"
+                              " (a dashboard user's); `tenant_id`: the entries about one tenant",
+                              ok={200: listing(AUDIT_ENTRY)},
+                              query=(*PAGE, ("actor_kind", {"enum": list(ACTOR_KINDS)}), ("tenant_id", UUID))),
     # AI generation and brand import (top plan)
     "POST /template-builder/ai/generate": Op(
         "Generate a builder document from a prompt (top plan; counts against the AI quota)",

@@ -62,8 +62,10 @@ class OperatorResource:
     # -- tenants ---------------------------------------------------------------------------
 
     @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE)
-    async def create_tenant(self, request, _):
-        tenant, key, token = await self._accounts.create_tenant(read_json(request))
+    async def create_tenant(self, request, operator: Operator):
+        """Audited: it hands out a full-access key."""
+        tenant, key, token = await self._accounts.create_tenant(
+            read_json(request), audit=self._audit_log.entry(operator.name, "tenant.create"))
         api_key = {"object": "api_key", "id": str(key["id"]), "name": key["name"],
                    "permission": key["permission"], "token": str(token)}
         return Reply(201, {**tenant_json(tenant), "api_key": api_key})
@@ -76,8 +78,8 @@ class OperatorResource:
     async def update_tenant(self, request, operator: Operator, tenant_id: str):
         """Audited (a suspension and its reason above all): who changed which fields to what."""
         body = read_json(request)
-        tenant = await self._accounts.update_tenant(tenant_id, body)
-        await self._audit_log.write(operator.name, "tenant.update", tenant_id=str(tenant.id), changes=body)
+        tenant = await self._accounts.update_tenant(
+            tenant_id, body, self._audit_log.entry(operator.name, "tenant.update", changes=body))
         return tenant_json(tenant)
 
     @route("GET", "/admin/v1/tenants/<tenant_id>/usage", access=OPERATOR, surface=NATIVE)
@@ -103,7 +105,7 @@ class OperatorResource:
         }
 
     @route("PUT", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
-    async def set_destination_default(self, request, _, pattern: str):
+    async def set_destination_default(self, request, operator: Operator, pattern: str):
         pattern = pattern.strip().lower().rstrip(".")
         if not pattern or len(pattern) > 253 or any(c.isspace() or c in "/*" for c in pattern):
             raise validation("pattern: a host name or a domain suffix", "pattern")
@@ -113,19 +115,25 @@ class OperatorResource:
             raise validation("concurrency: an integer from 1 to 1000", "concurrency")
         if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate <= 100000:
             raise validation("rate_per_sec: a number over 0, at most 100000", "rate_per_sec")
-        await self._destinations.set_default(pattern, concurrency, float(rate))
+        await self._destinations.set_default(pattern, concurrency, float(rate), self._audit_log.entry(
+            operator.name, "destination_default.set", pattern=pattern, concurrency=concurrency,
+            rate_per_sec=float(rate)))
         return {"object": "destination_default", "pattern": pattern, "concurrency": concurrency,
                 "rate_per_sec": float(rate)}
 
     @route("DELETE", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
-    async def delete_destination_default(self, request, _, pattern: str):
-        if not await self._destinations.delete_default(pattern.strip().lower()):
+    async def delete_destination_default(self, request, operator: Operator, pattern: str):
+        pattern = pattern.strip().lower()
+        if not await self._destinations.delete_default(
+                pattern, self._audit_log.entry(operator.name, "destination_default.delete", pattern=pattern)):
             raise not_found("destination default")
         return {"object": "destination_default", "pattern": pattern, "deleted": True}
 
     @route("DELETE", "/admin/v1/destinations/<destination>", access=OPERATOR, surface=NATIVE)
-    async def reset_destination(self, request, _, destination: str):
+    async def reset_destination(self, request, operator: Operator, destination: str):
         """Back to the starting limits (every node reads it within 15 s)."""
-        if not await self._destinations.reset(destination.strip().lower()):
+        destination = destination.strip().lower()
+        if not await self._destinations.reset(
+                destination, self._audit_log.entry(operator.name, "destination.reset", destination=destination)):
             raise not_found("destination")
         return {"object": "destination", "destination": destination, "deleted": True}

@@ -9,6 +9,7 @@ from mailsvc import timefmt
 from mailsvc.app.accounts import Accounts
 from mailsvc.app.audit import AuditLog, OperatorTokens
 from mailsvc.app.queue import Queue, last_response
+from mailsvc.domain.audit import audit_filter
 from mailsvc.domain.queue import action_filter, hold_reason, parse_filter, token_name
 from mailsvc.domain.tenant import STATUSES
 from mailsvc.http.body import read_json
@@ -112,7 +113,11 @@ class QueueResource:
 
     @route("GET", "/admin/v1/audit", access=OPERATOR, surface=NATIVE)
     async def audit(self, request, _):
-        rows, has_more = await self._log.entries(page_of(request.args, 20))
+        """Newest first; ``actor_kind``: token, operator (the console's) or user (a dashboard
+        user's); ``tenant_id``: the entries about one tenant."""
+        args = _args(request, ("actor_kind", "tenant_id"))
+        found = audit_filter(args.get("actor_kind"), args.get("tenant_id"))
+        rows, has_more = await self._log.entries(page_of(request.args, 20), found)
         return envelope([audit_json(r) for r in rows], has_more)
 
     # -- tenants -------------------------------------------------------------------------------

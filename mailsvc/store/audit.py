@@ -6,6 +6,7 @@ import json
 import uuid
 from datetime import datetime
 
+from mailsvc.domain.audit import ACTOR_PREFIXES, AuditFilter
 from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
@@ -19,21 +20,36 @@ async def write(db: Database | Transaction, entry_id: uuid.UUID, at: datetime, a
     )
 
 
-async def entries(db: Database, page: Page) -> tuple[list[dict], bool]:
+async def entries(db: Database, page: Page, found: AuditFilter = AuditFilter()) -> tuple[list[dict], bool]:
+    """A page of entries; of one kind of actor (by the prefix it writes), about one tenant (the
+    ``tenant_id`` of its detail, or of the queue filter it acted on)."""
+    conditions, values = [], []
+    if found.actor_kind is not None:
+        prefixes = [prefix + "%" for prefix in ACTOR_PREFIXES.values()]
+        if found.actor_kind == "token":
+            conditions.append("NOT (actor LIKE ANY (%s))")
+        else:
+            conditions.append("actor LIKE ANY (%s)")
+            prefixes = [ACTOR_PREFIXES[found.actor_kind] + "%"]
+        values.append(prefixes)
+    if found.tenant_id is not None:
+        conditions.append("(detail->>'tenant_id' = %s OR filter->>'tenant_id' = %s)")
+        values += [str(found.tenant_id)] * 2
     where, order, params = clause(page)
     rows = await db.fetchall(
-        f"SELECT id, at, actor, action, filter, count, detail FROM audit_log WHERE {where} {order}", params,
-        desc="audit log",
+        f"SELECT id, at, actor, action, filter, count, detail FROM audit_log"
+        f" WHERE {' AND '.join([*conditions, where])} {order}", values + params, desc="audit log",
     )
     return page.finish(rows)
 
 
-async def insert_token(db: Database, token_id: uuid.UUID, name: str, token_hmac: bytes, now: datetime) -> dict | None:
+async def insert_token(db: Database | Transaction, token_id: uuid.UUID, name: str, token_hmac: bytes,
+                       now: datetime) -> dict | None:
     """The new token's row; None when the name is taken."""
     return await db.fetchone(
         "INSERT INTO operator_tokens (id, name, token_hmac, created_at) VALUES (%s, %s, %s, %s)"
         " ON CONFLICT (name) DO NOTHING RETURNING id, name, created_at, last_used_at",
-        (token_id, name, token_hmac, now), desc="insert operator token",
+        (token_id, name, token_hmac, now),
     )
 
 
@@ -52,7 +68,7 @@ async def tokens(db: Database) -> list[dict]:
     )
 
 
-async def delete_token(db: Database, token_id: uuid.UUID) -> dict | None:
+async def delete_token(db: Database | Transaction, token_id: uuid.UUID) -> dict | None:
     return await db.fetchone(
-        "DELETE FROM operator_tokens WHERE id = %s RETURNING id, name", (token_id,), desc="delete operator token",
+        "DELETE FROM operator_tokens WHERE id = %s RETURNING id, name", (token_id,),
     )

@@ -10,12 +10,13 @@ from mailsvc.store.database import Database, Transaction
 _COLUMNS = "id, email, name, password_hash, password_version, created_at, updated_at"
 
 
-async def insert_operator(db: Database, operator_id: uuid.UUID, email: str, name: str, now: datetime) -> dict | None:
+async def insert_operator(db: Database | Transaction, operator_id: uuid.UUID, email: str, name: str,
+                          now: datetime) -> dict | None:
     """The new operator's row; None when the address has one."""
     return await db.fetchone(
         "INSERT INTO operators (id, email, name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
         f" ON CONFLICT (email) DO NOTHING RETURNING {_COLUMNS}",
-        (operator_id, email, name, now, now), desc="insert operator",
+        (operator_id, email, name, now, now),
     )
 
 

@@ -5,7 +5,7 @@ limits and their operator defaults, DMARC aggregate reports.
 
 from __future__ import annotations
 
-from mailsvc.store.database import Database
+from mailsvc.store.database import Database, Transaction
 
 # -- MTA-STS -------------------------------------------------------------------------------
 
@@ -70,16 +70,15 @@ async def destination_defaults(db: Database) -> list[dict]:
                              desc="destination defaults")
 
 
-async def set_destination_default(db: Database, pattern: str, concurrency: int, rate: float) -> None:
+async def set_destination_default(db: Database | Transaction, pattern: str, concurrency: int, rate: float) -> None:
     await db.execute(
         "INSERT INTO destination_defaults (pattern, concurrency, rate_per_sec) VALUES (%s, %s, %s)"
         " ON CONFLICT (pattern) DO UPDATE SET concurrency = EXCLUDED.concurrency,"
-        " rate_per_sec = EXCLUDED.rate_per_sec", (pattern, concurrency, rate), desc="set destination default")
+        " rate_per_sec = EXCLUDED.rate_per_sec", (pattern, concurrency, rate))
 
 
-async def delete_destination_default(db: Database, pattern: str) -> bool:
-    rows = await db.fetchall("DELETE FROM destination_defaults WHERE pattern = %s RETURNING pattern", (pattern,),
-                             desc="delete destination default")
+async def delete_destination_default(db: Database | Transaction, pattern: str) -> bool:
+    rows = await db.fetchall("DELETE FROM destination_defaults WHERE pattern = %s RETURNING pattern", (pattern,))
     return bool(rows)
 
 
@@ -110,9 +109,9 @@ async def recover_destination(db: Database, source: str, destination: str, concu
         (concurrency, rate, now, source, destination, quiet_since), desc="recover destination")
 
 
-async def forget_destination(db: Database, source: str, destination: str) -> bool:
+async def forget_destination(db: Database | Transaction, source: str, destination: str) -> bool:
     rows = await db.fetchall("DELETE FROM destination_limits WHERE source = %s AND destination = %s"
-                             " RETURNING destination", (source, destination), desc="forget destination")
+                             " RETURNING destination", (source, destination))
     return bool(rows)
 
 

@@ -465,6 +465,14 @@ async def test_the_queue_tenants_audit_and_tokens_verbs_against_the_real_routes(
     assert code == 0 and created["id"] in out
     code, out, _ = await mailsvc("audit", "--json", environ=env)
     assert code == 0 and json.loads(out)["data"][0]["action"] == "queue.retry"
+    # Filtered by actor kind and tenant: the tenant's creation (and the rate the helper set).
+    code, out, err = await mailsvc("audit", "--actor-kind", "token", "--tenant", created["id"], "--json", environ=env)
+    assert code == 0, err
+    assert [e["action"] for e in json.loads(out)["data"]] == ["tenant.update", "tenant.create"]
+    code, out, _ = await mailsvc("audit", "--actor-kind", "user", "--tenant", created["id"], environ=env)
+    assert code == 0 and "tenant." not in out
+    with pytest.raises(SystemExit):
+        parser().parse_args(["audit", "--actor-kind", "robot"])
     code, secret, _ = await mailsvc("tokens", "create", "alice", environ=env)
     assert code == 0 and secret.strip()
     code, out, _ = await mailsvc("tokens", "list", "--json", environ=env)

@@ -156,6 +156,16 @@ def walk(page, context, link):
     actions = [re.search(r"(queue\.\w+|tenant\.update)", r).group(1) for r in rows.all_inner_texts()]
     assert actions == ["queue.release", "queue.hold", "tenant.update", "tenant.update"], actions
     page.screenshot(path=str(OUTPUT / "audit.png"), full_page=True)
+    # Filtered by the kind of actor: the console's operators, then the dashboard's users (none).
+    page.get_by_label("Who").select_option("operator")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"#/audit\?actor_kind=operator$"))
+    page.wait_for_function("(who) => { const rows = [...document.querySelectorAll('tbody tr')];"
+                           " return rows.length > 0 && rows.every((r) => r.textContent.includes(who)); }",
+                           arg="operator:" + OPERATOR)
+    page.get_by_label("Who").select_option("user")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_text("Nothing yet.").wait_for()
 
     # The waitlist and its CSV.
     page.get_by_role("link", name="Waitlist").click()

@@ -12,8 +12,9 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.audit import AuditLog
-from mailsvc.app.dashboard import Dashboard
+from mailsvc.app.dashboard import Dashboard, link_detail
 from mailsvc.app.signin import SignedIn
+from mailsvc.domain.audit import ACTOR_PREFIXES
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
@@ -35,6 +36,8 @@ log = Logger()
 
 #: Where the web UI takes a set-password token (in the fragment: never sent to a server).
 SET_PASSWORD_PATH = "/ui/#/set-password/"
+#: The audit log's action of a user's set-password link.
+LINK = "user.link"
 
 
 def base_url(request, public_url: str) -> str:
@@ -102,6 +105,11 @@ def tenant_summary(tenant) -> dict:
     }
 
 
+def user_actor(caller: Caller) -> str:
+    """The audit log's name of a dashboard user."""
+    return ACTOR_PREFIXES["user"] + str(caller.user_id)
+
+
 def id_or_not_found(text: str, kind: str):
     """The id in a path, or ``NotFound`` of ``kind``: a malformed id names nothing."""
     parsed = parse_uuid(text)
@@ -119,8 +127,7 @@ class AuthResource:
         self._cookies = Cookies(SESSION_COOKIE, dashboard.settings.lifetime_seconds)
 
     async def _link_issued(self, actor: str, row: dict) -> None:
-        await self._audit_log.write(actor, "user.link", tenant_id=str(row["tenant_id"]), user_id=str(row["id"]),
-                                    email=row["email"])
+        await self._audit_log.write(actor, LINK, **link_detail(row))
 
     def _signed_in(self, request, signed: SignedIn) -> Reply:
         return Reply(200, {**user_json(signed.user), "csrf_token": self._dashboard.csrf_token(signed.token)},
@@ -165,15 +172,15 @@ class AuthResource:
 
     @route("POST", "/dashboard/users", access=SESSION)
     async def invite(self, request, caller: Caller):
-        row, token = await self._dashboard.invite(caller, read_json(request))
+        row, token = await self._dashboard.invite(caller, read_json(request),
+                                                  self._audit_log.entry(user_actor(caller), LINK))
         link = set_password_link(base_url(request, self._public_url), token)
-        await self._link_issued(f"user:{caller.user_id}", row)
         return Reply(201, {**user_json(row), "set_password_url": link})
 
     @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION)
     async def reset_link(self, request, caller: Caller, user_id: str):
         row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
-        await self._link_issued(f"user:{caller.user_id}", row)
+        await self._link_issued(user_actor(caller), row)
         return {**user_json(row), "set_password_url": set_password_link(base_url(request, self._public_url), token)}
 
     @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
@@ -191,9 +198,9 @@ class AuthResource:
     @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE)
     async def create_user(self, request, operator: Operator, tenant_id: str):
         body = read_json(request)
-        row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body})
+        row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body},
+                                                audit=self._audit_log.entry(operator.name, LINK))
         link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
-        await self._link_issued(operator.name, row)
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
 
     @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE)

@@ -313,12 +313,13 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
                                      router)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
     signing_keys = SigningKeys(vaults.dkim_keys)
-    domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
-                                      count_failure, router)
-    router.mount(ReadsResource(dashboard, dashboard_reads, domains))
-    # Test addresses (issue 30): accepted without a domain from the test sender, completed at the
-    # delivery's door as a receiver would, kept in the development inbox with capture mode's mail.
+    # Test addresses: accepted without a domain from the test sender, completed at the delivery's
+    # door as a receiver would, kept in the development inbox with capture mode's mail; the test
+    # domain is nobody's sending domain.
     tests = TestAddresses(config.mail.test_domain.rstrip("."))
+    domains, check_domains = _domains(clock, config, db, signing_keys, outside.resolver, run_blocking,
+                                      count_failure, router, tests)
+    router.mount(ReadsResource(dashboard, dashboard_reads, domains))
     sending = _sending(clock, config, db, master, domains, content.templates, tests, outside.fetcher, keyring, limiter,
                        run_blocking, count_failure, router, share)
     broadcasts, fanout, release_broadcasts = _broadcasts(clock, config, db, sending, domains, content.spam,
@@ -487,7 +488,7 @@ def _webhooks(clock, config: Config, db: Database, outside: Outside, secrets: Ke
 
 
 def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, run_blocking, on_failure,
-             router: Router) -> tuple[Domains, Loop]:
+             router: Router, tests: TestAddresses) -> tuple[Domains, Loop]:
     """Sending domains (DNS records, Cloudflare set-up) and the scheduler's loop checking them."""
     # A true cycle: the loop's step is the domains' check, and the domains wake the loop when a
     # check is due at once. The loop comes first; its step reaches the domains once built.
@@ -497,6 +498,7 @@ def _domains(clock, config: Config, db: Database, keys: SigningKeys, resolver, r
     settings = Settings(
         config.domains.region, config.hostname, config.spf_include,
         config.domains.verification_window, config.domains.recheck_interval,
+        tests,
     )
     domains = Domains(
         clock, db, keys, resolver, Cloudflare(clock, http, config.domains.cloudflare_base_url), settings,

@@ -28,6 +28,7 @@ from mailsvc.domain.domains import (
     CheckState,
     DkimKey,
     Record,
+    Verdict,
     claim_lapsed,
     domain_changes,
     judge,
@@ -38,6 +39,7 @@ from mailsvc.domain.domains import (
 )
 from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited
 from mailsvc.domain.paging import Page
+from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.ids import uuid7
 from mailsvc.mail import dkim
 from mailsvc.mail.dkim import Signer
@@ -156,6 +158,8 @@ class Settings:
     spf_include: str
     verification_window: float
     recheck_interval: float
+    #: The test domain's rules: it and the names under it are nobody's sending domain.
+    tests: TestAddresses = TestAddresses()
 
 
 def _selector_tag() -> str:
@@ -231,6 +235,9 @@ class Domains:
 
     async def create(self, tenant_id: uuid.UUID, body: dict) -> DomainView:
         new = new_domain(body)
+        refused = self._settings.tests.not_a_sending_domain(new.name)
+        if refused is not None:
+            raise NotAllowed(f"name: {refused}")
 
         async def admit(txn: Transaction):
             tenant = await store.lock_tenant(txn, tenant_id)
@@ -371,17 +378,18 @@ class Domains:
         self._wake()
         return row
 
-    async def _status_changed(self, txn: Transaction, row: dict, status: str) -> None:
+    async def _status_changed(self, txn: Transaction, row: dict, status: str, reason: str | None = None) -> None:
         """
         ``domain.updated`` for a change of status, ``previous`` one of ``pending``, ``verified``,
         ``failed`` (SPEC Events): leaving ``not_started`` (the first verify) reports nothing, the
-        first event is the first check's outcome (from ``pending``).
+        first event is the first check's outcome (from ``pending``). ``reason``: why a domain
+        failed other than by its DNS records, added to the event.
         """
         if status != row["status"] and row["status"] != "not_started":
-            await events.record(txn, self._clock, row["tenant_id"], "domain.updated", {
-                "domain_id": str(row["id"]), "domain": row["name"], "status": status,
-                "previous": row["status"],
-            })
+            data = {"domain_id": str(row["id"]), "domain": row["name"], "status": status, "previous": row["status"]}
+            if reason is not None:
+                data["reason"] = reason
+            await events.record(txn, self._clock, row["tenant_id"], "domain.updated", data)
 
     def _records(self, row: dict, keys: list[dict]) -> tuple[list[Record], dict[str, DkimKey]]:
         dkim_keys = {
@@ -423,20 +431,25 @@ class Domains:
 
     async def _check_one(self, row: dict, claim: uuid.UUID) -> None:
         records, dkim_keys = self._records(row, await store.keys_of(self._db, row["id"]))
-        findings = await check_records(
-            self._resolver, row["name"], records, dkim_keys, self._settings.mx_host,
-            self._settings.spf_include,
-        )
         now = self._clock.seconds()
-        verdict = judge(
-            CheckState(row["status"], _seconds(row["window_started"]), row["checks"],
-                       _seconds(row["suspect_since"])),
-            findings,
-            frozenset(r.key for r in records if r.required),
-            now,
-            self._settings.verification_window,
-            self._settings.recheck_interval,
-        )
+        # A name added before the test domain was refused at creation: it fails whatever its DNS says.
+        refused = self._settings.tests.not_a_sending_domain(row["name"])
+        if refused is not None:
+            verdict = Verdict("failed", {r.key: "failed" for r in records}, None, None, row["checks"] + 1)
+        else:
+            findings = await check_records(
+                self._resolver, row["name"], records, dkim_keys, self._settings.mx_host,
+                self._settings.spf_include,
+            )
+            verdict = judge(
+                CheckState(row["status"], _seconds(row["window_started"]), row["checks"],
+                           _seconds(row["suspect_since"])),
+                findings,
+                frozenset(r.key for r in records if r.required),
+                now,
+                self._settings.verification_window,
+                self._settings.recheck_interval,
+            )
 
         async def record(txn: Transaction):
             current = await store.lock_claimed(txn, row["id"], claim)
@@ -446,11 +459,14 @@ class Domains:
                 txn, row["id"], verdict.status, verdict.record_status, _at(verdict.next_check_at),
                 _at(verdict.suspect_since), verdict.checks, _at(now),
             )
-            await self._status_changed(txn, current, verdict.status)
+            await self._status_changed(txn, current, verdict.status, refused)
 
         await self._db.run("record_domain_check", record)
         self._sending.forget(row["tenant_id"])
-        log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
+        if refused is not None:
+            log.warn("domain {name} checked: failed: {reason}", name=row["name"], reason=refused)
+        else:
+            log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
 
     # DNS provider set-up
 

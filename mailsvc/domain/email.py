@@ -11,8 +11,9 @@ import html as html_escaping
 import mimetypes
 import re
 from datetime import UTC, datetime, timedelta
+from email import _header_value_parser as _address_parser
+from email import errors as email_errors
 from email.headerregistry import Address
-from email.policy import default as default_policy
 from typing import Any
 
 import attrs
@@ -156,7 +157,14 @@ def simple_mailbox(text: str) -> Mailbox | None:
 
 
 def parse_mailbox(field: str, text: Any) -> Mailbox:
-    """One address, bare or ``Name <address>``, parsed as RFC 5322 (IDN domains allowed)."""
+    """
+    One mailbox and nothing else, bare or ``Name <address>`` (RFC 5322 §3.4 ``mailbox``:
+    ``name-addr`` or ``addr-spec``; IDN domains and encoded-word names allowed). The one reading
+    of ``from``, ``reply_to`` and the recipients of a request and of a message's ``From`` and
+    ``Sender``: a second address after the first, a group (``x: a@b;``), a list (``a@b, c@d``)
+    or anything else after the mailbox is refused, not dropped, so that what is checked and
+    signed is the one address every reader sees.
+    """
     if not isinstance(text, str) or not text.strip():
         raise Invalid(field, f"{field} must be an email address like `email@example.com` or "
                              "`Name <email@example.com>`")
@@ -167,17 +175,24 @@ def parse_mailbox(field: str, text: Any) -> Mailbox:
     if simple is not None:
         return simple
     try:
-        header = default_policy.header_factory("to", text.strip())
-        mailboxes = [m for group in header.groups for m in group.addresses]
-        defects = header.defects
+        token, rest = _address_parser.get_mailbox(text.strip())
+        # The obsolete forms RFC 5322 §4 still reads (a period in a name, a route) are one mailbox.
+        defects = [d for d in token.all_defects if not isinstance(d, email_errors.ObsoleteHeaderDefect)]
+        name = token.display_name or ""
+        if not token.domain:
+            defects.append("no domain")
+        addr_spec = Address(username=token.local_part or "", domain=token.domain or "").addr_spec
     except Exception:
-        mailboxes, defects = [], ["unparseable"]
-    if defects or len(mailboxes) != 1:
+        defects, rest, name, addr_spec = ["unparseable"], "", "", ""
+    if rest.strip(" \t"):
+        raise Invalid(field, f"{field} must be exactly one email address like `email@example.com` or"
+                             " `Name <email@example.com>`, with nothing after it (a second address, a list"
+                             " or a group is refused)")
+    refuse_control(field, name, line=True)  # an encoded word decoded
+    if defects:
         raise Invalid(field, f"{field} must be an email address like `email@example.com` or "
                              "`Name <email@example.com>`")
-    mailbox = mailboxes[0]
-    address = normalize_address(field, mailbox.addr_spec)
-    return Mailbox(mailbox.display_name or "", address)
+    return Mailbox(name, normalize_address(field, addr_spec))
 
 
 def parse_mailboxes(field: str, value: Any, required: bool = False) -> tuple[Mailbox, ...]:

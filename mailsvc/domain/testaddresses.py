@@ -49,6 +49,22 @@ class TestAddresses:
     def is_test_sender(self, domain_name: str) -> bool:
         return domain_name.rstrip(".").lower() == self.domain
 
+    def not_a_sending_domain(self, name: str) -> str | None:
+        """
+        Why ``name`` (lower-case A-labels) cannot be an account's sending domain, or None: the
+        test domain and the names under it are every account's test sender (to test addresses
+        only); an account holding one would send as ``onboarding@`` it to anyone.
+        """
+        name = name.rstrip(".").lower()
+        if name == self.domain:
+            where = "is the test domain"
+        elif name.endswith("." + self.domain):
+            where = f"is under the test domain {self.domain}"
+        else:
+            return None
+        return (f"the domain {name} {where}, from which every account sends to test addresses only;"
+                " it cannot be a sending domain")
+
     def examples(self) -> str:
         return ", ".join(f"{name}@{self.domain}" for name in OUTCOMES[:3])
 

@@ -5,8 +5,10 @@ NUL (PostgreSQL text cannot hold it) and lone surrogates (UTF-8 cannot encode th
 in every text, as are the other control characters (C0, DEL, C1), but for what a text of
 lines keeps: TAB, CR and LF in a multi-line field (an HTML or text body), TAB alone in a
 single line (a name, an address, a subject, a header value: a line break there would start a
-line of its own). ``check_texts`` applies it to each key and string of a request's body, all
-of them single lines but at the paths its route names multi-line.
+line of its own), where the line and paragraph separators U+2028 and U+2029 are refused too
+(like NEL, U+0085, a C1 control: a reader splitting lines as ``str.splitlines`` does breaks
+there). ``check_texts`` applies it to each key and string of a request's body, all of them
+single lines but at the paths its route names multi-line.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from mailsvc.domain.errors import Invalid
 
 #: Refused in a multi-line text: all controls but TAB, CR and LF, and lone surrogates.
 _MULTI_LINE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-#: Refused in a single line: CR and LF too.
-_SINGLE_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
+#: Refused in a single line: CR and LF too, and the Unicode line and paragraph separators.
+_SINGLE_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: What a reader may take for a line break, named as such in the refusal.
+_BREAKS = "\x85\u2028\u2029"
 
 
 def holds_control(text: str, line: bool = False) -> bool:
@@ -35,6 +39,8 @@ def refuse_control(field: str, text: str, line: bool = False) -> None:
         return
     if "\ud800" <= found.group() <= "\udfff":
         raise Invalid(field, f"{field} must not contain a lone surrogate")
+    if found.group() in _BREAKS:
+        raise Invalid(field, f"{field} must not contain line breaks (U+{ord(found.group()):04X})")
     raise Invalid(field, f"{field} must not contain control characters")
 
 

@@ -51,6 +51,10 @@ _FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]+:")
 #: A control character other than TAB, CR and LF (CR and LF are read as line breaks below): a
 #: reader splitting lines as ``str.splitlines`` does breaks a line at VT, FF and FS-US.
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: NEL (U+0085), LINE SEPARATOR (U+2028) and PARAGRAPH SEPARATOR (U+2029) in UTF-8, where
+#: ``str.splitlines`` breaks a line too. The code points, not the byte 0x85 alone: that is the
+#: second byte of many letters (``х`` is D1 85, ``Å`` C3 85).
+_UNICODE_BREAK = re.compile(rb"\xc2\x85|\xe2\x80[\xa8\xa9]")
 
 
 def header_fields(raw: bytes) -> dict[str, list[str]]:
@@ -73,6 +77,8 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
         number = head.count(b"\r\n", 0, control.start()) + 1
         raise Invalid("headers", f"headers: line {number} of the header section holds a control character"
                                  f" (0x{head[control.start()]:02x}), which some receivers take for a line break")
+    breaking = _UNICODE_BREAK.search(head)
+    break_line = head.count(b"\r\n", 0, breaking.start()) + 1 if breaking is not None else 0
     read: list[tuple[str, list[str]]] = []  # each field's pieces, joined once (no quadratic +=)
     for number, line in enumerate(head.split(b"\r\n"), 1):
         if b"\r" in line or b"\n" in line:
@@ -83,6 +89,8 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
                                          " first), not a header field")
             if not line.strip(b" \t"):
                 raise Invalid("headers", f"headers: line {number} of the header section is white space only")
+            if number == break_line:
+                _refuse_break(read[-1][0], breaking.group())
             read[-1][1].append(line.decode("ascii", "surrogateescape"))
             continue
         if not line:
@@ -93,11 +101,18 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
                                      f" (Name: value, no white space in the name or before the colon):"
                                      f" {_shown(line)}")
         name = line[:found.end() - 1].decode("ascii").lower()
+        if number == break_line:
+            _refuse_break(name, breaking.group())
         read.append((name, [line[found.end():].decode("ascii", "surrogateescape").lstrip(" \t")]))
     fields: dict[str, list[str]] = {}
     for name, pieces in read:
         fields.setdefault(name, []).append("".join(pieces))
     return fields
+
+
+def _refuse_break(name: str, found: bytes) -> None:
+    raise Invalid("headers", f"headers: the {name.title()} header holds U+{ord(found.decode()):04X}, a line break"
+                             " for some receivers")
 
 
 def _shown(line: bytes) -> str:
@@ -115,6 +130,16 @@ def _check_read_size(fields: dict[str, list[str]]) -> None:
 
 def _plain(value: str) -> bool:
     return "=?" not in value and _PLAIN_VALUE.match(value) is not None
+
+
+def _text(value: str) -> str:
+    """
+    A value of ``header_fields`` as text for ``parse_mailbox``, the one reading of a mailbox:
+    its 8-bit bytes read as UTF-8 (RFC 6532), as the ``email`` package reads them.
+    """
+    if value.isascii():
+        return value
+    return value.encode("ascii", "surrogateescape").decode("utf-8", "replace")
 
 
 def _simple_addresses(value: str) -> list[Mailbox] | None:
@@ -182,11 +207,6 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str],
 
     # Every header is read (a malformed one refuses the message) before any is judged.
     senders = fields.get("from")
-    sender = sender_text = None
-    if senders:
-        sender = simple_mailbox(senders[0].strip(" \t")) if _plain(senders[0]) else None
-        if sender is None:
-            sender_text = str(parsed_header("From", senders[0]))
 
     def addresses(name: str) -> list[str]:
         found = []
@@ -207,12 +227,15 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str],
         subject = subjects[0]
     else:
         subject = str(parsed_header("Subject", subjects[0]))
+    breaking = re.search("[\x85\u2028\u2029]", subject)
+    if breaking is not None:  # from an encoded word; the raw ones header_fields refused
+        raise Invalid("subject", f"subject: the Subject header holds U+{ord(breaking.group()):04X}, a line break"
+                                 " for some receivers")
     if not senders:
         raise Invalid("from", "from: the message has no From header")
     if len(senders) > 1:
         raise Invalid("from", "from: the message has more than one From header")
-    if sender is None:
-        sender = parse_mailbox("from", sender_text)
+    sender = parse_mailbox("from", _text(senders[0]))
     to, cc, bcc = envelope_split(envelope_recipients, tuple(parse_mailbox("to", t) for t in to_found),
                                  tuple(parse_mailbox("cc", c) for c in cc_found))
     try:
@@ -278,14 +301,7 @@ def sender_header(fields: dict[str, list[str]]) -> Mailbox | None:
         return None
     if len(values) > 1:
         raise Invalid("sender", "sender: the message has more than one Sender header")
-    simple = simple_mailbox(values[0].strip(" \t")) if _plain(values[0]) else None
-    if simple is not None:
-        return simple
-    try:
-        text = str(policy.default.header_fetch_parse("Sender", values[0]))
-    except Exception:
-        raise Invalid("headers", "headers: the message headers cannot be parsed") from None
-    return parse_mailbox("sender", text)
+    return parse_mailbox("sender", _text(values[0]))
 
 
 def _bodies_by_email_package(raw: bytes) -> tuple[str | None, str | None]:

@@ -15,6 +15,7 @@ from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
+from mailsvc.domain.testaddresses import TestAddresses
 from tests.domainsupport import MX_HOST, SPF_INCLUDE
 
 WINDOW = 72 * 3600
@@ -237,3 +238,44 @@ async def test_a_check_overtaken_by_a_new_request_is_dropped(db, dns_server):
     await domains.delete(tenant_id, view.row["id"])
     await domains._check(row, claim)
     assert await db.fetchall("SELECT id FROM domains") == []
+
+
+@pt.ensureDeferred
+async def test_a_domain_under_the_test_domain_fails_at_its_next_check(db, dns_server):
+    clock = task.Clock()
+    clock.advance(START)
+    # Added and verified before the test domain was refused as a sending domain: a node whose test
+    # domain is another name lets it in.
+    before = Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), build_resolver(reactor, (dns_server.address,)),
+                     None, Settings("local", MX_HOST, SPF_INCLUDE, WINDOW, DAY, TestAddresses("other.example")),
+                     wake=lambda: None)
+    tenant_id = await tenant(clock, db)
+    views = [await before.create(tenant_id, {"name": name}) for name in ("resend.dev", "mail.resend.dev")]
+    for view in views:
+        publish(dns_server, view)
+        await before.verify(tenant_id, view.row["id"])
+    clock.advance(1)
+    assert await before.check_due() == 2
+    assert {(await state(db, v.row["id"]))["status"] for v in views} == {"verified"}
+
+    domains = node(clock, db, dns_server)  # the test domain resend.dev
+    del dns_server.queries[:]
+    clock.advance(DAY)
+    assert await domains.check_due() == 2
+    assert dns_server.queries == []  # failed whatever its records say
+    for view in views:
+        row = await state(db, view.row["id"])
+        assert row["status"] == "failed" and row["next_check_at"] is None
+        assert set(row["record_status"].values()) == {"failed"}
+        assert (await domains.lookup_sending_domain(tenant_id, view.row["name"])).status == "failed"
+    events = [r["data"] for r in await db.fetchall("SELECT data FROM events ORDER BY id")][-2:]
+    assert sorted(e["domain"] for e in events) == ["mail.resend.dev", "resend.dev"]
+    assert {(e["previous"], e["status"]) for e in events} == {("verified", "failed")}
+    reasons = sorted(e["reason"] for e in events)
+    assert reasons[0].startswith("the domain mail.resend.dev is under the test domain resend.dev")
+    assert reasons[1].startswith("the domain resend.dev is the test domain")
+    assert all("cannot be a sending domain" in r for r in reasons)
+    # Asking for a check again fails it again.
+    await domains.verify(tenant_id, views[0].row["id"])
+    assert await domains.check_due() == 1
+    assert (await state(db, views[0].row["id"]))["status"] == "failed"

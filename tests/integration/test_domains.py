@@ -135,6 +135,22 @@ async def test_plan_limit_and_names_of_other_accounts(api):
 
 
 @pt.ensureDeferred
+async def test_the_test_domain_and_names_under_it_are_no_sending_domain(api):
+    _, key = await api.tenant(plan="scale")
+    for name, why in [("resend.dev", "is the test domain"), ("RESEND.dev.", "is the test domain"),
+                      ("mail.resend.dev", "is under the test domain resend.dev")]:
+        error = await sdk_error(api, key, resend.Domains.create, {"name": name})
+        assert (error.code, error.error_type) == (403, "validation_error"), name
+        assert error.message.startswith(f"name: the domain {name.lower().rstrip('.')} {why}"), error.message
+        assert "cannot be a sending domain" in error.message
+    code, reply, _ = await api.json("POST", "/v1/domains", key, json={"name": "resend.dev"})
+    assert code == 403 and reply["error"]["message"].startswith("name: the domain resend.dev"), reply
+    assert await api.parts.db.fetchall("SELECT name FROM domains") == []
+    # A name that only ends like it is another name.
+    assert (await call(api, key, resend.Domains.create, {"name": "notresend.dev"}))["name"] == "notresend.dev"
+
+
+@pt.ensureDeferred
 async def test_a_claim_never_verified_lapses_after_the_verification_window(api, config):
     _, key_a = await api.tenant(name="Squatter", plan="scale")
     _, key_b = await api.tenant(name="Owner", plan="scale")

@@ -52,6 +52,16 @@ CASES = [
     ("crlf in header value", "/emails", {"headers": {"X-Ref": "1\r\nBcc: evil@example.net"}}, 422, "validation_error"),
     ("lf in reply_to", "/emails", {"reply_to": "help@example.com\nBcc: evil@example.net"}, 422, "validation_error"),
     ("crlf in to", "/emails", {"to": "ann@example.com\r\nBcc: evil@example.net"}, 422, "validation_error"),
+    # What str.splitlines breaks a line at: NEL (a C1 control, above), U+2028, U+2029.
+    ("line separator in subject", "/emails", {"subject": "Hi\u2028Bcc: evil@example.net"}, 422, "validation_error"),
+    ("paragraph separator in header value", "/emails", {"headers": {"X-Ref": "1\u2029Bcc: evil@example.net"}},
+     422, "validation_error"),
+    ("line separator in from name", "/emails", {"from": "Acme\u2028 <news@victim.example.com>"},
+     422, "validation_error"),
+    # A From of more than one mailbox, as SMTP submission refuses it (tests/integration/test_hostile_smtp.py).
+    ("a second address after the from", "/emails",
+     {"from": '"PayPal Security" <news@victim.example.com> <service@paypal.com>'}, 422, "validation_error"),
+    ("a from group", "/emails", {"from": "staff: news@victim.example.com;"}, 422, "validation_error"),
     ("colon in header name", "/emails", {"headers": {"X-A: b": "c"}}, 422, "validation_error"),
     ("managed header bcc", "/emails", {"headers": {"Bcc": "evil@example.net"}}, 422, "validation_error"),
     # SMTP submission's header rules (tests/integration/test_hostile_smtp.py), over HTTP.
@@ -172,6 +182,8 @@ NATIVE_CASES = [
      "attachments[0].filename"),
     ("5000 headers", {"headers": {f"X-H{i}": "v" for i in range(5000)}}, "headers"),
     ("long scheduled_at", {"scheduled_at": "x" * 257}, "scheduled_at"),
+    ("line separator in a header value", {"headers": {"X-Ref": "a\u2028b"}}, "headers"),
+    ("line separator in reply_to", {"reply_to": "Help\u2028 <help@victim.example.com>"}, "reply_to"),
     ("100000 nested brackets", lambda body: nested(100_000), "body"),
     ("lone surrogate in subject", lambda body: raw(json.dumps(body)[:-1] + ', "subject": "\\ud800"}'), "subject"),
     ("lone surrogate in a tag", lambda body: raw(json.dumps(body)[:-1] + ', "tags": [{"name": "\\udc00"}]}'),
@@ -185,6 +197,16 @@ async def test_the_native_surface_names_the_field(api, victim, bystander, change
     data = request_body(victim, changes)
     code, body = await attack(api, victim, bystander, lambda: post(api, victim.key, "/v1/emails", data))
     assert (code, body["error"]["code"], body["error"]["field"]) == (422, "validation_error", field), body
+
+
+@pt.ensureDeferred
+async def test_letters_holding_the_byte_0x85_pass(api, victim):  # noqa: F811
+    letters = "х Å"  # D1 85 and C3 85 in UTF-8
+    code, sent, _ = await api.json("POST", "/emails", victim.key, json={
+        **victim.body, "subject": letters, "from": f"{letters} <news@{victim.domain}>", "headers": {"X-Ref": letters}})
+    assert code == 200, sent
+    row = await api.parts.db.fetchone("SELECT subject FROM emails WHERE id = %s", (sent["id"],))
+    assert row["subject"] == letters
 
 
 @pt.ensureDeferred

@@ -360,3 +360,54 @@ async def test_a_header_section_is_read_as_receivers_read_it(api, smtp_ports, pe
         misread_headers_session, smtp_ports[mode], pem, victim.key, mode == "starttls", transactions))
     for (name, _, expected), reply in zip(MISREAD_HEADERS, got, strict=True):
         assert reply.startswith(expected), (name, reply)
+
+
+#: Header values a reader takes for other than what is checked (each: id, the header section as
+#: a function of the victim, the start of the reply): a From or Sender naming a second address
+#: after the first, which the email package drops while a receiver may show it; a group or a
+#: list; a line break as ``str.splitlines`` reads one (NEL, U+2028, U+2029 in UTF-8).
+ONE_MAILBOX = b"550 5.6.0 from must be exactly one email address"
+MISREAD_VALUES = [
+    ("a second address in angle brackets after a name-addr",
+     lambda v: f'From: "PayPal Security" <news@{v.domain}> <service@paypal.com>\r\n', ONE_MAILBOX),
+    ("a second bare address", lambda v: f"From: news@{v.domain} onboarding@resend.dev\r\n", ONE_MAILBOX),
+    ("a semicolon and more", lambda v: f"From: news@{v.domain}; x\r\n", ONE_MAILBOX),
+    ("junk after a second angle-addr", lambda v: f"From: news@{v.domain} <onboarding@resend.dev>x\r\n", ONE_MAILBOX),
+    ("a list", lambda v: f"From: news@{v.domain}, ceo@{v.domain}\r\n", ONE_MAILBOX),
+    ("a group", lambda v: f"From: staff: news@{v.domain};\r\n", ONE_MAILBOX),
+    ("a sender naming a second address", lambda v: f"From: news@{v.domain}\r\n"
+     f"Sender: <news@{v.domain}> <service@paypal.com>\r\n", b"550 5.6.0 sender must be exactly one email address"),
+    ("a line separator in the subject", lambda v: f"From: news@{v.domain}\r\nSubject: hi\u2028Bcc: x@example.net\r\n",
+     b"550 5.6.0 headers: the Subject header holds U+2028"),
+    ("a next line in a custom header", lambda v: f"From: news@{v.domain}\r\nX-Note: a\x85b\r\n",
+     b"550 5.6.0 headers: the X-Note header holds U+0085"),
+    ("a paragraph separator in a continuation line", lambda v: f"From: news@{v.domain}\r\nTo: ann@example.com,\r\n"
+     " bob@example.com\u2029\r\n", b"550 5.6.0 headers: the To header holds U+2029"),
+    ("a line separator in the from's name", lambda v: f"From: A\u2028B <news@{v.domain}>\r\n",
+     b"550 5.6.0 headers: the From header holds U+2028"),
+    ("a line separator in an encoded subject",
+     lambda v: f"From: news@{v.domain}\r\nSubject: =?utf-8?q?a=E2=80=A8b?=\r\n",
+     b"550 5.6.0 subject: the Subject header holds U+2028"),
+    ("a line separator in an encoded name", lambda v: f"From: =?utf-8?q?a=E2=80=A8b?= <news@{v.domain}>\r\n",
+     b"550 5.6.0 from must not contain line breaks (U+2028)"),
+]
+
+
+@pt.ensureDeferred
+async def test_a_header_value_is_read_as_receivers_read_it(api, smtp_ports, pem, victim, bystander):  # noqa: F811
+    transactions = [transaction(victim, head(victim).encode() + b"\r\nbody\r\n") for _, head, _ in MISREAD_VALUES]
+    got = await attack(api, victim, bystander, lambda: threads.deferToThread(
+        misread_headers_session, smtp_ports["starttls"], pem, victim.key, True, transactions))
+    for (name, _, expected), reply in zip(MISREAD_VALUES, got, strict=True):
+        assert reply.startswith(expected), (name, reply)
+
+
+@pt.ensureDeferred
+async def test_letters_holding_the_byte_0x85_pass(api, smtp_ports, pem, victim):  # noqa: F811
+    subject = "х Å"  # D1 85 and C3 85 in UTF-8
+    message = headers(victim, f"X-Note: {subject}\r\n".encode(), subject=subject.encode()) + b"\r\nbody\r\n"
+    got = await threads.deferToThread(misread_headers_session, smtp_ports["starttls"], pem, victim.key, True,
+                                      [transaction(victim, message)])
+    assert got[0].startswith(b"250 2.0.0 OK"), got
+    row = await api.parts.db.fetchone("SELECT subject FROM emails WHERE tenant_id = %s", (victim.id,))
+    assert row["subject"] == subject

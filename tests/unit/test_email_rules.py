@@ -57,6 +57,48 @@ def test_bad_addresses(text):
         parse_mailbox("to", text)
 
 
+@pytest.mark.parametrize("text, name, address", [
+    ("a@b.example", "", "a@b.example"),
+    ('"Name, Inc" <a@b.example>', "Name, Inc", "a@b.example"),
+    ("Name <a@b.example>", "Name", "a@b.example"),
+    ("<a@b.example>", "", "a@b.example"),
+    ("=?utf-8?q?J=C3=B6rg?= <a@b.example>", "Jörg", "a@b.example"),
+    ("=?utf-8?b?zrHOss6z?= <a@b.example>", "αβγ", "a@b.example"),
+    ("a@b.example (a comment)", "", "a@b.example"),
+    ("John Q. Public <john@b.example>", "John Q. Public", "john@b.example"),  # RFC 5322's obs-phrase
+])
+def test_one_mailbox(text, name, address):
+    for field in ("from", "sender"):
+        mailbox = parse_mailbox(field, text)
+        assert (mailbox.display_name, mailbox.address) == (name, address)
+
+
+@pytest.mark.parametrize("text", [
+    '"PayPal Security" <me@own.example> <service@paypal.com>',
+    "me@own.example onboarding@resend.dev",
+    "me@own.example; x",
+    "me@own.example <onboarding@resend.dev>x",
+    "<me@own.example> <service@paypal.com>",
+    "x: a@b.example;",
+    "undisclosed-recipients:;",
+    "a@b.example, c@d.example",
+    "a@b.example,",
+    "Name <a@b.example> trailing",
+    "Name <a@b.example>>",
+])
+def test_anything_but_one_mailbox_is_refused(text):
+    with pytest.raises(Invalid) as e:
+        parse_mailbox("from", text)
+    assert e.value.field == "from" and e.value.message.startswith("from must be exactly one email address")
+    assert submission_error("from", text).startswith("from must be exactly one email address")
+
+
+def submission_error(field, value) -> str:
+    with pytest.raises(Invalid) as e:
+        submission(**{field: value})
+    return e.value.message
+
+
 def test_required_fields_name_themselves():
     invalid("from", **{"from": None})
     invalid("to", to=[])
@@ -160,6 +202,13 @@ CONTROL = "\x00"
     ("subject", {"subject": f"Hi{CONTROL}"}),
     ("subject", {"subject": "Hi\x1b[31m"}),
     ("subject", {"subject": "Hi\x85"}),  # C1 next line
+    ("subject", {"subject": "Hi\u2028Bcc: x@y.com"}),  # a line separator: str.splitlines breaks there
+    ("subject", {"subject": "Hi\u2029"}),
+    ("from", {"from": "Acme\u2028 <news@acme.example>"}),
+    ("from", {"from": "=?utf-8?q?Acme=E2=80=A8?= <news@acme.example>"}),  # decoded from an encoded word
+    ("reply_to", {"reply_to": "Help\u2029 <help@acme.example>"}),
+    ("to", {"to": ["Ann\x85 <ann@example.com>"]}),
+    ("headers", {"headers": {"X-Ref": "1\u20282"}}),
     ("text", {"text": f"a{CONTROL}b"}),
     ("text", {"text": "bell\x07"}),
     ("html", {"html": "<p>\x7f</p>"}),
@@ -178,6 +227,14 @@ CONTROL = "\x00"
 ])
 def test_control_characters_are_refused(field, changes):
     assert invalid(field, **changes).field == field
+
+
+def test_letters_holding_the_byte_0x85_pass():
+    letters = "х Å"  # D1 85 and C3 85 in UTF-8
+    body = submission(subject=letters, **{"from": f"{letters} <news@acme.example>"}, headers={"X-Ref": letters},
+                      text="a\u2028b")  # a text of lines may hold a line separator
+    assert (body.subject, body.sender.display_name, body.headers) == (letters, letters, (("X-Ref", letters),))
+    assert "U+2028" in invalid("subject", subject="a\u2028b").message
 
 
 def test_tab_and_line_breaks_stay_where_they_belong():

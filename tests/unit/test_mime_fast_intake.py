@@ -2,7 +2,7 @@
 SMTP intake reads the common shapes of a submitted message without the email package's full
 parser: the same submission (or the same refusal) as reading it all with ``policy.default``,
 which is how it was read before (``reference`` below, kept as it was but for the rules added
-since: one From, the envelope decides who receives; the bodies by the fallback that still
+since: one From of one mailbox, the envelope decides who receives; the bodies by the fallback that still
 reads them that way).
 """
 
@@ -27,17 +27,18 @@ from mailsvc.smtp.message import _bodies_by_email_package, header_fields, sender
 
 def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
     message = BytesParser(policy=policy.default).parsebytes(raw)
+    # From is one mailbox, the whole value (no second address dropped as the parser drops it).
+    senders = [v.replace("\r\n", "") for k, v in message.raw_items() if k.lower() == "from"]
     try:
-        sender_header = message["From"]
         to_header, cc_header = message.get_all("To", []), message.get_all("Cc", [])
         subject = str(message["Subject"] or "")
     except Exception:
         raise Invalid("headers", "headers: the message headers cannot be parsed") from None
-    if sender_header is None:
+    if not senders:
         raise Invalid("from", "from: the message has no From header")
-    if len(message.get_all("From")) > 1:
+    if len(senders) > 1:
         raise Invalid("from", "from: the message has more than one From header")
-    sender = parse_mailbox("from", str(sender_header))
+    sender = parse_mailbox("from", senders[0].encode("ascii", "surrogateescape").decode("utf-8", "replace"))
 
     def mailboxes(field: str, headers) -> tuple:
         found = []

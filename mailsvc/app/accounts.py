@@ -12,7 +12,7 @@ from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
-from mailsvc.store import accounts, deliveries, usage
+from mailsvc.store import accounts, deliveries, two_factor, usage
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 
@@ -100,6 +100,9 @@ class Accounts:
                 # Mail held back while the tenant was paused goes out now (still paced).
                 await deliveries.release_held(txn, parsed, now)
                 txn.notify(DELIVERIES)
+            if tenant is not None and changes.get("status") == "suspended":
+                # Nobody of a suspended account stays signed in (its users may sign in again to see why).
+                await two_factor.revoke_tenant_sessions(txn, parsed, now)
             return tenant
 
         tenant = await self._db.run("update_tenant", update)

@@ -5,7 +5,7 @@
 
 import { del, get, patch, post, session } from "/ui/api.js";
 import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
-import { action, form, input, route, shell, signedIn } from "/ui/ui.js";
+import { action, form, input, route, shell, signedIn, wide } from "/ui/ui.js";
 
 /** The secret in groups of four, as it is easiest to type into an authenticator. */
 export function grouped(secret) {
@@ -73,24 +73,27 @@ export async function twoFactorSection(prefix) {
     return box;
   }
   const steps = h("div");
+  const setUp = action("Set up an authenticator", async () => {
+    const begun = await post(`${prefix}/two-factor/begin`);
+    setUp.remove();
+    const link = h("code", begun.otpauth_uri);
+    link.style.overflowWrap = "anywhere"; // a long link wraps on a phone (CSSOM: no inline style attribute)
+    steps.replaceChildren(
+        h("p", "Add this key to your authenticator app (type it, or paste the link), then type the code it shows."),
+      h("dl.pairs", h("dt", "Key"), h("dd", h("code", grouped(begun.secret)), " ", copyButton(begun.secret)),
+        h("dt", "Link"), h("dd", link, " ", copyButton(begun.otpauth_uri))),
+      form(async (data) => {
+        const done = await post(`${prefix}/two-factor/confirm`, { code: String(data.get("code") || "").trim() });
+        if (session.me) session.me.two_factor_enrolment_required = false;
+        box.replaceChildren(h("h2", "Two-factor sign-in is on"), recoveryList(done.recovery_codes),
+          action("Done", async () => { location.replace("#/security"); route(); }, "primary"));
+      },
+      field("Code", codeInput()),
+      h("button.primary", { type: "submit" }, "Turn on")));
+  }, "primary");
   box.append(
     h("p", "Sign in with your password and a code from an authenticator app (any app that reads otpauth:// keys)."),
-    steps,
-    action("Set up an authenticator", async () => {
-      const begun = await post(`${prefix}/two-factor/begin`);
-      steps.replaceChildren(
-        h("p", "Add this key to your authenticator app (type it, or paste the link), then type the code it shows."),
-        h("dl.pairs", h("dt", "Key"), h("dd", h("code", grouped(begun.secret)), " ", copyButton(begun.secret)),
-          h("dt", "Link"), h("dd", h("code.wrap", begun.otpauth_uri), " ", copyButton(begun.otpauth_uri))),
-        form(async (data) => {
-          const done = await post(`${prefix}/two-factor/confirm`, { code: String(data.get("code") || "").trim() });
-          if (session.me) session.me.two_factor_enrolment_required = false;
-          box.replaceChildren(h("h2", "Two-factor sign-in is on"), recoveryList(done.recovery_codes),
-            action("Done", async () => { location.replace("#/security"); route(); }, "primary"));
-        },
-        field("Code", codeInput()),
-        h("button.primary", { type: "submit" }, "Turn on")));
-    }, "primary"));
+    steps, setUp);
   return box;
 }
 
@@ -109,10 +112,10 @@ async function requirementSection() {
 async function sessionsSection() {
   const listed = await get("/dashboard/sessions");
   return h("section.card", h("h2", "Where you are signed in"),
-    table(["Signed in", "Last seen", "Browser", "Network", ""], listed.data.map((s) => h("tr",
+    wide(table(["Signed in", "Last seen", "Browser", "Network", ""], listed.data.map((s) => h("tr",
       h("td", when(s.created_at)), h("td", when(s.last_seen_at)), h("td", s.user_agent || "—"), h("td", s.client || "—"),
-      h("td.actions", s.current ? badge("this_session")
-        : action("Sign out", async () => { await del(`/dashboard/sessions/${s.id}`); route(); }))))),
+      h("td.actions", s.current ? badge("this session")
+        : action("Sign out", async () => { await del(`/dashboard/sessions/${s.id}`); route(); })))))),
     listed.data.length > 1 ? action("Sign out everywhere else", async () => {
       await post("/dashboard/sessions/sign-out-others");
       route();

@@ -50,7 +50,7 @@ class ConsoleResource:
         self._audit_log = audit_log
         self._cookies = Cookies(CONSOLE_COOKIE, console.settings.lifetime_seconds, same_site="Strict")
         #: Two-factor sign-in of operators: mounted beside this resource.
-        self.security = ConsoleSecurity(console, self._signed_in)
+        self.security = ConsoleSecurity(console, self._signed_in, audit_log)
 
     def _signed_in(self, request, signed: SignedIn | Challenge) -> Reply:
         if isinstance(signed, Challenge):  # two-factor sign-in: no session until the code (``security``)

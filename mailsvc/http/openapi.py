@@ -110,6 +110,7 @@ ENROLMENT = obj(("object", "secret", "otpauth_uri"), object={"const": "two_facto
 ENROLLED = obj(("object", "enabled", "recovery_codes"), object={"const": "two_factor"}, enabled={"const": True},
                recovery_codes={"type": "array", "items": STR})
 CODE = obj(("code",), code=STR)
+RESET = obj(("object", "email", "enabled"), object={"const": "two_factor"}, email=STR, enabled={"const": False})
 TURN_OFF = obj(("password",), password=STR, code=STR, recovery_code=STR)
 TURNED_OFF = obj(("object", "enabled"), object={"const": "two_factor"}, enabled={"const": False})
 SESSION_ROW = obj(("object", "id", "created_at", "last_seen_at", "expires_at", "current"), object={"const": "session"},
@@ -537,6 +538,12 @@ OPERATIONS: dict[str, Op] = {
                                       {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401,)),
     "POST /console/auth/login/two-factor": Op("An operator's code (or recovery code) completes a sign-in",
                                               SECOND_STEP, {200: OPERATOR_SIGNED_IN}, errors=(401, 429)),
+    "POST /admin/v1/operators/two-factor/reset": Op(
+        "Turn off an operator's two-factor sign-in, found by e-mail address (a lost device; audited)",
+        obj(("email",), email={"type": "string", "format": "email"}), {200: RESET}, errors=(404,)),
+    "POST /admin/v1/users/two-factor/reset": Op(
+        "Turn off a dashboard user's two-factor sign-in, found by e-mail address (a lost device; audited)",
+        obj(("email",), email={"type": "string", "format": "email"}), {200: RESET}, errors=(404,)),
     "GET /console/two-factor": Op("Whether the operator has two-factor sign-in", ok={200: TWO_FACTOR}),
     "POST /console/two-factor/begin": Op("Begin enrolling an authenticator: its secret", ok={200: ENROLMENT},
                                          errors=(409,)),

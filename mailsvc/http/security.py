@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.audit import AuditLog
 from mailsvc.app.console import Console
 from mailsvc.app.dashboard import Dashboard
 from mailsvc.app.signin import Challenge, PasswordSignIn
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
 from mailsvc.http.router import (
     CONSOLE_SIGN_IN,
+    OPERATOR,
     OPERATOR_SESSION,
     SESSION,
     SIGN_IN,
@@ -53,10 +56,19 @@ def _enrolment(sign_in: PasswordSignIn):
 
 
 class DashboardSecurity:
-    def __init__(self, dashboard: Dashboard, signed_in):
+    def __init__(self, dashboard: Dashboard, signed_in, audit_log: AuditLog):
         self._dashboard = dashboard
         #: ``signed_in(request, SignedIn) -> Reply``: the sign-in's reply with its cookie (AuthResource's).
         self._signed_in = signed_in
+        self._audit_log = audit_log
+
+    @route("POST", "/admin/v1/users/two-factor/reset", access=OPERATOR, surface=NATIVE)
+    async def reset(self, request, operator: Operator):
+        """The operator turns off a user's two-factor sign-in (found by ``email``): a lost device. Audited."""
+        row = await self._dashboard.reset_two_factor(read_json(request).get("email"), "User")
+        await self._audit_log.write(operator.name, "user.two_factor_reset", tenant_id=str(row["tenant_id"]),
+                                    user_id=str(row["id"]), email=row["email"])
+        return {"object": "two_factor", "email": row["email"], "enabled": False}
 
     @route("POST", "/auth/login/two-factor", access=SIGN_IN)
     async def second_step(self, request, _):
@@ -110,9 +122,18 @@ class DashboardSecurity:
 
 
 class ConsoleSecurity:
-    def __init__(self, console: Console, signed_in):
+    def __init__(self, console: Console, signed_in, audit_log: AuditLog):
         self._console = console
         self._signed_in = signed_in
+        self._audit_log = audit_log
+
+    @route("POST", "/admin/v1/operators/two-factor/reset", access=OPERATOR, surface=NATIVE)
+    async def reset(self, request, operator: Operator):
+        """The operator API turns off an operator's two-factor sign-in (found by ``email``). Audited."""
+        row = await self._console.reset_two_factor(read_json(request).get("email"), "Operator")
+        await self._audit_log.write(operator.name, "operator.two_factor_reset", operator_id=str(row["id"]),
+                                    email=row["email"])
+        return {"object": "two_factor", "email": row["email"], "enabled": False}
 
     @route("POST", "/console/auth/login/two-factor", access=CONSOLE_SIGN_IN)
     async def second_step(self, request, _):

@@ -289,3 +289,29 @@ async def test_an_operator_enrols_and_signs_in_to_the_console_with_a_code(api):
     assert status == 200
     status, body, _ = await console_login(api, "ops@example.com", OPERATOR_PASSWORD)
     assert status == 200 and body["object"] == "operator"
+
+
+@pt.ensureDeferred
+async def test_the_operator_turns_off_a_lost_devices_two_factor_audited(api):
+    _, _, owner = await signed_in(api)
+    await enrol(owner)
+    operator = await console_signed_in(api)
+    await enrol(operator, "/console")
+    status, body, _ = await api.json("POST", "/admin/v1/users/two-factor/reset", api.operator_token,
+                                     json={"email": "nobody@example.com"})
+    assert status == 404
+    status, body, _ = await api.json("POST", "/admin/v1/users/two-factor/reset", api.operator_token,
+                                     json={"email": "Owner@example.com"})
+    assert status == 200 and body == {"object": "two_factor", "email": "owner@example.com", "enabled": False}
+    status, body, _ = await login(api, "owner@example.com")
+    assert status == 200 and body["object"] == "user"
+    # The operator API through the console too: an operator's, audited under the caller's name.
+    status, body, _ = await operator.json("POST", "/console/admin/v1/operators/two-factor/reset",
+                                          json={"email": "ops@example.com"})
+    assert status == 200, body
+    status, body, _ = await console_login(api, "ops@example.com", OPERATOR_PASSWORD)
+    assert status == 200 and body["object"] == "operator"
+    _, audit, _ = await api.json("GET", "/admin/v1/audit", api.operator_token)
+    resets = [(e["actor"], e["action"], e["detail"]["email"]) for e in audit["data"] if "two_factor" in e["action"]]
+    assert sorted(resets) == [("operator", "user.two_factor_reset", "owner@example.com"),
+                              ("operator:ops@example.com", "operator.two_factor_reset", "ops@example.com")]

@@ -120,7 +120,7 @@ class AuthResource:
         self._audit_log = audit_log
         self._cookies = Cookies(SESSION_COOKIE, dashboard.settings.lifetime_seconds)
         #: Two-factor sign-in and one's sessions: mounted beside this resource.
-        self.security = DashboardSecurity(dashboard, self._signed_in)
+        self.security = DashboardSecurity(dashboard, self._signed_in, audit_log)
 
     async def _link_issued(self, actor: str, row: dict) -> None:
         await self._audit_log.write(actor, "user.link", tenant_id=str(row["tenant_id"]), user_id=str(row["id"]),

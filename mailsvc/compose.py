@@ -293,16 +293,19 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     # public_url) and its AI helper (any OpenAI-compatible provider, through the one client).
     renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
     ai = AiHelper(clock, db, outside.fetcher, config.ai, renderer)
-    dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking)
+    dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking, vaults.two_factor)
     # The audit log and the named operator tokens besides the configured one (issue 31).
     audit_log = AuditLog(clock, db)
     operator_tokens = OperatorTokens(clock, db, credentials.derive(master, "operator-token-hmac"), audit_log)
     console = Console(clock, db, credentials.derive(master, "console-password-links"),
-                      credentials.derive(master, "console-csrf"), Throttle(clock, db), run_blocking)
+                      credentials.derive(master, "console-csrf"), Throttle(clock, db), run_blocking,
+                      vault=vaults.two_factor)
     router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
                     public_origins=config.public.cors_origins, sessions=dashboard,
                     dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens, console=console)
-    router.mount(ConsoleResource(console, config.http.public_url, audit_log))
+    console_resource = ConsoleResource(console, config.http.public_url, audit_log)
+    router.mount(console_resource)
+    router.mount(console_resource.security)
     dashboard_reads = DashboardReads(db)
     _mount_dashboard(router, config, dashboard, dashboard_reads, audit_log)
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
@@ -359,12 +362,15 @@ class Vaults:
 
     webhook_secrets: KeyVault
     dkim_keys: KeyVault
+    #: Two-factor sign-in's TOTP secrets (users' and operators').
+    two_factor: KeyVault
 
 
 def vaults_of(config: Config, master: bytes) -> Vaults:
     old_masters = credentials.old_master_keys(config.security.old_master_keys)
     return Vaults(credentials.vault(master, old_masters, "webhook-secrets"),
-                  credentials.vault(master, old_masters, "dkim-keys"))
+                  credentials.vault(master, old_masters, "dkim-keys"),
+                  credentials.vault(master, old_masters, "two-factor-secrets"))
 
 
 @attrs.frozen
@@ -386,12 +392,13 @@ def _outside(clock, config: Config) -> Outside:
 
 
 def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: KeyRing,
-                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> Dashboard:
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 two_factor: KeyVault | None = None) -> Dashboard:
     settings = config.dashboard
     return Dashboard(
         clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
-        run_blocking=run_blocking, throttle=Throttle(clock, db), keys=keyring,
+        run_blocking=run_blocking, throttle=Throttle(clock, db), keys=keyring, vault=two_factor,
         link_caps=LinkCaps(settings.links_per_user_hour, settings.links_per_tenant_hour),
     )
 
@@ -399,7 +406,9 @@ def dashboard_of(clock, config: Config, db: Database, master: bytes, keyring: Ke
 def _mount_dashboard(router: Router, config: Config, dashboard: Dashboard, reads: DashboardReads,
                      audit_log: AuditLog) -> None:
     """The dashboard's sign-in and session routes, its pages, and the content editors' reads."""
-    router.mount(AuthResource(dashboard, config.http.public_url, audit_log))
+    auth = AuthResource(dashboard, config.http.public_url, audit_log)
+    router.mount(auth)
+    router.mount(auth.security)
     router.mount(UiResource(reads))
     router.mount(ContentReads(reads))
 

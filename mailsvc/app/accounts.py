@@ -13,7 +13,7 @@ from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
 from mailsvc.ids import parse_uuid, uuid7
-from mailsvc.store import accounts, deliveries, usage
+from mailsvc.store import accounts, deliveries, two_factor, usage
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 
@@ -110,6 +110,9 @@ class Accounts:
                 txn.notify(DELIVERIES)
             if tenant is not None and audit is not None:
                 await audit.write_in(txn, tenant_id=str(parsed))
+            if tenant is not None and changes.get("status") == "suspended":
+                # Nobody of a suspended account stays signed in (its users may sign in again to see why).
+                await two_factor.revoke_tenant_sessions(txn, parsed, now)
             return tenant
 
         tenant = await self._db.run("update_tenant", update)

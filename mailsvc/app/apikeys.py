@@ -41,6 +41,9 @@ class Caller:
     user_id: uuid.UUID | None = None
     role: str | None = None
     session_id: uuid.UUID | None = None
+    #: A session of a user whose account requires a second factor they have not enrolled: it
+    #: may only enrol (and sign out) until they do.
+    two_factor_pending: bool = False
 
     @property
     def full_access(self) -> bool:

@@ -14,13 +14,15 @@ import argon2
 import attrs
 
 from mailsvc.app.audit import Entry
-from mailsvc.app.signin import PasswordSignIn, People, SessionSettings, SignedIn
+from mailsvc.app.signin import Challenge, PasswordSignIn, People, SessionSettings, SignedIn
 from mailsvc.app.throttle import Throttle
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.domain.audit import ACTOR_PREFIXES
 from mailsvc.domain.errors import Conflict, Invalid, NotFound
 from mailsvc.domain.users import new_password, user_address
 from mailsvc.ids import uuid7
 from mailsvc.store import console as store
+from mailsvc.store import two_factor
 from mailsvc.store.database import Database, Transaction
 
 #: The audit log's name of an operator signed in to the console.
@@ -28,7 +30,8 @@ ACTOR_PREFIX = ACTOR_PREFIXES["operator"]
 NAME_MAX = 100
 #: Operators, their sessions and their throttle keys (the dashboard's limits, keys of their own).
 OPERATORS = People("operator-", store.operator_by_email, store.set_password, store.rehash, store.insert_session,
-                   store.live_session, store.touch_session, store.revoke_session, store.revoke_sessions_of)
+                   store.live_session, store.touch_session, store.revoke_session, store.revoke_sessions_of,
+                   store.operator_by_id, two_factor.OPERATORS)
 
 
 @attrs.frozen
@@ -45,8 +48,10 @@ def actor_of(email: str) -> str:
 class Console(PasswordSignIn):
     def __init__(self, clock, db: Database, link_key: bytes, csrf_key: bytes, throttle: Throttle,
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
-                 settings: ConsoleSettings = ConsoleSettings(), hasher: argon2.PasswordHasher | None = None):
-        super().__init__(clock, db, OPERATORS, link_key, csrf_key, settings, throttle, run_blocking, hasher)
+                 settings: ConsoleSettings = ConsoleSettings(), hasher: argon2.PasswordHasher | None = None,
+                 vault: KeyVault | None = None, issuer: str = "mailsvc console"):
+        super().__init__(clock, db, OPERATORS, link_key, csrf_key, settings, throttle, run_blocking, hasher, vault,
+                         issuer)
 
     # Accounts and their set-password links
 
@@ -82,7 +87,7 @@ class Console(PasswordSignIn):
             raise NotFound("Operator")
         return row
 
-    async def set_password(self, body: dict) -> SignedIn:
+    async def set_password(self, body: dict) -> SignedIn | Challenge:
         """Set a password with a link's ``token``: every session of the operator ends, a new one begins."""
         password = new_password(body.get("password"))
         operator_id, version = self.link_target(body.get("token"))
@@ -92,3 +97,6 @@ class Console(PasswordSignIn):
         """The operator's e-mail address a console cookie stands for; None when unknown, expired, idle or revoked."""
         row = await self.live_session(token)
         return row["email"] if row is not None else None
+
+    async def operator_id(self, email: str | None):
+        return (await self.operator(email or ""))["id"]

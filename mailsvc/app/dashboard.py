@@ -16,19 +16,21 @@ import attrs
 
 from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.app.audit import Entry
-from mailsvc.app.signin import PasswordSignIn, People, SessionSettings, SignedIn
+from mailsvc.app.signin import Challenge, PasswordSignIn, People, SessionSettings, SignedIn
 from mailsvc.app.throttle import Limit, Throttle
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant
 from mailsvc.domain.users import new_password, role_of, user_address
 from mailsvc.ids import uuid7
-from mailsvc.store import accounts
+from mailsvc.store import accounts, two_factor
 from mailsvc.store import dashboard as store
 from mailsvc.store.database import Database, Transaction
 
 #: Users, their sessions and their throttle keys (``address:…``, ``client:…``).
 USERS = People("", store.user_by_email, store.set_password, store.rehash, store.insert_session, store.live_session,
-               store.touch_session, store.revoke_session, store.revoke_sessions_of)
+               store.touch_session, store.revoke_session, store.revoke_sessions_of, store.user_by_id,
+               two_factor.USERS)
 
 
 @attrs.frozen
@@ -51,8 +53,10 @@ class LinkCaps:
 class Dashboard(PasswordSignIn):
     def __init__(self, clock, db: Database, link_key: bytes, csrf_key: bytes, settings: SessionSettings,
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]], throttle: Throttle, keys: KeyRing,
-                 hasher: argon2.PasswordHasher | None = None, link_caps: LinkCaps = LinkCaps()):
-        super().__init__(clock, db, USERS, link_key, csrf_key, settings, throttle, run_blocking, hasher)
+                 hasher: argon2.PasswordHasher | None = None, link_caps: LinkCaps = LinkCaps(),
+                 vault: KeyVault | None = None, issuer: str = "mailsvc"):
+        super().__init__(clock, db, USERS, link_key, csrf_key, settings, throttle, run_blocking, hasher, vault,
+                         issuer)
         self._keys = keys
         self._link_caps = link_caps
 
@@ -150,7 +154,7 @@ class Dashboard(PasswordSignIn):
             raise NotFound("User")
         return row, self.password_token(row)
 
-    async def set_password(self, body: dict, caller: Caller | None = None) -> SignedIn:
+    async def set_password(self, body: dict, caller: Caller | None = None) -> SignedIn | Challenge:
         """
         Set a password with a link's ``token``, or (signed in) with the ``current_password``;
         every session of the user ends, and a new one begins.
@@ -166,7 +170,7 @@ class Dashboard(PasswordSignIn):
             user_id, version = user["id"], user["password_version"]
         else:
             raise Invalid("token", "token is required")
-        return await self.store_password(user_id, version, password)
+        return await self.store_password(user_id, version, password, signed_in=caller is not None)
 
     # Sessions
 
@@ -177,7 +181,22 @@ class Dashboard(PasswordSignIn):
         if tenant is None:
             return None
         return Caller(tenant=tenant, key_id=None, permission="full_access", domain_id=None,
-                      user_id=row["user_id"], role=row["role"], session_id=row["id"])
+                      user_id=row["user_id"], role=row["role"], session_id=row["id"],
+                      two_factor_pending=bool(row["require_two_factor"] and not row["two_factor"]))
+
+    # The account's rule
+
+    async def require_two_factor(self, caller: Caller, required: object) -> None:
+        """An owner requires a second factor of every member (their own first), or no longer does."""
+        _owner(caller)
+        if not isinstance(required, bool):
+            raise Invalid("require_two_factor", "require_two_factor must be true or false")
+        if required and not (await self.user(caller.user_id))["two_factor"]:
+            raise NotAllowed("Turn on two-factor sign-in for yourself first.", reason="two_factor_required")
+        await two_factor.require(self._db, caller.tenant.id, required)
+
+    async def two_factor_required(self, tenant_id: uuid.UUID) -> bool:
+        return await two_factor.required(self._db, tenant_id)
 
     # Reads of the overview
 

@@ -5,6 +5,11 @@ links signed with the password version they set, so each works once; failed sign
 per address and client network before the password is checked; sessions as random cookie tokens
 stored as their SHA-256, ending idle, at their lifetime, at sign-out or when the password is set
 again; CSRF tokens as an HMAC of the session token (docs/decisions.md, "Dashboard").
+
+A person with two-factor sign-in on (``mailsvc.app.twofactor``) gets no session for a password
+alone: a ``Challenge``, a signed token of five minutes bound to the password it was given for,
+which a right code (or recovery code) turns into a session; a set-password link alike. One's
+own sessions are listed and revoked here too.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from mailsvc import timefmt
 from mailsvc.app.throttle import Limit, Throttle
+from mailsvc.app.twofactor import TwoFactor
+from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.crypto.links import link_payload, signed_link
-from mailsvc.domain.errors import Invalid, RateLimited, SignInRefused
+from mailsvc.domain.errors import Invalid, NotFound, RateLimited, SignInRefused
 from mailsvc.domain.users import user_address
 from mailsvc.ids import uuid7
+from mailsvc.store import two_factor
 from mailsvc.store.database import Database, Transaction
 
 #: Failed sign-ins: an address gets 5 tries, then one a minute; a client network 20, then one
@@ -37,6 +45,9 @@ CLIENT_LIMIT = Limit(20, 15.0)
 #: A session's ``last_seen_at`` is written at most this often (its idle expiry is that coarse).
 TOUCH_SECONDS = 60
 REFUSED = "The e-mail address or the password is wrong."
+#: How long a password's challenge waits for its code.
+CHALLENGE_SECONDS = 300
+CHALLENGE_REFUSED = "This sign-in has expired; sign in again."
 
 
 @attrs.frozen
@@ -49,6 +60,14 @@ class SessionSettings:
 @attrs.frozen
 class SignedIn:
     """A new session: its cookie token and the row of the person it belongs to."""
+
+    token: str
+    user: dict
+
+
+@attrs.frozen
+class Challenge:
+    """A right password of a person with two-factor sign-in: the token that their code completes."""
 
     token: str
     user: dict
@@ -70,6 +89,8 @@ class People:
     touch_session: Callable[[Database, uuid.UUID, Any], Awaitable[None]]
     revoke_session: Callable[[Database, bytes, Any], Awaitable[None]]
     revoke_sessions_of: Callable[[Transaction, uuid.UUID, Any], Awaitable[None]]
+    by_id: Callable[[Database, uuid.UUID], Awaitable[dict | None]]
+    tables: two_factor.Tables
 
 
 def token_hash(token: str) -> bytes:
@@ -80,7 +101,8 @@ class PasswordSignIn:
     def __init__(self, clock, db: Database, people: People, link_key: bytes, csrf_key: bytes,
                  settings: SessionSettings, throttle: Throttle,
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
-                 hasher: argon2.PasswordHasher | None = None):
+                 hasher: argon2.PasswordHasher | None = None, vault: KeyVault | None = None,
+                 issuer: str = "mailsvc"):
         self._clock = clock
         self._db = db
         self._people = people
@@ -91,6 +113,10 @@ class PasswordSignIn:
         self._run_blocking = run_blocking
         self._hasher = hasher or argon2.PasswordHasher()
         self._dummy_hash: str | None = None
+        self._challenge_key = hmac.new(link_key, b"mailsvc two-factor challenge", hashlib.sha256).digest()
+        #: None without a vault to seal secrets in: nobody can enrol then.
+        self.two_factor = (TwoFactor(clock, db, vault, people.tables, issuer, throttle, people.throttle_prefix)
+                           if vault is not None else None)
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
@@ -129,8 +155,12 @@ class PasswordSignIn:
                 return uuid.UUID(bytes=payload[:16]), version
         raise SignInRefused("This link is not valid or has expired; ask for a new one.")
 
-    async def store_password(self, person_id: uuid.UUID, version: int, password: str) -> SignedIn:
-        """Set the password if it is still at ``version``: every session of the person ends, a new one begins."""
+    async def store_password(self, person_id: uuid.UUID, version: int, password: str,
+                             signed_in: bool = False) -> SignedIn | Challenge:
+        """
+        Set the password if it is still at ``version``: every session of the person ends, a new
+        one begins (with a link: after the second factor, if the person has one).
+        """
         hashed = await self._hash(password)
 
         async def store_it(txn: Transaction):
@@ -140,11 +170,14 @@ class PasswordSignIn:
             await self._people.revoke_sessions_of(txn, person_id, self._now())
             return row
 
-        return await self.open_session(await self._db.run("set_password", store_it))
+        row = await self._db.run("set_password", store_it)
+        if row.get("two_factor") and not signed_in:
+            return self.challenge(row)
+        return await self.open_session(row)
 
     # Sign-in and sessions
 
-    async def login(self, body: dict, client: str) -> SignedIn:
+    async def login(self, body: dict, client: str, user_agent: str | None = None) -> SignedIn | Challenge:
         email, password = body.get("email"), body.get("password")
         try:
             address = user_address(email)
@@ -165,14 +198,83 @@ class PasswordSignIn:
         await self._throttle.give_back(limits)
         if self._hasher.check_needs_rehash(stored):
             await self._people.rehash(self._db, row["id"], stored, await self._hash(password))
-        return await self.open_session(row)
+        if row.get("two_factor"):
+            return self.challenge(row)
+        return await self.open_session(row, user_agent, client)
 
-    async def open_session(self, row: dict) -> SignedIn:
+    def challenge(self, row: dict) -> Challenge:
+        expires = int(self._clock.seconds() + CHALLENGE_SECONDS)
+        payload = b"2fa" + row["id"].bytes + struct.pack(">IQ", row["password_version"], expires)
+        return Challenge(signed_link(self._challenge_key, payload), row)
+
+    async def second_step(self, body: dict, client: str, user_agent: str | None = None) -> SignedIn:
+        """A challenge's ``code`` (or ``recovery_code``): the session its password was for."""
+        token = body.get("challenge")
+        payload = link_payload(self._challenge_key, token) if isinstance(token, str) and len(token) <= 200 else None
+        if payload is None or len(payload) != 31 or payload[:3] != b"2fa":
+            raise SignInRefused(CHALLENGE_REFUSED)
+        version, expires = struct.unpack(">IQ", payload[19:])
+        person_id = uuid.UUID(bytes=payload[3:19])
+        row = await self._people.by_id(self._db, person_id) if expires >= self._clock.seconds() else None
+        if row is None or row["password_version"] != version or not row.get("two_factor") or self.two_factor is None:
+            raise SignInRefused(CHALLENGE_REFUSED)
+        if not await self.two_factor.check(person_id, client, body.get("code"), body.get("recovery_code")):
+            raise SignInRefused("The code is wrong, or was used already.")
+        return await self.open_session(row, user_agent, client)
+
+    async def open_session(self, row: dict, user_agent: str | None = None, client: str | None = None) -> SignedIn:
         token = secrets.token_urlsafe(32)
         now = self._clock.seconds()
         await self._people.insert_session(self._db, uuid7(now), token_hash(token), row, timefmt.from_seconds(now),
-                                          timefmt.from_seconds(now + self.settings.lifetime_seconds))
+                                          timefmt.from_seconds(now + self.settings.lifetime_seconds),
+                                          user_agent[:300] if user_agent else None, client)
         return SignedIn(token, row)
+
+    # Two-factor sign-in of one's own
+
+    def _enrolment(self) -> TwoFactor:
+        if self.two_factor is None:
+            raise NotFound("Two-factor sign-in")
+        return self.two_factor
+
+    async def disable_two_factor(self, person_id: uuid.UUID, body: dict, client: str) -> None:
+        """Turn two-factor sign-in off: with the password and a code (or a recovery code)."""
+        enrolment = self._enrolment()
+        row = await self._people.by_id(self._db, person_id)
+        if row is None or not row["password_hash"] or not await self.verify(row["password_hash"],
+                                                                           str(body.get("password") or "")):
+            raise Invalid("password", "password is wrong")
+        if not await enrolment.check(person_id, client, body.get("code"), body.get("recovery_code")):
+            raise Invalid("code", "The code is wrong, or was used already.")
+        await enrolment.disable(person_id)
+
+    async def reset_two_factor(self, email: object, kind: str) -> dict:
+        """The operator turns off the second factor of the person with ``email`` (a lost device): their row."""
+        try:
+            address = user_address(email)
+        except Invalid:
+            raise NotFound(kind) from None
+        row = await self._people.by_email(self._db, address)
+        if row is None:
+            raise NotFound(kind)
+        await two_factor.disable(self._db, self._people.tables, row["id"])
+        return row
+
+    # One's sessions
+
+    async def sessions(self, person_id: uuid.UUID) -> list[dict]:
+        now = self._clock.seconds()
+        return await two_factor.sessions_of(self._db, self._people.tables, person_id, timefmt.from_seconds(now),
+                                            timefmt.from_seconds(now - self.settings.idle_seconds))
+
+    async def revoke_own_session(self, person_id: uuid.UUID, session_id: uuid.UUID | None) -> None:
+        if session_id is None or not await two_factor.revoke(self._db, self._people.tables, person_id, session_id,
+                                                             self._now()):
+            raise NotFound("Session")
+
+    async def revoke_other_sessions(self, person_id: uuid.UUID, current: uuid.UUID) -> int:
+        """Sign out everywhere but here: how many sessions ended."""
+        return await two_factor.revoke_others(self._db, self._people.tables, person_id, current, self._now())
 
     async def logout(self, token: str) -> None:
         await self._people.revoke_session(self._db, token_hash(token), self._now())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from mailsvc import timefmt
 from mailsvc.app.audit import AuditLog
 from mailsvc.app.console import Console
-from mailsvc.app.signin import SignedIn
+from mailsvc.app.signin import Challenge, SignedIn
 from mailsvc.domain.clients import network_of
 from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.auth import Cookies, base_url
@@ -25,6 +25,7 @@ from mailsvc.http.router import (
     console_token,
     route,
 )
+from mailsvc.http.security import ConsoleSecurity, challenge_json
 
 #: Where the console takes a set-password token (in the fragment: never sent to a server).
 SET_PASSWORD_PATH = "/console/#/set-password/"
@@ -39,6 +40,7 @@ def operator_json(row: dict) -> dict:
         "email": row["email"],
         "name": row["name"],
         "status": "active" if row["password_hash"] else "invited",
+        "two_factor": bool(row.get("two_factor")),
         "created_at": timefmt.resource(row["created_at"]),
     }
 
@@ -49,8 +51,12 @@ class ConsoleResource:
         self._public_url = public_url
         self._audit_log = audit_log
         self._cookies = Cookies(CONSOLE_COOKIE, console.settings.lifetime_seconds, same_site="Strict")
+        #: Two-factor sign-in of operators: mounted beside this resource.
+        self.security = ConsoleSecurity(console, self._signed_in, audit_log)
 
-    def _signed_in(self, request, signed: SignedIn) -> Reply:
+    def _signed_in(self, request, signed: SignedIn | Challenge) -> Reply:
+        if isinstance(signed, Challenge):  # two-factor sign-in: no session until the code (``security``)
+            return Reply(200, challenge_json(signed))
         return Reply(200, {**operator_json(signed.user), "csrf_token": self._console.csrf_token(signed.token)},
                      headers={"Set-Cookie": self._cookies.issue(request, signed.token)})
 

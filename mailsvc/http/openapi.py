@@ -88,16 +88,35 @@ USAGE = ref("Usage")
 TENANT = obj(("object", "id", "name", "plan", "status"), object={"const": "tenant"}, id=UUID, **TENANT_FIELDS)
 ROLE = {"enum": ["owner", "member"]}
 USER_FIELDS = dict(object={"const": "user"}, id=UUID, email=STR, role=ROLE, status={"enum": ["active", "invited"]},
-                   created_at=STR)
+                   two_factor=BOOL, created_at=STR)
 USER_REQUIRED = ("object", "id", "email", "role", "status", "created_at")
 USER = obj(USER_REQUIRED, **USER_FIELDS)
 #: A sign-in's reply: the user and the CSRF token of the session its cookie carries.
 SIGNED_IN = obj((*USER_REQUIRED, "csrf_token"), **USER_FIELDS, csrf_token=STR)
 OPERATOR_FIELDS = dict(object={"const": "operator"}, id=UUID, email=STR, name=STR,
-                       status={"enum": ["active", "invited"]}, created_at=STR)
+                       status={"enum": ["active", "invited"]}, two_factor=BOOL, created_at=STR)
 OPERATOR_REQUIRED = ("object", "id", "email", "name", "status", "created_at")
 OPERATOR_LINK = obj((*OPERATOR_REQUIRED, "set_password_url"), **OPERATOR_FIELDS, set_password_url=STR)
 OPERATOR_SIGNED_IN = obj((*OPERATOR_REQUIRED, "csrf_token"), **OPERATOR_FIELDS, csrf_token=STR)
+#: A right password of someone with two-factor sign-in: no cookie yet; the challenge, with a code, signs in.
+CHALLENGE = obj(("object", "challenge", "email", "methods"), object={"const": "two_factor_challenge"},
+                challenge=STR, email=STR, methods={"type": "array", "items": {"enum": ["totp", "recovery_code"]}})
+SIGNED_IN_OR_CHALLENGE = {"oneOf": [SIGNED_IN, CHALLENGE]}
+OPERATOR_SIGNED_IN_OR_CHALLENGE = {"oneOf": [OPERATOR_SIGNED_IN, CHALLENGE]}
+SECOND_STEP = obj(("challenge",), challenge=STR, code=STR, recovery_code=STR)
+TWO_FACTOR = obj(("object", "enabled", "recovery_codes_left"), object={"const": "two_factor"}, enabled=BOOL,
+                 enabled_at=NULLABLE_STR, recovery_codes_left=INT, required_by_account=BOOL)
+ENROLMENT = obj(("object", "secret", "otpauth_uri"), object={"const": "two_factor_enrolment"}, secret=STR,
+                otpauth_uri=STR, digits=INT, period=INT, algorithm=STR)
+ENROLLED = obj(("object", "enabled", "recovery_codes"), object={"const": "two_factor"}, enabled={"const": True},
+               recovery_codes={"type": "array", "items": STR})
+CODE = obj(("code",), code=STR)
+RESET = obj(("object", "email", "enabled"), object={"const": "two_factor"}, email=STR, enabled={"const": False})
+TURN_OFF = obj(("password",), password=STR, code=STR, recovery_code=STR)
+TURNED_OFF = obj(("object", "enabled"), object={"const": "two_factor"}, enabled={"const": False})
+SESSION_ROW = obj(("object", "id", "created_at", "last_seen_at", "expires_at", "current"), object={"const": "session"},
+                  id=UUID, created_at=STR, last_seen_at=STR, expires_at=STR, user_agent=NULLABLE_STR,
+                  client=NULLABLE_STR, current=BOOL)
 #: A user with a set-password link (an invitation, a reset).
 USER_LINK = obj((*USER_REQUIRED, "set_password_url"), **USER_FIELDS, set_password_url=STR)
 USER_BODY = obj(("email",), email=STR, role=ROLE)
@@ -516,21 +535,57 @@ OPERATIONS: dict[str, Op] = {
     "GET /console": Op("Redirects to /console/", ok={302: None}),
     "GET /console/": Op("The operator console's page", ok={200: None}, content_type="text/html"),
     "POST /console/auth/login": Op("An operator signs in: sets the console's cookie",
-                                   obj(("email", "password"), email=STR, password=STR), {200: OPERATOR_SIGNED_IN},
-                                   errors=(401, 429)),
+                                   obj(("email", "password"), email=STR, password=STR),
+                                   {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)),
     "POST /console/auth/password": Op("Set an operator's password with a set-password link's token; signs in",
                                       obj(("token", "password"), token=STR, password=PASSWORD),
-                                      {200: OPERATOR_SIGNED_IN}, errors=(401,)),
+                                      {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401,)),
+    "POST /console/auth/login/two-factor": Op("An operator's code (or recovery code) completes a sign-in",
+                                              SECOND_STEP, {200: OPERATOR_SIGNED_IN}, errors=(401, 429)),
+    "POST /admin/v1/operators/two-factor/reset": Op(
+        "Turn off an operator's two-factor sign-in, found by e-mail address (a lost device; audited)",
+        obj(("email",), email={"type": "string", "format": "email"}), {200: RESET}, errors=(404,)),
+    "POST /admin/v1/users/two-factor/reset": Op(
+        "Turn off a dashboard user's two-factor sign-in, found by e-mail address (a lost device; audited)",
+        obj(("email",), email={"type": "string", "format": "email"}), {200: RESET}, errors=(404,)),
+    "GET /console/two-factor": Op("Whether the operator has two-factor sign-in", ok={200: TWO_FACTOR}),
+    "POST /console/two-factor/begin": Op("Begin enrolling an authenticator: its secret", ok={200: ENROLMENT},
+                                         errors=(409,)),
+    "POST /console/two-factor/confirm": Op("Turn two-factor sign-in on with a code: the recovery codes, shown once",
+                                           CODE, {200: ENROLLED}, errors=(409, 422, 429)),
+    "POST /console/two-factor/disable": Op("Turn two-factor sign-in off (the password and a code)", TURN_OFF,
+                                           {200: TURNED_OFF}, errors=(422, 429)),
     "POST /console/auth/logout": Op("Sign out of the console: ends the session, clears the cookie",
                                     ok={200: obj(("object", "deleted"), object={"const": "session"},
                                                  deleted={"const": True})}),
     "GET /console/me": Op("The signed-in operator and the session's CSRF token", ok={200: OPERATOR_SIGNED_IN}),
     # The dashboard: sign-in, the user, users, the reads only it needs (docs/decisions.md, "Dashboard")
-    "POST /auth/login": Op("Sign in: sets the session cookie", obj(("email", "password"), email=STR, password=STR),
-                           {200: SIGNED_IN}, errors=(401, 429)),
+    "POST /auth/login": Op("Sign in: sets the session cookie (or, with two-factor sign-in, a challenge)",
+                           obj(("email", "password"), email=STR, password=STR),
+                           {200: SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)),
     "POST /auth/password": Op("Set a password with a set-password link's token; signs in",
-                              obj(("token", "password"), token=STR, password=PASSWORD), {200: SIGNED_IN},
-                              errors=(401,)),
+                              obj(("token", "password"), token=STR, password=PASSWORD),
+                              {200: SIGNED_IN_OR_CHALLENGE}, errors=(401,)),
+    "POST /auth/login/two-factor": Op("A code (or recovery code) completes a sign-in: sets the session cookie",
+                                      SECOND_STEP, {200: SIGNED_IN}, errors=(401, 429)),
+    "GET /dashboard/two-factor": Op("Whether the user has two-factor sign-in, and whether the account requires it",
+                                    ok={200: TWO_FACTOR}),
+    "POST /dashboard/two-factor/begin": Op("Begin enrolling an authenticator: its secret", ok={200: ENROLMENT},
+                                           errors=(409,)),
+    "POST /dashboard/two-factor/confirm": Op("Turn two-factor sign-in on with a code: the recovery codes, shown once",
+                                             CODE, {200: ENROLLED}, errors=(409, 422, 429)),
+    "POST /dashboard/two-factor/disable": Op("Turn two-factor sign-in off (the password and a code)", TURN_OFF,
+                                             {200: TURNED_OFF}, errors=(422, 429)),
+    "PATCH /dashboard/security": Op("Require two-factor sign-in of every member (owners only, enrolled first)",
+                                    obj(("require_two_factor",), require_two_factor=BOOL),
+                                    {200: obj(("object", "require_two_factor"), object={"const": "security"},
+                                              require_two_factor=BOOL)}, errors=(422,)),
+    "GET /dashboard/sessions": Op("The user's live sessions, newest first (`current`: this one)",
+                                  ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+                                      "type": "array", "items": SESSION_ROW}}}}),
+    "DELETE /dashboard/sessions/<session_id>": Op("End one of the user's sessions", ok={200: DELETED}),
+    "POST /dashboard/sessions/sign-out-others": Op("Sign out everywhere but this session", ok={200: obj(
+        ("object", "revoked"), object={"const": "list"}, revoked=INT)}),
     "POST /auth/logout": Op("Sign out: ends the session, clears the cookie",
                             ok={200: obj(("object", "deleted"), object={"const": "session"}, deleted={"const": True})}),
     "POST /dashboard/password": Op("Change the signed-in user's password; every other session ends",
@@ -538,6 +593,7 @@ OPERATIONS: dict[str, Op] = {
                                    {200: SIGNED_IN}),
     "GET /me": Op("The signed-in user, the account, its usage today and this month, the CSRF token",
                   ok={200: obj((*USER_REQUIRED, "account", "usage", "csrf_token"), **USER_FIELDS, account=ACCOUNT,
+                               two_factor_enrolment_required=BOOL,
                                usage=DASHBOARD_USAGE, csrf_token=STR)}),
     "GET /dashboard/users": Op("List the account's users", ok={200: {**LIST_ONLY, "properties": {
         **LIST_ONLY["properties"], "data": {"type": "array", "items": USER}}}}),

@@ -304,9 +304,11 @@ class Router:
         Start checking the credentials of a request whose headers are in and whose body is
         not yet read; None when its route needs none, or it has no route (404 or 405 later).
         """
-        access = self._access.get(self._endpoint_of(method, path))
+        endpoint = self._endpoint_of(method, path)
+        access = self._access.get(endpoint)
         if access is None or access == PUBLIC:
             return None
+        request.endpoint_path = endpoint.split(" ", 1)[1]  # the route's path, before its handler runs
         return Admission(access, defer.ensureDeferred(self._authorize(request, access)))
 
     def body_limit(self, method: bytes, path: bytes) -> int:
@@ -477,6 +479,9 @@ class Router:
         caller = await self._sessions.authenticate(token)
         if caller is None:
             raise NO_SESSION
+        route_path = getattr(request, "endpoint_path", None) or getattr(request, "route_name", None)
+        if caller.two_factor_pending and route_path not in ENROLMENT_ROUTES:
+            raise ENROL_FIRST
         if request.method not in SAFE_METHODS:
             presented = request.getHeader(CSRF_HEADER)
             if not self._same_site_or_listed(request) or not self._sessions.csrf_matches(
@@ -544,6 +549,11 @@ def _sized(request, body: bytes) -> bytes:
 NO_SESSION = ApiError(401, "session_required", "Sign in first: the session is missing, expired or revoked.")
 BAD_CSRF = ApiError(403, "invalid_csrf_token", "The CSRF token is missing or does not match the session.")
 CROSS_SITE = ApiError(403, "invalid_origin", "This request must come from the dashboard's own pages.")
+ENROL_FIRST = ApiError(403, "two_factor_enrolment_required",
+                       "This account requires two-factor sign-in: turn it on for yourself first.")
+#: What a session may do while its account requires a second factor its user has not enrolled.
+ENROLMENT_ROUTES = frozenset({"/me", "/auth/logout", "/dashboard/two-factor", "/dashboard/two-factor/begin",
+                              "/dashboard/two-factor/confirm"})
 
 
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")

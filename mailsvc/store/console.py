@@ -7,7 +7,8 @@ from datetime import datetime
 
 from mailsvc.store.database import Database, Transaction
 
-_COLUMNS = "id, email, name, password_hash, password_version, created_at, updated_at"
+_COLUMNS = ("id, email, name, password_hash, password_version, created_at, updated_at,"
+            " totp_enabled_at IS NOT NULL AS two_factor")
 
 
 async def insert_operator(db: Database | Transaction, operator_id: uuid.UUID, email: str, name: str,
@@ -44,7 +45,9 @@ async def rehash(db: Database, operator_id: uuid.UUID, old_hash: str, new_hash: 
 
 
 async def insert_session(db: Database, session_id: uuid.UUID, token_hash: bytes, operator: dict,
-                         now: datetime, expires_at: datetime) -> None:
+                         now: datetime, expires_at: datetime, user_agent: str | None = None,
+                         client: str | None = None) -> None:
+    """(Where a console session was opened is not kept.)"""
     await db.execute(
         "INSERT INTO operator_sessions (id, token_hash, operator_id, created_at, last_seen_at, expires_at)"
         " VALUES (%s, %s, %s, %s, %s, %s)",

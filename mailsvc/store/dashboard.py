@@ -7,7 +7,8 @@ from datetime import date, datetime
 
 from mailsvc.store.database import Database, Transaction
 
-_USER_COLUMNS = "id, tenant_id, email, role, password_hash, password_version, created_at, updated_at"
+_USER_COLUMNS = ("id, tenant_id, email, role, password_hash, password_version, created_at, updated_at,"
+                 " totp_enabled_at IS NOT NULL AS two_factor")
 
 
 # Users
@@ -78,19 +79,24 @@ async def owners_left(txn: Transaction | Database, tenant_id: uuid.UUID) -> int:
 
 
 async def insert_session(db: Database | Transaction, session_id: uuid.UUID, token_hash: bytes, user: dict,
-                         now: datetime, expires_at: datetime) -> None:
+                         now: datetime, expires_at: datetime, user_agent: str | None = None,
+                         client: str | None = None) -> None:
     await db.execute(
-        "INSERT INTO sessions (id, token_hash, user_id, tenant_id, created_at, last_seen_at, expires_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (session_id, token_hash, user["id"], user["tenant_id"], now, now, expires_at),
+        "INSERT INTO sessions (id, token_hash, user_id, tenant_id, created_at, last_seen_at, expires_at, user_agent,"
+        " client) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (session_id, token_hash, user["id"], user["tenant_id"], now, now, expires_at, user_agent, client),
     )
 
 
 async def live_session(db: Database, token_hash: bytes, now: datetime, idle_since: datetime) -> dict | None:
-    """The session of a token that is neither revoked, past its expiry nor idle since before ``idle_since``."""
+    """
+    The session of a token that is neither revoked, past its expiry nor idle since before
+    ``idle_since``; whether its user has a second factor, and whether the account requires one.
+    """
     return await db.fetchone(
-        "SELECT s.id, s.user_id, s.tenant_id, s.last_seen_at, s.expires_at, u.email, u.role"
-        " FROM sessions s JOIN users u ON u.id = s.user_id"
+        "SELECT s.id, s.user_id, s.tenant_id, s.last_seen_at, s.expires_at, u.email, u.role,"
+        " u.totp_enabled_at IS NOT NULL AS two_factor, t.require_two_factor"
+        " FROM sessions s JOIN users u ON u.id = s.user_id JOIN tenants t ON t.id = s.tenant_id"
         " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > %s AND s.last_seen_at > %s",
         (token_hash, now, idle_since),
     )

@@ -11,6 +11,7 @@ import * as domains from "/ui/pages/domains.js";
 import * as emails from "/ui/pages/emails.js";
 import * as inbox from "/ui/pages/inbox.js";
 import * as overview from "/ui/pages/overview.js";
+import * as security from "/ui/pages/security.js";
 import * as settings from "/ui/pages/settings.js";
 import * as signin from "/ui/pages/signin.js";
 import * as suppressions from "/ui/pages/suppressions.js";
@@ -18,4 +19,7 @@ import * as templates from "/ui/pages/templates.js";
 import * as webhooks from "/ui/pages/webhooks.js";
 import { start } from "/ui/ui.js";
 
-start([signin, overview, emails, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings]);
+start([signin, overview, emails, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings, security], {
+  // An account that requires two-factor sign-in: a member without it sets it up first.
+  mustEnrol: (me) => me.two_factor_enrolment_required, enrolAt: "#/security",
+});

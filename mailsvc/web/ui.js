@@ -163,6 +163,11 @@ export async function route() {
       return;
     }
   }
+  // Two-factor sign-in required of this person and not set up: nothing else until it is.
+  if (SITE.mustEnrol && SITE.mustEnrol(session.me) && hash !== SITE.enrolAt) {
+    location.replace(SITE.enrolAt);
+    return;
+  }
   const page = PAGES.find(([pattern]) => pattern.test(hash));
   let nodes;
   try {

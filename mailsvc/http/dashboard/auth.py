@@ -13,7 +13,7 @@ from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.audit import AuditLog
 from mailsvc.app.dashboard import Dashboard, link_detail
-from mailsvc.app.signin import SignedIn
+from mailsvc.app.signin import Challenge, SignedIn
 from mailsvc.domain.audit import ACTOR_PREFIXES
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
@@ -30,6 +30,7 @@ from mailsvc.http.router import (
     route,
     session_token,
 )
+from mailsvc.http.security import DashboardSecurity, challenge_json, user_agent_of
 from mailsvc.ids import parse_uuid
 
 log = Logger()
@@ -92,6 +93,7 @@ def user_json(row: dict) -> dict:
         "email": row["email"],
         "role": row["role"],
         "status": "active" if row["password_hash"] else "invited",
+        "two_factor": bool(row.get("two_factor")),
         "created_at": timefmt.resource(row["created_at"]),
     }
 
@@ -125,18 +127,23 @@ class AuthResource:
         #: Every set-password link issued is audited (it can take over an account).
         self._audit_log = audit_log
         self._cookies = Cookies(SESSION_COOKIE, dashboard.settings.lifetime_seconds)
+        #: Two-factor sign-in and one's sessions: mounted beside this resource.
+        self.security = DashboardSecurity(dashboard, self._signed_in, audit_log)
 
     async def _link_issued(self, actor: str, row: dict) -> None:
         await self._audit_log.write(actor, LINK, **link_detail(row))
 
-    def _signed_in(self, request, signed: SignedIn) -> Reply:
+    def _signed_in(self, request, signed: SignedIn | Challenge) -> Reply:
+        if isinstance(signed, Challenge):  # two-factor sign-in: no session until the code (``security``)
+            return Reply(200, challenge_json(signed))
         return Reply(200, {**user_json(signed.user), "csrf_token": self._dashboard.csrf_token(signed.token)},
                      headers={"Set-Cookie": self._cookies.issue(request, signed.token)})
 
     @route("POST", "/auth/login", access=SIGN_IN)
     async def login(self, request, _):
         client = network_of(getattr(request.getClientAddress(), "host", None))
-        return self._signed_in(request, await self._dashboard.login(read_json(request), client))
+        return self._signed_in(request, await self._dashboard.login(read_json(request), client,
+                                                                    user_agent_of(request)))
 
     @route("POST", "/auth/logout", access=SESSION)
     async def logout(self, request, caller: Caller):
@@ -158,6 +165,7 @@ class AuthResource:
         user = await self._dashboard.tenant_user(caller.tenant.id, caller.user_id)
         return {
             **user_json(user),
+            "two_factor_enrolment_required": caller.two_factor_pending,
             "account": tenant_summary(caller.tenant),
             "usage": await self._dashboard.usage(caller.tenant),
             "csrf_token": self._dashboard.csrf_token(session_token(request)),

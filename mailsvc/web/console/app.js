@@ -4,12 +4,13 @@
 
 import * as audit from "/ui/console/audit.js";
 import * as queue from "/ui/console/queue.js";
+import * as security from "/ui/console/security.js";
 import * as signin from "/ui/console/signin.js";
 import * as tenants from "/ui/console/tenants.js";
 import * as waitlist from "/ui/console/waitlist.js";
 import { start } from "/ui/ui.js";
 
-start([signin, tenants, queue, audit, waitlist], {
+start([signin, tenants, queue, audit, waitlist, security], {
   me: "/console/me",
   logout: "/console/auth/logout",
   brand: "mailsvc operator",

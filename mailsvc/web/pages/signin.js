@@ -4,13 +4,23 @@
 import { post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { form, input, signedIn } from "/ui/ui.js";
+// Two-factor sign-in: a reply that is a challenge goes on to its second step (security.js).
+import { secondStep } from "/ui/pages/security.js";
+
+function challenged(reply, login) {
+  if (reply.object !== "two_factor_challenge") return false;
+  secondStep(reply, `${login}/two-factor`);
+  return true;
+}
 
 function loginPage(title, path) {
   return h("main.center", { id: "main", tabindex: "-1" },
     h("section.card.narrow",
       h("h1", title),
       form(async (data) => {
-        signedIn(await post(path, { email: data.get("email"), password: data.get("password") }));
+        const reply = await post(path, { email: data.get("email"), password: data.get("password") });
+        if (challenged(reply, path)) return;
+        signedIn(reply);
         location.hash = "#/";
       },
       field("E-mail address", input("email", { type: "email", autocomplete: "username", required: true })),
@@ -18,13 +28,15 @@ function loginPage(title, path) {
       h("button.primary", { type: "submit" }, "Sign in"))));
 }
 
-function setPasswordPage(title, path, token) {
+function setPasswordPage(title, path, token, login) {
   return h("main.center", { id: "main", tabindex: "-1" },
     h("section.card.narrow",
       h("h1", title),
       form(async (data) => {
         if (data.get("password") !== data.get("again")) throw new Error("The two passwords differ.");
-        signedIn(await post(path, { token, password: data.get("password") }));
+        const reply = await post(path, { token, password: data.get("password") });
+        if (challenged(reply, login)) return;
+        signedIn(reply);
         location.replace("#/");
       },
       field("New password", input("password", { type: "password", autocomplete: "new-password", required: true, minlength: 10 }),
@@ -36,7 +48,7 @@ function setPasswordPage(title, path, token) {
 /** The open routes (no session needed) of a site's sign-in and set-password pages. */
 export function signInRoutes({ signInTitle, passwordTitle, login, password }) {
   return [
-    [/^#\/set-password\/([\w-]+)$/, (m) => setPasswordPage(passwordTitle, password, m[1])],
+    [/^#\/set-password\/([\w-]+)$/, (m) => setPasswordPage(passwordTitle, password, m[1], login)],
     [/^#\/login$/, () => loginPage(signInTitle, login)],
   ];
 }

@@ -1,0 +1,162 @@
+"""
+Two-factor sign-in and one's own sessions, for the dashboard (``/auth/login/two-factor``,
+``/dashboard/two-factor/*``, ``/dashboard/sessions``) and the operator console (the same under
+``/console/``); docs/operations.md, "Security".
+"""
+
+from __future__ import annotations
+
+from mailsvc import timefmt
+from mailsvc.app.apikeys import Caller
+from mailsvc.app.audit import AuditLog
+from mailsvc.app.console import Console
+from mailsvc.app.dashboard import Dashboard
+from mailsvc.app.signin import Challenge, PasswordSignIn
+from mailsvc.domain.clients import network_of
+from mailsvc.domain.errors import NotFound
+from mailsvc.http.body import read_json
+from mailsvc.http.errors import NATIVE
+from mailsvc.http.router import (
+    CONSOLE_SIGN_IN,
+    OPERATOR,
+    OPERATOR_SESSION,
+    SESSION,
+    SIGN_IN,
+    Operator,
+    route,
+)
+from mailsvc.ids import parse_uuid
+
+
+def client_of(request) -> str:
+    return network_of(getattr(request.getClientAddress(), "host", None))
+
+
+def user_agent_of(request) -> str | None:
+    value = request.getHeader(b"user-agent")
+    return value.decode("latin-1")[:300] if value else None
+
+
+def challenge_json(challenge: Challenge) -> dict:
+    """A right password of someone with two-factor sign-in: no session yet, a code to send with ``challenge``."""
+    return {"object": "two_factor_challenge", "challenge": challenge.token, "email": challenge.user["email"],
+            "methods": ["totp", "recovery_code"]}
+
+
+def session_json(row: dict, current) -> dict:
+    return {"object": "session", "id": str(row["id"]), "created_at": timefmt.resource(row["created_at"]),
+            "last_seen_at": timefmt.resource(row["last_seen_at"]), "expires_at": timefmt.resource(row["expires_at"]),
+            "user_agent": row["user_agent"], "client": row["client"], "current": row["id"] == current}
+
+
+def _enrolment(sign_in: PasswordSignIn):
+    if sign_in.two_factor is None:
+        raise NotFound("Two-factor sign-in")
+    return sign_in.two_factor
+
+
+class DashboardSecurity:
+    def __init__(self, dashboard: Dashboard, signed_in, audit_log: AuditLog):
+        self._dashboard = dashboard
+        #: ``signed_in(request, SignedIn) -> Reply``: the sign-in's reply with its cookie (AuthResource's).
+        self._signed_in = signed_in
+        self._audit_log = audit_log
+
+    @route("POST", "/admin/v1/users/two-factor/reset", access=OPERATOR, surface=NATIVE)
+    async def reset(self, request, operator: Operator):
+        """The operator turns off a user's two-factor sign-in (found by ``email``): a lost device. Audited."""
+        row = await self._dashboard.reset_two_factor(read_json(request).get("email"), "User")
+        await self._audit_log.write(operator.name, "user.two_factor_reset", tenant_id=str(row["tenant_id"]),
+                                    user_id=str(row["id"]), email=row["email"])
+        return {"object": "two_factor", "email": row["email"], "enabled": False}
+
+    @route("POST", "/auth/login/two-factor", access=SIGN_IN)
+    async def second_step(self, request, _):
+        """A challenge's ``code`` (or ``recovery_code``) completes the sign-in its password began."""
+        signed = await self._dashboard.second_step(read_json(request), client_of(request), user_agent_of(request))
+        return self._signed_in(request, signed)
+
+    @route("GET", "/dashboard/two-factor", access=SESSION)
+    async def status(self, request, caller: Caller):
+        return {**await _enrolment(self._dashboard).status(caller.user_id),
+                "required_by_account": await self._dashboard.two_factor_required(caller.tenant.id)}
+
+    @route("POST", "/dashboard/two-factor/begin", access=SESSION)
+    async def begin(self, request, caller: Caller):
+        return await _enrolment(self._dashboard).begin(caller.user_id)
+
+    @route("POST", "/dashboard/two-factor/confirm", access=SESSION)
+    async def confirm(self, request, caller: Caller):
+        codes = await _enrolment(self._dashboard).confirm(caller.user_id, read_json(request).get("code"),
+                                                          client_of(request))
+        return {"object": "two_factor", "enabled": True, "recovery_codes": codes}
+
+    @route("POST", "/dashboard/two-factor/disable", access=SESSION)
+    async def disable(self, request, caller: Caller):
+        """With the ``password`` and a ``code`` (or a ``recovery_code``)."""
+        await self._dashboard.disable_two_factor(caller.user_id, read_json(request), client_of(request))
+        return {"object": "two_factor", "enabled": False}
+
+    @route("PATCH", "/dashboard/security", access=SESSION)
+    async def require(self, request, caller: Caller):
+        """An owner's ``require_two_factor``: every member must enrol before doing anything else."""
+        required = read_json(request).get("require_two_factor")
+        await self._dashboard.require_two_factor(caller, required)
+        return {"object": "security", "require_two_factor": required}
+
+    @route("GET", "/dashboard/sessions", access=SESSION)
+    async def sessions(self, request, caller: Caller):
+        rows = await self._dashboard.sessions(caller.user_id)
+        return {"object": "list", "has_more": False, "data": [session_json(r, caller.session_id) for r in rows]}
+
+    @route("DELETE", "/dashboard/sessions/<session_id>", access=SESSION)
+    async def revoke(self, request, caller: Caller, session_id: str):
+        await self._dashboard.revoke_own_session(caller.user_id, parse_uuid(session_id))
+        return {"object": "session", "id": session_id, "deleted": True}
+
+    @route("POST", "/dashboard/sessions/sign-out-others", access=SESSION)
+    async def sign_out_others(self, request, caller: Caller):
+        """Sign out everywhere but this session."""
+        ended = await self._dashboard.revoke_other_sessions(caller.user_id, caller.session_id)
+        return {"object": "list", "revoked": ended}
+
+
+class ConsoleSecurity:
+    def __init__(self, console: Console, signed_in, audit_log: AuditLog):
+        self._console = console
+        self._signed_in = signed_in
+        self._audit_log = audit_log
+
+    @route("POST", "/admin/v1/operators/two-factor/reset", access=OPERATOR, surface=NATIVE)
+    async def reset(self, request, operator: Operator):
+        """The operator API turns off an operator's two-factor sign-in (found by ``email``). Audited."""
+        row = await self._console.reset_two_factor(read_json(request).get("email"), "Operator")
+        await self._audit_log.write(operator.name, "operator.two_factor_reset", operator_id=str(row["id"]),
+                                    email=row["email"])
+        return {"object": "two_factor", "email": row["email"], "enabled": False}
+
+    @route("POST", "/console/auth/login/two-factor", access=CONSOLE_SIGN_IN)
+    async def second_step(self, request, _):
+        signed = await self._console.second_step(read_json(request), client_of(request))
+        return self._signed_in(request, signed)
+
+    @route("GET", "/console/two-factor", access=OPERATOR_SESSION)
+    async def status(self, request, operator: Operator):
+        return await _enrolment(self._console).status(await self._console.operator_id(operator.email))
+
+    @route("POST", "/console/two-factor/begin", access=OPERATOR_SESSION)
+    async def begin(self, request, operator: Operator):
+        return await _enrolment(self._console).begin(await self._console.operator_id(operator.email))
+
+    @route("POST", "/console/two-factor/confirm", access=OPERATOR_SESSION)
+    async def confirm(self, request, operator: Operator):
+        codes = await _enrolment(self._console).confirm(await self._console.operator_id(operator.email),
+                                                        read_json(request).get("code"), client_of(request))
+        return {"object": "two_factor", "enabled": True, "recovery_codes": codes}
+
+    @route("POST", "/console/two-factor/disable", access=OPERATOR_SESSION)
+    async def disable(self, request, operator: Operator):
+        await self._console.disable_two_factor(await self._console.operator_id(operator.email), read_json(request),
+                                               client_of(request))
+        return {"object": "two_factor", "enabled": False}
+

@@ -88,12 +88,14 @@ async def test_a_tenant_is_paced_at_its_send_rate(api):
 async def test_paused_mail_waits_and_suspended_mail_fails(api):
     tenant, key = await queued(api, 2)
     clock = clock_at(time.time() + 1)
+    due = await api.parts.db.fetchall("SELECT due_at FROM deliveries ORDER BY id")
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "paused"})
     paused = await claim(api, clock)
-    assert paused.work == [] and paused.next_due == clock.seconds() + store.PAUSED_RECHECK_SECONDS
-    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
-    assert [r["status"] for r in rows] == ["queued", "queued"]
-    # Resumed: what waited is due at once (not after the paused recheck).
+    assert paused.work == [] and paused.next_due is None
+    # The claim does not read a paused account's mail: not even pushed back.
+    rows = await api.parts.db.fetchall("SELECT status, due_at FROM deliveries ORDER BY id")
+    assert [r["status"] for r in rows] == ["queued", "queued"] and [r["due_at"] for r in rows] == [
+        r["due_at"] for r in due]
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "active"})
     resumed = await api.parts.db.fetchall("SELECT due_at <= now() AS due FROM deliveries")
     assert [r["due"] for r in resumed] == [True, True]
@@ -102,13 +104,14 @@ async def test_paused_mail_waits_and_suspended_mail_fails(api):
     assert (await claim(api, clock)).work == []
 
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "suspended"})
-    clock.advance(store.PAUSED_RECHECK_SECONDS)
-    suspended = await claim(api, clock)
-    assert suspended.work == [] and suspended.decided == 2
+    clock.advance(60)
+    assert (await claim(api, clock)).work == []  # nor a suspended one's: the sweep fails it
+    assert await store.fail_suspended(api.parts.db, clock) == 2
     rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
     assert [r["status"] for r in rows] == ["failed", "failed"]
     failed = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.failed'")
     assert [e["data"]["reason"] for e in failed] == ["account_suspended"] * 2
+    assert await store.fail_suspended(api.parts.db, clock) == 0
 
 
 def _report(work, status, event):

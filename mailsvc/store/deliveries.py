@@ -5,9 +5,11 @@ transaction.
 
 A claim pushes ``due_at`` to the end of the lease and sets ``claim``: a node that dies leaves
 its rows to come due again when the lease ends, and an outcome is written only under the
-claim that produced it. Claiming is where tenants are paced (``send_rate_per_sec``, a GCRA
-row per tenant shared by all nodes), where a paused tenant's mail is left waiting and where a
-suspended tenant's mail fails.
+claim that produced it. Claiming is fair and where tenants are paced (``send_rate_per_sec``, a
+GCRA row per tenant shared by all nodes): it shares its room between the active accounts with
+due mail and never reads a paused, suspended or held account's; the queue's sweep fails a
+suspended account's queue in bulk and holds a held account's new mail (docs/decisions.md, "A
+fair claim").
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mailsvc.domain.delivery import (
     most_advanced,
 )
 from mailsvc.domain.errors import Invalid
+from mailsvc.ids import uuid7
 from mailsvc.store import events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, Transaction
@@ -96,11 +99,10 @@ async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, le
 #: standing hold stops, with their oldest due mail and how many are due (up to the claim's room).
 _DUE_ACCOUNTS = (
     "WITH RECURSIVE queued (tenant_id) AS ("
-    "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') AND due_at IS NOT NULL"
-    "    ORDER BY tenant_id LIMIT 1)"
+    "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') ORDER BY tenant_id LIMIT 1)"
     "   UNION ALL"
     "   SELECT (SELECT d.tenant_id FROM deliveries d WHERE d.status IN ('queued', 'deferred')"
-    "           AND d.due_at IS NOT NULL AND d.tenant_id > q.tenant_id ORDER BY d.tenant_id LIMIT 1)"
+    "           AND d.tenant_id > q.tenant_id ORDER BY d.tenant_id LIMIT 1)"
     "   FROM queued q WHERE q.tenant_id IS NOT NULL"
     " )"
     " SELECT q.tenant_id, due.oldest, due.n, t.send_rate_per_sec, p.tat FROM queued q"
@@ -185,11 +187,45 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
     return Claimed(work, min(postponed) if postponed else None)
 
 
-#: Rows a suspended account's queue fails in, each chunk a transaction of its own.
-SUSPENDED_CHUNK = 2000
+#: Rows a suspended account's queue fails in (or a held account's new mail is held in), each
+#: chunk a transaction of its own.
+SWEEP_CHUNK = 2000
 
 
-async def fail_suspended(db: Database, clock, chunk: int = SUSPENDED_CHUNK) -> int:
+async def sweep(db: Database, clock) -> None:
+    """What the claim leaves to the queue's sweep: suspended accounts' queues failed, held
+    accounts' new mail held (docs/decisions.md, "A fair claim")."""
+    await fail_suspended(db, clock)
+    await hold_held_accounts(db, clock)
+
+
+async def hold_held_accounts(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
+    """
+    The mail queued for an account under a standing hold since the hold was made, held as the
+    operator's hold holds it (``held_reason``, out of the claim's index, no event), a chunk at
+    a time; rows in flight are left to their attempts. How many were held.
+    """
+    holds = await db.fetchall("SELECT value, reason FROM queue_holds WHERE kind = 'tenant'", desc="account holds")
+    held = 0
+    for hold in holds:
+        while True:
+            rows = await db.fetchall(
+                "UPDATE deliveries SET held_reason = %(reason)s, due_at = NULL WHERE id IN ("
+                " SELECT d.id FROM deliveries d WHERE d.tenant_id = %(tenant)s::uuid"
+                " AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
+                " AND (d.claim IS NULL OR d.due_at <= %(at)s)"
+                " ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE SKIP LOCKED) RETURNING id",
+                {"reason": hold["reason"], "tenant": hold["value"], "chunk": chunk,
+                 "at": timefmt.from_seconds(clock.seconds())},
+                desc="hold a held account's mail",
+            )
+            held += len(rows)
+            if len(rows) < chunk:
+                break
+    return held
+
+
+async def fail_suspended(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
     """
     Every suspended account's queue (but the rows in flight, whose attempts decide them) failed
     with ``account_suspended``, a chunk at a time, written as every failure is (``_write``: the
@@ -197,7 +233,7 @@ async def fail_suspended(db: Database, clock, chunk: int = SUSPENDED_CHUNK) -> i
     """
     suspended = await db.fetchall(
         "SELECT t.id FROM tenants t WHERE t.status = 'suspended' AND EXISTS (SELECT 1 FROM deliveries d"
-        " WHERE d.tenant_id = t.id AND d.status IN ('queued', 'deferred') AND d.due_at IS NOT NULL)",
+        " WHERE d.tenant_id = t.id AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL)",
         desc="suspended accounts with queued mail",
     )
     failed = 0
@@ -210,21 +246,50 @@ async def fail_suspended(db: Database, clock, chunk: int = SUSPENDED_CHUNK) -> i
     return failed
 
 
+#: One chunk of a suspended account's queue failed in one statement, written as ``_write`` writes
+#: a failure that no attempt made (``attempted`` false, no claim): the rows ``failed`` with the
+#: response ``account suspended`` and no attempt counted, an ``email.failed`` event each (ids in
+#: delivery id order, as ``_write`` gives them; the outbox the webhooks are sent from), the
+#: e-mails' ``last_event`` moved forward to ``failed``. Rows another transaction holds (a claim
+#: writing its outcome) are skipped; rows in flight are left to their attempts.
+_FAIL_SUSPENDED_CHUNK = (
+    "WITH chosen AS ("
+    "   SELECT d.id FROM deliveries d JOIN tenants t ON t.id = d.tenant_id AND t.status = 'suspended'"
+    "   WHERE d.tenant_id = %(tenant)s AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
+    "   AND (d.claim IS NULL OR d.due_at <= %(at)s)"
+    "   ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED"
+    " ), failed AS ("
+    "   UPDATE deliveries d SET status = 'failed', due_at = NULL, claim = NULL, claimed_by = NULL,"
+    "   claimed_until = NULL, last_response = %(response)s, updated_at = %(at)s"
+    "   FROM chosen WHERE d.id = chosen.id RETURNING d.id, d.email_id, d.tenant_id, d.recipient"
+    " ), numbered AS ("
+    "   SELECT f.*, row_number() OVER (ORDER BY f.id) AS n FROM failed f"
+    " ), recorded AS ("
+    "   INSERT INTO events (id, tenant_id, type, data, created_at)"
+    "   SELECT (%(ids)s::uuid[])[n], tenant_id, 'email.failed', jsonb_build_object("
+    "     'email_id', email_id::text, 'delivery_id', id::text, 'created_at', %(created_at)s::text,"
+    "     'to', jsonb_build_array(recipient), 'recipient', recipient, 'reason', %(reason)s::text), %(at)s"
+    "   FROM numbered"
+    " ), advanced AS ("
+    "   UPDATE emails e SET last_event = 'failed' FROM (SELECT DISTINCT email_id FROM failed) f"
+    "   WHERE e.id = f.email_id"
+    "   AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], 'failed')"
+    " )"
+    " SELECT count(*) AS failed FROM failed"
+)
+
+
 async def _fail_suspended_chunk(txn: Transaction, clock, tenant_id: uuid.UUID, chunk: int) -> int:
-    rows = await txn.fetchall(
-        "SELECT d.id, d.email_id, d.recipient FROM deliveries d JOIN tenants t ON t.id = d.tenant_id"
-        " AND t.status = 'suspended'"
-        " WHERE d.tenant_id = %(tenant)s AND d.status IN ('queued', 'deferred') AND d.due_at IS NOT NULL"
-        " AND (d.claim IS NULL OR d.due_at <= %(at)s)"
-        " ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED",
-        {"tenant": tenant_id, "at": timefmt.from_seconds(clock.seconds()), "chunk": chunk},
-    )
-    await _write(txn, clock, [
-        Outcome(r["id"], tenant_id, r["email_id"], r["recipient"], "failed", {"reason": ACCOUNT_SUSPENDED},
-                "account suspended", attempted=False)
-        for r in rows
-    ], None)  # failures: nothing to suppress
-    return len(rows)
+    now = clock.seconds()
+    at = timefmt.from_seconds(now)
+    row = await txn.fetchone(_FAIL_SUSPENDED_CHUNK, {
+        "tenant": tenant_id, "at": at, "chunk": chunk, "response": "account suspended",
+        "ids": [uuid7(now) for _ in range(chunk)], "created_at": timefmt.iso(at), "reason": ACCOUNT_SUSPENDED,
+        "order": list(LAST_EVENT_ORDER),
+    })
+    if row["failed"]:
+        txn.notify(events.CHANNEL)
+    return row["failed"]
 
 
 async def _hold_standing(txn: Transaction, rows: list[dict]) -> list[dict]:

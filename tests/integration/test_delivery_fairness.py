@@ -92,7 +92,7 @@ async def test_a_suspended_accounts_backlog_fails_in_bulk_and_holds_up_nobody(mt
 
     assert await _delivered_within(mta, b_key, 2) < 2
 
-    sweep = _loop(mta, "fail suspended accounts' mail")
+    sweep = _loop(mta, "sweep the delivery queue")
     sweep.start()
     sweep.wake()
 

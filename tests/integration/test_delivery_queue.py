@@ -5,9 +5,11 @@ the queue is then driven by hand on a Clock."""
 import time
 import uuid
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet.task import Clock
 
+from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.store import deliveries as store
 from mailsvc.store.deliveries import Outcome
@@ -106,12 +108,57 @@ async def test_paused_mail_waits_and_suspended_mail_fails(api):
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "suspended"})
     clock.advance(60)
     assert (await claim(api, clock)).work == []  # nor a suspended one's: the sweep fails it
-    assert await store.fail_suspended(api.parts.db, clock) == 2
-    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
-    assert [r["status"] for r in rows] == ["failed", "failed"]
-    failed = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.failed'")
-    assert [e["data"]["reason"] for e in failed] == ["account_suspended"] * 2
+    # The sweep writes what a failure written one by one writes (the claim wrote one so before).
+    first, second = await api.parts.db.fetchall(
+        "SELECT id, email_id, tenant_id, recipient FROM deliveries ORDER BY id")
+    assert await api.parts.db.run("one failure", store.write_failures, clock, [
+        Outcome(first["id"], first["tenant_id"], first["email_id"], first["recipient"], "failed",
+                {"reason": "account_suspended"}, "account suspended", attempted=False)]) == 1
+    clock.advance(1)
+    await api.parts.db.execute("UPDATE emails SET last_event = 'sent'")
+    assert await store.fail_suspended(api.parts.db, clock) == 1
     assert await store.fail_suspended(api.parts.db, clock) == 0
+    rows = await api.parts.db.fetchall(
+        "SELECT status, attempts, due_at, claim, claimed_by, claimed_until, last_response, last_attempt_at,"
+        " held_reason, extract(epoch FROM updated_at) AS updated FROM deliveries ORDER BY id")
+    assert [float(r.pop("updated")) for r in rows] == pytest.approx([clock.seconds() - 1, clock.seconds()])
+    assert rows[0] == rows[1] and rows[0]["status"] == "failed" and rows[0]["last_response"] == "account suspended"
+    failed = await api.parts.db.fetchall(
+        "SELECT tenant_id, data, extract(epoch FROM created_at) AS at FROM events WHERE type = 'email.failed'"
+        " ORDER BY id")
+    assert [float(e["at"]) for e in failed] == pytest.approx([clock.seconds() - 1, clock.seconds()])
+    for event, row in zip(failed, (first, second), strict=True):
+        assert event["tenant_id"] == row["tenant_id"]
+        assert event["data"] == {
+            "email_id": str(row["email_id"]), "delivery_id": str(row["id"]), "to": [row["recipient"]],
+            "recipient": row["recipient"], "reason": "account_suspended",
+            "created_at": timefmt.iso(timefmt.from_seconds(float(event["at"])))}
+    _, got, _ = await api.json("GET", f"/emails/{first['email_id']}", key)
+    assert got["last_event"] == "failed"
+
+
+@pt.ensureDeferred
+async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by_the_sweep(api):
+    tenant, key = await queued(api, 2)
+    other, other_key, _ = await sending_tenant(api, "other.example.com")
+    code, _, _ = await api.json("POST", "/emails", other_key, json={**BODY, "from": "news@other.example.com"})
+    assert code == 200
+    code, done, _ = await api.json("POST", "/admin/v1/queue/hold", api.operator_token,
+                                   json={"tenant_id": tenant["id"], "reason": "abuse review"})
+    assert (code, done["count"]) == (200, 2)
+    code, _, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["late@example.net"]})
+    assert code == 200
+    clock = clock_at(time.time() + 1)
+    (work,) = (await claim(api, clock)).work  # the other account's alone
+    assert str(work.tenant_id) == other["id"]
+    new = await api.parts.db.fetchall(
+        "SELECT held_reason, due_at IS NOT NULL AS due FROM deliveries WHERE recipient = 'late@example.net'")
+    assert new == [{"held_reason": None, "due": True}]  # not read by the claim
+    assert await store.hold_held_accounts(api.parts.db, clock) == 1
+    rows = await api.parts.db.fetchall(
+        "SELECT held_reason, due_at, status FROM deliveries WHERE tenant_id = %s", (tenant["id"],))
+    assert rows == [{"held_reason": "abuse review", "due_at": None, "status": "queued"}] * 3
+    assert await store.hold_held_accounts(api.parts.db, clock) == 0
 
 
 def _report(work, status, event):

@@ -161,6 +161,49 @@ async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by
     assert await store.hold_held_accounts(api.parts.db, clock) == 0
 
 
+def _rows_read(plan: dict) -> int:
+    """Rows the plan's nodes read from ``deliveries`` (an index or a table), over all their loops."""
+    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == "deliveries" else 0
+    return own + sum(_rows_read(child) for child in plan.get("Plans", ()))
+
+
+@pt.ensureDeferred
+async def test_the_claim_reads_no_backlog_of_a_suspended_or_paused_account(api):
+    """With 10,000 due deliveries each for a suspended, a paused and a paced account, the claim's
+    statements read a few rows: one index probe per account, the shares of the active ones."""
+    suspended, _ = await queued(api, 1)
+    paused, _, _ = await sending_tenant(api, "paused.example.com")
+    paced, _, _ = await sending_tenant(api, "paced.example.com")
+    active, active_key, _ = await sending_tenant(api, "active.example.com")
+    code, _, _ = await api.json("POST", "/emails", active_key, json={**BODY, "from": "news@active.example.com"})
+    assert code == 200
+    db = api.parts.db
+    await db.execute("UPDATE tenants SET status = 'suspended' WHERE id = %s", (suspended["id"],))
+    await db.execute("UPDATE tenants SET status = 'paused' WHERE id = %s", (paused["id"],))
+    await db.execute("UPDATE tenants SET send_rate_per_sec = 1 WHERE id = %s", (paced["id"],))
+    # The backlogs are older than the active account's mail, as they were when they held it up.
+    await db.execute(
+        "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until)"
+        " SELECT gen_random_uuid(), e.id, t.id, 'r' || g || '@example.net', 'queued',"
+        " now() - interval '1 hour' + g * interval '1 millisecond', now(), now() + interval '72 hours'"
+        " FROM (SELECT id FROM emails LIMIT 1) e, unnest(%s::uuid[]) t(id), generate_series(1, 10000) g",
+        ([suspended["id"], paused["id"], paced["id"]],))
+    await db.execute("ANALYZE deliveries")
+    at = timefmt.from_seconds(time.time() + 1)
+
+    async def explained(txn, statement, args):
+        (row,) = await txn.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, args)
+        return row["QUERY PLAN"][0]["Plan"]
+
+    accounts = await db.run("explain", explained, store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    assert _rows_read(accounts) < 400  # 4 accounts: a probe each, 200 index entries of the paced one
+    shares = await db.run("explain", explained, store._TAKE_SHARES, {
+        "tenants": [paced["id"], active["id"]], "shares": [2, 1], "at": at})
+    assert _rows_read(shares) < 20  # the 3 rows it takes (and a look past them)
+    found = await db.fetchall(store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    assert {str(r["tenant_id"]) for r in found} == {paced["id"], active["id"]}
+
+
 def _report(work, status, event):
     return Outcome(work.id, work.tenant_id, work.email_id, work.recipient, status, event, None, claim=None)
 

@@ -120,7 +120,7 @@ _DUE_ACCOUNTS = (
 _TAKE_SHARES = (
     "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
     " extract(epoch FROM d.retry_until) AS retry_until,"
-    " d.message IS NOT NULL AS own_message, t.status AS tenant_status, t.send_rate_per_sec, t.delivery_mode"
+    " d.message IS NOT NULL AS own_message, t.send_rate_per_sec, t.delivery_mode"
     " FROM unnest(%(tenants)s::uuid[], %(shares)s::int[]) AS s(tenant_id, share)"
     " JOIN tenants t ON t.id = s.tenant_id AND t.status = 'active'"
     " CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE d.tenant_id = s.tenant_id"
@@ -227,9 +227,9 @@ async def hold_held_accounts(db: Database, clock, chunk: int = SWEEP_CHUNK) -> i
 
 async def fail_suspended(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
     """
-    Every suspended account's queue (but the rows in flight, whose attempts decide them) failed
-    with ``account_suspended``, a chunk at a time, written as every failure is (``_write``: the
-    rows, their ``email.failed`` events, the e-mails' ``last_event``); how many failed.
+    Every suspended account's queue (but the rows in flight, whose attempts decide them, and the
+    rows an operator holds) failed with ``account_suspended``, one statement and one transaction
+    per chunk (``_FAIL_SUSPENDED_CHUNK``); how many failed.
     """
     suspended = await db.fetchall(
         "SELECT t.id FROM tenants t WHERE t.status = 'suspended' AND EXISTS (SELECT 1 FROM deliveries d"

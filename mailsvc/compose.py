@@ -119,6 +119,7 @@ from mailsvc.smtp.message import submission_from_message
 from mailsvc.smtp.outbound import ENFORCED
 from mailsvc.smtp.submission import Submission, SubmissionFactory
 from mailsvc.store import accounts as accounts_store
+from mailsvc.store import deliveries as deliveries_store
 from mailsvc.store import partitions, stats
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, DatabaseUnavailable
@@ -136,6 +137,9 @@ SCHEDULE_RELEASE_SECONDS = 1
 #: How often a node writes its TLS report counts, and looks for finished days to report.
 TLS_COUNTS_SECONDS = 30
 TLS_REPORTS_SECONDS = 3600
+#: How often a delivery node looks for suspended accounts' queued mail to fail in bulk, and for
+#: held accounts' new mail to hold (the claim never takes either).
+QUEUE_SWEEP_SECONDS = 5
 #: How often the scheduler makes time partitions ahead and drops expired ones (when opted in).
 PARTITION_MAINTENANCE_SECONDS = 3600
 #: How often a worker writes its gauges where the node's /metrics gathers them.
@@ -626,6 +630,10 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     loops = [
         Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
         Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),
+        # What the claim never reads: suspended accounts' queues fail here in chunks, held accounts'
+        # new mail is held (docs/decisions.md, "A fair claim").
+        Loop(clock, "sweep the delivery queue", QUEUE_SWEEP_SECONDS, lambda: deliveries_store.sweep(db, clock),
+             on_failure=on_failure),
     ]
     scheduled = [Loop(clock, "send tls reports", TLS_REPORTS_SECONDS, tls_reports.send_due, on_failure=on_failure)]
     return Delivery(worker, return_path, tls_reports, shaper, loops, scheduled)

@@ -1,7 +1,7 @@
 """
 The delivery worker of a node: claims due deliveries, sends them through the outbound SMTP
 client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what became
-of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced or paused
+of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced
 mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
 has room for. An email's recipients at one domain share a transaction (at most 50; one with a
 message of its own goes alone) under the first one's VERP address. Messages stored as content

@@ -170,3 +170,25 @@ class Pace:
             admitted += 1
         next_start = max(now, tat - max(1.0, interval) + interval) if admitted < wanted else tat
         return admitted, tat, next_start
+
+
+def fair_shares(wanted: list[int], room: int) -> list[int]:
+    """
+    How many of ``room`` deliveries each account with due mail takes in one claim, given how
+    many each ``wanted`` (in the order the accounts' oldest due mail came due): the room is
+    shared equally, and what an account cannot use goes to those that want more. When the
+    accounts outnumber the room, the first ``room`` of them take one each.
+    """
+    shares = [0] * len(wanted)
+    left = room
+    hungry = [i for i, w in enumerate(wanted) if w > 0]
+    while left > 0 and hungry:
+        each = max(1, left // len(hungry))
+        for i in hungry:
+            give = min(each, wanted[i] - shares[i], left)
+            shares[i] += give
+            left -= give
+            if left == 0:
+                break
+        hungry = [i for i in hungry if shares[i] < wanted[i]]
+    return shares

@@ -5,9 +5,11 @@ transaction.
 
 A claim pushes ``due_at`` to the end of the lease and sets ``claim``: a node that dies leaves
 its rows to come due again when the lease ends, and an outcome is written only under the
-claim that produced it. Claiming is where tenants are paced (``send_rate_per_sec``, a GCRA
-row per tenant shared by all nodes), where a paused tenant's mail is left waiting and where a
-suspended tenant's mail fails.
+claim that produced it. Claiming is fair and where tenants are paced (``send_rate_per_sec``, a
+GCRA row per tenant shared by all nodes): it shares its room between the active accounts with
+due mail and never reads a paused, suspended or held account's; the queue's sweep fails a
+suspended account's queue in bulk and holds a held account's new mail (docs/decisions.md, "A
+fair claim").
 """
 
 from __future__ import annotations
@@ -28,15 +30,14 @@ from mailsvc.domain.delivery import (
     LAST_EVENT_ORDER,
     Pace,
     Reputation,
+    fair_shares,
     most_advanced,
 )
 from mailsvc.domain.errors import Invalid
+from mailsvc.ids import uuid7
 from mailsvc.store import accounts, events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, Transaction
-
-#: A paused tenant's due mail is looked at again this often.
-PAUSED_RECHECK_SECONDS = 60
 
 _EVENT_OF_OUTCOME = {
     "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
@@ -85,53 +86,83 @@ class Outcome:
 @attrs.frozen
 class Claimed:
     work: list[Work]
-    #: When postponed work (paced or paused) comes due next, if any.
+    #: When postponed (paced) work comes due next, if any.
     next_due: float | None
-    #: Outcomes decided while claiming (a suspended tenant's mail), already written.
-    decided: int
 
 
 async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
     return await db.run("claim_deliveries", _claim, clock, node, token, limit, lease)
 
 
+#: The accounts with queued mail, one index probe each however long their queues are (a loose
+#: scan of ``deliveries_tenant_due``: from one tenant to the next), keeping the active ones no
+#: standing hold stops, with their oldest due mail and how many are due (up to the claim's room).
+_DUE_ACCOUNTS = (
+    "WITH RECURSIVE queued (tenant_id) AS ("
+    "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') ORDER BY tenant_id LIMIT 1)"
+    "   UNION ALL"
+    "   SELECT (SELECT d.tenant_id FROM deliveries d WHERE d.status IN ('queued', 'deferred')"
+    "           AND d.tenant_id > q.tenant_id ORDER BY d.tenant_id LIMIT 1)"
+    "   FROM queued q WHERE q.tenant_id IS NOT NULL"
+    " )"
+    " SELECT q.tenant_id, due.oldest, due.n, t.send_rate_per_sec, p.tat FROM queued q"
+    " JOIN tenants t ON t.id = q.tenant_id AND t.status = 'active'"
+    " LEFT JOIN delivery_pace p ON p.tenant_id = q.tenant_id"
+    " CROSS JOIN LATERAL (SELECT min(o.due_at) AS oldest, count(*) AS n FROM ("
+    "   SELECT d.due_at FROM deliveries d WHERE d.tenant_id = q.tenant_id AND d.status IN ('queued', 'deferred')"
+    "   AND d.due_at <= %(at)s ORDER BY d.due_at LIMIT %(limit)s) o) due"
+    " WHERE due.n > 0"
+    " AND NOT EXISTS (SELECT 1 FROM queue_holds h WHERE h.kind = 'tenant' AND h.value = q.tenant_id::text)"
+    " ORDER BY due.oldest LIMIT %(limit)s"
+)
+
+#: Each account's share of the claim, its oldest due rows first; rows another claim holds are skipped.
+_TAKE_SHARES = (
+    "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
+    " extract(epoch FROM d.retry_until) AS retry_until,"
+    " d.message IS NOT NULL AS own_message, t.send_rate_per_sec, t.delivery_mode"
+    " FROM unnest(%(tenants)s::uuid[], %(shares)s::int[]) AS s(tenant_id, share)"
+    " JOIN tenants t ON t.id = s.tenant_id AND t.status = 'active'"
+    " CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE d.tenant_id = s.tenant_id"
+    "   AND d.status IN ('queued', 'deferred') AND d.due_at <= %(at)s"
+    "   ORDER BY d.due_at LIMIT s.share FOR UPDATE SKIP LOCKED) d"
+)
+
+
 async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
+    """
+    A fair claim (docs/decisions.md, "A fair claim"): the room is shared between the active
+    accounts with due mail, so that no account's backlog delays another's mail by more than a
+    step; a paused, suspended or held account's mail is never read (a suspended account's queue
+    fails in bulk: ``fail_suspended``). An account takes no more than its pace lets start now,
+    and one more: that one, postponed, tells when its next turn is.
+    """
     now = clock.seconds()
     at = timefmt.from_seconds(now)
-    rows = await txn.fetchall(
-        "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
-        " extract(epoch FROM d.retry_until) AS retry_until,"
-        " d.message IS NOT NULL AS own_message, t.status AS tenant_status, t.send_rate_per_sec, t.delivery_mode"
-        " FROM deliveries d JOIN tenants t ON t.id = d.tenant_id"
-        " WHERE d.due_at <= %s AND d.status IN ('queued', 'deferred')"
-        " ORDER BY d.due_at LIMIT %s FOR UPDATE OF d SKIP LOCKED",
-        (at, limit),
-    )
+    accounts = await txn.fetchall(_DUE_ACCOUNTS, {"at": at, "limit": limit})
+    wanted = []
+    for r in accounts:
+        may_start, _, _ = Pace(r["send_rate_per_sec"], now if r["tat"] is None else r["tat"]).admit(now, r["n"])
+        wanted.append(min(r["n"], may_start + 1))
+    shares = fair_shares(wanted, limit)
+    taking = [(r["tenant_id"], share) for r, share in zip(accounts, shares, strict=True) if share > 0]
+    rows = await txn.fetchall(_TAKE_SHARES, {
+        "tenants": [t for t, _ in taking], "shares": [s for _, s in taking], "at": at,
+    }) if taking else []
     rows = await _hold_standing(txn, rows)
     by_tenant: dict[uuid.UUID, list[dict]] = defaultdict(list)
     for row in rows:
         by_tenant[row["tenant_id"]].append(row)
     admitted: list[dict] = []
     postponed: dict[float, list[uuid.UUID]] = defaultdict(list)
-    decided: list[Outcome] = []
-    paces = await _paces(txn, [t for t, rs in by_tenant.items() if rs[0]["tenant_status"] == "active"])
+    paces = await _paces(txn, list(by_tenant))
     for tenant_id, tenant_rows in by_tenant.items():
-        status = tenant_rows[0]["tenant_status"]
-        if status == "paused":
-            postponed[now + PAUSED_RECHECK_SECONDS].extend(r["id"] for r in tenant_rows)
-        elif status == "suspended":
-            decided.extend(
-                Outcome(r["id"], tenant_id, r["email_id"], r["recipient"], "failed",
-                        {"reason": ACCOUNT_SUSPENDED}, "account suspended", attempted=False)
-                for r in tenant_rows
-            )
-        else:
-            pace = Pace(tenant_rows[0]["send_rate_per_sec"], paces.get(tenant_id, now))
-            count, tat, next_start = pace.admit(now, len(tenant_rows))
-            paces[tenant_id] = tat
-            admitted.extend(tenant_rows[:count])
-            if count < len(tenant_rows):
-                postponed[next_start].extend(r["id"] for r in tenant_rows[count:])
+        pace = Pace(tenant_rows[0]["send_rate_per_sec"], paces.get(tenant_id, now))
+        count, tat, next_start = pace.admit(now, len(tenant_rows))
+        paces[tenant_id] = tat
+        admitted.extend(tenant_rows[:count])
+        if count < len(tenant_rows):
+            postponed[next_start].extend(r["id"] for r in tenant_rows[count:])
     if paces:
         await txn.execute(
             "INSERT INTO delivery_pace AS p (tenant_id, tat) SELECT * FROM unnest(%s::uuid[], %s::float8[])"
@@ -148,14 +179,117 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
             (timefmt.from_seconds(now + lease), token, node, timefmt.from_seconds(now + lease),
              [r["id"] for r in admitted]),
         )
-    if decided:
-        await _write(txn, clock, decided, None)  # failures: nothing to suppress
     work = [
         Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], r["attempts"], float(r["retry_until"]),
              r["delivery_mode"], r["own_message"])
         for r in admitted
     ]
-    return Claimed(work, min(postponed) if postponed else None, len(decided))
+    return Claimed(work, min(postponed) if postponed else None)
+
+
+#: Rows a suspended account's queue fails in (or a held account's new mail is held in), each
+#: chunk a transaction of its own.
+SWEEP_CHUNK = 2000
+
+
+async def sweep(db: Database, clock) -> None:
+    """What the claim leaves to the queue's sweep: suspended accounts' queues failed, held
+    accounts' new mail held (docs/decisions.md, "A fair claim")."""
+    await fail_suspended(db, clock)
+    await hold_held_accounts(db, clock)
+
+
+async def hold_held_accounts(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
+    """
+    The mail queued for an account under a standing hold since the hold was made, held as the
+    operator's hold holds it (``held_reason``, out of the claim's index, no event), a chunk at
+    a time; rows in flight are left to their attempts. How many were held.
+    """
+    holds = await db.fetchall("SELECT value, reason FROM queue_holds WHERE kind = 'tenant'", desc="account holds")
+    held = 0
+    for hold in holds:
+        while True:
+            rows = await db.fetchall(
+                "UPDATE deliveries SET held_reason = %(reason)s, due_at = NULL WHERE id IN ("
+                " SELECT d.id FROM deliveries d WHERE d.tenant_id = %(tenant)s::uuid"
+                " AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
+                " AND (d.claim IS NULL OR d.due_at <= %(at)s)"
+                " ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE SKIP LOCKED) RETURNING id",
+                {"reason": hold["reason"], "tenant": hold["value"], "chunk": chunk,
+                 "at": timefmt.from_seconds(clock.seconds())},
+                desc="hold a held account's mail",
+            )
+            held += len(rows)
+            if len(rows) < chunk:
+                break
+    return held
+
+
+async def fail_suspended(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
+    """
+    Every suspended account's queue (but the rows in flight, whose attempts decide them, and the
+    rows an operator holds) failed with ``account_suspended``, one statement and one transaction
+    per chunk (``_FAIL_SUSPENDED_CHUNK``); how many failed.
+    """
+    suspended = await db.fetchall(
+        "SELECT t.id FROM tenants t WHERE t.status = 'suspended' AND EXISTS (SELECT 1 FROM deliveries d"
+        " WHERE d.tenant_id = t.id AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL)",
+        desc="suspended accounts with queued mail",
+    )
+    failed = 0
+    for row in suspended:
+        while True:
+            done = await db.run("fail_suspended_mail", _fail_suspended_chunk, clock, row["id"], chunk)
+            failed += done
+            if done < chunk:
+                break
+    return failed
+
+
+#: One chunk of a suspended account's queue failed in one statement, written as ``_write`` writes
+#: a failure that no attempt made (``attempted`` false, no claim): the rows ``failed`` with the
+#: response ``account suspended`` and no attempt counted, an ``email.failed`` event each (ids in
+#: delivery id order, as ``_write`` gives them; the outbox the webhooks are sent from), the
+#: e-mails' ``last_event`` moved forward to ``failed``. Rows another transaction holds (a claim
+#: writing its outcome) are skipped; rows in flight are left to their attempts.
+_FAIL_SUSPENDED_CHUNK = (
+    "WITH chosen AS ("
+    "   SELECT d.id FROM deliveries d JOIN tenants t ON t.id = d.tenant_id AND t.status = 'suspended'"
+    "   WHERE d.tenant_id = %(tenant)s AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
+    "   AND (d.claim IS NULL OR d.due_at <= %(at)s)"
+    "   ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED"
+    " ), failed AS ("
+    "   UPDATE deliveries d SET status = 'failed', due_at = NULL, claim = NULL, claimed_by = NULL,"
+    "   claimed_until = NULL, last_response = %(response)s, updated_at = %(at)s"
+    "   FROM chosen WHERE d.id = chosen.id RETURNING d.id, d.email_id, d.tenant_id, d.recipient"
+    " ), numbered AS ("
+    "   SELECT f.*, row_number() OVER (ORDER BY f.id) AS n FROM failed f"
+    " ), recorded AS ("
+    "   INSERT INTO events (id, tenant_id, type, data, created_at)"
+    "   SELECT (%(ids)s::uuid[])[n], tenant_id, 'email.failed', jsonb_build_object("
+    "     'email_id', email_id::text, 'delivery_id', id::text, 'created_at', %(created_at)s::text,"
+    "     'to', jsonb_build_array(recipient), 'recipient', recipient, 'reason', %(reason)s::text), %(at)s"
+    "   FROM numbered"
+    " ), advanced AS ("
+    "   UPDATE emails e SET last_event = 'failed' FROM (SELECT DISTINCT email_id FROM failed) f"
+    "   WHERE e.id = f.email_id"
+    "   AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], 'failed')"
+    " )"
+    " SELECT count(*) AS failed FROM failed"
+)
+
+
+async def _fail_suspended_chunk(txn: Transaction, clock, tenant_id: uuid.UUID, chunk: int) -> int:
+    now = clock.seconds()
+    at = timefmt.from_seconds(now)
+    row = await txn.fetchone(_FAIL_SUSPENDED_CHUNK, {
+        "tenant": tenant_id, "at": at, "chunk": chunk, "response": "account suspended",
+        "ids": [uuid7(now) for _ in range(chunk)], "created_at": timefmt.iso(at), "reason": ACCOUNT_SUSPENDED,
+        "order": list(LAST_EVENT_ORDER),
+    })
+    if row["failed"]:
+        txn.notify(events.CHANNEL)
+    return row["failed"]
 
 
 async def _hold_standing(txn: Transaction, rows: list[dict]) -> list[dict]:

@@ -5,9 +5,11 @@ the queue is then driven by hand on a Clock."""
 import time
 import uuid
 
+import pytest
 import pytest_twisted as pt
 from twisted.internet.task import Clock
 
+from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.store import deliveries as store
 from mailsvc.store.deliveries import Outcome
@@ -88,12 +90,14 @@ async def test_a_tenant_is_paced_at_its_send_rate(api):
 async def test_paused_mail_waits_and_suspended_mail_fails(api):
     tenant, key = await queued(api, 2)
     clock = clock_at(time.time() + 1)
+    due = await api.parts.db.fetchall("SELECT due_at FROM deliveries ORDER BY id")
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "paused"})
     paused = await claim(api, clock)
-    assert paused.work == [] and paused.next_due == clock.seconds() + store.PAUSED_RECHECK_SECONDS
-    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
-    assert [r["status"] for r in rows] == ["queued", "queued"]
-    # Resumed: what waited is due at once (not after the paused recheck).
+    assert paused.work == [] and paused.next_due is None
+    # The claim does not read a paused account's mail: not even pushed back.
+    rows = await api.parts.db.fetchall("SELECT status, due_at FROM deliveries ORDER BY id")
+    assert [r["status"] for r in rows] == ["queued", "queued"] and [r["due_at"] for r in rows] == [
+        r["due_at"] for r in due]
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "active"})
     resumed = await api.parts.db.fetchall("SELECT due_at <= now() AS due FROM deliveries")
     assert [r["due"] for r in resumed] == [True, True]
@@ -102,13 +106,102 @@ async def test_paused_mail_waits_and_suspended_mail_fails(api):
     assert (await claim(api, clock)).work == []
 
     await api.json("PATCH", f"/admin/v1/tenants/{tenant['id']}", api.operator_token, json={"status": "suspended"})
-    clock.advance(store.PAUSED_RECHECK_SECONDS)
-    suspended = await claim(api, clock)
-    assert suspended.work == [] and suspended.decided == 2
-    rows = await api.parts.db.fetchall("SELECT status FROM deliveries")
-    assert [r["status"] for r in rows] == ["failed", "failed"]
-    failed = await api.parts.db.fetchall("SELECT data FROM events WHERE type = 'email.failed'")
-    assert [e["data"]["reason"] for e in failed] == ["account_suspended"] * 2
+    clock.advance(60)
+    assert (await claim(api, clock)).work == []  # nor a suspended one's: the sweep fails it
+    # The sweep writes what a failure written one by one writes (the claim wrote one so before).
+    first, second = await api.parts.db.fetchall(
+        "SELECT id, email_id, tenant_id, recipient FROM deliveries ORDER BY id")
+    assert await api.parts.db.run("one failure", store.write_failures, clock, [
+        Outcome(first["id"], first["tenant_id"], first["email_id"], first["recipient"], "failed",
+                {"reason": "account_suspended"}, "account suspended", attempted=False)]) == 1
+    clock.advance(1)
+    await api.parts.db.execute("UPDATE emails SET last_event = 'sent'")
+    assert await store.fail_suspended(api.parts.db, clock) == 1
+    assert await store.fail_suspended(api.parts.db, clock) == 0
+    rows = await api.parts.db.fetchall(
+        "SELECT status, attempts, due_at, claim, claimed_by, claimed_until, last_response, last_attempt_at,"
+        " held_reason, extract(epoch FROM updated_at) AS updated FROM deliveries ORDER BY id")
+    assert [float(r.pop("updated")) for r in rows] == pytest.approx([clock.seconds() - 1, clock.seconds()])
+    assert rows[0] == rows[1] and rows[0]["status"] == "failed" and rows[0]["last_response"] == "account suspended"
+    failed = await api.parts.db.fetchall(
+        "SELECT tenant_id, data, extract(epoch FROM created_at) AS at FROM events WHERE type = 'email.failed'"
+        " ORDER BY id")
+    assert [float(e["at"]) for e in failed] == pytest.approx([clock.seconds() - 1, clock.seconds()])
+    for event, row in zip(failed, (first, second), strict=True):
+        assert event["tenant_id"] == row["tenant_id"]
+        assert event["data"] == {
+            "email_id": str(row["email_id"]), "delivery_id": str(row["id"]), "to": [row["recipient"]],
+            "recipient": row["recipient"], "reason": "account_suspended",
+            "created_at": timefmt.iso(timefmt.from_seconds(float(event["at"])))}
+    _, got, _ = await api.json("GET", f"/emails/{first['email_id']}", key)
+    assert got["last_event"] == "failed"
+
+
+@pt.ensureDeferred
+async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by_the_sweep(api):
+    tenant, key = await queued(api, 2)
+    other, other_key, _ = await sending_tenant(api, "other.example.com")
+    code, _, _ = await api.json("POST", "/emails", other_key, json={**BODY, "from": "news@other.example.com"})
+    assert code == 200
+    code, done, _ = await api.json("POST", "/admin/v1/queue/hold", api.operator_token,
+                                   json={"tenant_id": tenant["id"], "reason": "abuse review"})
+    assert (code, done["count"]) == (200, 2)
+    code, _, _ = await api.json("POST", "/emails", key, json={**BODY, "to": ["late@example.net"]})
+    assert code == 200
+    clock = clock_at(time.time() + 1)
+    (work,) = (await claim(api, clock)).work  # the other account's alone
+    assert str(work.tenant_id) == other["id"]
+    new = await api.parts.db.fetchall(
+        "SELECT held_reason, due_at IS NOT NULL AS due FROM deliveries WHERE recipient = 'late@example.net'")
+    assert new == [{"held_reason": None, "due": True}]  # not read by the claim
+    assert await store.hold_held_accounts(api.parts.db, clock) == 1
+    rows = await api.parts.db.fetchall(
+        "SELECT held_reason, due_at, status FROM deliveries WHERE tenant_id = %s", (tenant["id"],))
+    assert rows == [{"held_reason": "abuse review", "due_at": None, "status": "queued"}] * 3
+    assert await store.hold_held_accounts(api.parts.db, clock) == 0
+
+
+def _rows_read(plan: dict) -> int:
+    """Rows the plan's nodes read from ``deliveries`` (an index or a table), over all their loops."""
+    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == "deliveries" else 0
+    return own + sum(_rows_read(child) for child in plan.get("Plans", ()))
+
+
+@pt.ensureDeferred
+async def test_the_claim_reads_no_backlog_of_a_suspended_or_paused_account(api):
+    """With 10,000 due deliveries each for a suspended, a paused and a paced account, the claim's
+    statements read a few rows: one index probe per account, the shares of the active ones."""
+    suspended, _ = await queued(api, 1)
+    paused, _, _ = await sending_tenant(api, "paused.example.com")
+    paced, _, _ = await sending_tenant(api, "paced.example.com")
+    active, active_key, _ = await sending_tenant(api, "active.example.com")
+    code, _, _ = await api.json("POST", "/emails", active_key, json={**BODY, "from": "news@active.example.com"})
+    assert code == 200
+    db = api.parts.db
+    await db.execute("UPDATE tenants SET status = 'suspended' WHERE id = %s", (suspended["id"],))
+    await db.execute("UPDATE tenants SET status = 'paused' WHERE id = %s", (paused["id"],))
+    await db.execute("UPDATE tenants SET send_rate_per_sec = 1 WHERE id = %s", (paced["id"],))
+    # The backlogs are older than the active account's mail, as they were when they held it up.
+    await db.execute(
+        "INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until)"
+        " SELECT gen_random_uuid(), e.id, t.id, 'r' || g || '@example.net', 'queued',"
+        " now() - interval '1 hour' + g * interval '1 millisecond', now(), now() + interval '72 hours'"
+        " FROM (SELECT id FROM emails LIMIT 1) e, unnest(%s::uuid[]) t(id), generate_series(1, 10000) g",
+        ([suspended["id"], paused["id"], paced["id"]],))
+    await db.execute("ANALYZE deliveries")
+    at = timefmt.from_seconds(time.time() + 1)
+
+    async def explained(txn, statement, args):
+        (row,) = await txn.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, args)
+        return row["QUERY PLAN"][0]["Plan"]
+
+    accounts = await db.run("explain", explained, store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    assert _rows_read(accounts) < 400  # 4 accounts: a probe each, 200 index entries of the paced one
+    shares = await db.run("explain", explained, store._TAKE_SHARES, {
+        "tenants": [paced["id"], active["id"]], "shares": [2, 1], "at": at})
+    assert _rows_read(shares) < 20  # the 3 rows it takes (and a look past them)
+    found = await db.fetchall(store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    assert {str(r["tenant_id"]) for r in found} == {paced["id"], active["id"]}
 
 
 def _report(work, status, event):

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times
+from mailsvc.domain.delivery import fair_shares, first_event, first_last_event, first_status, first_times
 
 NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
@@ -41,3 +41,17 @@ def test_first_events():
         **base, "delivery_id": "d1", "recipient": "gone@example.com", "reason": "complaint"})
     assert first_event("queued", base, "d3", "ann@example.com", None) is None
     assert first_event("scheduled", base, "d4", "ann@example.com", None) is None
+
+
+@pytest.mark.parametrize(("wanted", "room", "shares"), [
+    ([10000, 1], 200, [199, 1]),          # a backlog leaves the room another account does not use
+    ([10000, 10000], 200, [100, 100]),
+    ([2, 10000, 5], 200, [2, 193, 5]),
+    ([1] * 5, 3, [1, 1, 1, 0, 0]),        # more accounts than room: the oldest due first, one each
+    ([3, 3], 200, [3, 3]),
+    ([], 200, []),
+    ([7, 7, 7], 10, [4, 3, 3]),
+])
+def test_a_claim_shares_its_room_between_accounts(wanted, room, shares):
+    assert fair_shares(wanted, room) == shares
+    assert sum(shares) == min(room, sum(wanted))

@@ -28,6 +28,7 @@ import attrs
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from mailsvc import timefmt
+from mailsvc.app.audit import Entry
 from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.app.twofactor import TwoFactor
 from mailsvc.crypto.keyvault import KeyVault
@@ -248,8 +249,11 @@ class PasswordSignIn:
             raise Invalid("code", "The code is wrong, or was used already.")
         await enrolment.disable(person_id)
 
-    async def reset_two_factor(self, email: object, kind: str) -> dict:
-        """The operator turns off the second factor of the person with ``email`` (a lost device): their row."""
+    async def reset_two_factor(self, email: object, kind: str, audit: Entry) -> dict:
+        """
+        The operator turns off the second factor of the person with ``email`` (a lost device): their
+        row. ``audit`` is written in the same transaction (no reset without its entry).
+        """
         try:
             address = user_address(email)
         except Invalid:
@@ -257,7 +261,12 @@ class PasswordSignIn:
         row = await self._people.by_email(self._db, address)
         if row is None:
             raise NotFound(kind)
-        await two_factor.disable(self._db, self._people.tables, row["id"])
+
+        async def reset(txn: Transaction) -> None:
+            await two_factor.disable(txn, self._people.tables, row["id"])
+            await audit.write_in(txn, **_reset_detail(row))
+
+        await self._db.run("reset_two_factor", reset)
         return row
 
     # One's sessions
@@ -296,3 +305,10 @@ class PasswordSignIn:
 
     def csrf_matches(self, token: str, presented: str | None) -> bool:
         return presented is not None and hmac.compare_digest(self.csrf_token(token).encode(), presented.encode())
+
+
+def _reset_detail(row: dict) -> dict:
+    """What a second factor's reset records of whose it was (a user's row has its account)."""
+    if "tenant_id" in row:
+        return {"tenant_id": str(row["tenant_id"]), "user_id": str(row["id"]), "email": row["email"]}
+    return {"operator_id": str(row["id"]), "email": row["email"]}

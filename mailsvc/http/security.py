@@ -65,9 +65,8 @@ class DashboardSecurity:
     @route("POST", "/admin/v1/users/two-factor/reset", access=OPERATOR, surface=NATIVE)
     async def reset(self, request, operator: Operator):
         """The operator turns off a user's two-factor sign-in (found by ``email``): a lost device. Audited."""
-        row = await self._dashboard.reset_two_factor(read_json(request).get("email"), "User")
-        await self._audit_log.write(operator.name, "user.two_factor_reset", tenant_id=str(row["tenant_id"]),
-                                    user_id=str(row["id"]), email=row["email"])
+        row = await self._dashboard.reset_two_factor(read_json(request).get("email"), "User",
+                                                     self._audit_log.entry(operator.name, "user.two_factor_reset"))
         return {"object": "two_factor", "email": row["email"], "enabled": False}
 
     @route("POST", "/auth/login/two-factor", access=SIGN_IN)
@@ -130,9 +129,8 @@ class ConsoleSecurity:
     @route("POST", "/admin/v1/operators/two-factor/reset", access=OPERATOR, surface=NATIVE)
     async def reset(self, request, operator: Operator):
         """The operator API turns off an operator's two-factor sign-in (found by ``email``). Audited."""
-        row = await self._console.reset_two_factor(read_json(request).get("email"), "Operator")
-        await self._audit_log.write(operator.name, "operator.two_factor_reset", operator_id=str(row["id"]),
-                                    email=row["email"])
+        row = await self._console.reset_two_factor(read_json(request).get("email"), "Operator",
+                                                   self._audit_log.entry(operator.name, "operator.two_factor_reset"))
         return {"object": "two_factor", "email": row["email"], "enabled": False}
 
     @route("POST", "/console/auth/login/two-factor", access=CONSOLE_SIGN_IN)

@@ -94,6 +94,12 @@ class Scenarios:
         if (method, template) == ("POST", "/admin/v1/users/password-link"):
             await call("POST", f"/admin/v1/tenants/{tenant['id']}/users", {"email": email})
             return await call(method, template, {"email": email})
+        if (method, template) == ("POST", "/admin/v1/users/two-factor/reset"):
+            await call("POST", f"/admin/v1/tenants/{tenant['id']}/users", {"email": email})
+            return await call(method, template, {"email": email})
+        if (method, template) == ("POST", "/admin/v1/operators/two-factor/reset"):
+            await call("POST", "/admin/v1/operators", {"email": email})
+            return await call(method, template, {"email": email})
         raise AssertionError(f"no scenario for {method} {template}: add one (and audit the route)")
 
 
@@ -111,7 +117,8 @@ async def test_every_state_changing_operator_route_writes_an_audit_entry(api):
     actions = {e["action"] for e in await audit_entries(api)}
     assert {"tenant.create", "tenant.update", "destination_default.set", "destination_default.delete",
             "destination.reset", "operator.link", "user.link", "operator_token.create",
-            "operator_token.delete", "queue.retry", "queue.hold", "queue.release", "queue.bounce"} <= actions
+            "operator_token.delete", "queue.retry", "queue.hold", "queue.release", "queue.bounce",
+            "user.two_factor_reset", "operator.two_factor_reset"} <= actions
     # What a tenant's creation hands out is named: the full-access key.
     (made,) = [e for e in await audit_entries(api) if e["action"] == "tenant.create"
                and e["detail"]["name"] == "Made"]
@@ -125,6 +132,8 @@ async def test_a_change_whose_audit_entry_cannot_be_written_is_rolled_back(api):
     await api.json("PUT", "/admin/v1/destinations/defaults/kept.example", api.operator_token,
                    json={"concurrency": 3, "rate_per_sec": 2})
     await throttled(api, "mx.kept.example")
+    await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                   json={"email": "kept@example.com"})
     await db.execute(FAILING_AUDIT)
     tenants = len(await db.fetchall("SELECT id FROM tenants"))
     calls = [
@@ -136,6 +145,7 @@ async def test_a_change_whose_audit_entry_cannot_be_written_is_rolled_back(api):
         ("POST", "/admin/v1/operator-tokens", {"name": "never"}),
         ("POST", "/admin/v1/operators", {"email": "never@example.com"}),
         ("POST", f"/admin/v1/tenants/{tenant['id']}/users", {"email": "never@example.com"}),
+        ("POST", "/admin/v1/users/two-factor/reset", {"email": "kept@example.com"}),
     ]
     for method, path, body in calls:
         code, reply, _ = await api.json(method, path, api.operator_token, json=body)

@@ -108,6 +108,7 @@ from mailsvc.http.waitlist import WaitlistResource
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail import simulated
+from mailsvc.mail.limits import MimeLimits
 from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import LagProbe, Metrics
 from mailsvc.outside.addresses import PublicAddresses
@@ -533,11 +534,11 @@ def _sending(clock, config: Config, db: Database, master: bytes, domains: Domain
         clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
-        tests=TestSends(tests, config.mail.refuse_reserved_recipients),
+        tests=TestSends(tests, config.mail.refuse_reserved_recipients), limits=MimeLimits.of(config.mail),
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppressed_for, schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests)
+    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests, MimeLimits.of(config.mail))
     submission = Submission(keyring.authenticate, intake.accept_message, config.hostname,
                             auth_failures=SmtpAuthFailures(Throttle(clock, db), clock))
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,
@@ -603,7 +604,9 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door, share,
                               on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), messages)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
+    # The inbox reads each message in the reactor's thread pool, within the MIME limits.
+    router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam,
+                                     thread_pool_runner(clock), MimeLimits.of(config.mail))))
     loops = [
         Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
         Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),

@@ -69,6 +69,7 @@ def exceeded(raw: bytes, limits: MimeLimits) -> Exceeded | None:
     stack: list[bytes | None] = []
     digest: list[bool] = []  # for each container: a multipart/digest, whose parts default to message/rfc822
     parts = fields = header_bytes = 0
+    searches: dict[tuple, tuple] = {}  # the boundary lines of each set of open containers, and their search
     pos = 0
     # Read one entity at a time: its header section at ``pos``, then what its type says.
     while True:
@@ -103,7 +104,7 @@ def exceeded(raw: bytes, limits: MimeLimits) -> Exceeded | None:
             return _exceeded("max_header_bytes", limits.header_bytes,
                              f"more than {limits.header_bytes} bytes of header sections")
         if content_type is not None:
-            value = re.sub(rb"[\r\n]", b"", content_type)  # unfolded
+            value = content_type.replace(b"\r", b"").replace(b"\n", b"")  # unfolded
             kind = value.split(b";", 1)[0].strip().lower()
         else:
             value, kind = b"", b"message/rfc822" if digest and digest[-1] and stack[-1] is not None else b"text/plain"
@@ -120,13 +121,17 @@ def exceeded(raw: bytes, limits: MimeLimits) -> Exceeded | None:
             continue  # the message it holds starts right here
         # A body: read on to the next boundary line of an open multipart.
         while True:
-            boundaries = {b: i for i, b in enumerate(stack) if b is not None}
+            open_boundaries = tuple(stack)
+            if open_boundaries not in searches:
+                boundaries = {b: i for i, b in enumerate(stack) if b is not None}
+                # A boundary line: after a line end (LF, or CR in a message that ends lines with
+                # CR alone, searched for only then: a literal LF is found many times faster).
+                searches[open_boundaries] = boundaries, boundaries and re.compile(
+                    (rb"[\r\n]" if bare_cr else rb"\n") + rb"--(" + b"|".join(map(re.escape, boundaries))
+                    + rb")(--)?[ \t]*(?=[\r\n]|\Z)")
+            boundaries, line = searches[open_boundaries]
             if not boundaries or pos >= end:
                 return None
-            # A boundary line: after a line end (LF, or CR in a message that ends lines with
-            # CR alone, searched for only then: a literal LF is found many times faster).
-            line = re.compile((rb"[\r\n]" if bare_cr else rb"\n") + rb"--(" + b"|".join(map(re.escape, boundaries))
-                              + rb")(--)?[ \t]*(?=[\r\n]|\Z)")
             found = line.search(data, pos - 1)  # pos > 0 here, just after a line end
             if found is None:
                 return None

@@ -739,6 +739,6 @@ async def test_an_inbox_message_over_a_limit_is_shown_as_its_source_naming_the_l
     assert (read["html"], read["text"], read["attachments"], read["checks"]) == (None, None, [], None)
     response, _ = await api.request("GET", read["html_url"], headers={"Cookie": f"mailsvc_session={session.token}"})
     assert response.code == 404
-    # The settings set the limits.
+    # Listed as any other message.
     code, listed, _ = await session.json("GET", "/dashboard/inbox")
     assert [m["id"] for m in listed["data"]] == [inbox_id]

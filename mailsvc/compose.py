@@ -6,16 +6,20 @@ from the configuration and hands each its collaborators through its constructor.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import shutil
 import socket
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import attrs
 from treq.client import HTTPClient
-from twisted.internet import endpoints, threads
+from twisted.internet import defer, endpoints, threads
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IResolver
 from twisted.logger import Logger
@@ -108,6 +112,7 @@ from mailsvc.http.waitlist import WaitlistResource
 from mailsvc.ids import parse_uuid
 from mailsvc.loop import Loop
 from mailsvc.mail import simulated
+from mailsvc.mail.limits import MimeLimits
 from mailsvc.mail.spam import SpamAssassin
 from mailsvc.metrics import LagProbe, Metrics
 from mailsvc.outside.addresses import PublicAddresses
@@ -360,6 +365,69 @@ def thread_pool_runner(reactor) -> Callable[[Callable[[], Any]], Awaitable[Any]]
     return run_blocking
 
 
+#: Processes a node's worker process parses stored messages in (the development inbox), each
+#: started at its first use.
+PARSE_PROCESSES = 2
+PARSE_NICENESS = 10
+
+
+def process_pool_runner(reactor, workers: int = PARSE_PROCESSES) -> Callable[..., Awaitable[Any]]:
+    """
+    Runs ``fn(*args)`` (a module's function, its arguments and result picklable) in a pool of
+    processes: CPU-bound work that a thread would still run under the reactor's GIL (parsing a
+    message of 500 parts takes a second). The pool starts at its first use, in a thread (starting
+    a process blocks until it runs), and is stopped with the reactor; a pool whose process died
+    is started anew.
+    """
+    pool: list[ProcessPoolExecutor] = []
+    starting = threading.Lock()
+
+    def started() -> ProcessPoolExecutor:
+        with starting:
+            if pool and getattr(pool[0], "_broken", False):
+                pool.pop().shutdown(wait=False)
+            if not pool:
+                # spawn: a process started afresh, not a fork of one running a reactor and threads;
+                # at a lower priority (nice 10), so that the reactor's process has a core first.
+                executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                               initializer=os.nice, initargs=(PARSE_NICENESS,))
+                pool.append(executor)
+                reactor.callFromThread(reactor.addSystemEventTrigger, "before", "shutdown", executor.shutdown,
+                                       wait=False, cancel_futures=True)
+            return pool[0]
+
+    def submitted(fn: Callable[..., Any], args: tuple):
+        """The future of ``fn(*args)``; called in a thread (the first call starts the processes)."""
+        try:
+            return started().submit(fn, *args)
+        except BrokenProcessPool:
+            return started().submit(fn, *args)  # started anew
+
+    def outcome(future) -> defer.Deferred:
+        result: defer.Deferred = defer.Deferred()
+
+        def fire(done) -> None:
+            if done.cancelled():
+                result.errback(defer.CancelledError())
+            elif done.exception() is not None:
+                result.errback(done.exception())
+            else:
+                result.callback(done.result())
+
+        future.add_done_callback(lambda done: reactor.callFromThread(fire, done))
+        return result
+
+    def run(fn: Callable[..., Any], *args) -> defer.Deferred:
+        if pool and not getattr(pool[0], "_broken", False):
+            try:
+                return outcome(pool[0].submit(fn, *args))
+            except BrokenProcessPool:
+                pass
+        return threads.deferToThreadPool(reactor, reactor.getThreadPool(), submitted, fn, args).addCallback(outcome)
+
+    return run
+
+
 @attrs.frozen
 class Vaults:
     """The keys of the secrets stored sealed; each also opens what an old master key sealed."""
@@ -550,11 +618,11 @@ def _sending(clock, config: Config, db: Database, master: bytes, domains: Domain
         clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
-        tests=TestSends(tests, config.mail.refuse_reserved_recipients),
+        tests=TestSends(tests, config.mail.refuse_reserved_recipients), limits=MimeLimits.of(config.mail),
     )
     emails = Emails(clock, db, credentials.derive(master, "attachment-links"), suppressed_for, schedules)
     router.mount(EmailsResource(submitter, emails, config.http.public_url))
-    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests)
+    intake = SmtpIntake(submitter, limiter, domains.sending_domain, tests, MimeLimits.of(config.mail))
     smtp = config.smtp
     submission = Submission(
         keyring.authenticate, intake.accept_message, config.hostname,
@@ -626,7 +694,9 @@ def _delivery(clock, config: Config, db: Database, master: bytes, outside: Outsi
     worker = _delivery_worker(clock, config, db, verp_key, outside, signing_keys, tls_reports, shaper, door, share,
                               on_failure, lambda outcome: metrics.delivery_outcomes.labels(outcome).inc(), messages)
     metrics.deliveries_in_flight.set_function(lambda: worker.in_flight)
-    router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam)))
+    # The inbox reads each message in a pool of processes, within the MIME limits.
+    router.mount(InboxResource(Inbox(db, outside.resolver, config.spf_include, test_signer, spam,
+                                     process_pool_runner(clock), MimeLimits.of(config.mail))))
     loops = [
         Loop(clock, "read destination limits", SYNC_SECONDS, shaper.sync, on_failure=on_failure),
         Loop(clock, "write tls report counts", TLS_COUNTS_SECONDS, tls_reports.flush, on_failure=on_failure),

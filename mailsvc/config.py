@@ -123,6 +123,12 @@ class MailConfig:
     test_domain: str = "resend.dev"
     #: Refuse recipients on reserved names (example.com, .test, .invalid, ...) with 422.
     refuse_reserved_recipients: bool = True
+    #: What a message may hold, all its parts together (``mail/limits.py``): more is refused at
+    #: submission and shown as its source, unparsed, in the development inbox.
+    max_mime_parts: int = 500
+    max_mime_depth: int = 50
+    max_header_fields: int = 1000
+    max_header_bytes: int = 1024 * 1024
 
 
 @_section
@@ -420,6 +426,9 @@ def _check(config: Config) -> Config:
     test_domain = config.mail.test_domain.rstrip(".")
     if "." not in test_domain or test_domain != test_domain.lower() or "@" in test_domain:
         raise ConfigError("mail.test_domain: a domain name in lower case, such as resend.dev")
+    for name in ("max_mime_parts", "max_mime_depth", "max_header_fields", "max_header_bytes"):
+        if getattr(config.mail, name) < 1:
+            raise ConfigError(f"mail.{name}: must be at least 1")
     if not 1 <= config.tor.port <= 65535:
         raise ConfigError("tor.port: must be a port number (1-65535)")
     return config

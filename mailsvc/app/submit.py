@@ -36,6 +36,7 @@ from mailsvc.domain.errors import (
     Invalid,
     ItemRefused,
     NotAllowed,
+    OverMimeLimit,
     QuotaExceeded,
     RateLimited,
     SendingDomainGone,
@@ -45,6 +46,7 @@ from mailsvc.domain.tenant import Tenant
 from mailsvc.domain.testaddresses import TestAddresses, check_reserved
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
+from mailsvc.mail.limits import MimeLimits
 from mailsvc.outside.fetch import FetchFailed, TargetRefused
 from mailsvc.store import accept
 from mailsvc.store.accept import (
@@ -215,6 +217,7 @@ class Submitter:
         unsubscribes: Unsubscribes | None = None,
         templates: Callable[[uuid.UUID, str], Awaitable[Version]] | None = None,
         tests: TestSends | None = None,
+        limits: MimeLimits | None = None,
     ):
         self._clock = clock
         self._db = db
@@ -226,6 +229,7 @@ class Submitter:
         self._unsubscribes = unsubscribes
         self._templates = templates
         self._tests = tests or TestSends()
+        self._limits = limits or MimeLimits()
         self._writes: GroupCommit[_Request, list[AcceptedEmail]] = GroupCommit(
             self._write, CONCURRENT_WRITES, GROUP_REQUESTS, GROUP_BYTES)
 
@@ -350,9 +354,11 @@ class Submitter:
                 f"This API key cannot send from the domain {domain_name}: it is restricted to another domain.",
                 reason="insufficient_scope",
             )
+        raw = item.raw
+        if raw is None:
+            self._check_parts(submission)
         attachments = await self._fetched(submission.attachments)
         message_id = mime.new_message_id(domain.name)
-        raw = item.raw
         if raw is not None:
             message = mime.resubmitted(raw, message_id, self.now())
             if len(message) > MAX_MESSAGE_BYTES:
@@ -374,6 +380,15 @@ class Submitter:
             stored += len(submission.html or "") + len(submission.text or "")
         return Prepared(submission, domain.id, domain.name, message_id, None, attachments, stored, base,
                         item.broadcast_id)
+
+    def _check_parts(self, submission: Submission) -> None:
+        """The MIME parts the message would have, against the limit a submitted message has too."""
+        most = self._limits.parts
+        parts = mime.part_count(submission, [(a.filename, b"", a.content_type, a.content_id)
+                                             for a in submission.attachments])
+        if parts > most:
+            raise OverMimeLimit("attachments", f"attachments: the message would have {parts} MIME parts, more than"
+                                               f" {most} (mail.max_mime_parts is {most})", "max_mime_parts")
 
     async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
         """The ``path`` attachments fetched, all at once, within ATTACHMENT_FETCH_SECONDS."""

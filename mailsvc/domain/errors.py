@@ -31,6 +31,15 @@ class InvalidAttachment(Invalid):
         super().__init__("attachments", message)
 
 
+class OverMimeLimit(Invalid):
+    """A message holds more MIME structure than a limit allows (``mail.<setting>``): refused for
+    good (SMTP 554 5.6.0, HTTP 422)."""
+
+    def __init__(self, field: str, message: str, setting: str):
+        super().__init__(field, message)
+        self.setting = setting
+
+
 class ItemRefused(DomainError):
     """Item ``index`` of a strict batch was refused with ``error``: the whole batch is."""
 

@@ -7,6 +7,8 @@ the records given. No I/O: the caller looks the records up (``app/inbox.py``).
 from __future__ import annotations
 
 import email
+import email.errors
+import email.header
 import email.policy
 import email.utils
 import re
@@ -14,11 +16,37 @@ import re
 import dkim as dkimpy
 
 from mailsvc.domain.domains import is_dmarc, spf_matches
+from mailsvc.mail.limits import Exceeded, MimeLimits, exceeded
+
+
+def read(message: bytes, limits: MimeLimits) -> dict | Exceeded:
+    """
+    What the development inbox shows of a message's own bytes (its parts, header fields, author
+    domain, DKIM signatures, List-Unsubscribe), or the limit it passes: not parsed then.
+    """
+    over = exceeded(message, limits)
+    if over is not None:
+        return over
+    return {**parts(message), "author": author_domain(message), "signatures": signatures(message),
+            "list_unsubscribe": unsubscribe(message)}
+
+
+def html_of(message: bytes, limits: MimeLimits, dark: bool) -> str | None:
+    """The message's HTML part (as a client in dark mode shows it, ``dark``); None without one or over a limit."""
+    if exceeded(message, limits) is not None:
+        return None
+    html = parts(message)["html"]
+    return as_dark(html) if dark and html is not None else html
 
 
 def parts(message: bytes) -> dict:
-    """html, text, header fields (name, value) in order, and attachments (without content)."""
-    parsed = email.message_from_bytes(message, policy=email.policy.default)
+    """
+    html, text, header fields (name, value) in order, and attachments (without content). Read
+    with the ``compat32`` policy, once: the default policy parses a structured field again at
+    each read, a Content-Type of 2 KB in some milliseconds, which made a message of 500 such
+    parts take seconds.
+    """
+    parsed = email.message_from_bytes(message, policy=email.policy.compat32)
     html = text = None
     attachments = []
     for part in parsed.walk():
@@ -32,20 +60,36 @@ def parts(message: bytes) -> dict:
             text = _content(part)
         else:
             payload = part.get_payload(decode=True) or b""
-            attachments.append({"filename": part.get_filename(), "content_type": kind,
-                                "disposition": disposition or "attachment", "content_id": part.get("Content-ID"),
-                                "size": len(payload)})
+            content_id = part.get("Content-ID")
+            attachments.append({"filename": _filename(part), "content_type": kind,
+                                "disposition": disposition or "attachment",
+                                "content_id": None if content_id is None else str(content_id), "size": len(payload)})
     # The fields as written (encoded words and all), each unfolded: what was signed.
-    written = email.message_from_bytes(message, policy=email.policy.compat32)
-    headers = [[name, re.sub(r"\r?\n[ \t]+", " ", str(value)).strip()] for name, value in written.items()]
+    headers = [[name, re.sub(r"\r?\n[ \t]+", " ", str(value)).strip()] for name, value in parsed.items()]
     return {"html": html, "text": text, "headers": headers, "attachments": attachments}
 
 
-def _content(part) -> str:
+def _filename(part) -> str | None:
+    """The filename (RFC 2231 parameters and encoded words decoded, as the default policy does)."""
+    name = part.get_filename()
+    if name is None or "=?" not in name:
+        return name
     try:
-        content = part.get_content()
-    except (LookupError, ValueError):
-        content = (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
+        return str(email.header.make_header(email.header.decode_header(name)))
+    except (LookupError, ValueError, email.errors.HeaderParseError):
+        return name
+
+
+def _content(part) -> str:
+    """A text part's content decoded by its charset (unknown: UTF-8), as ``get_content`` decodes it."""
+    payload = part.get_payload(decode=True) or b""
+    charset = part.get_param("charset", "ASCII")
+    if isinstance(charset, tuple):  # an RFC 2231 value
+        charset = email.utils.collapse_rfc2231_value(charset, "ASCII")
+    try:
+        content = payload.decode(str(charset), "replace")
+    except LookupError:
+        content = payload.decode("utf-8", "replace")
     return content.replace("\r\n", "\n")
 
 

@@ -359,6 +359,18 @@ def _build(submission: Submission, message_id: str, date: datetime, attachments,
     return top + b"\r\n" + body
 
 
+def part_count(submission: Submission, attachments: list[tuple[str | None, bytes, str, str | None]] = ()) -> int:
+    """
+    At least the number of MIME parts (the message itself included) ``build`` makes: the text
+    and html parts and their ``multipart/alternative``, the inline attachments and their
+    ``multipart/related``, the others and their ``multipart/mixed``.
+    """
+    inline = sum(1 for a in attachments if a[3] is not None)
+    regular = len(attachments) - inline
+    both = bool(submission.html) and (submission.text is None or bool(submission.text))
+    return (3 if both else 1) + (inline + 1 if inline else 0) + (regular + 1 if regular else 0)
+
+
 def size_bound(submission: Submission, attachments: list[tuple[str | None, bytes, str, str | None]] = ()) -> int:
     """
     At least the size of the message ``build`` makes (with any Message-ID and unsubscribe link

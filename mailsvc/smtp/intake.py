@@ -10,6 +10,7 @@ headers (``smtp/message.py``), ``Sender`` checked like ``From``, idempotency fro
 | a recipient on a reserved name (``mail.refuse_reserved_recipients``) | 550 5.6.0 |
 | a ``Sender`` header off the account's verified domains, a ``Resent-*`` header | 550 5.7.1 |
 | malformed message (a header line that is no field, no From or two, bad address, too long, ...) | 550 5.6.0 |
+| more MIME parts, nesting, header fields or header bytes than ``mail.max_*`` allow (``mail/limits.py``) | 554 5.6.0 |
 | daily or monthly quota used up, API rate limit | 451 4.7.1 (try later) |
 | idempotency key reused with another message | 550 5.6.0 |
 | a refusal kept under the message's idempotency key | the same reply again |
@@ -29,9 +30,17 @@ from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Item, Outcome, Submitter
 from mailsvc.domain.email import Mailbox
-from mailsvc.domain.errors import DomainError, IdempotencyKeyInFlight, NotAllowed, QuotaExceeded, RateLimited
+from mailsvc.domain.errors import (
+    DomainError,
+    IdempotencyKeyInFlight,
+    NotAllowed,
+    OverMimeLimit,
+    QuotaExceeded,
+    RateLimited,
+)
 from mailsvc.domain.testaddresses import TestAddresses
-from mailsvc.smtp.message import header_fields, sender_header, submission_from_message
+from mailsvc.mail.limits import MimeLimits
+from mailsvc.smtp.message import check_structure, header_fields, sender_header, submission_from_message
 from mailsvc.smtp.server import Refusal
 
 _IDEMPOTENCY_HEADERS = ("resend-idempotency-key", "x-resend-idempotency-key")
@@ -40,6 +49,8 @@ _IDEMPOTENCY_HEADERS = ("resend-idempotency-key", "x-resend-idempotency-key")
 def refusal_for(error: DomainError) -> Refusal:
     if isinstance(error, NotAllowed):
         return Refusal(550, "5.7.1", error.message)
+    if isinstance(error, OverMimeLimit):
+        return Refusal(554, "5.6.0", error.message)
     if isinstance(error, (QuotaExceeded, RateLimited)):
         return Refusal(451, "4.7.1", error.message)
     if isinstance(error, IdempotencyKeyInFlight):
@@ -70,8 +81,10 @@ def _replayed(replay: Replay) -> str:
 
 class SmtpIntake:
     def __init__(self, submitter: Submitter, limiter: RateLimiter,
-                 sending_domain: Callable[[uuid.UUID, str], Awaitable[object]], tests: TestAddresses | None = None):
+                 sending_domain: Callable[[uuid.UUID, str], Awaitable[object]], tests: TestAddresses | None = None,
+                 limits: MimeLimits = MimeLimits()):
         self._submitter = submitter
+        self._limits = limits
         self._tests = tests or TestAddresses()
         self._limiter = limiter
         self._sending_domain = sending_domain
@@ -85,6 +98,7 @@ class SmtpIntake:
     async def _accept(self, caller: Caller, raw: bytes, recipients: list[str]) -> str:
         if await self._limiter.take(caller.tenant.id, caller.tenant.api_rate_per_sec) is not None:
             raise Refusal(451, "4.7.1", "Too many requests; slow down and retry")
+        check_structure(raw, self._limits)  # before anything parses it
         fields = header_fields(raw)
         key = next((fields[h][0] for h in _IDEMPOTENCY_HEADERS if fields.get(h, [""])[0]), None)
         acting = sender_header(fields)

@@ -22,7 +22,8 @@ from mailsvc.domain.email import (
     parse_mailboxes,
     simple_mailbox,
 )
-from mailsvc.domain.errors import Invalid, NotAllowed
+from mailsvc.domain.errors import Invalid, NotAllowed, OverMimeLimit
+from mailsvc.mail.limits import MimeLimits, exceeded
 
 #: ``Content-Type`` of a single text part with simple parameters (read without the parser).
 _TEXT_TYPE = re.compile(
@@ -55,6 +56,17 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: ``str.splitlines`` breaks a line too. The code points, not the byte 0x85 alone: that is the
 #: second byte of many letters (``х`` is D1 85, ``Å`` C3 85).
 _UNICODE_BREAK = re.compile(rb"\xc2\x85|\xe2\x80[\xa8\xa9]")
+
+
+def check_structure(raw: bytes, limits: MimeLimits) -> None:
+    """
+    Refuses a message with more MIME structure than ``limits`` allow (parts, nesting, header
+    fields and bytes of every part), counted in one scan before anything parses it: the
+    ``email`` package's parser recurses into nested parts and takes seconds over many.
+    """
+    over = exceeded(raw, limits)
+    if over is not None:
+        raise OverMimeLimit("message", f"message: {over.message}", over.setting)
 
 
 def header_fields(raw: bytes) -> dict[str, list[str]]:

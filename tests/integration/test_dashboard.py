@@ -5,8 +5,11 @@ The dashboard's HTTP side (issue 20): users, sign-in, cookie sessions, CSRF, COR
 
 from __future__ import annotations
 
+import json
 import re
+import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
@@ -19,12 +22,15 @@ import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
 from mailsvc.http.router import SAFE_METHODS, SESSION
+from mailsvc.ids import uuid7
 from mailsvc.mail import inspection
 from mailsvc.store import accounts
+from mailsvc.store import inbox as inbox_store
 from mailsvc.store.notify import Notifications
 from tests.domainsupport import publish
 from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, first_user, link_token, signed_in
+from tests.helpers.mime_limits import largest_allowed, too_many_parts
 from tests.helpers.sending import BODY, sending_tenant
 
 LISTED = "https://dash.example.com"
@@ -701,3 +707,64 @@ def test_an_inbox_preview_in_dark_mode_applies_the_message_dark_rules_only():
         "<style>@media (min-width: 0px) { body { background: #111 } }"
         "@media screen and (max-width: -1px) { body { background: #fff } }</style>"
         "<p>prefers-color-scheme: dark is a query, not text to change</p>")
+
+
+async def _kept_in_the_inbox(api, tenant: dict, message: bytes) -> str:
+    """A message kept in the account's inbox as the door keeps one (or as an old row was kept)."""
+    inbox_id = uuid7(time.time())
+    await inbox_store.keep(api.parts.db, [inbox_store.entry(
+        inbox_id, uuid.UUID(tenant["id"]), uuid7(time.time()), ["delivered+x@resend.dev"], "delivered",
+        "onboarding@resend.dev", "Many parts", "resend.dev", "bounces@resend.dev", True, message,
+        datetime.now(UTC))], 1000)
+    return str(inbox_id)
+
+
+@pt.ensureDeferred
+@pytest.mark.timeout(120)
+async def test_inbox_reads_of_the_largest_allowed_message_leave_the_reactor_free(api):
+    """More reads at once than the pools have threads or processes: /healthz still answers at once."""
+    tenant, _, session = await signed_in(api)
+    inbox_id = await _kept_in_the_inbox(api, tenant, largest_allowed())
+    count = max(reactor.getThreadPool().max, compose.PARSE_PROCESSES) + 2
+    # The parsing processes started (by a node's first reads: they compete for the cores while
+    # they start), then the reads at once.
+    await defer.gatherResults([defer.ensureDeferred(session.json("GET", f"/dashboard/inbox/{inbox_id}"))
+                               for _ in range(compose.PARSE_PROCESSES)])
+    # Bytes only while the reads run (the client's JSON parse would be this reactor's work too).
+    cookie = {"Cookie": f"mailsvc_session={session.token}"}
+    reads = [defer.ensureDeferred(api.request("GET", f"/dashboard/inbox/{inbox_id}", headers=cookie))
+             for _ in range(count)]
+    await task.deferLater(reactor, 0.3, lambda: None)  # the reads under way
+    waited = []
+    while len(waited) < 5 and not all(r.called for r in reads):
+        started = time.perf_counter()
+        response, _ = await api.request("GET", "/healthz")
+        waited.append(time.perf_counter() - started)
+        assert response.code == 200
+    assert not all(r.called for r in reads)  # each /healthz was answered while reads ran
+    done = await defer.gatherResults(reads)
+    assert waited and max(waited) < 0.2, waited
+    for response, body in done:
+        read = json.loads(body)
+        assert response.code == 200 and read["over_limit"] is None
+        assert (read["html"], read["text"]) == ("<p>Hello <b>there</b></p>", "Hello there")
+        assert len(read["attachments"]) == 497 and read["attachments"][0]["filename"] == "f0.bin"
+
+
+@pt.ensureDeferred
+async def test_an_inbox_message_over_a_limit_is_shown_as_its_source_naming_the_limit(api):
+    tenant, _, session = await signed_in(api)
+    message = too_many_parts(20_000)  # kept before the limits applied at submission
+    inbox_id = await _kept_in_the_inbox(api, tenant, message)
+    started = time.perf_counter()
+    code, read, _ = await session.json("GET", f"/dashboard/inbox/{inbox_id}")
+    assert time.perf_counter() - started < 5  # it was 20 s, parsed
+    assert code == 200 and read["raw"] == message.decode()
+    assert read["over_limit"] == {"setting": "mail.max_mime_parts", "limit": 500, "message":
+                                  "Not parsed: the message has more than 500 MIME parts (mail.max_mime_parts is 500)."}
+    assert (read["html"], read["text"], read["attachments"], read["checks"]) == (None, None, [], None)
+    response, _ = await api.request("GET", read["html_url"], headers={"Cookie": f"mailsvc_session={session.token}"})
+    assert response.code == 404
+    # Listed as any other message.
+    code, listed, _ = await session.json("GET", "/dashboard/inbox")
+    assert [m["id"] for m in listed["data"]] == [inbox_id]

@@ -71,6 +71,24 @@ async def test_the_size_limit_is_the_built_messages(api, monkeypatch):
 
 
 @pt.ensureDeferred
+async def test_an_email_whose_message_would_pass_the_mime_part_limit_is_refused(api):
+    """Its own message, text and html and their alternative, the attachments and their mixed:
+    at most 500 MIME parts (mail.max_mime_parts), as a message submitted over SMTP."""
+    _, key, _ = await sending_tenant(api)
+
+    def attachments(count: int) -> list[dict]:
+        return [{"filename": f"{i}.txt", "content": "aGk="} for i in range(count)]
+
+    code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "attachments": attachments(497)})
+    assert (code, body["name"]) == (422, "validation_error")
+    assert body["message"] == ("attachments: the message would have 501 MIME parts, more than 500"
+                               " (mail.max_mime_parts is 500)")
+    assert await api.parts.db.fetchall("SELECT id FROM emails") == []
+    code, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "attachments": attachments(496)})
+    assert code == 200, sent
+
+
+@pt.ensureDeferred
 async def test_the_built_message_is_unsigned_and_well_formed(api):
     _, key, _ = await sending_tenant(api)
     _, sent, _ = await api.json("POST", "/emails", key, json={

@@ -182,3 +182,48 @@ async def test_the_test_sender_over_smtp_to_test_addresses_only(api, smtp_ports,
     code, text = await threads.deferToThread(attempt, message(From="x@unverified.example.com"), ["ann@example.com"])
     assert code == 550 and b"onboarding@resend.dev" in text  # what to do
     assert len(await api.parts.db.fetchall("SELECT id FROM emails")) == 2
+
+
+def _structured(body: bytes, content_type: bytes = b'multipart/mixed; boundary="b"') -> bytes:
+    return (b"From: Acme <news@acme.example.com>\r\nTo: ann@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: " + content_type + b"\r\n\r\n" + body)
+
+
+def _parts(count: int, fields: int = 1) -> bytes:
+    """A message of ``count`` MIME parts in all, each part with ``fields`` header fields."""
+    part = b"--b\r\n" + b"X-Part: 1\r\n" * (fields - 1) + b"Content-Type: text/plain\r\n\r\npart\r\n"
+    return _structured(part * (count - 1) + b"--b--\r\n")
+
+
+def _nested(depth: int) -> bytes:
+    opened = b"".join(b'Content-Type: multipart/mixed; boundary="n%d"\r\n\r\n--n%d\r\n' % (i, i)
+                      for i in range(depth - 1))
+    closed = b"".join(b"\r\n--n%d--\r\n" % i for i in reversed(range(depth - 1)))
+    return _structured(b"--b\r\n" + opened + b"Content-Type: text/plain\r\n\r\ndeep" + closed + b"\r\n--b--\r\n")
+
+
+@pt.ensureDeferred
+async def test_a_message_over_a_mime_limit_is_refused_for_good_naming_the_limit(api, smtp_ports, pem):
+    _, key, _ = await sending_tenant(api)
+
+    def attempt(raw: bytes):
+        client = smtplib.SMTP_SSL("127.0.0.1", smtp_ports["implicit"], context=tls_context(pem), timeout=10)
+        try:
+            client.login("resend", key)
+            client.sendmail("news@acme.example.com", ["ann@example.com"], raw)
+        except smtplib.SMTPDataError as e:
+            return e.smtp_code, e.smtp_error
+        finally:
+            client.quit()
+        return 250, b""
+
+    for raw, setting in ((_parts(501), b"mail.max_mime_parts is 500"),
+                         (_nested(1200), b"mail.max_mime_depth is 50"),  # was 451 4.3.0 (a RecursionError)
+                         (_parts(101, fields=10), b"mail.max_header_fields is 1000")):
+        code, text = await threads.deferToThread(attempt, raw)
+        assert (code, text[:6]) == (554, b"5.6.0 ") and setting in text, (code, text)
+    assert await api.parts.db.fetchall("SELECT id FROM emails") == []
+    # Just under every limit: accepted.
+    for raw in (_parts(500), _nested(49), _parts(100, fields=10)):
+        assert await threads.deferToThread(attempt, raw) == (250, b"")
+    assert len(await api.parts.db.fetchall("SELECT id FROM emails")) == 3

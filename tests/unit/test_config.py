@@ -53,6 +53,8 @@ def test_environment_names_section_and_key():
         ("[delivery]\nport = twenty-five\n", "delivery.port"),
         ("[security]\nallow_private_targets = maybe\n", "security.allow_private_targets"),
         ("[node]\nroles = api, mixer\n", "node.roles"),
+        ("[mail]\nmax_mime_parts = 0\n", "mail.max_mime_parts"),
+        ("[mail]\nmax_header_bytes = -1\n", "mail.max_header_bytes"),
     ],
 )
 def test_errors_name_the_key(tmp_path, text, path):
@@ -108,3 +110,12 @@ def test_only_a_development_start_asks_for_the_first_accounts_key_file():
     development = {"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com", "MAILSVC_DASHBOARD_FIRST_KEY_FILE": "true"}
     assert keeps_first_key(load(None, environ=development))
     assert not keeps_first_key(load(None, environ={**development, "MAILSVC_DATABASE_DSN": "dbname=mailsvc"}))
+
+
+def test_the_mime_limits_are_settings():
+    from mailsvc.mail.limits import MimeLimits
+
+    assert MimeLimits.of(load(None, environ={}).mail) == MimeLimits(500, 50, 1000, 1024 * 1024)
+    config = load(None, environ={"MAILSVC_MAIL_MAX_MIME_PARTS": "20", "MAILSVC_MAIL_MAX_MIME_DEPTH": "5",
+                                 "MAILSVC_MAIL_MAX_HEADER_FIELDS": "30", "MAILSVC_MAIL_MAX_HEADER_BYTES": "4096"})
+    assert MimeLimits.of(config.mail) == MimeLimits(20, 5, 30, 4096)

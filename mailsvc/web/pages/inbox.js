@@ -122,15 +122,19 @@ async function messagePage(id) {
     h("p", h("a", { href: "#/inbox" }, "← Inbox"), " · ", h("a", { href: `#/emails/${m.email_id}` }, "The e-mail and its events")),
     h("h1", m.subject || "(no subject)", " ", badge(m.outcome), " ", simulatedBadge(m.simulated)),
     h("section.card", h("dl.pairs", summary.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)]))),
-    previewCard(id, m),
-    checksCard(m.checks),
+    m.over_limit
+      ? h("section.card", h("h2", "Not parsed"), h("p", m.over_limit.message),
+        h("p.muted", "The message passes a limit on its structure (", h("code", m.over_limit.setting),
+          "): only its source is shown."))
+      : [previewCard(id, m), checksCard(m.checks)],
     h("section.card", h("h2", "Text"), m.text !== null ? h("pre.text", m.text) : h("p.muted", "No text part.")),
     h("section.card", h("h2", "Attachments"),
       table(["File", "Type", "Disposition", "Size"], m.attachments.map((a) => h("tr",
         h("td", a.filename || "(no name)"), h("td", a.content_type), h("td", a.disposition || "attachment"),
         h("td", `${a.size} B`))), null, "No attachment.")),
     h("section.card", h("h2", "Source as signed"),
-      h("p.muted", `${m.headers.length} header fields, as the receiver gets them (the DKIM signature covers them as written).`),
+      h("p.muted", m.over_limit ? "As kept, not parsed."
+        : `${m.headers.length} header fields, as the receiver gets them (the DKIM signature covers them as written).`),
       h("pre.source", m.raw)));
 }
 

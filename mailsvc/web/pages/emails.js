@@ -1,15 +1,15 @@
 // E-mails: the list (with a search), and one e-mail with its parts, attachments and events.
 
 import { get } from "/ui/api.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { ago, badge, clip, copyButton, copyable, field, h, table, when } from "/ui/dom.js";
 import { form, input, shell, wide } from "/ui/ui.js";
 
 function emailRows(items) {
   return items.map((e) => h("tr",
-    h("td", h("a", { href: `#/emails/${e.id}` }, e.subject || "(no subject)")),
-    h("td", [].concat(e.to || []).join(", ")),
+    h("td", h("a.clip", { href: `#/emails/${e.id}`, title: e.subject || "(no subject)" }, e.subject || "(no subject)")),
+    h("td", clip([].concat(e.to || []).join(", "))),
     h("td", badge(e.last_event)),
-    h("td", when(e.created_at))));
+    h("td.nowrap", ago(e.created_at))));
 }
 
 /** What an account with no e-mail does next: a first send through the Python SDK, from the test
@@ -64,7 +64,8 @@ async function emailPage(id) {
   return shell("#/emails",
     h("p", h("a", { href: "#/emails" }, "← All e-mails")),
     h("h1", email.subject || "(no subject)"),
-    h("section.card", h("h2", "Headers"), h("dl.pairs", headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)]))),
+    h("section.card", h("h2", "Headers"), h("dl.pairs", h("dt", "Id"), h("dd", copyable(email.id, "Copy id")),
+      headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", k === "Status" ? badge(v) : v)]))),
     h("section.card", h("h2", "HTML"),
       email.html
         ? h("iframe.preview", { title: "HTML preview of the e-mail", sandbox: "", referrerpolicy: "no-referrer",

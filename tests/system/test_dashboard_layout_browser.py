@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 OUTPUT = output_dir("layout")
 #: Copied to docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1 (the README's "Dashboard").
-DOCS_SHOTS = {"emails-375-dark", "emails-1280-light", "inbox-message-1280-dark"}
+DOCS_SHOTS = {"emails-375-dark", "inbox-1280-dark"}
 LONG_LABEL = "a-very-long-label-that-no-phone-screen-has-room-for"
 #: A message with its own dark-mode rules, as a well-made e-mail has.
 HTML = """<!doctype html><html><head><meta name="color-scheme" content="light dark"><style>
@@ -202,6 +202,36 @@ def lists_first(page) -> None:
     assert page.evaluate("document.activeElement.name") == "name"
 
 
+def filters_in_the_hash(page) -> None:
+    """The e-mails list by status chip and search, the filter in the hash (Back returns to the
+    previous one), its states in words with their codes in a title, times relative."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/emails", "E-mails")
+    assert page.locator("tbody tr").count() == 3
+    page.get_by_role("group", name="Filter by status").get_by_role("link", name="bounced").click()
+    page.wait_for_url("**#/emails?status=bounced")
+    until(lambda: page.locator("tbody tr").count() == 1 and "(bounced)" in page.locator("tbody tr").text_content(),
+          10, "the bounced e-mail alone")
+    chip = page.get_by_role("group", name="Filter by status").get_by_role("link", name="bounced")
+    assert chip.get_attribute("aria-current") == "true"
+    page.get_by_label("Search subject, sender or recipient").fill("complained")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**#/emails?status=bounced&q=complained")
+    page.get_by_role("cell", name="No bounced e-mail matches “complained”.").wait_for()
+    page.go_back()
+    page.wait_for_url("**#/emails?status=bounced")
+    page.locator("tbody tr a.clip").wait_for()
+    badge = page.locator("tbody .badge")
+    assert badge.text_content() == "bounced" and badge.get_attribute("title") == "bounced"
+    assert page.locator("tbody time").text_content() == "just now"
+    assert page.locator("tbody time").get_attribute("title")
+    go(page, "#/suppressions", "Suppressions")
+    page.locator("tbody .badge").first.wait_for()
+    origins = page.eval_on_selector_all("tbody .badge", "nodes => nodes.map((n) => [n.title, n.textContent])")
+    assert sorted(origins) == [["complaint", "complaint"], ["hard_bounce", "hard bounce"], ["manual", "added by hand"]]
+
+
 def dark_preview(page, made: dict) -> None:
     """In the dark theme (chosen, the system light) the message's frame is dark: its own
     prefers-color-scheme rules apply; the preview's Dark button turns it back to light."""
@@ -234,6 +264,7 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
         assert not problems, "\n".join(problems)
         drawer_and_theme(page)
         lists_first(page)
+        filters_in_the_hash(page)
         dark_preview(page, made)
 
     drive(browser, daemon, "layout", walk, output=OUTPUT, viewport=(1280, 800))

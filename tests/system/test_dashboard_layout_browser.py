@@ -147,6 +147,10 @@ def fits(page, name: str, problems: list[str]) -> None:
             wide, room = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
             if wide > room:
                 problems.append(f"{where}: {wide} px wide")
+            boxed = page.evaluate("""[...document.querySelectorAll('.table-wrap')]
+                .filter((box) => box.scrollWidth > box.clientWidth + 1).map((box) => box.scrollWidth)""")
+            if boxed:
+                problems.append(f"{where}: a table scrolls sideways in its box: {boxed}")
             if broken := page.evaluate(BROKEN):
                 problems.append(f"{where}: broken over lines: {broken}")
             if low := page.evaluate(LOW_CONTRAST):

@@ -177,6 +177,10 @@ def drawer_and_theme(page) -> None:
     page.keyboard.press("Escape")
     link.wait_for(state="hidden")
     assert page.evaluate("document.activeElement.textContent") == "Menu"
+    menu.click()  # the Menu button stays in reach with the drawer open
+    link.wait_for(state="visible")
+    menu.click()
+    link.wait_for(state="hidden")
 
     light = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
     page.get_by_label("Theme").select_option("dark")

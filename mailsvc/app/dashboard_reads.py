@@ -12,6 +12,7 @@ import uuid
 
 from mailsvc.app import messages
 from mailsvc.domain.errors import Invalid, NotFound
+from mailsvc.domain.paging import Page
 from mailsvc.store import dashboard as reads
 from mailsvc.store import emails, previews, segments, templates
 from mailsvc.store.database import Database
@@ -22,6 +23,9 @@ PREVIEWS_KEPT = 50
 PREVIEW_BYTES = 5 * 1024 * 1024
 #: The e-mails a search shows, and the deliveries of a webhook shown (newest first).
 SEARCH_MOST = 50
+#: The statuses the dashboard's e-mail list is filtered by (an e-mail's last event).
+EMAIL_FILTERS = ("delivered", "bounced", "complained", "failed", "delivery_delayed", "scheduled", "suppressed",
+                 "sent", "queued", "canceled")
 DELIVERIES_MOST = 50
 
 
@@ -47,9 +51,13 @@ class DashboardReads:
             return (messages.broadcast_content(content, content).html or "") if content is not None else ""
         return row["html"] or ""
 
-    async def search_emails(self, tenant_id: uuid.UUID, text: str) -> list[dict]:
-        """The newest e-mails whose subject, sender or recipients hold ``text``."""
-        return await reads.search_emails(self._db, tenant_id, text, SEARCH_MOST)
+    async def search_emails(self, tenant_id: uuid.UUID, text: str, status: str | None,
+                            page: Page) -> tuple[list[dict], bool]:
+        """A page of the e-mails, newest first, whose subject, sender or recipients hold ``text``
+        (or whose id it is; "" for any), whose last event is ``status`` (None for any)."""
+        if status is not None and status not in EMAIL_FILTERS:
+            raise Invalid("status", f"status must be one of {', '.join(EMAIL_FILTERS)}")
+        return await reads.search_emails(self._db, tenant_id, text, status, page)
 
     async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> list[dict]:
         return await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)

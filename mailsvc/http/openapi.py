@@ -617,7 +617,8 @@ OPERATIONS: dict[str, Op] = {
                                                   attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}),
     "GET /dashboard/emails/<email_id>/html": Op("An e-mail's HTML for a sandboxed preview", ok={200: None},
                                                 content_type="text/html"),
-    "GET /dashboard/search/emails": Op("Search the latest 50 e-mails by address or subject", query=(("q", STR),),
+    "GET /dashboard/search/emails": Op("The e-mails by text (address, subject or id) and status, a page at a time",
+                                       query=(("q", STR), ("status", STR), *PAGE),
                                        ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
                                            "type": "array", "items": obj(
                                                ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import date, datetime
 
+from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.paging import clause
 
 _USER_COLUMNS = ("id, tenant_id, email, role, password_hash, password_version, created_at, updated_at,"
                  " totp_enabled_at IS NOT NULL AS two_factor")
@@ -140,15 +142,24 @@ async def email_deliveries(db: Database, tenant_id: uuid.UUID, email_id: uuid.UU
     )
 
 
-async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, limit: int) -> list[dict]:
-    """The latest e-mails whose subject, sender or recipients hold ``text`` (case-insensitive)."""
-    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return await db.fetchall(
+async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, status: str | None,
+                        page: Page) -> tuple[list[dict], bool]:
+    """A page of the e-mails, newest first, whose subject, sender or recipients hold ``text``
+    (case-insensitive) or whose id it is, and whose last event is ``status`` (None: any)."""
+    where, order, params = clause(page)
+    # Each condition with its parameters; the page's last parameter is its LIMIT.
+    conditions = [("tenant_id = %s", [tenant_id]), (where, params[:-1])]
+    if text:
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(("(subject ILIKE %s OR sender ILIKE %s OR recipients::text ILIKE %s OR id::text = lower(%s))",
+                           [pattern, pattern, pattern, text]))
+    if status:
+        conditions.append(("last_event = %s", [status]))
+    rows = await db.fetchall(
         "SELECT id, sender, recipients, subject, last_event, status, created_at, scheduled_at FROM emails"
-        " WHERE tenant_id = %s AND (subject ILIKE %s OR sender ILIKE %s OR recipients::text ILIKE %s)"
-        " ORDER BY id DESC LIMIT %s",
-        (tenant_id, pattern, pattern, pattern, limit),
-    )
+        f" WHERE {' AND '.join(c for c, _ in conditions)} {order}",
+        [*(v for _, values in conditions for v in values), params[-1]])
+    return page.finish(rows)
 
 
 async def daily_stats(db: Database, tenant_id: uuid.UUID, since: date) -> dict[date, dict]:

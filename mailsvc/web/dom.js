@@ -4,6 +4,8 @@
 // data: (a webhook endpoint or a download URL is data too). No DOM is touched at import, so that
 // tests/web/ can run safeUrl under node.
 
+import { stateText } from "./words.js";
+
 const SVG = "http://www.w3.org/2000/svg";
 const SCHEMES = ["http:", "https:", "mailto:"];
 const URL_ATTRIBUTES = new Set(["href", "src", "action", "formaction", "poster", "xlink:href"]);
@@ -75,17 +77,41 @@ export function field(label, input, hint) {
   return h("div.field", parts);
 }
 
-/** A table of ``rows``; with none, one row saying ``empty`` (what to do next, where it helps). */
+/** A table of ``rows``; with none, one row saying ``empty`` (what to do next, where it helps).
+ *  Each body cell carries its column's name (data-label): on a phone the rows are cards, each
+ *  cell after its column's name (style.css). */
 export function table(headers, rows, caption, empty = "None.") {
-  return h("div.table-wrap",
+  const node = h("div.table-wrap",
     h("table",
       caption ? h("caption", caption) : null,
       h("thead", h("tr", headers.map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", rows.length ? rows : h("tr.empty", h("td", { colspan: headers.length, class: "muted" }, empty)))));
+  return labelled(node);
 }
 
-export function badge(text) {
-  return h(`span.badge.b-${String(text).replace(/[^a-z_]/g, "")}`, String(text));
+/** Gives each body cell of ``node``'s table the name of its column (data-label). */
+export function labelled(node) {
+  const heads = [...node.querySelectorAll("thead th")].map((th) => th.textContent);
+  node.querySelectorAll("tbody tr:not(.empty)").forEach((row) => {
+    [...row.cells].forEach((cell, i) => { if (heads[i] && !cell.hasAttribute("data-label")) cell.dataset.label = heads[i]; });
+  });
+  return node;
+}
+
+/** A value on one line, cut with an ellipsis where it does not fit, whole in its title. */
+export function clip(text, spec = "span") {
+  const value = String(text ?? "");
+  return h(`${spec}.clip`, { title: value }, value);
+}
+
+/** An id or an address: on one line (clipped) with a button copying it whole. */
+export function copyable(text, label = "Copy") {
+  return [clip(text), " ", copyButton(String(text ?? ""), label)];
+}
+
+/** A state, status or origin code in words (words.js), the code in its title. */
+export function badge(code) {
+  return h(`span.badge.b-${String(code).replace(/[^a-z_]/g, "")}`, { title: String(code) }, stateText(code));
 }
 
 export function copyButton(text, label = "Copy") {
@@ -106,4 +132,26 @@ export function when(text) {
   if (!text) return "—";
   const date = new Date(String(text).replace(" ", "T").replace(/\+00$/, "Z"));
   return Number.isNaN(date.getTime()) ? String(text) : date.toLocaleString();
+}
+
+/** A moment as a <time>: how long ago in words ("5 min ago"), the exact time in its title. */
+export function ago(text, now = Date.now()) {
+  if (!text) return "—";
+  const date = new Date(String(text).replace(" ", "T").replace(/\+00$/, "Z"));
+  if (Number.isNaN(date.getTime())) return String(text);
+  return h("time", { datetime: date.toISOString(), title: date.toLocaleString() }, relative(date.getTime(), now));
+}
+
+/** ``then`` against ``now`` (milliseconds) in words: "just now", "5 min ago", "3 h ago", "2 days ago",
+ *  "in 4 min" for a moment to come; a month or more away, the date. */
+export function relative(then, now) {
+  const seconds = Math.round((now - then) / 1000);
+  const away = Math.abs(seconds);
+  const say = (n, unit) => (seconds >= 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`);
+  if (away < 45) return seconds >= 0 ? "just now" : "in a moment";
+  if (away < 3600) return say(Math.max(1, Math.round(away / 60)), "min");
+  if (away < 86400) return say(Math.round(away / 3600), "h");
+  const days = Math.round(away / 86400);
+  if (days < 30) return say(days, days === 1 ? "day" : "days");
+  return new Date(then).toISOString().slice(0, 10);
 }

@@ -7,6 +7,7 @@
 
 import { ApiError, get, post, session } from "/ui/api.js";
 import { h } from "/ui/dom.js";
+import { CHOICES, apply, choose, stored } from "/ui/theme.js";
 import { errorText } from "/ui/words.js";
 
 const app = document.getElementById("app");
@@ -34,18 +35,60 @@ export function shell(current, ...content) {
     h("ul", NAV.map(([href, label]) => h("li", h("a", {
       href, "aria-current": href === current ? "page" : null,
     }, label)))));
-  toggle.addEventListener("click", () => {
-    const open = nav.classList.toggle("open");
-    toggle.setAttribute("aria-expanded", String(open));
-  });
+  drawer(toggle, nav);
   const signOut = h("button.secondary", { type: "button", id: "sign-out" }, "Sign out");
   signOut.addEventListener("click", signOutNow);
   return [
     h("a.skip", { href: "#main", onclick: (e) => { e.preventDefault(); document.getElementById("main").focus(); } },
       "Skip to content"),
-    h("header.top", h("strong.brand", SITE.brand), toggle, h("span.who", me ? SITE.who(me) : ""), signOut),
+    h("header.top", h("strong.brand", SITE.brand), toggle, h("span.who", me ? SITE.who(me) : ""), themeSwitch(), signOut),
     h("div.layout", nav, main(content)),
   ];
+}
+
+/** On a small screen the navigation is a drawer: the Menu button opens it (focus on its first
+ *  link), and it closes again by the button, Escape, or a link followed. */
+function drawer(toggle, nav) {
+  const show = (open, focus) => {
+    nav.classList.toggle("open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open && focus) nav.querySelector("a").focus();
+    if (!open && focus) toggle.focus();
+  };
+  toggle.addEventListener("click", () => show(!nav.classList.contains("open"), true));
+  nav.addEventListener("keydown", (event) => { if (event.key === "Escape") show(false, true); });
+  nav.addEventListener("click", (event) => { if (event.target.closest("a")) show(false, false); });
+}
+
+/** The theme: Auto (the system's), Light or Dark, kept per browser (theme.js). */
+function themeSwitch() {
+  const chosen = stored(globalThis.localStorage);
+  const node = h("select.theme-switch", { "aria-label": "Theme", title: "Colour theme" },
+    CHOICES.map(([value, label]) => h("option", { value, selected: value === chosen }, label)));
+  node.addEventListener("change", () => choose(node.value, globalThis.localStorage, document.documentElement));
+  return node;
+}
+
+/** A page's title with its main actions beside it ("New …"). */
+export function heading(title, ...tools) {
+  return h("div.pagehead", h("h1", title), tools);
+}
+
+/** A list page's "New …" button and the card it opens: the page opens on its list, the form
+ *  hidden until asked for (open at once when the list is still empty: it is what to do next). */
+export function opener(label, card, open = false) {
+  if (!card.id) card.id = `new-${label.toLowerCase().replace(/[^a-z]+/g, "-")}`;
+  card.hidden = !open;
+  const button = h("button.primary", { type: "button", "aria-expanded": String(open), "aria-controls": card.id }, label);
+  button.addEventListener("click", () => {
+    card.hidden = !card.hidden;
+    button.setAttribute("aria-expanded", String(!card.hidden));
+    if (!card.hidden) {
+      const first = card.querySelector("input, select, textarea");
+      if (first) first.focus();
+    }
+  });
+  return button;
 }
 
 function render(nodes) {
@@ -93,7 +136,7 @@ export function select(name, options, value) {
 }
 
 export function action(label, fn, cls = "secondary small") {
-  const button = h(`button.${cls.split(" ").join(".")}`, { type: "button" }, label);
+  const button = h(`button.${cls.split(" ").join(".")}`, { type: "button", title: label.length > 24 ? label : null }, label);
   button.addEventListener("click", async () => {
     button.disabled = true;
     try { await fn(); } catch (error) { button.after(notice(error)); } finally { button.disabled = false; }
@@ -185,6 +228,7 @@ export function refresh() { route(); }
 /** Starts a site with its page modules, in navigation order, and its session paths (``SITE``). */
 export function start(modules, site = {}) {
   SITE = { ...SITE, ...site };
+  apply(stored(globalThis.localStorage), document.documentElement);
   NAV = modules.filter((m) => m.nav).map((m) => m.nav);
   PAGES = modules.flatMap((m) => m.routes || []);
   OPEN = modules.flatMap((m) => m.openRoutes || []);

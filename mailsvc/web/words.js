@@ -27,3 +27,33 @@ export function errorText(message, code) {
   const words = said || (code && REASONS[code]) || "Something went wrong";
   return code ? `${words} (${code})` : `${words}.`;
 }
+
+/** What a state, status, origin or outcome code shown in a badge is, in words (lower case, as a
+ *  badge reads); the code itself goes in the badge's title. A code not listed reads as itself
+ *  with its underscores as spaces. */
+export const STATES = {
+  // An e-mail's last event, a delivery's status.
+  queued: "queued", scheduled: "scheduled", canceled: "canceled", suppressed: "suppressed", sent: "sent",
+  delivery_delayed: "delivery delayed", delivered: "delivered", bounced: "bounced", complained: "complained",
+  failed: "failed", deferred: "retrying", opened: "opened", clicked: "clicked",
+  // A suppression's origin.
+  hard_bounce: "hard bounce", complaint: "complaint", unsubscribe: "unsubscribed", manual: "added by hand",
+  // A queued delivery's state (the operator's queue).
+  due: "due", in_flight: "being sent", held: "held",
+  // A domain and its records.
+  not_started: "not started", pending: "pending", verified: "verified", temporary_failure: "temporary failure",
+  temporary: "temporary failure", match: "matches", mismatch: "does not match", missing: "missing",
+  // Webhooks, users, templates, broadcasts.
+  enabled: "enabled", disabled: "disabled", invited: "invited", active: "active", draft: "draft",
+  published: "published", sending: "sending", partially_sent: "partly sent",
+  // The inbox's outcomes and checks.
+  captured: "captured", simulated: "simulated", oneclick: "one-click", "one-click": "one-click",
+  softfail: "soft fail", permerror: "permanent error", temperror: "temporary error",
+};
+
+/** A code's words for a badge (see STATES). */
+export function stateText(code) {
+  const key = String(code ?? "");
+  if (!key) return "—";
+  return Object.hasOwn(STATES, key) ? STATES[key] : key.replace(/_/g, " ");
+}

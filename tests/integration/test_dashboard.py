@@ -768,3 +768,35 @@ async def test_an_inbox_message_over_a_limit_is_shown_as_its_source_naming_the_l
     # Listed as any other message.
     code, listed, _ = await session.json("GET", "/dashboard/inbox")
     assert [m["id"] for m in listed["data"]] == [inbox_id]
+
+
+@pt.ensureDeferred
+async def test_the_dashboards_email_list_filters_by_status_and_text_a_page_at_a_time(api):
+    tenant, key, domain_id = await sending_tenant(api)
+    _, user, _ = await api.json("POST", f"/admin/v1/tenants/{tenant['id']}/users", api.operator_token,
+                                json={"email": "owner@example.com"})
+    _, body, response = await api.json("POST", "/auth/password", json={"token": link_token(user), "password": PASSWORD})
+    session = Session(api, cookie_of(response)[1], body["csrf_token"], body)
+    ids = []
+    for i in range(5):
+        _, sent, _ = await api.json("POST", "/emails", key, json={**BODY, "subject": f"Receipt {i}"})
+        ids.append(sent["id"])
+    # Three bounced (0, 2, 4), two delivered; newest first is 4, 3, 2, 1, 0.
+    await api.parts.db.execute("UPDATE emails SET last_event = CASE WHEN id::text = ANY(%s) THEN 'bounced'"
+                               " ELSE 'delivered' END", ([ids[0], ids[2], ids[4]],))
+
+    async def listed(query):
+        code, found, _ = await session.json("GET", f"/dashboard/search/emails?{query}")
+        assert code == 200, found
+        return [ids.index(e["id"]) for e in found["data"]], found["has_more"]
+
+    assert await listed("status=bounced") == ([4, 2, 0], False)
+    assert await listed("status=bounced&limit=2") == ([4, 2], True)
+    assert await listed(f"status=bounced&limit=2&after={ids[2]}") == ([0], False)
+    assert await listed(f"status=bounced&limit=1&before={ids[0]}") == ([2], True)
+    assert await listed("status=delivered&q=receipt") == ([3, 1], False)
+    assert await listed(f"q={ids[3].upper()}") == ([3], False)  # an id, as pasted
+    assert await listed("q=receipt 3&status=bounced") == ([], False)
+    assert await listed("") == ([4, 3, 2, 1, 0], False)
+    code, refused, _ = await session.json("GET", "/dashboard/search/emails?status=hard_bounce")
+    assert code == 422 and "status" in refused["message"], refused

@@ -5,7 +5,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { safeUrl } from "../../mailsvc/web/dom.js";
+import { relative, safeUrl } from "../../mailsvc/web/dom.js";
 
 const PAGE = "https://mail.example.net/ui/";
 const WEB = new URL("../../mailsvc/web/", import.meta.url).pathname;
@@ -44,4 +44,18 @@ test("no module builds a selector from data (template or concatenation in queryS
     .map((line, i) => [`${path.slice(WEB.length)}:${i + 1}`, line]).filter(([, line]) => built.test(line)));
   assert.deepEqual(found, []);
   assert.ok(built.test('x.querySelector(`[data-block="${id}"]`)') && built.test("x.querySelector('input[name=' + key + ']')"));
+});
+
+test("a moment is told relative to now, past or to come; a month or more away, its date", () => {
+  const now = Date.parse("2026-12-01T12:00:00Z");
+  const before = (s) => relative(now - s * 1000, now);
+  assert.equal(before(10), "just now");
+  assert.equal(before(-10), "in a moment");
+  assert.equal(before(60), "1 min ago");
+  assert.equal(before(59 * 60), "59 min ago");
+  assert.equal(before(-5 * 60), "in 5 min");
+  assert.equal(before(3 * 3600), "3 h ago");
+  assert.equal(before(86400), "1 day ago");
+  assert.equal(before(-2 * 86400), "in 2 days");
+  assert.equal(before(45 * 86400), "2026-10-17");
 });

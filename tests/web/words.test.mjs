@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { errorText, reasonText } from "../../mailsvc/web/words.js";
+import { STATES, errorText, reasonText, stateText } from "../../mailsvc/web/words.js";
 
 test("a stored reason is a sentence with the code after it, never the bare code", () => {
   assert.equal(reasonText("domain_not_verified"), "The sending domain is not verified (domain_not_verified)");
@@ -19,4 +19,23 @@ test("an API error is its message, then its code; without a message the code's w
 
 test("an error of the page itself (no code) is its message as a sentence", () => {
   assert.equal(errorText("The two passwords differ.", null), "The two passwords differ.");
+});
+
+test("every state shown is in words: suppression origins, delivery states, e-mail statuses", () => {
+  assert.equal(stateText("hard_bounce"), "hard bounce");
+  assert.equal(stateText("manual"), "added by hand");
+  assert.equal(stateText("unsubscribe"), "unsubscribed");
+  assert.equal(stateText("in_flight"), "being sent");
+  assert.equal(stateText("deferred"), "retrying");
+  assert.equal(stateText("delivery_delayed"), "delivery delayed");
+  assert.equal(stateText("delivered"), "delivered");
+  assert.equal(stateText("not_started"), "not started");
+});
+
+test("no word of a state is a code, and an unknown code reads without its underscores", () => {
+  for (const [code, words] of Object.entries(STATES)) assert.doesNotMatch(words, /_/, code);
+  assert.equal(stateText("something_new_here"), "something new here");
+  assert.equal(stateText(""), "—");
+  assert.equal(stateText(null), "—");
+  assert.equal(stateText("constructor"), "constructor");
 });

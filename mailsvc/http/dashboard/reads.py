@@ -9,9 +9,10 @@ from __future__ import annotations
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard
-from mailsvc.app.dashboard_reads import DashboardReads
+from mailsvc.app.dashboard_reads import SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
 from mailsvc.http.dashboard.auth import id_or_not_found
+from mailsvc.http.pagination import page_of
 from mailsvc.http.router import SESSION, route
 
 
@@ -46,9 +47,12 @@ class ReadsResource:
 
     @route("GET", "/dashboard/search/emails", access=SESSION)
     async def search(self, request, caller: Caller):
+        """The e-mails, newest first, by text (subject, sender, recipient or id) and last event
+        (``status``), a page at a time (``limit``, ``after`` and ``before`` as the API's lists)."""
         text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
-        rows = await self._reads.search_emails(caller.tenant.id, text)
-        return {"object": "list", "has_more": False, "data": [{
+        status = (request.args.get(b"status") or [b""])[0].decode("utf-8", "replace") or None
+        rows, more = await self._reads.search_emails(caller.tenant.id, text, status, page_of(request.args, SEARCH_MOST))
+        return {"object": "list", "has_more": more, "data": [{
             "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
             "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
         } for r in rows]}

@@ -46,8 +46,7 @@ async function broadcastsPage(ui) {
     if (t.subject && !form.subject.value) form.subject.value = t.subject;
     if (t.from && !form.from.value) form.from.value = t.from;
   });
-  return ui.shell("#/broadcasts", h("h1", "Broadcasts"),
-    h("section.card", h("h2", "New broadcast"), ui.form(async (data) => {
+  const card = h("section.card", h("h2", "New broadcast"), ui.form(async (data) => {
       const made = await post("/dashboard/broadcasts", {
         name: data.get("name"), segment_id: data.get("segment_id"), from: data.get("from"), subject: data.get("subject"),
         preview_text: data.get("preview_text"), html: data.get("html"),
@@ -65,11 +64,12 @@ async function broadcastsPage(ui) {
     h("div.inline", field("Insert placeholder", menu),
       h("button.secondary.small", { type: "button", onclick: () => insertAtCursor(html, menu.value) }, "Insert")),
     field("HTML", html),
-    h("button.primary", { type: "submit" }, "Create draft"))),
+    h("button.primary", { type: "submit" }, "Create draft")));
+  return ui.shell("#/broadcasts", ui.heading("Broadcasts", ui.opener("New broadcast", card, !list.data.length)), card,
     h("section.card", ui.wide(table(["Name", "Segment", "Status", "Created", "Sent"], list.data.map((b) => h("tr",
       h("td", h("a", { href: `#/broadcasts/${b.id}` }, b.name || "(unnamed)")), h("td", names[b.segment_id] || "—"),
       h("td", badge(b.status)), h("td", when(b.created_at)), h("td", when(b.sent_at)))), "Broadcasts",
-      "No broadcast yet: write one above; it goes to every contact of a segment."))));
+      "No broadcast yet: write one (New broadcast); it goes to every contact of a segment."))));
 }
 
 function statsChart(stats) {

@@ -2,6 +2,7 @@
 // preview is always the server's own rendering (POST /dashboard/template-builder/render,
 // debounced), shown in a sandboxed frame at desktop or phone width, light or dark.
 
+import { effective } from "/ui/theme.js";
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
@@ -69,7 +70,8 @@ async function builderPage(ui, templateId) {
   const past = []; const future = [];
   dirty = false;
   const frame = previewFrame("Live preview");
-  const frameBox = h("div.framebox.desktop", frame);
+  // The preview starts as the dashboard's theme; "Light / dark" flips it (the frame's color-scheme).
+  const frameBox = h(`div.framebox.desktop.${effective(document.documentElement)}`, frame);
   const blocksBox = h("div#blocks", { id: "blocks" });
   const themeBox = h("div#theme", { id: "theme" });
   const status = h("p#render-status", { id: "render-status", role: "status" });
@@ -335,7 +337,7 @@ async function builderPage(ui, templateId) {
       h("div.previewpane", h("section.card", h("h2", "Preview"),
         h("div.inline", h("button.secondary.small", { type: "button", onclick: width("desktop") }, "Desktop"),
           h("button.secondary.small", { type: "button", onclick: width("phone") }, "Phone"),
-          h("button.secondary.small", { type: "button", onclick: () => frameBox.classList.toggle("dark") }, "Light / dark")),
+          h("button.secondary.small", { type: "button", onclick: () => frameBox.classList.toggle("light", !frameBox.classList.toggle("dark")) }, "Light / dark")),
         status, frameBox))));
   draw();
   return page;

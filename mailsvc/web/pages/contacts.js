@@ -71,7 +71,7 @@ async function contactsPage(query) {
 
 function contactsTable(items, caption) {
   return wide(table(["Address", "Name", "Status", "Created"], items.map((c) => h("tr",
-    h("td", h("a", { href: `#/contacts/${c.id}` }, c.email)), h("td", fullName(c)),
+    h("td", h("a.clip", { href: `#/contacts/${c.id}`, title: c.email }, c.email)), h("td", fullName(c)),
     h("td", badge(c.unsubscribed ? "unsubscribed" : "subscribed")), h("td.nowrap", when(c.created_at)))), caption,
   caption ? "No contact matches." : "No contact yet: add one below or import a CSV file."));
 }

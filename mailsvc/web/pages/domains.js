@@ -2,20 +2,21 @@
 
 import { del, get, patch, post } from "/ui/api.js";
 import { dmarcCard } from "/ui/deliverability.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
-import { action, form, input, route, select, shell } from "/ui/ui.js";
+import { ago, badge, copyButton, field, h, table } from "/ui/dom.js";
+import { action, form, heading, input, opener, route, select, shell } from "/ui/ui.js";
 
 async function domainsPage() {
   const list = await get("/dashboard/domains");
-  return shell("#/domains", h("h1", "Domains"),
-    h("section.card", h("h2", "Add a domain"), form(async (data) => {
+  const card = h("section.card", h("h2", "Add a domain"), form(async (data) => {
       const made = await post("/dashboard/domains", { name: data.get("name") });
       location.hash = `#/domains/${made.id}`;
     }, h("div.inline", field("Domain name", input("name", { required: true, placeholder: "example.com" })),
-      h("button.primary", { type: "submit" }, "Add domain")))),
+      h("button.primary", { type: "submit" }, "Add domain"))));
+  return shell("#/domains", heading("Domains", opener("New domain", card, !list.data.length)), card,
     table(["Domain", "Status", "Region", "Created"], list.data.map((d) => h("tr",
-      h("td", h("a", { href: `#/domains/${d.id}` }, d.name)), h("td", badge(d.status)), h("td", d.region), h("td", when(d.created_at)))),
-    null, "No domain yet: add a domain above, the one after the @ of your From addresses, then publish the DNS records "
+      h("td", h("a.clip", { href: `#/domains/${d.id}`, title: d.name }, d.name)), h("td", badge(d.status)), h("td.low", d.region),
+      h("td", ago(d.created_at)))),
+    null, "No domain yet: add a domain (New domain), the one after the @ of your From addresses, then publish the DNS records "
       + "it shows. Until then, send from onboarding@resend.dev to the test addresses (delivered@resend.dev)."));
 }
 

@@ -1,15 +1,16 @@
-// E-mails: the list (with a search), and one e-mail with its parts, attachments and events.
+// E-mails: the list (by status, a search, a page at a time; the filter in the hash), and one e-mail with its parts, attachments and events.
 
 import { get } from "/ui/api.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { STATUSES, apiPath, moved, pages, parse, toHash } from "/ui/emailfilter.js";
+import { ago, badge, clip, copyButton, copyable, field, h, table, when } from "/ui/dom.js";
 import { form, input, shell, wide } from "/ui/ui.js";
 
 function emailRows(items) {
   return items.map((e) => h("tr",
-    h("td", h("a", { href: `#/emails/${e.id}` }, e.subject || "(no subject)")),
-    h("td", [].concat(e.to || []).join(", ")),
+    h("td", h("a.clip", { href: `#/emails/${e.id}`, title: e.subject || "(no subject)" }, e.subject || "(no subject)")),
+    h("td", clip([].concat(e.to || []).join(", "))),
     h("td", badge(e.last_event)),
-    h("td", when(e.created_at))));
+    h("td.nowrap", ago(e.created_at))));
 }
 
 /** What an account with no e-mail does next: a first send through the Python SDK, from the test
@@ -38,18 +39,33 @@ export function firstEmail(then = "Then it is listed here with its events.") {
     h("p.muted", `${then} To send from your own addresses, `, h("a", { href: "#/domains" }, "add a domain"), "."));
 }
 
+const EMAILS_PAGE = 50;
+
+/** The status chips: links to the list filtered so, the current one marked. */
+function chips(filter) {
+  return h("div.chips", { role: "group", "aria-label": "Filter by status" }, STATUSES.map(([code, label]) => h("a.chip-link", {
+    href: toHash(moved(filter, { status: code })), "aria-current": code === filter.status ? "true" : null,
+  }, label)));
+}
+
 async function emailsPage(query) {
-  const list = query
-    ? await get(`/dashboard/search/emails?q=${encodeURIComponent(query)}`)
-    : await get("/dashboard/emails?limit=50");
+  const filter = parse(query);
+  const list = await get(apiPath(filter, EMAILS_PAGE));
+  const filtered = filter.status || filter.q || filter.after || filter.before;
+  if (!filtered && !list.data.length) return shell("#/emails", h("h1", "E-mails"), firstEmail());
   const search = form(async (data) => {
-    const q = String(data.get("q") || "").trim();
-    location.hash = q ? `#/emails?q=${encodeURIComponent(q)}` : "#/emails";
-  }, h("div.inline", field("Search subject, sender or recipient", input("q", { type: "search", value: query || "" })),
-    h("button.primary", { type: "submit" }, "Search")));
-  if (!query && !list.data.length) return shell("#/emails", h("h1", "E-mails"), firstEmail());
-  return shell("#/emails", h("h1", "E-mails"), search,
-    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, `No e-mail matches “${query}”.`)));
+    location.hash = toHash(moved(filter, { q: String(data.get("q") || "").trim() }));
+  }, h("div.inline", field("Search subject, sender or recipient", input("q", { type: "search", value: filter.q }),
+    "Or paste an e-mail's id."),
+  h("button.primary", { type: "submit" }, "Search")));
+  const { newer, older } = pages(filter, list.data, list.has_more);
+  const words = STATUSES.find(([code]) => code === filter.status)[1];
+  const empty = filter.q ? `No ${filter.status ? `${words} ` : ""}e-mail matches “${filter.q}”.`
+    : `No ${words} e-mail${filter.after || filter.before ? " on this page" : ""}.`;
+  return shell("#/emails", h("h1", "E-mails"), search, chips(filter),
+    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, empty)),
+    newer || older ? h("div.pager", { role: "navigation", "aria-label": "Pages of e-mails" },
+      newer ? h("a.button", { href: newer }, "← Newer") : null, older ? h("a.button", { href: older }, "Older →") : null) : null);
 }
 
 async function emailPage(id) {
@@ -64,7 +80,8 @@ async function emailPage(id) {
   return shell("#/emails",
     h("p", h("a", { href: "#/emails" }, "← All e-mails")),
     h("h1", email.subject || "(no subject)"),
-    h("section.card", h("h2", "Headers"), h("dl.pairs", headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)]))),
+    h("section.card", h("h2", "Headers"), h("dl.pairs", h("dt", "Id"), h("dd", copyable(email.id, "Copy id")),
+      headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", k === "Status" ? badge(v) : v)]))),
     h("section.card", h("h2", "HTML"),
       email.html
         ? h("iframe.preview", { title: "HTML preview of the e-mail", sandbox: "", referrerpolicy: "no-referrer",
@@ -87,5 +104,5 @@ async function emailPage(id) {
 export const nav = ["#/emails", "E-mails"];
 export const routes = [
   [/^#\/emails\/([\w-]+)$/, (m) => emailPage(m[1])],
-  [/^#\/emails(?:\?q=(.*))?$/, (m) => emailsPage(m[1] ? decodeURIComponent(m[1]) : "")],
+  [/^#\/emails(?:\?(.*))?$/, (m) => emailsPage(m[1] || "")],
 ];

@@ -3,8 +3,9 @@
 // phone width, light or dark, its text, its source as signed, its attachments and the checks.
 
 import { get } from "/ui/api.js";
-import { badge, h, table, when } from "/ui/dom.js";
+import { ago, badge, clip, h, labelled, table, when } from "/ui/dom.js";
 import { firstEmail } from "/ui/pages/emails.js";
+import { effective } from "/ui/theme.js";
 import { shell, wide } from "/ui/ui.js";
 
 const INBOX_PAGE = 20;
@@ -22,11 +23,11 @@ function simulatedBadge(simulated) {
 
 function messageRows(items) {
   return items.map((m) => h("tr",
-    h("td", m.from),
-    h("td", [].concat(m.to || []).join(", ")),
-    h("td", h("a", { href: `#/inbox/${m.id}` }, m.subject || "(no subject)")),
+    h("td.low", clip(m.from)),
+    h("td", clip([].concat(m.to || []).join(", "))),
+    h("td", h("a.clip", { href: `#/inbox/${m.id}`, title: m.subject || "(no subject)" }, m.subject || "(no subject)")),
     h("td.nowrap", badge(m.outcome), " ", simulatedBadge(m.simulated)),
-    h("td.nowrap", when(m.created_at))));
+    h("td.nowrap", ago(m.created_at))));
 }
 
 async function inboxPage(query) {
@@ -53,25 +54,28 @@ async function inboxPage(query) {
 }
 
 /** The HTML in a sandboxed frame (no script, no same-origin), at desktop or phone width, light or
- *  dark. Dark is the message as a client in dark mode shows it: the server applies its dark-mode
- *  rules (a frame cannot be told the reader's preference), on a dark surround. */
+ *  dark. Dark is the message as a client in dark mode shows it: the frame's color-scheme is dark,
+ *  so the message's own prefers-color-scheme rules apply, and the server applies them too (for a
+ *  browser that does not pass the frame's scheme on). It starts as the dashboard's theme. */
 function previewCard(id, message) {
   if (message.html === null) return h("section.card", h("h2", "HTML"), h("p.muted", "No HTML part."));
   const source = `/dashboard/inbox/${encodeURIComponent(id)}/html`;
-  const frame = h("iframe.mailframe", { title: "HTML of the message", sandbox: "", referrerpolicy: "no-referrer", src: source });
-  const box = h("div.framebox", frame);
-  const toggle = (label, cls, then) => {
-    const button = h("button.secondary.small", { type: "button", "aria-pressed": "false" }, label);
+  const dark = effective(document.documentElement) === "dark";
+  const frame = h("iframe.mailframe", { title: "HTML of the message", sandbox: "", referrerpolicy: "no-referrer",
+    src: dark ? `${source}?scheme=dark` : source });
+  const box = h(`div.framebox.${dark ? "dark" : "light"}`, frame);
+  const toggle = (label, cls, on, then) => {
+    const button = h("button.secondary.small", { type: "button", "aria-pressed": String(on) }, label);
     button.addEventListener("click", () => {
-      const on = box.classList.toggle(cls);
-      button.setAttribute("aria-pressed", String(on));
-      if (then) then(on);
+      const now = box.classList.toggle(cls);
+      button.setAttribute("aria-pressed", String(now));
+      if (then) then(now);
     });
     return button;
   };
   return h("section.card", h("h2", "HTML"),
-    h("div.inline.toolbar", toggle("Phone width", "phone"),
-      toggle("Dark", "dark", (on) => { frame.src = on ? `${source}?scheme=dark` : source; })),
+    h("div.inline.toolbar", toggle("Phone width", "phone", false),
+      toggle("Dark", "dark", dark, (on) => { box.classList.toggle("light", !on); frame.src = on ? `${source}?scheme=dark` : source; })),
     box);
 }
 
@@ -107,11 +111,11 @@ function checksCard(checks) {
     : [h("tr", h("th", { scope: "row" }, "DKIM"), h("td", "—"), h("td", badge("none")), h("td", "The message is not signed."))];
   return h("section#checks.card", h("h2", "Checks"),
     simulated ? h("p.note", badge("simulated"), " ", SIMULATED_WHY) : null,
-    h("div.table-wrap.checks", h("table",
+    labelled(h("div.table-wrap.checks", h("table",
       h("thead", h("tr", ["Check", "Domain", "Result", "Why"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", dkim, checkRow("SPF", checks.spf, simulated),
         checkRow("DMARC alignment", checks.dmarc, simulated),
-        unsubscribeRow(checks.list_unsubscribe), spamRow(checks.spam)))));
+        unsubscribeRow(checks.list_unsubscribe), spamRow(checks.spam))))));
 }
 
 async function messagePage(id) {

@@ -1,7 +1,7 @@
 // Settings: the account, its users (invite, new password link, remove), one's own password.
 
 import { del, get, post, session } from "/ui/api.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { badge, copyButton, copyable, field, h, table, when } from "/ui/dom.js";
 import { action, form, input, route, select, shell } from "/ui/ui.js";
 
 // Removing a user who made API keys: their keys go on working after them (a full-access one
@@ -46,7 +46,7 @@ async function settingsPage() {
         ["API rate", `${a.api_rate_per_sec}/s`]].flatMap(([k, v]) => [h("dt", k), h("dd", String(v))]))),
     h("section.card", h("h2", "Users"),
       table(["Address", "Role", "Status", ""], users.data.map((u) => h("tr",
-        h("td", u.email), h("td", u.role), h("td", badge(u.status)),
+        h("td", copyable(u.email, "Copy address")), h("td", u.role), h("td", badge(u.status)),
         h("td.actions", owner && u.id !== me.id ? [
           action("New password link", async (ev) => {
             const made = await post(`/dashboard/users/${u.id}/password-link`);

@@ -15,8 +15,7 @@ export const routes = [
 
 async function templatesPage(ui) {
   const [list, caps] = await Promise.all([get("/dashboard/templates?limit=100"), get("/dashboard/template-builder")]);
-  return ui.shell("#/templates", h("h1", "Templates"),
-    h("section.card", h("h2", "New template"), ui.form(async (data) => {
+  const card = h("section.card", h("h2", "New template"), ui.form(async (data) => {
       const body = { name: data.get("name") };
       if (data.get("alias")) body.alias = data.get("alias");
       body.html = "<p>Hello {{{NAME|there}}}</p>";
@@ -26,12 +25,13 @@ async function templatesPage(ui) {
     }, h("div.inline", field("Name", ui.input("name", { required: true, maxlength: 256 })),
       field("Alias", ui.input("alias", { pattern: "[A-Za-z0-9][A-Za-z0-9_.\\-]{0,99}" }), "Optional; usable instead of the id"),
       h("button.primary", { type: "submit" }, "Create with HTML")),
-    caps.builder ? h("p", h("a.button", { href: "#/builder" }, "Design one in the visual builder"))
-      : h("p.muted", `The visual builder comes with the ${caps.required_plan} plan.`))),
+    caps.builder ? null : h("p.muted", `The visual builder comes with the ${caps.required_plan} plan.`)));
+  return ui.shell("#/templates", ui.heading("Templates", ui.opener("New template", card, !list.data.length),
+    caps.builder ? h("a.button", { href: "#/builder" }, "Design one in the visual builder") : null), card,
     h("section.card", ui.wide(table(["Name", "Alias", "Status", "Changes", "Updated"], list.data.map((t) => h("tr",
       h("td", h("a", { href: `#/templates/${t.id}` }, t.name)), h("td", t.alias || "—"), h("td", badge(t.status)),
       h("td", t.has_unpublished_versions ? "unpublished changes" : "—"), h("td", when(t.updated_at)))), "Templates",
-      "No template yet: create one above, then send it by its id or alias."))));
+      "No template yet: create one (New template), then send it by its id or alias."))));
 }
 
 function variableRow(v = {}) {

@@ -1,8 +1,8 @@
 // Webhooks: endpoints, their events, signing secret and recent deliveries.
 
 import { del, get, patch, post } from "/ui/api.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
-import { action, form, input, route, shell } from "/ui/ui.js";
+import { ago, badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { action, form, heading, input, opener, route, shell } from "/ui/ui.js";
 
 const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
   "email.failed", "email.suppressed", "domain.updated", "contact.created", "contact.updated", "contact.deleted"];
@@ -16,18 +16,18 @@ function eventBoxes(chosen = []) {
 
 async function webhooksPage() {
   const list = await get("/dashboard/webhooks");
-  return shell("#/webhooks", h("h1", "Webhooks"),
-    h("section.card", h("h2", "Add an endpoint"), form(async (data) => {
+  const card = h("section.card", h("h2", "Add an endpoint"), form(async (data) => {
       const made = await post("/dashboard/webhooks", { endpoint: data.get("endpoint"), events: data.getAll("events") });
       location.hash = `#/webhooks/${made.id}`;
     }, field("Endpoint URL", input("endpoint", { type: "url", required: true, placeholder: "https://example.com/hooks" })),
-    eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook"))),
+    eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook")));
+  return shell("#/webhooks", heading("Webhooks", opener("New webhook", card, !list.data.length)), card,
     table(["Endpoint", "Events", "Status", "Created"], list.data.map((w) => h("tr",
-      h("td", h("a", { href: `#/webhooks/${w.id}` }, w.endpoint)), h("td", w.events.join(", ")), h("td", badge(w.status)),
-      h("td", when(w.created_at)))), null,
+      h("td", h("a.clip", { href: `#/webhooks/${w.id}`, title: w.endpoint }, w.endpoint)), h("td.low", w.events.join(", ")),
+      h("td", badge(w.status)), h("td", ago(w.created_at)))), null,
     "No webhook yet. A webhook tells your application what happens to its mail as it happens: each event you choose "
       + "(sent, delivered, bounced, complained…) is posted to your endpoint, signed so that you can check it came from "
-      + "here. Add an endpoint above."));
+      + "here. Add an endpoint (New webhook)."));
 }
 
 async function webhookPage(id) {
@@ -37,7 +37,7 @@ async function webhookPage(id) {
   return shell("#/webhooks",
     h("p", h("a", { href: "#/webhooks" }, "← All webhooks")),
     h("h1", "Webhook"),
-    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd", h("code", hook.endpoint)), h("dt", "Status"), h("dd", badge(hook.status)),
+    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd", h("code", hook.endpoint), " ", copyButton(hook.endpoint, "Copy URL")), h("dt", "Status"), h("dd", badge(hook.status)),
       secret ? [h("dt", "Signing secret"), h("dd", h("code.secret", secret), " ", copyButton(secret, "Copy secret"))] : null),
     h("div.row",
       action(hook.status === "enabled" ? "Disable" : "Enable", async () => {

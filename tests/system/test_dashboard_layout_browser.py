@@ -1,0 +1,278 @@
+"""
+The dashboard's layout in a real headless Chromium against the real daemon: every page, with
+long addresses, subjects and ids in it, at 375 and 1,280 px, light and dark (the system's
+``prefers-color-scheme``), fits its screen (nothing scrolls sideways), no address, subject, button
+or badge breaks over lines, and its text meets WCAG AA contrast; the theme switch is kept per
+browser; the menu is a drawer on a phone; a list page opens on its list. Screenshots of every
+page go to ``test-output/layout/`` (or ``$MAILSVC_TEST_OUTPUT/layout``). docs/decisions.md,
+"Dashboard: themes and small screens".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import resend
+
+from tests.helpers.browser import Daemon, api_key_of, drive, go, output_dir, set_first_password
+from tests.helpers.daemon import ROOT, wait_until_listening
+from tests.helpers.polling import until
+
+pytestmark = pytest.mark.slow
+
+OUTPUT = output_dir("layout")
+#: Copied to docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1 (the README's "Dashboard").
+DOCS_SHOTS = {"emails-375-dark", "inbox-1280-dark"}
+LONG_LABEL = "a-very-long-label-that-no-phone-screen-has-room-for"
+#: A message with its own dark-mode rules, as a well-made e-mail has.
+HTML = """<!doctype html><html><head><meta name="color-scheme" content="light dark"><style>
+body { font-family: sans-serif; margin: 0; padding: 24px; background: #ffffff; color: #1d2939; }
+@media (prefers-color-scheme: dark) { body { background: #16181d; color: #e6e9ef; } }
+</style></head><body><h1>Your order has shipped</h1><p>It arrives on Thursday.</p></body></html>"""
+LONG_SUBJECT = "Your order INV-2026-000123456789 has shipped: track it, change the address or return it"
+
+#: Per element of text: its colour against the first opaque background behind it, as WCAG 2's
+#: contrast ratio. Returns the texts below 4.5:1 (AA for normal text).
+LOW_CONTRAST = """() => {
+  const rgb = (c) => { const m = c.match(/[\\d.]+/g) || []; return m.map(Number); };
+  const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  const behind = (node) => {
+    for (let n = node; n; n = n.parentElement) {
+      const c = rgb(getComputedStyle(n).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] >= 0.99)) return c.slice(0, 3);
+    }
+    return rgb(getComputedStyle(document.documentElement).backgroundColor).slice(0, 3);
+  };
+  const low = [];
+  for (const node of document.querySelectorAll("main *, header *, nav a")) {
+    if (!node.checkVisibility || !node.checkVisibility()) continue;
+    if (node.closest("svg, option, iframe") || node.disabled) continue;
+    const own = [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim());
+    if (!own) continue;
+    const a = lum(rgb(getComputedStyle(node).color).slice(0, 3)), b = lum(behind(node));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const what = `${node.tagName}.${node.className} "${node.textContent.trim().slice(0, 30)}"`;
+    if (ratio < 4.5) low.push(`${what} ${ratio.toFixed(2)}`);
+  }
+  return low;
+}"""
+
+#: Every address, subject, button and badge is on one line (none breaks letter by letter).
+BROKEN = """() => [...document.querySelectorAll("main .clip, main button, main a.button, main .badge, header button")]
+  .filter((node) => node.checkVisibility()).filter((node) => {
+    const text = document.createRange();
+    text.selectNodeContents(node);
+    return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size > 1;
+  }).map((node) => node.textContent.slice(0, 40))"""
+
+
+@pytest.fixture
+def daemon(tmp_path, fresh_dsn):
+    tmp_path.chmod(0o755)
+    running = Daemon(tmp_path / "state", fresh_dsn)
+    try:
+        wait_until_listening(running.url, running.process)
+        yield running
+    finally:
+        running.stop()
+
+
+def call(page, method: str, path: str, body=None):
+    """The dashboard's own API, as the page calls it (session cookie, CSRF token)."""
+    return page.evaluate("""async ([method, path, body]) => {
+        const me = await (await fetch("/me")).json();
+        const r = await fetch(path, {method, body: body === null ? undefined : JSON.stringify(body),
+            headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
+        return [r.status, await r.json()];
+    }""", [method, path, body])
+
+
+def seed(page, daemon) -> dict:
+    """An account with something on every page, its values as long as real ones get."""
+    token = api_key_of(page)
+    resend.api_url, resend.api_key = daemon.url, token
+    sent = [resend.Emails.send({"from": "onboarding@resend.dev", "to": [f"{kind}+{LONG_LABEL}@resend.dev"],
+                                "subject": f"{LONG_SUBJECT} ({kind})", "html": HTML, "text": "Your order has shipped"})
+            for kind in ("delivered", "bounced", "complained")]
+    status, domain = call(page, "POST", "/dashboard/domains", {"name": f"mail.{LONG_LABEL}.example.com"})
+    assert status in (200, 201), domain
+    status, hook = call(page, "POST", "/dashboard/webhooks", {
+        "endpoint": f"https://127.0.0.1:9/hooks/{LONG_LABEL}/mailsvc/events", "events": ["email.sent"]})
+    assert status in (200, 201), hook
+    for path, body in (("/dashboard/suppressions", {"email": f"someone.{LONG_LABEL}@example.com"}),
+                       ("/dashboard/contacts", {"email": f"contact.{LONG_LABEL}@example.com", "first_name": "Ann"}),
+                       ("/dashboard/templates", {"name": "Order shipped", "html": "<p>Shipped</p>"})):
+        status, made = call(page, "POST", path, body)
+        assert status in (200, 201), made
+
+    def inbox():
+        listed = call(page, "GET", "/dashboard/inbox", None)[1]["data"]
+        return listed if len(listed) == 3 else None
+    message = until(inbox, 30, "three messages in the inbox")[0]
+    return {"email": sent[0]["id"], "domain": domain["id"], "webhook": hook["id"], "message": message["id"]}
+
+
+def pages(made: dict) -> list[tuple[str, str, str]]:
+    return [("#/", "Overview", "overview"), ("#/emails", "E-mails", "emails"),
+            (f"#/emails/{made['email']}", f"{LONG_SUBJECT} (delivered)", "email"),
+            ("#/inbox", "Inbox", "inbox"), (f"#/inbox/{made['message']}", None, "inbox-message"),
+            ("#/domains", "Domains", "domains"), (f"#/domains/{made['domain']}", None, "domain"),
+            ("#/api-keys", "API keys", "api-keys"), ("#/webhooks", "Webhooks", "webhooks"),
+            (f"#/webhooks/{made['webhook']}", "Webhook", "webhook"), ("#/suppressions", "Suppressions", "suppressions"),
+            ("#/contacts", "Contacts and segments", "contacts"), ("#/templates", "Templates", "templates"),
+            ("#/broadcasts", "Broadcasts", "broadcasts"), ("#/settings", "Settings", "settings")]
+
+
+def open_page(page, hash_: str, heading: str | None) -> None:
+    if heading:
+        go(page, hash_, heading)
+    else:
+        page.goto(page.url.split("#")[0] + hash_)
+        page.locator("main h1").wait_for()
+    page.wait_for_timeout(250)
+
+
+def fits(page, name: str, problems: list[str]) -> None:
+    """At both widths, in both themes: no sideways scroll, nothing broken over lines, AA contrast."""
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for width, height in ((375, 740), (1280, 800)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(60)
+            where = f"{name} at {width} px, {scheme}"
+            wide, room = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+            if wide > room:
+                problems.append(f"{where}: {wide} px wide")
+            boxed = page.evaluate("""[...document.querySelectorAll('.table-wrap')]
+                .filter((box) => box.scrollWidth > box.clientWidth + 1).map((box) => box.scrollWidth)""")
+            if boxed:
+                problems.append(f"{where}: a table scrolls sideways in its box: {boxed}")
+            if broken := page.evaluate(BROKEN):
+                problems.append(f"{where}: broken over lines: {broken}")
+            if low := page.evaluate(LOW_CONTRAST):
+                problems.append(f"{where}: contrast below 4.5: {low[:5]}")
+            shot = OUTPUT / f"{name}-{width}-{scheme}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
+                shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")
+
+
+def drawer_and_theme(page) -> None:
+    """On a phone the menu is a drawer, by the keyboard too; the theme switch outlives a reload."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 375, "height": 740})
+    go(page, "#/emails", "E-mails")
+    link = page.get_by_role("navigation", name="Sections").get_by_role("link", name="Domains")
+    assert not link.is_visible()
+    menu = page.get_by_role("button", name="Menu")
+    menu.focus()
+    page.keyboard.press("Enter")
+    link.wait_for(state="visible")
+    assert menu.get_attribute("aria-expanded") == "true"
+    assert page.evaluate("document.activeElement.textContent") == "Overview"
+    page.keyboard.press("Escape")
+    link.wait_for(state="hidden")
+    assert page.evaluate("document.activeElement.textContent") == "Menu"
+    menu.click()  # the Menu button stays in reach with the drawer open
+    link.wait_for(state="visible")
+    menu.click()
+    link.wait_for(state="hidden")
+
+    light = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    page.get_by_label("Theme").select_option("dark")
+    dark = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    assert dark != light
+    page.reload()
+    page.get_by_role("heading", level=1, name="E-mails").wait_for()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == dark
+    page.emulate_media(color_scheme="dark")
+    page.get_by_label("Theme").select_option("light")
+    assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == light
+    page.get_by_label("Theme").select_option("auto")
+    assert page.evaluate("localStorage.getItem('mailsvc.theme')") == "auto"
+    assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == dark
+
+
+def lists_first(page) -> None:
+    """A list page with something in it opens on the list; "New key" opens the form."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/api-keys", "API keys")
+    name = page.get_by_label("Name", exact=True)
+    assert not name.is_visible()
+    assert page.locator("tbody tr:not(.empty)").count() >= 1
+    page.get_by_role("button", name="New key").click()
+    name.wait_for(state="visible")
+    assert page.evaluate("document.activeElement.name") == "name"
+
+
+def filters_in_the_hash(page) -> None:
+    """The e-mails list by status chip and search, the filter in the hash (Back returns to the
+    previous one), its states in words with their codes in a title, times relative."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/emails", "E-mails")
+    assert page.locator("tbody tr").count() == 3
+    page.get_by_role("group", name="Filter by status").get_by_role("link", name="bounced").click()
+    page.wait_for_url("**#/emails?status=bounced")
+    until(lambda: page.locator("tbody tr").count() == 1 and "(bounced)" in page.locator("tbody tr").text_content(),
+          10, "the bounced e-mail alone")
+    chip = page.get_by_role("group", name="Filter by status").get_by_role("link", name="bounced")
+    assert chip.get_attribute("aria-current") == "true"
+    page.get_by_label("Search subject, sender or recipient").fill("complained")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**#/emails?status=bounced&q=complained")
+    page.get_by_role("cell", name="No bounced e-mail matches “complained”.").wait_for()
+    page.go_back()
+    page.wait_for_url("**#/emails?status=bounced")
+    page.locator("tbody tr a.clip").wait_for()
+    badge = page.locator("tbody .badge")
+    assert badge.text_content() == "bounced" and badge.get_attribute("title") == "bounced"
+    assert page.locator("tbody time").text_content() == "just now"
+    assert page.locator("tbody time").get_attribute("title")
+    go(page, "#/suppressions", "Suppressions")
+    page.locator("tbody .badge").first.wait_for()
+    origins = page.eval_on_selector_all("tbody .badge", "nodes => nodes.map((n) => [n.title, n.textContent])")
+    assert sorted(origins) == [["complaint", "complaint"], ["hard_bounce", "hard bounce"], ["manual", "added by hand"]]
+
+
+def dark_preview(page, made: dict) -> None:
+    """In the dark theme (chosen, the system light) the message's frame is dark: its own
+    prefers-color-scheme rules apply; the preview's Dark button turns it back to light."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    open_page(page, f"#/inbox/{made['message']}", None)
+    page.get_by_label("Theme").select_option("dark")
+    page.reload()
+    page.locator("main h1").wait_for()
+    assert page.get_by_role("button", name="Dark").get_attribute("aria-pressed") == "true"
+    scheme = page.evaluate("getComputedStyle(document.querySelector('iframe.mailframe')).colorScheme")
+    assert scheme == "dark", scheme
+
+    def background():
+        body = page.frame_locator("iframe.mailframe").locator("body")
+        return body.evaluate("b => getComputedStyle(b).backgroundColor")
+    until(lambda: background() == "rgb(22, 24, 29)", 10, "the preview dark")
+    page.get_by_role("button", name="Dark").click()
+    until(lambda: background() == "rgb(255, 255, 255)", 10, "the preview light again")
+
+
+def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
+    def walk(page, context):
+        set_first_password(page, daemon)
+        made = seed(page, daemon)
+        problems: list[str] = []
+        for hash_, heading, name in pages(made):
+            open_page(page, hash_, heading)
+            fits(page, name, problems)
+        assert not problems, "\n".join(problems)
+        drawer_and_theme(page)
+        lists_first(page)
+        filters_in_the_hash(page)
+        dark_preview(page, made)
+
+    drive(browser, daemon, "layout", walk, output=OUTPUT, viewport=(1280, 800))

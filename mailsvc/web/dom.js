@@ -4,6 +4,7 @@
 // data: (a webhook endpoint or a download URL is data too). No DOM is touched at import, so that
 // tests/web/ can run safeUrl under node.
 
+import { shownText } from "./display.js";
 import { stateText } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -21,7 +22,10 @@ export function safeUrl(value, base = globalThis.location ? globalThis.location.
 function put(node, child) {
   if (child === null || child === undefined || child === false) return;
   if (Array.isArray(child)) { child.forEach((c) => put(node, c)); return; }
-  node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  // Shown as it reads (web/display.js: a U+202E in a subject or file name reverses nothing); a
+  // textarea's text is its value, edited and saved, so it is kept exactly.
+  if (child instanceof Node) node.append(child);
+  else node.append(document.createTextNode(node.localName === "textarea" ? String(child) : shownText(child)));
 }
 
 function set(node, attrs) {

@@ -224,6 +224,13 @@ def walk_through(page, context, daemon, fresh_dsn, link, dialogs, errors):
     page.frame_locator("iframe.preview").get_by_text("Hello").wait_for()
     assert sent["id"] in page.url
     shoot(page, "email")
+    # A subject with a right-to-left override reads as it was written, the override shown as its
+    # escape in the list and on the e-mail's page (web/display.js).
+    resend.Emails.send({"from": "Acme <news@acme.example.com>", "to": ["ann@example.com"],
+                        "subject": "Invoice \u202efdp.exe", "text": "Hello Ann"})
+    go(page, "#/emails", "E-mails")
+    page.get_by_role("link", name="Invoice \\u202efdp.exe").click()
+    page.get_by_role("heading", level=1, name="Invoice \\u202efdp.exe").wait_for()
 
     # A webhook whose URL carries markup.
     go(page, "#/webhooks", "Webhooks")

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { shown } from "../../mailsvc/web/display.js";
+import { shown, shownText } from "../../mailsvc/web/display.js";
 
 const CASES = [
   ["451 4.7.1 try again later", "451 4.7.1 try again later"],
@@ -48,4 +48,25 @@ test("the console's pages show stored text through it", () => {
     const source = readFileSync(new URL(`../../mailsvc/web/console/${page}.js`, import.meta.url), "utf8");
     assert.match(source, /import \{ shown \} from "\/ui\/display\.js";/, page);
   }
+});
+
+test("the dashboard's text keeps its lines, tabs and joiners, and still reorders nothing", () => {
+  const cases = [
+    ["Subject: Hi\r\n\tfolded\n", "Subject: Hi\r\n\tfolded\n"],
+    ["👨\u200d👩\u200d👧 deals", "👨\u200d👩\u200d👧 deals"],
+    ["می\u200cخواهم", "می\u200cخواهم"],
+    ["invoice\u202efdp.exe", "invoice\\u202efdp.exe"],
+    ["\u2066x\u2069 \u200bA\u200e\u200f\ufeff", "\\u2066x\\u2069 \\u200bA\\u200e\\u200f\\ufeff"],
+    ["\x1b[2J\x07\x0b\x0c\x7f\x85", "\\x1b[2J\\x07\\x0b\\x0c\\x7f\\x85"],
+    ["a\u2028b", "a\\u2028b"],
+    ["x\ud800", "x\\ud800"],
+  ];
+  for (const [text, expected] of cases) assert.equal(shownText(text), expected, JSON.stringify(text));
+  assert.equal(shownText(null), null);
+});
+
+test("the page builder shows every text it is given through shownText, but a textarea's value as it is", () => {
+  const dom = readFileSync(new URL("../../mailsvc/web/dom.js", import.meta.url), "utf8");
+  assert.match(dom, /import \{ shownText \} from "\.\/display\.js"/);
+  assert.match(dom, /localName === "textarea" \? String\(child\) : shownText\(child\)/);
 });

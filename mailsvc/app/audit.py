@@ -1,5 +1,5 @@
 """
-The operator's audit log and the named operator tokens (issue 31): who did what over the
+The operator's audit log and the named operator tokens: who did what over the
 operator API (the queue, the tenants, the destinations, the tokens, operators' accounts) and
 users' set-password links. An entry is written in the transaction of the change it records
 (``Entry``, given to the use case that makes the change), so that no change goes unrecorded:

@@ -1,5 +1,5 @@
 """
-How much MIME structure a message may hold (docs/operations.md, "Security: limits on a
+How much MIME structure a message may hold (docs/operations.md, "Security", "Limits on a
 message's structure"): its parts, how deep they nest, its header fields and header bytes, of
 every part together. ``exceeded`` finds the first limit a message passes in one linear scan of
 its bytes, with no parse by the ``email`` package (whose parser recurses, and whose reads of a

@@ -26,7 +26,7 @@ from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
 from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
-from tests.helpers.browser import browser  # noqa: F401 (a fixture: headless Chromium)
+from tests.helpers.browser import browser, daemon  # noqa: F401 (fixtures: headless Chromium, a browser walk's node)
 from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
 from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching MTA-STS policies)
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)

@@ -19,7 +19,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from tests.helpers.daemon import ROOT, free_port, twistd
+from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 from tests.helpers.polling import until
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -148,3 +148,15 @@ def drive(browser, node, name: str, walk: Callable, *, output: Path, viewport=(1
         context.close()
     assert not seen.errors, seen.errors
     return seen
+
+
+@pytest.fixture
+def daemon(tmp_path, fresh_dsn):
+    """A node of the dashboard's browser walks: its own state directory on a fresh database."""
+    tmp_path.chmod(0o755)
+    running = Daemon(tmp_path / "state", fresh_dsn)
+    try:
+        wait_until_listening(running.url, running.process)
+        yield running
+    finally:
+        running.stop()

@@ -18,8 +18,16 @@ import pytest
 import requests
 import resend
 
-from tests.helpers.browser import PASSWORD, Daemon, Seen, api_key_of, drive, go, output_dir, set_first_password
-from tests.helpers.daemon import ROOT, wait_until_listening
+from tests.helpers.browser import (
+    PASSWORD,
+    Seen,
+    api_key_of,
+    drive,
+    go,
+    output_dir,
+    set_first_password,
+)
+from tests.helpers.daemon import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -31,17 +39,6 @@ DOCS_SHOTS = {"domain-1280", "domain-375", "overview-1280", "email-1280", "email
 XSS_SUBJECT = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 XSS_HTML = '<p>Hello</p><script>parent.__xss=3</script><img src=x onerror="parent.__xss=4">'
 XSS_ENDPOINT = 'https://127.0.0.1:9/"><img/src=x/onerror=window.__xss=5><script>window.__xss=6</script>'
-
-
-@pytest.fixture
-def daemon(tmp_path, fresh_dsn):
-    tmp_path.chmod(0o755)
-    running = Daemon(tmp_path / "state", fresh_dsn)
-    try:
-        wait_until_listening(running.url, running.process)
-        yield running
-    finally:
-        running.stop()
 
 
 def shoot(page, name: str) -> None:

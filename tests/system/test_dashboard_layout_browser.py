@@ -16,8 +16,14 @@ import shutil
 import pytest
 import resend
 
-from tests.helpers.browser import Daemon, api_key_of, drive, go, output_dir, set_first_password
-from tests.helpers.daemon import ROOT, wait_until_listening
+from tests.helpers.browser import (
+    api_key_of,
+    drive,
+    go,
+    output_dir,
+    set_first_password,
+)
+from tests.helpers.daemon import ROOT
 from tests.helpers.polling import until
 
 pytestmark = pytest.mark.slow
@@ -67,17 +73,6 @@ BROKEN = """() => [...document.querySelectorAll("main .clip, main button, main a
     text.selectNodeContents(node);
     return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size > 1;
   }).map((node) => node.textContent.slice(0, 40))"""
-
-
-@pytest.fixture
-def daemon(tmp_path, fresh_dsn):
-    tmp_path.chmod(0o755)
-    running = Daemon(tmp_path / "state", fresh_dsn)
-    try:
-        wait_until_listening(running.url, running.process)
-        yield running
-    finally:
-        running.stop()
 
 
 def call(page, method: str, path: str, body=None):

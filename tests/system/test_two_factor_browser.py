@@ -13,23 +13,17 @@ import time
 import pytest
 
 from mailsvc.domain import totp
-from tests.helpers.browser import PASSWORD, Daemon, drive, go, output_dir, set_first_password
-from tests.helpers.daemon import wait_until_listening
+from tests.helpers.browser import (
+    PASSWORD,
+    drive,
+    go,
+    output_dir,
+    set_first_password,
+)
 
 pytestmark = pytest.mark.slow
 
 OUTPUT = output_dir("two-factor")
-
-
-@pytest.fixture
-def daemon(tmp_path, fresh_dsn):
-    tmp_path.chmod(0o755)
-    running = Daemon(tmp_path / "state", fresh_dsn)
-    try:
-        wait_until_listening(running.url, running.process)
-        yield running
-    finally:
-        running.stop()
 
 
 def code(secret: bytes, steps_ahead: int = 0) -> str:

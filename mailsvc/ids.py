@@ -44,6 +44,12 @@ def uuid7(seconds: float) -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
+def start_over() -> None:
+    """Forget this process's last id, as a process started afresh has none: ids made after it
+    may be older than ids made before (a replayed clock that starts in the past)."""
+    _last[:] = [0, 0]
+
+
 def parse_uuid(text: object) -> uuid.UUID | None:
     """The UUID spelled by ``text`` (canonical hyphenated form), or None."""
     if not isinstance(text, str) or len(text) != 36:

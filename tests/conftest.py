@@ -64,7 +64,7 @@ def pg_dsn():
     root = Path(tempfile.mkdtemp(prefix="mailsvc-test-pg-"))
     root.chmod(0o755)
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    cluster._prepare()
+    cluster.start_now()
     try:
         yield cluster.dsn
     finally:

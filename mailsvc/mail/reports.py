@@ -133,7 +133,7 @@ class FeedbackReport:
 def parse(message: bytes) -> DeliveryReport | FeedbackReport | None:
     """The report in ``message``, or None when it is not a DSN or feedback report."""
     try:
-        return _parse(message)
+        return parse_or_raise(message)
     except Exception:  # noqa: BLE001 - anything the outside world sends must not crash the listener
         return None
 
@@ -141,7 +141,8 @@ def parse(message: bytes) -> DeliveryReport | FeedbackReport | None:
 # Parsing
 
 
-def _parse(raw: bytes) -> DeliveryReport | FeedbackReport | None:
+def parse_or_raise(raw: bytes) -> DeliveryReport | FeedbackReport | None:
+    """``parse`` without its safety net: what reading the report raises is let through."""
     if not isinstance(raw, bytes | bytearray | memoryview) or not raw:
         return None
     msg = message_from_bytes(_head(bytes(raw)), policy=compat32)

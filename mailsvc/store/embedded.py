@@ -163,6 +163,16 @@ class EmbeddedCluster:
     async def stop(self) -> None:
         await threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), self._stop)
 
+    def start_now(self) -> str:
+        """Blocking ``start``, for test fixtures outside a running reactor."""
+        self._prepare()
+        return self.dsn
+
     def stop_now(self) -> None:
         """Blocking stop, for test fixtures outside a running reactor."""
         self._stop()
+
+    def crash_now(self) -> None:
+        """Stop the server at once, as if its machine died: no checkpoint, crash recovery at
+        the next start (the drills' way to lose a database under a node)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)

@@ -176,7 +176,6 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
             daemon.kill()
         if store is not None:
             store.conn.close()
-        await blocking(cluster._run, "pg_ctl", "-D", str(cluster.data_dir), "-m", "immediate", "-w", "stop",
-                       check=False)
+        await blocking(cluster.crash_now)
         if passed:
             shutil.rmtree(root, ignore_errors=True)

@@ -200,7 +200,6 @@ async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, s
             daemon.kill()
         if store is not None:
             store.conn.close()
-        await blocking(cluster._run, "pg_ctl", "-D", str(cluster.data_dir), "-m", "immediate", "-w", "stop",
-                       check=False)
+        await blocking(cluster.crash_now)
         if passed:
             shutil.rmtree(root, ignore_errors=True)  # kept for a look when the test failed

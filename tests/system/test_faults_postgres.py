@@ -211,7 +211,6 @@ async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_the
             daemon.kill()
         if store is not None:
             store.conn.close()
-        await blocking(cluster._run, "pg_ctl", "-D", str(cluster.data_dir), "-m", "immediate", "-w", "stop",
-                       check=False)
+        await blocking(cluster.crash_now)
         if passed:
             shutil.rmtree(root, ignore_errors=True)  # kept for a look when the test failed

@@ -244,12 +244,12 @@ def test_fuzz_never_raises():
     for name in sorted(p.name for p in SAMPLES.glob("*.eml")):
         data = sample(name, crlf=rng.random() < 0.5)
         for cut in sorted(rng.sample(range(len(data)), 40)):
-            result = reports._parse(data[:cut])  # truncated MIME; not even the safety net in parse() is needed
+            result = reports.parse_or_raise(data[:cut])  # truncated MIME; not even the safety net in parse() is needed
             assert result is None or isinstance(result, DeliveryReport | FeedbackReport)
         for _ in range(40):
             mutated = bytearray(data)
             for _ in range(rng.randrange(1, 30)):
                 mutated[rng.randrange(len(mutated))] = rng.randrange(256)
-            result = reports._parse(bytes(mutated))
+            result = reports.parse_or_raise(bytes(mutated))
             assert result is None or isinstance(result, DeliveryReport | FeedbackReport)
     assert reports.parse("not bytes") is None  # type: ignore[arg-type]

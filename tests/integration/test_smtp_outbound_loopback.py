@@ -10,7 +10,7 @@ from twisted.cred.checkers import InMemoryUsernamePasswordDatabaseDontUse
 from twisted.cred.portal import IRealm, Portal
 from twisted.internet import endpoints, protocol, reactor, ssl
 from twisted.mail import smtp
-from twisted.mail._cred import LOGINCredentials, PLAINCredentials
+from twisted.mail.imap4 import LOGINCredentials, PLAINCredentials  # the public names of twisted.mail._cred's
 from zope.interface import implementer
 
 from mailsvc.crypto import tls as tls_files

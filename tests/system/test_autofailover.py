@@ -41,7 +41,7 @@ from tests.helpers.polling import until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A formation, two nodes, a 50 s outage: about 85 s.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 LEASE = 10
 LOAD_BEFORE = 5

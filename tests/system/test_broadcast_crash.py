@@ -34,7 +34,7 @@ from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, 
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Kills and restarts daemons: tens of seconds.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 CONTACTS = 3000
 RECIPIENTS = "example.net"

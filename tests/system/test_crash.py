@@ -46,7 +46,7 @@ from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, se
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Kills and restarts daemons and PostgreSQL: tens of seconds.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MESSAGES = 10_000
 BATCH = 100

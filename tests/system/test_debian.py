@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What a build in the checkout would leave there (the script builds in a temporary copy).

@@ -39,7 +39,7 @@ from tests.pgcluster import FAST, Cluster
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Two clusters, two daemons, a failover: about a minute.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 #: Seconds a claimed delivery stays with its node: a delivery in flight at the failover whose
 #: outcome could not be written is sent again after it. An attempt is cut off at half of it,

@@ -17,7 +17,7 @@ from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Nodes, leases that must run out, a daemon killed and started again: tens of seconds.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 RECIPIENTS = "example.net"
 

@@ -35,7 +35,7 @@ from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Stops PostgreSQL for a minute under load.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 STOP_SECONDS = float(os.environ.get("MAILSVC_FAULT_STOP_SECONDS", "60"))
 #: Shorter than the default (15 s), so that a shorter stop (scripts/repeat-faults) still sees

@@ -17,6 +17,10 @@ from tests.helpers.daemon import free_port, serving_pid, twistd, wait_until_list
 from tests.helpers.polling import until
 
 
+#: Kills workers and times their replacement: nothing else may load the machine beside it.
+pytestmark = pytest.mark.alone
+
+
 def children(pid: int) -> set[int]:
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -29,7 +29,7 @@ from tests.helpers.daemon import serving_pid
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MESSAGES = 2000
 BATCH = 100

@@ -1,5 +1,6 @@
 """
-Issue 14's figures, A/B: a base commit (A) against another commit or the working tree (B).
+The performance A/B (docs/benchmarks.md, "Performance A/B"): a base commit (A) against another
+commit or the working tree (B).
 
 Both sides in one run on one box, with a plain Postfix baseline in the same run.
 
@@ -337,7 +338,7 @@ def table(a: list[dict], b: list[dict], pf: list[dict], signing: float | None) -
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("base", help="commit A (e.g. the commit before issue 14)")
+    parser.add_argument("base", help="commit A (e.g. the commit before a change)")
     parser.add_argument("head", nargs="?", default="", help="commit B (default: the working tree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=20_000, help="e-mails per end-to-end and Postfix run")

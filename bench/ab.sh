@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 14's A/B in one command: installs what is missing (the venv; wrk, and Postfix for
-# smtp-source, smtp-sink and the throw-away baseline instance, from Debian; see
-# bench/install.sh), then runs bench/ab.py: BASE against HEAD (default: the working tree),
+# The performance A/B (docs/benchmarks.md, "Performance A/B") in one command: installs what is
+# missing (the venv; wrk, and Postfix for smtp-source, smtp-sink and the throw-away baseline
+# instance, from Debian; see bench/install.sh), then runs bench/ab.py: BASE against HEAD (default: the working tree),
 # each built in a throw-away directory under /tmp, with any options given (--quick, --rounds N).
-#   bench/ab.sh 5997a28            # the commit before issue 14 against the working tree
+#   bench/ab.sh 5997a28            # a base commit against the working tree
 #   bench/ab.sh 5997a28 HEAD --quick
 set -euo pipefail
 # shellcheck source=install.sh

@@ -1,5 +1,5 @@
 """
-Broadcast fan-out (issue 17): a broadcast to a 100,000-contact segment (contacts made with
+Broadcast fan-out: a broadcast to a 100,000-contact segment (contacts made with
 generate_series), 2 KB of personalised HTML (first name, a property, the contact's own
 unsubscribe link), fanned out by one node with the ``broadcasts`` role, then by two. Timed from
 ``POST /broadcasts`` (``send: true``) until every e-mail is accepted (every recipient row

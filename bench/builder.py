@@ -1,5 +1,5 @@
 """
-Template builder renders per second on one core (issue 18): the every-block document of the
+Template builder renders per second on one core: the every-block document of the
 golden tests (tests/samples/builder/every_block.json: every block type and style field, with a
 logo, a dark logo, web fonts and a brand) checked and rendered to HTML and text ``--count``
 times (1,000 by default) in this one process; prints renders/s (wall and CPU time) and the

@@ -1,5 +1,5 @@
 """
-Contacts (issue 16): loading contacts through ``POST /contacts/batch``, and listing them
+Contacts: loading contacts through ``POST /contacts/batch``, and listing them
 (``GET /contacts?q=`` and ``GET /segments/{id}/contacts``) on an account of a million.
 
 Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default

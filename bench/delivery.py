@@ -1,5 +1,5 @@
 """
-Delivery throughput (issue 5): accepted e-mail (``POST /emails/batch``, DKIM-signed at
+Delivery throughput: accepted e-mail (``POST /emails/batch``, DKIM-signed at
 acceptance) to delivered at a Postfix ``smtp-sink`` on loopback, with every outcome and its
 ``email.delivered`` event written; beside it, Postfix relaying the same number of messages to
 the same sink; and the daemon's RSS with a million deliveries queued.

@@ -1,5 +1,5 @@
 """
-DKIM signatures per second on one core (issue 3): ``mailsvc.mail.dkim.sign`` with RSA-2048,
+DKIM signatures per second on one core: ``mailsvc.mail.dkim.sign`` with RSA-2048,
 with ed25519, and with both (what every message gets), against dkimpy's own RSA signing for
 comparison. The message is a 5.6 KB CRLF e-mail; each figure is the best of several rounds.
 

@@ -1,5 +1,5 @@
 """
-Authenticated HTTP requests per second (issue 2, item 10).
+Authenticated HTTP requests per second.
 
 Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, HTTP listener) in a

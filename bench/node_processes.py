@@ -1,5 +1,5 @@
 """
-``POST /emails`` against the daemon as operators run it (issue 14, item 2): ``twistd -n mailsvc``
+``POST /emails`` against the daemon as operators run it: ``twistd -n mailsvc``
 with ``node.processes`` = 1, 2, ... on one HTTP port, the workers taking connections from the
 one socket their parent opened (docs/decisions.md, "Processes of a node"). Unlike
 ``bench/sending.py --processes``, which runs separate nodes on separate ports and splits wrk's

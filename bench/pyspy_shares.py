@@ -1,6 +1,6 @@
 """
-Shares of a py-spy profile of the accept path, by group (docs/benchmarks.md, "Accept path
-(item 3)"): ``py-spy record --pid PID --format raw -d 15 -o FILE`` while wrk runs against a
+Shares of a py-spy profile of the accept path, by group (docs/benchmarks.md, "Accept
+path"): ``py-spy record --pid PID --format raw -d 15 -o FILE`` while wrk runs against a
 server left up by ``python -m bench.sending --keep``, then
 
     python -m bench.pyspy_shares FILE [TOP]

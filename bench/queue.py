@@ -1,5 +1,5 @@
 """
-The operator's queue (issue 31): ``GET /admin/v1/queue`` (the summary) and a filtered
+The operator's queue: ``GET /admin/v1/queue`` (the summary) and a filtered
 ``GET /admin/v1/queue/deliveries`` on a queue of ``--rows`` (1,000,000) deliveries.
 
 Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default

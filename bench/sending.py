@@ -1,5 +1,5 @@
 """
-Sending throughput (issue 4): ``POST /emails``, ``POST /emails/batch`` and SMTP submission.
+Sending throughput: ``POST /emails``, ``POST /emails/batch`` and SMTP submission.
 
 Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, the HTTP listener and a
@@ -13,7 +13,7 @@ since verification needs public DNS. Every lookup the node makes goes to a close
 - http: ``wrk -t1 -c64`` posting one realistic e-mail (2 KB html, 1 recipient) to ``/emails``.
 - template: the same wrk, alternating in one run between a plain ``POST /emails`` with about
   10 KB of html and a templated one (``template: {id, variables}``: a published 10 KB template
-  with 10 variables) that renders to the same size (issue 15: the templated send may cost at
+  with 10 variables) that renders to the same size (the templated send may cost at
   most 10 % more server CPU per request).
 - batch: ``wrk -t1 -c8`` posting 100 such e-mails (distinct recipients) to ``/emails/batch``.
 - relay: Postfix's ``smtp-source`` into a throw-away Postfix instance (own config and queue
@@ -365,7 +365,7 @@ def micro() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Templates (issue 15)
+# Templates
 
 TEMPLATE_VARIABLES = [f"V{i}" for i in range(10)]
 
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> None:
                 plain_cpu = min(r["cpu_us"] for r in results[f"POST /emails 10 KB plain ({label})"])
                 templated_cpu = min(r["cpu_us"] for r in results[f"POST /emails 10 KB templated ({label})"])
                 print(f"templated / plain server CPU per request (best runs): {templated_cpu / plain_cpu:.2f}"
-                      " (issue 15: at most 1.10)", flush=True)
+                      " (target: at most 1.10)", flush=True)
             if "batch" in only:
                 wrk_all([n.url + "/emails/batch" for n in active], batch, args.batch_connections, 5)
                 print(f"\nPOST /emails/batch (100 emails), wrk -t1 -c{args.batch_connections} "

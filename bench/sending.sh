@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sending benchmarks (issue 4) in one command: installs what is missing (the venv; wrk,
+# The sending benchmarks in one command: installs what is missing (the venv; wrk,
 # and Postfix for smtp-source and the throw-away relay, from Debian; see bench/install.sh),
 # then runs bench/sending.py with any options given (e.g. --only http, --runs 3, --processes 1,2).
 set -euo pipefail

@@ -1,5 +1,5 @@
 """
-Storage per e-mail (issue 29): what PostgreSQL keeps and writes for each transactional e-mail
+Storage per e-mail: what PostgreSQL keeps and writes for each transactional e-mail
 accepted and for each broadcast recipient fanned out, beside the size of the message that
 leaves. Database growth is ``pg_database_size`` after a ``CHECKPOINT`` (WAL excluded), before
 and after; WAL is the difference of ``pg_current_wal_lsn()`` over the same span; both are

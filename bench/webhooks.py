@@ -1,5 +1,5 @@
 """
-Signed webhook deliveries per second to a local HTTPS receiver (issue 6, item 6).
+Signed webhook deliveries per second to a local HTTPS receiver.
 
 The dispatcher runs in this process on the real reactor, against an embedded PostgreSQL
 cluster with its default durable settings in a throw-away directory, with the service's own

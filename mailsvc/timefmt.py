@@ -1,4 +1,4 @@
-"""The two timestamp spellings of the SPEC."""
+"""The two timestamp spellings (docs/contract/README.md, "Timestamps")."""
 
 from __future__ import annotations
 

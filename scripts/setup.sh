@@ -30,7 +30,7 @@ if [ "${MAILSVC_TEST_DEPS:-}" = 1 ]; then
   command -v npm >/dev/null || missing+=(npm)
   # The builder's and the dashboard's browser tests: Debian's Chromium, driven by Playwright.
   command -v chromium >/dev/null || missing+=(chromium)
-  # The spam score (issue 23): Debian's SpamAssassin with its packaged rules (never sa-update);
+  # The spam score: Debian's SpamAssassin with its packaged rules (never sa-update);
   # the tests start their own spamd on loopback.
   command -v spamd >/dev/null || missing+=(spamd)
   command -v spamassassin >/dev/null || missing+=(spamassassin)

@@ -1,7 +1,7 @@
 """
-The operator API routes of issue 31 that another branch implements (the queue, operator tokens,
-the audit log, the tenants list), faked in memory on loopback as the issue's contract states
-them, so that the command line is tested against
+The operator API routes of the queue, the operator tokens, the audit log and the tenants list,
+faked in memory on loopback with the shapes docs/decisions.md states ("The delivery queue in the
+operator's hands", "Named operator tokens and the audit log"), so that the command line is tested against
 their shapes until it can be tested against the real routes. Every request is recorded.
 """
 

@@ -1,6 +1,6 @@
 """
 A scriptable SMTP sink on 127.0.0.1 for the MTA tests: a real server on Twisted's
-``LineReceiver`` (not ``twisted.mail``'s ESMTP, see DESIGN.md Known traps) that records every
+``LineReceiver`` (not ``twisted.mail``'s ESMTP, see docs/contract/smtp.md) that records every
 accepted message and answers as told.
 
 Commands are handled strictly in order, one at a time: while a reply waits (``delay``) what

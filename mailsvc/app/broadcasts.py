@@ -1,5 +1,5 @@
 """
-Broadcasts (issue 17): one draft message sent to every contact of a segment, each contact
+Broadcasts: one draft message sent to every contact of a segment, each contact
 getting its own copy (its name and properties filled in, its own one-click unsubscribe link).
 
 ``Broadcasts`` is the resource: create, read, PATCH (drafts), delete, send (now or at
@@ -57,7 +57,7 @@ class Broadcasts:
         #: The account's domain of a name (with its status), as the accept path looks it up.
         self._sending_domain = sending_domain
         self._public_url = public_url.rstrip("/")
-        #: The spam score (issue 23): beside the preview, and at send over the operator's threshold.
+        #: The spam score: beside the preview, and at send over the operator's threshold.
         self._spam = spam
 
     def _now(self) -> datetime:
@@ -193,7 +193,7 @@ class Broadcasts:
     async def preview(self, tenant_id: uuid.UUID, broadcast_id: str, body: dict) -> dict:
         """``{subject, html, text}`` for the contact named (``contact_id``), else a member of the
         segment, else none (the fallbacks); the unsubscribe placeholders are left as written.
-        With spamd configured, ``spam`` is the rendered message's score (issue 23)."""
+        With spamd configured, ``spam`` is the rendered message's score."""
         row = await self._row(tenant_id, broadcast_id)
         contact_id = None
         given = (body or {}).get("contact_id")
@@ -248,7 +248,7 @@ def contact_of(row: dict) -> Contact:
 
 
 def resource(row: dict, counts: dict[str, int], deliveries: dict[str, int]) -> dict:
-    """The broadcast as ``GET /broadcasts/{id}`` shows it; SPEC's strings are never null (unset: ``""``)."""
+    """The broadcast as ``GET /broadcasts/{id}`` shows it; its strings are never null (unset: ``""``)."""
     segment = str(row["segment_id"]) if row["segment_id"] else None
     stats = dict.fromkeys(STATS, 0)
     for status, n in deliveries.items():

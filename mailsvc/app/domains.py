@@ -49,7 +49,7 @@ from mailsvc.store.database import Database, Transaction
 
 log = Logger()
 
-#: SPEC §Limits: DNS set-ups per minute per organisation.
+#: DNS set-ups per minute per account (docs/contract/main-api.md, "Limits").
 SETUPS_PER_MINUTE = 10
 #: How long a node holds the domains it claimed for a check (a check takes a few seconds).
 CLAIM_SECONDS = 120
@@ -381,8 +381,8 @@ class Domains:
     async def _status_changed(self, txn: Transaction, row: dict, status: str, reason: str | None = None) -> None:
         """
         ``domain.updated`` for a change of status, ``previous`` one of ``pending``, ``verified``,
-        ``failed`` (SPEC Events): leaving ``not_started`` (the first verify) reports nothing, the
-        first event is the first check's outcome (from ``pending``). ``reason``: why a domain
+        ``failed`` (docs/contract/main-api.md, "Events"): leaving ``not_started`` (the first verify)
+        reports nothing, the first event is the first check's outcome (from ``pending``). ``reason``: why a domain
         failed other than by its DNS records, added to the event.
         """
         if status != row["status"] and row["status"] != "not_started":

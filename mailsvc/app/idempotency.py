@@ -1,5 +1,5 @@
 """
-Idempotency keys (SPEC send rule 5, COMPAT.md §1): the first request with a key claims it in
+Idempotency keys (docs/contract/main-api.md, "Sending", rule 5): the first request with a key claims it in
 a committed row (so a concurrent twin sees the claim), its outcome is stored in the same
 transaction as the emails it created, and later requests with the key get that outcome back
 for 24 hours. A claim whose request died is taken over once its lease ran out; the claim

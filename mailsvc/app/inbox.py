@@ -1,5 +1,5 @@
 """
-The development inbox (issue 30): what the door kept (``delivery/door.py``), listed, and each
+The development inbox: what the door kept (``delivery/door.py``), listed, and each
 message read as a receiver would read it. A verified domain's message is checked against the
 records its domain publishes, looked up through the node's own resolver; the test sender's,
 signed with the node's test key, against that key and nothing else (nothing of the test

@@ -1,7 +1,7 @@
 """
 What the operator API (``/admin/v1``) reads and changes beyond the accounts: the adaptive
-shaping's limits of each destination and the operator's starting limits (issue 23,
-docs/decisions.md "Adaptive shaping"). Every node reads a change within 15 s. Each change is
+shaping's limits of each destination and the operator's starting limits
+(docs/decisions.md "Adaptive shaping"). Every node reads a change within 15 s. Each change is
 audited in its own transaction (``mailsvc.app.audit.Entry``).
 """
 

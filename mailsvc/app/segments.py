@@ -1,5 +1,5 @@
 """
-Segments (issue 16): named sets of the account's contacts. The legacy ``/audiences`` paths
+Segments: named sets of the account's contacts. The legacy ``/audiences`` paths
 show the same rows (same ids), named "Audience" in their errors. Deleting a segment removes
 its memberships, never its contacts.
 """

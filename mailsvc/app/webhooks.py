@@ -52,7 +52,7 @@ class WebhookRegistry:
         return keys
 
     async def _check_endpoint(self, url: str) -> None:
-        """The endpoint's host must resolve to public addresses (SPEC: a public https URL)."""
+        """The endpoint's host must resolve to public addresses (docs/webhooks.md, "Management")."""
         try:
             await self._addresses.check(urlsplit(url).hostname or "")
         except TargetRefused as e:

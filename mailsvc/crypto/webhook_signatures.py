@@ -1,5 +1,5 @@
 """
-Signing secrets and signatures of webhook requests (SPEC §Signatures, Standard Webhooks):
+Signing secrets and signatures of webhook requests (docs/webhooks.md, "Requests"; Standard Webhooks):
 HMAC-SHA256 over ``<id>.<timestamp>.<body>``, keyed by the secret after ``whsec_``, sent as
 ``v1,<base64>``, one per valid secret, under both the ``webhook-*`` and ``svix-*`` headers.
 """

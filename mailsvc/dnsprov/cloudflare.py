@@ -23,7 +23,7 @@ MAX_PAGES = 50
 
 
 class ProviderError(Exception):
-    """A set-up failure with its SPEC error name (``dnsprov_*``)."""
+    """A set-up failure with its error name (``dnsprov_*``, docs/contract/main-api.md)."""
 
     name = "dnsprov_unavailable"
 

@@ -86,7 +86,7 @@ def key_name(value: Any) -> str:
 
 
 def new_key(body: dict) -> NewKey:
-    """A key created with ``domain_id`` is always ``sending_access`` (SPEC §API key)."""
+    """A key created with ``domain_id`` is always ``sending_access`` (docs/decisions.md, "API keys")."""
     name = key_name(body.get("name"))
     permission = body.get("permission")
     if permission is None:

@@ -1,6 +1,6 @@
 """
-Broadcasts (issue 17): the rules of a broadcast's fields (SPEC "Broadcast", "Broadcasts",
-COMPAT.md §10), of its states, and the personalisation of its message for one contact through
+Broadcasts: the rules of a broadcast's fields (docs/decisions.md, "Broadcasts"),
+of its states, and the personalisation of its message for one contact through
 the one placeholder scanner (``mailsvc.domain.placeholders``). Pure: no I/O.
 """
 

@@ -1,5 +1,5 @@
 """
-Contacts and segments (issue 16): the rules of a contact's fields, of its typed properties,
+Contacts and segments: the rules of a contact's fields, of its typed properties,
 of segment references in both shapes the SDKs send, of segment names and of the batch. Pure:
 the store applies what these return.
 
@@ -141,7 +141,7 @@ def segment_refs(value: Any, field: str = "segments") -> tuple[uuid.UUID, ...]:
 
 
 def refuse_topics(body: Mapping[str, Any], field: str = "topics") -> None:
-    """SPEC "Features that are unavailable": a non-empty ``topics`` is refused."""
+    """Topics are unavailable (docs/contract/README.md): a non-empty ``topics`` is refused."""
     topics = body.get("topics")
     if topics is not None and topics != [] and topics != {}:
         raise Invalid(field, f"{field}: topics are not available on this service")
@@ -223,7 +223,7 @@ def contact_key(text: str) -> uuid.UUID | str:
 
 
 def segment_id_of(text: Any, kind: str = SEGMENT) -> uuid.UUID:
-    """A segment id from a path or a query; NotFound when it is not a UUID (SPEC: path ids)."""
+    """A segment id from a path or a query; NotFound when it is not a UUID (docs/contract/README.md, "Path ids")."""
     parsed = parse_uuid(text)
     if parsed is None:
         raise NotFound(kind)
@@ -258,7 +258,7 @@ def shown_properties(stored: Mapping[str, Any]) -> dict[str, dict]:
 
 def event_data(row: Mapping[str, Any]) -> dict:
     """
-    ``data`` of a ``contact.*`` event (SPEC §Events), from a contact as the store reads it; a
+    ``data`` of a ``contact.*`` event (docs/contract/main-api.md, "Events"), from a contact as the store reads it; a
     name never set is ``""``, as the API shows it.
     """
     return {

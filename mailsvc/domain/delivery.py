@@ -14,7 +14,7 @@ import attrs
 
 from mailsvc import timefmt
 
-#: Temporary failures are retried for this long after the mail was queued (SPEC: 72 hours).
+#: Temporary failures are retried for this long after the mail was queued (docs/contract/main-api.md, "Limits").
 RETRY_WINDOW_SECONDS = 72 * 3600
 RETRY_WINDOW = timedelta(seconds=RETRY_WINDOW_SECONDS)
 #: The first retry waits this long; each one after waits twice as long, up to RETRY_CAP.
@@ -39,7 +39,7 @@ EVENT_OF_STATUS = {
     "scheduled": "scheduled",
 }
 
-#: Why the service gave up on a delivery (``email.failed``'s ``reason``; SPEC "Events"), and
+#: Why the service gave up on a delivery (``email.failed``'s ``reason``; docs/webhooks.md), and
 #: nothing else (docs/decisions.md "Failure reasons"):
 #: the 72-hour window of a temporary failure ended (``retry_window_exhausted``); the account is
 #: suspended (``account_suspended``); the content as it was accepted can no longer be sent: its
@@ -50,7 +50,7 @@ ACCOUNT_SUSPENDED = "account_suspended"
 CONTENT_EXPIRED = "content_expired"
 FAILURE_REASONS = (RETRY_WINDOW_EXHAUSTED, ACCOUNT_SUSPENDED, CONTENT_EXPIRED)
 
-#: Reputation guard (SPEC §Limits): over the last 7 days.
+#: Reputation guard (docs/contract/main-api.md, "Limits"): over the last 7 days.
 GUARD_DAYS = 7
 BOUNCE_RATE_LIMIT = 0.04
 BOUNCE_RATE_MINIMUM = 200

@@ -1,9 +1,9 @@
 """
-Builder documents (SPEC "Builder document"): ``{version: 1, preview_text, theme, blocks[]}``
+Builder documents (docs/contract/dashboard.md, "Builder document"): ``{version: 1, preview_text, theme, blocks[]}``
 checked into attrs values. Every refusal is an ``Invalid`` whose message starts with the path
 of the offending field (``blocks[3].style.font_size``, prefixed with where the document sits in
 the request: ``builder.``, ``document.``). Unknown fields are refused (a typo would otherwise
-vanish silently); the SPEC's block fields are accepted on every block type and checked there,
+vanish silently); every block field is accepted on every block type and checked there,
 and each type's required fields are checked. Sizes: at most 200 blocks in all, columns nested
 at most 3 deep (a top-level block is at depth 1), 5 MiB of JSON. Pure: no I/O.
 
@@ -48,7 +48,7 @@ IMAGE_HEIGHT = (1, 4000)
 THICKNESS = (1, 20)
 SPACER_HEIGHT = (1, 400)
 #: The per-recipient unsubscribe link a footer uses unless given one (filled by the broadcast
-#: stream; an API send passes it as a variable). The templates issue's name for it.
+#: stream; an API send passes it as a variable), named as the official SDKs name it.
 UNSUBSCRIBE_PLACEHOLDER = "{{{RESEND_UNSUBSCRIBE_URL}}}"
 LINK_SCHEMES = ("https", "http", "mailto")
 

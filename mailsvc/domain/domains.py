@@ -111,7 +111,7 @@ def tls_policy(value: Any) -> str:
 
 
 def _tracking(body: dict) -> None:
-    """Accepted and always reported false (SPEC: unavailable features)."""
+    """Accepted and always reported false (docs/contract/README.md, "Unavailable features")."""
     for field in ("open_tracking", "click_tracking"):
         if field in body and body[field] is not None and not isinstance(body[field], bool):
             raise Invalid(field, f"{field} must be a boolean")

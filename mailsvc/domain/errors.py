@@ -131,7 +131,7 @@ class SpamCheckUnavailable(DomainError):
 
 
 class DnsProviderFailed(DomainError):
-    """A DNS provider refused or failed a set-up; ``code`` is the SPEC's ``dnsprov_*`` name."""
+    """A DNS provider refused or failed a set-up; ``code`` is its ``dnsprov_*`` name."""
 
     def __init__(self, code: str, message: str, unavailable: bool):
         super().__init__(message)
@@ -162,7 +162,7 @@ class SignInRefused(DomainError):
 
 class AiFailed(DomainError):
     """
-    The AI helper gave no document; ``code`` is the SPEC's name: ``ai_disabled``,
+    The AI helper gave no document; ``code`` is its name (docs/contract/dashboard.md): ``ai_disabled``,
     ``ai_rate_limited``, ``ai_quota_exceeded``, ``ai_busy``, ``ai_unavailable``, ``ai_timeout``,
     ``ai_invalid_output``, ``ai_refused``. ``retry_after`` (seconds) for the minute rate.
     """

@@ -1,5 +1,5 @@
 """
-Templates: the rules of a template's fields (SPEC "Template", COMPAT.md §6), of its variables,
+Templates: the rules of a template's fields (docs/decisions.md, "Templates"), of its variables,
 and of a send that names one (``template: {id, variables}``); rendering a version with a send's
 values through the one placeholder scanner (``mailsvc.domain.placeholders``). Pure: no I/O.
 """
@@ -32,7 +32,7 @@ MAX_VARIABLES = 50
 MAX_VALUE_CHARS = 2000
 MAX_NUMBER = 2**53 - 1
 NAME_MAX = 256
-#: COMPAT.md §10's rule for a duplicate's name, used for templates too.
+#: A duplicate's name is at most this long (the broadcasts' rule, used for templates too).
 DUPLICATE_NAME_MAX = 70
 TYPES = ("string", "number")
 ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -238,7 +238,7 @@ def duplicate_name(name: str) -> str:
     return (name + " (copy)")[:DUPLICATE_NAME_MAX]
 
 
-# Builder documents (SPEC "Builder document"): checked by ``mailsvc.domain.documents`` (paths
+# Builder documents (docs/contract/dashboard.md): checked by ``mailsvc.domain.documents`` (paths
 # start with ``builder.``) and stored as given; rendered by the template builder's renderer.
 
 def document_of(value: Any) -> dict:
@@ -257,7 +257,7 @@ class TemplateRef:
 
 
 def template_ref(body: dict) -> TemplateRef:
-    """The send's ``template`` checked (COMPAT.md §2: never together with html or text)."""
+    """The send's ``template`` checked (docs/contract/main-api.md, "Sending": never with html or text)."""
     value = body.get("template")
     for part in ("html", "text", "react"):
         if body.get(part) not in (None, ""):

@@ -22,7 +22,7 @@ class Plan:
     send_rate_per_sec: int
 
 
-#: SPEC's plan table. The daily caps of paid plans are ours (SPEC leaves them open): a tenth of
+#: The plans (docs/contract/README.md, "Plans"). The daily caps of paid plans are a tenth of
 #: the monthly volume, so a month's mail cannot be sent in three days by a compromised key.
 PLANS: dict[str, Plan] = {
     "free": Plan("free", 10_000, 500, 1, 2),

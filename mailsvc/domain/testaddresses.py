@@ -1,5 +1,5 @@
 """
-Test addresses and reserved names (issue 30): the recipients that simulate an outcome without
+Test addresses and reserved names: the recipients that simulate an outcome without
 anything leaving the node, the one sender that may send to them without a verified domain,
 and the recipient names a send is refused for because they can never be delivered.
 
@@ -23,7 +23,7 @@ OUTCOMES = ("delivered", "bounced", "complained", "suppressed")
 #: Names no mail can be delivered to: the hosted API's list, and RFC 2606 / RFC 6761.
 RESERVED_DOMAINS = ("example.com", "example.net", "example.org", "test.com")
 RESERVED_SUFFIXES = ("test", "example", "invalid", "localhost")
-#: The reason a ``suppressed@`` test address is suppressed with (one of SPEC's four).
+#: The reason a ``suppressed@`` test address is suppressed with (one of the four origins).
 SUPPRESSED_REASON = "manual"
 
 

@@ -1,5 +1,5 @@
 """
-The builder's theme and brand profile (SPEC "Builder theme and brand profile"): their fields
+The builder's theme and brand profile (docs/contract/dashboard.md, "Builder theme and brand profile"): their fields
 checked (each message starts with the field's path), the defaults an account without a saved
 theme gets, field-by-field overrides, and the colour arithmetic the renderer needs (WCAG 2
 relative luminance and contrast, the automatic button text colour, the dark-scheme palette).
@@ -20,7 +20,7 @@ from mailsvc.domain.text import checked_string
 
 HEX = re.compile(r"#[0-9a-fA-F]{6}\Z")
 FONTS = ("system", "inter", "helvetica", "georgia", "verdana", "trebuchet")
-#: What each ``font`` is written as: the fallbacks every client has (SPEC: ``font`` is the
+#: What each ``font`` is written as: the fallbacks every client has (``font`` is the
 #: fallback of ``web_font``).
 FONT_STACKS = {
     "system": "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif",

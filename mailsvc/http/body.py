@@ -1,5 +1,5 @@
 """
-Reading request bodies the way the official SDKs send them (COMPAT.md §15), every key and
+Reading request bodies the way the official SDKs send them (docs/contract/main-api.md, "Request bodies"), every key and
 string of them through the one check of stored text (``mailsvc.domain.text``), with the
 multi-line paths of the request's route (``request.multi_line``, set by the router).
 """

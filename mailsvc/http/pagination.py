@@ -1,4 +1,4 @@
-"""The one pagination rule of every list endpoint (SPEC §Limits: page size and cursors)."""
+"""The one pagination rule of every list endpoint (docs/contract/main-api.md, "Limits")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """
-A stored message read as a receiver reads it (the development inbox, issue 30): its parts,
+A stored message read as a receiver reads it (the development inbox): its parts,
 its DKIM signatures verified by dkimpy against the keys given, and SPF and DMARC judged from
 the records given. No I/O: the caller looks the records up (``app/inbox.py``).
 """

@@ -1,5 +1,5 @@
 """
-What the test addresses answer (issue 30), made as a receiving MTA would make it: an RFC 3464
+What the test addresses answer, made as a receiving MTA would make it: an RFC 3464
 delivery status notification for ``bounced@``, an RFC 5965 feedback report for
 ``complained@``, both sent to the VERP return path the message would have left with and handed
 to the return path's own handling. And the node's test DKIM key, which signs the test sender's

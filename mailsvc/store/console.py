@@ -1,4 +1,4 @@
-"""Rows of the operator console: operators' accounts and their sessions (issue 31 §3)."""
+"""Rows of the operator console: operators' accounts and their sessions."""
 
 from __future__ import annotations
 

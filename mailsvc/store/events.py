@@ -16,13 +16,13 @@ from mailsvc.store.database import Transaction
 #: NOTIFY channel raised after a transaction that recorded events commits.
 CHANNEL = "events"
 
-#: Every event type of SPEC §Events that the service sends.
+#: Every event type that the service sends (docs/webhooks.md, "Event names").
 SENT_TYPES = (
     "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced",
     "email.complained", "email.failed", "email.suppressed", "domain.updated",
     "contact.created", "contact.updated", "contact.deleted",
 )
-#: Accepted as webhook subscriptions but never sent (SPEC §Events).
+#: Accepted as webhook subscriptions but never sent (docs/webhooks.md, "Event names").
 SILENT_TYPES = (
     "email.opened", "email.clicked", "email.received", "email.scheduled",
     "domain.created", "domain.deleted",

@@ -1,10 +1,10 @@
 """
-AI generation (issue 19) against a fake provider on loopback (tests/fake_ai.py) that speaks the
+AI generation against a fake provider on loopback (tests/fake_ai.py) that speaks the
 chat-completions wire format: a valid document; invalid JSON then valid after the repair;
 invalid twice; a refusal (both the wire's ``refusal`` and the model's JSON one); the deadline;
 429 and 5xx answers; a slow answer while the node's cap is full; quota and minute-rate
-exhaustion. Each maps to its SPEC error, and the monthly quota is charged only when a document
-is returned (read back through the capabilities, as a user would).
+exhaustion. Each maps to its error (docs/contract/dashboard.md), and the monthly quota is
+charged only when a document is returned (read back through the capabilities, as a user would).
 """
 
 import json

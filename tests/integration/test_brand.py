@@ -1,5 +1,5 @@
 """
-Brand import (issue 19) against a fixture website on loopback (tests/fixture_site.py): with
+Brand import against a fixture website on loopback (tests/fixture_site.py): with
 ``security.allow_private_targets`` (which lifts the address rule only; the site's port is let
 through by the test-only ``security.test_extra_ports``), the result is checked field by field,
 the logos are served from /files/brand/..., ``apply`` saves, the AI pick (the fake provider)

@@ -1,5 +1,5 @@
 """
-Brand import's SSRF matrix (issue 19) with private targets NOT allowed: each case answers 422
+Brand import's SSRF matrix with private targets NOT allowed: each case answers 422
 brand_url_forbidden and nothing private is fetched. Nothing outside the machine is reached:
 the tests' DNS server gives the "public" names 127.0.0.2, which the test-only
 ``security.test_public_addresses`` treats as public (every other loopback address stays

@@ -1,5 +1,5 @@
 """
-Broadcasts (issue 17) on the real database: the resource through the official Python SDK and
+Broadcasts on the real database: the resource through the official Python SDK and
 raw HTTP (shapes, the state table, the 409s), scheduling and its release by the scheduler,
 cancel in each state, duplicate, preview, and the fan-out job driven step by step (its chunks
 through the one accept path, personalisation, suppressed contacts, the membership fixed at
@@ -412,7 +412,7 @@ async def test_a_broadcast_whose_segment_is_gone_fails(api):
 
 @pt.ensureDeferred
 async def test_a_broadcast_from_an_unverified_domain_is_refused_at_send_as_an_email_is(api):
-    """The same 403 an e-mail gets, when asked to send, not 200 and a later "failed" (issue #30)."""
+    """The same 403 an e-mail gets, when asked to send, not 200 and a later "failed"."""
     _, key, _ = await sending_tenant(api)
     segment_id = await contacts(api, key, 1)
     unverified = {"segment_id": segment_id, "from": "News <news@unverified.example.org>", "subject": "s",
@@ -563,7 +563,7 @@ async def test_a_chunk_whose_lease_was_taken_over_writes_nothing(api):
 
 @pt.ensureDeferred
 async def test_unset_strings_read_as_empty_strings(api):
-    """SPEC types reply_to as string[] and preview_text, html, text as string: never null."""
+    """reply_to is typed string[] and preview_text, html, text string: never null."""
     _, key, _ = await sending_tenant(api)
     segment_id = await contacts(api, key, 1)
     code, created, _ = await api.json("POST", "/broadcasts", key, json={

@@ -1,5 +1,5 @@
 """
-The template builder's API (issue 18) on the real database: capabilities and the theme on every
+The template builder's API on the real database: capabilities and the theme on every
 plan, saving the theme on the top plan only, the live render, the social icons the daemon
 serves, templates made from documents (re-rendered drafts when the theme changes, published
 versions keeping their bytes), and the round trip: a templated send built from a document,

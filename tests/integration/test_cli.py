@@ -1,6 +1,6 @@
 """
 The ``mailsvc`` command line: against a real node for the routes it has (tenants, user links,
-and everything ``mailsvc doctor`` asks), against tests/fake_operator.py for issue 31's queue,
+and everything ``mailsvc doctor`` asks), against tests/fake_operator.py for the operator's queue,
 operator tokens, audit log and tenants list. The command is synchronous: it runs in a thread,
 so that the reactor (the node, the DNS server) keeps serving it.
 """

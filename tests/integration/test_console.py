@@ -1,5 +1,5 @@
 """
-The operator console's HTTP side (issue 31 §3): operators' accounts, their sign-in, the
+The operator console's HTTP side: operators' accounts, their sign-in, the
 console's own cookie and CSRF token, the operator API served to a console session at
 ``/console/admin/v1``, audited as ``operator:<email>``; never a tenant's session, and never
 the other way round. The browser test is in test_console_browser.py.

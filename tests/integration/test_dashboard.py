@@ -1,5 +1,5 @@
 """
-The dashboard's HTTP side (issue 20): users, sign-in, cookie sessions, CSRF, CORS, /me and
+The dashboard's HTTP side: users, sign-in, cookie sessions, CSRF, CORS, /me and
 /dashboard/* on the real PostgreSQL; the browser tests are in test_dashboard_browser.py.
 """
 
@@ -210,7 +210,7 @@ async def test_a_cookie_without_its_csrf_token_is_refused_on_every_state_changin
     assert len(routes) >= 30 and "/auth/logout" in paths and "/dashboard/users" in paths
     assert any(p.startswith("/dashboard/emails") for p in paths)
     assert any(p.startswith("/dashboard/api-keys") for p in paths)
-    # The contacts API (issue 16) is served to the session too, every write of it guarded.
+    # The contacts API is served to the session too, every write of it guarded.
     methods = {(m, re.sub(r"[0-9a-f-]{36}", "{id}", p)) for m, p in routes}
     assert {
         ("POST", "/dashboard/contacts"), ("POST", "/dashboard/contacts/batch"), ("PATCH", "/dashboard/contacts/{id}"),
@@ -240,7 +240,7 @@ async def test_a_dashboard_error_names_its_native_code_beside_its_name(api):
     send = {"from": "a@unverified.io", "to": "b@elsewhere.io", "subject": "s", "text": "t"}
     code, body, _ = await session.json("POST", "/dashboard/emails", json=send)
     assert (code, body["name"], body["code"]) == (403, "validation_error", "domain_not_verified"), body
-    # The main API's envelope is SPEC's, nothing more; a code that is the name is not repeated.
+    # The main API's envelope is {statusCode, name, message}, nothing more; a code that is the name is not repeated.
     code, body, _ = await api.json("POST", "/emails", json=send, key=key)
     assert code == 403 and set(body) == {"statusCode", "name", "message"}
     code, body, _ = await session.json("GET", f"/dashboard/emails/{uuid.uuid4()}")
@@ -444,7 +444,7 @@ async def test_the_dashboard_shows_who_made_each_key(api):
     assert code == 200 and {k["name"]: k["created_by"] for k in listed["data"]} == {
         "Default": {"type": "operator"}, "By a key": {"type": "api"},
         "Mia's": {"type": "user", "user_id": mia.user["id"], "email": "mia@example.com"}}
-    # The main API's list items keep their fields (COMPAT: id, name, created_at, last_used_at).
+    # The main API's list items keep their fields (id, name, created_at, last_used_at).
     _, by_key, _ = await api.json("GET", "/api-keys", key)
     assert {tuple(sorted(k)) for k in by_key["data"]} == {("created_at", "id", "last_used_at", "name")}
     _, native, _ = await api.json("GET", "/v1/api-keys", key)
@@ -634,7 +634,7 @@ async def test_the_dashboards_records_say_whether_the_nodes_hostname_lets_them_b
     else:
         assert dns["unpublishable_reason"].startswith(reason)
         assert dns["unpublishable_reason"].endswith("until mail.hostname is set to the node's public name.")
-    # The API's domain keeps SPEC's shape: the records name the hostname, and nothing is added.
+    # The API's domain keeps its shape: the records name the hostname, and nothing is added.
     _, same, _ = await api.json("GET", f"/domains/{domain['id']}", key)
     assert "records_publishable" not in same and "unpublishable_reason" not in same
 

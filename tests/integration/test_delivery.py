@@ -390,7 +390,7 @@ async def test_a_server_closing_with_421_defers(mta):
     assert [r["status"] for r in await mta.deliveries(email_id)] == ["delivered"]
 
 
-# Test addresses, capture mode and the development inbox (issue 30)
+# Test addresses, capture mode and the development inbox
 
 TEST_FROM = "Acme <onboarding@resend.dev>"
 
@@ -443,7 +443,7 @@ async def test_test_addresses_complete_as_they_say_without_leaving_the_node(mta)
     assert complaint["recipient"] == "complained+a@resend.dev" and complaint["source"] == "fbl"
     _, got, _ = await mta.json("GET", f"/emails/{email_id}", key)
     assert got["last_event"] == "complained"
-    # The SPEC's rules: the exact addresses, label included, are suppressed; nothing else.
+    # The test addresses' rules: the exact addresses, label included, are suppressed; nothing else.
     _, listed, _ = await mta.json("GET", "/suppressions", key)
     assert sorted((s["email"], s["origin"]) for s in listed["data"]) == [
         ("bounced+a@resend.dev", "hard_bounce"), ("complained+a@resend.dev", "complaint")]

@@ -1,5 +1,5 @@
 """
-Hostile values over HTTP (issue #13), as an attacker or a careless client sends them: each is
+Hostile values over HTTP, as an attacker or a careless client sends them: each is
 refused with its 4xx and error name, nothing is stored for the sender, and another tenant's
 sends made at the same moment all succeed (``tests.hostile.attack``).
 """
@@ -29,7 +29,7 @@ def nested(depth: int) -> bytes:
 #: (id, path, changes to a valid body or a function of it giving the whole body (a value, or
 #: raw bytes), status, error name). Bodies are sent to the main surface.
 CASES = [
-    # The cases of the issue.
+    # Hostile values in bodies, headers and paths.
     ("nul in text", "/emails", {"text": f"a{NUL}b"}, 422, "validation_error"),
     ("nul in attachment filename", "/emails",
      {"attachments": [{"filename": f"a{NUL}.txt", "content": "aGk="}]}, 422, "validation_error"),

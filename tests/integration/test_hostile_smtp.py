@@ -1,5 +1,5 @@
 """
-Hostile SMTP submission (issue #13), driven as a client would over implicit TLS, raw lines on a
+Hostile SMTP submission, driven as a client would over implicit TLS, raw lines on a
 socket: each case gets its reply, nothing is stored for the sender, and another tenant's sends
 made at the same moment all succeed (``tests.hostile.attack``). The envelope decides who
 receives, line endings are normalised before signing (dkimpy verifies), and failed AUTHs end
@@ -83,7 +83,7 @@ def plain_message(tenant: Tenant, extra: bytes = b"", body: bytes = b"body\r\n")
 # the bystander, how many replies it waits for, the start of each of those replies). The
 # connection is then dropped without QUIT.
 CASES = [
-    # The SMTP cases of the issue.
+    # Hostile SMTP submissions.
     ("51st rcpt", lambda v, b: f"MAIL FROM:<news@{v.domain}>\r\n".encode()
      + b"".join(b"RCPT TO:<r%d@example.com>\r\n" % n for n in range(51)) + b"RSET\r\n",
      53, [b"250 2.1.0"] + [b"250 2.1.5"] * 50 + [b"452 4.5.3 Too many recipients", b"250 2.0.0"]),
@@ -228,7 +228,7 @@ async def stored_recipients(api, tenant: Tenant) -> list[str]:
 
 @pt.ensureDeferred
 async def test_the_envelope_decides_who_receives(api, smtp_ports, pem, victim, bystander):  # noqa: F811
-    # The issue's case: RCPT TO:<a@x> with "To: a@x, b@y" went to both.
+    # The case once broken: RCPT TO:<a@x> with "To: a@x, b@y" went to both.
     message = (f"From: News <news@{victim.domain}>\r\nTo: a@x.example, b@y.example\r\n".encode()
                + b"Cc: c@z.example\r\nBcc: d@w.example\r\nSubject: x\r\n\r\nbody\r\n")
     data = transaction(victim, message, ["a@x.example", "hidden@example.com"])
@@ -307,7 +307,7 @@ async def test_bare_line_endings_are_normalised_before_signing(api, smtp_ports, 
 
 
 
-#: Header sections (issue #27) that the email package's compat32 reader misread: it dropped a
+#: Header sections that the email package's compat32 reader misread: it dropped a
 #: ``Name :`` line or ended the header section there, while the message was stored, signed and
 #: read by receivers with the line as a header field. Each: (id, the header section as a
 #: function of the victim and the bystander, the reply).

@@ -55,7 +55,7 @@ async def test_the_document_names_every_route_the_router_serves(api):
     # Native replies that differ from the main route's are the native ones.
     assert set(doc["paths"]["/v1/api-keys/{key_id}"]["delete"]["responses"]) >= {"204"}
     assert "200" not in doc["paths"]["/v1/api-keys/{key_id}"]["delete"]["responses"]
-    # The native batch is atomic: it reads no x-batch-validation (SPEC, Native API).
+    # The native batch is atomic: it reads no x-batch-validation (docs/contract/native-api.md).
     def headers(path):
         return {p["name"] for p in doc["paths"][path]["post"]["parameters"] if p["in"] == "header"}
     assert headers("/emails/batch") == {"Idempotency-Key", "x-batch-validation"}

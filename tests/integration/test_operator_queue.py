@@ -1,4 +1,4 @@
-"""The delivery queue in the operator's hands (issue 31): a queue of deferred mail across
+"""The delivery queue in the operator's hands: a queue of deferred mail across
 destinations and tenants (the loopback sink answering 4xx), through the summary, the list and
 every action, with their events, the audit log and named operator tokens."""
 

@@ -1,4 +1,4 @@
-"""CORS on ``/public/*`` for the configured origins only (SPEC §Authentication 7)."""
+"""CORS on ``/public/*`` for the configured origins only (docs/contract/main-api.md, "Public CORS")."""
 
 import json
 

@@ -689,7 +689,7 @@ async def test_a_value_the_driver_refuses_fails_only_its_own_request(api, monkey
                      (second["id"], "day"): 4, (second["id"], "mon"): 4}
 
 
-# Test addresses and reserved names (issue 30)
+# Test addresses and reserved names
 
 TEST_SEND = {"from": "Acme <onboarding@resend.dev>", "to": ["delivered@resend.dev"], "subject": "Hello",
              "html": "<p>Hi</p>"}

@@ -234,7 +234,7 @@ def submit_raw(port: int, pem, key: str, raw: bytes, recipients: list[str]) -> N
 async def test_the_from_delivered_is_the_from_checked(mta, pem):
     # Folded fields, a Sender: what the intake read is what the sink receives, signed; the
     # email package's strict policy (which raises on a line it cannot read) and its default
-    # policy read the same From and Sender (issue #27; the fuzz is in test_mime_fast_intake).
+    # policy read the same From and Sender (the fuzz is in test_mime_fast_intake).
     mta.route("example.net")
     _, key, _ = await signing_sender(mta)
     raw = (f"From: News\r\n <news@{DOMAIN}>\r\nSender: Desk\r\n\t<desk@{DOMAIN}>\r\nTo: ann@example.net\r\n"

@@ -1,5 +1,5 @@
 """
-Templates (issue 15) on the real database through the official Python SDK (``resend.Templates``
+Templates on the real database through the official Python SDK (``resend.Templates``
 and ``resend.Emails``/``resend.Batch`` with ``template``) and plain HTTP: drafts and published
 versions, aliases per account, tenant isolation, preview, builder documents, the write limit,
 and sending with a template through the one accept path (idempotency, suppressions, batch).
@@ -368,7 +368,7 @@ async def test_a_templated_broadcast_stream_send_gets_each_recipients_link(api):
 
 @pt.ensureDeferred
 async def test_unset_strings_read_as_empty_strings_on_every_surface(api):
-    """SPEC types from, subject, html, text as string and reply_to as string[]: never null."""
+    """from, subject, html, text are typed string and reply_to string[]: never null."""
     _, key, session = await signed_in(api)
     code, created, _ = await api.json("POST", "/templates", key, json={"name": "Bare", "html": "<p>Hi</p>"})
     assert code == 201, created

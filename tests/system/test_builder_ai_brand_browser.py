@@ -1,5 +1,5 @@
 """
-The builder's "Generate with AI" and "Import from website" (issue 21), and the pages waiting out
+The builder's "Generate with AI" and "Import from website", and the pages waiting out
 the account's shared API rate (429), in Debian's headless Chromium against the real daemon,
 PostgreSQL and the SMTP sink of tests/system/test_content_ui_browser.py. The fake AI provider
 (tests/fake_ai.py) and the fixture website (tests/fixture_site.py) are Twisted servers: they run

@@ -1,5 +1,5 @@
 """
-The every-block document in a real browser (issue 18): Debian's headless Chromium
+The every-block document in a real browser: Debian's headless Chromium
 (/usr/bin/chromium, installed by scripts/setup.sh; nothing is downloaded), driven by
 Playwright's Python client, reaching nothing but loopback (``--host-resolver-rules``), with the
 pictures, logos and social icons served by a loopback HTTP server. At 375 and 600 px, in the

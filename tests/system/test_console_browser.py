@@ -1,5 +1,5 @@
 """
-The operator console in a real headless Chromium against the real daemon (issue 31 §3): an
+The operator console in a real headless Chromium against the real daemon: an
 operator made over the operator API chooses a password from its link, searches a tenant,
 suspends it with a reason and resumes it, sees a queue of mail deferred by a relay answering
 451, holds and releases that destination, finds those actions in the audit log under its

@@ -1,5 +1,5 @@
 """
-The content pages (issue 21) in Debian's headless Chromium against the real daemon, PostgreSQL and
+The content pages in Debian's headless Chromium against the real daemon, PostgreSQL and
 an SMTP sink on loopback (the account relays everything to it): an e-mail of eight block types
 built with mouse and keyboard (a two-column row included), saved as a template, published after
 its diff, a test sent and its HTML part compared with the renderer's output for the saved

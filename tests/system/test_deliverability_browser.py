@@ -1,5 +1,5 @@
 """
-Deliverability in the dashboard (issue 23) in Debian's headless Chromium against the real daemon,
+Deliverability in the dashboard in Debian's headless Chromium against the real daemon,
 PostgreSQL and SpamAssassin's spamd (tests/spamd.py): a DMARC aggregate report (Google's zip,
 tests/samples/dmarc) arrives by SMTP at the daemon's own return-path listener for the account's
 verified domain, and the domain page's card shows its sources and counts; a template's preview

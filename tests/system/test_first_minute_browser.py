@@ -1,5 +1,5 @@
 """
-README's "The first minute" (issue 30's "Done means"), in a real headless Chromium against a
+README's "The first minute", in a real headless Chromium against a
 node started as scripts/serve starts it (a development start on the embedded store, on a fresh
 state directory): the set-password link and the key file the output names, a send through the
 official Python SDK from the test sender to ``delivered@resend.dev``, the e-mail delivered in the

@@ -1,7 +1,7 @@
 """
-Builder documents checked into attrs values (issue 18): a table of bad documents, each refused
+Builder documents checked into attrs values: a table of bad documents, each refused
 with a message that starts with the path of the offending field; the caps (200 blocks, columns
-3 deep, 5 MiB); the theme and brand tables of the SPEC. No I/O.
+3 deep, 5 MiB); the theme and brand tables (docs/contract/dashboard.md). No I/O.
 """
 
 import copy

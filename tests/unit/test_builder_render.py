@@ -1,5 +1,5 @@
 """
-The template builder's renderer (issue 18), pure: the every-block document against its golden
+The template builder's renderer, pure: the every-block document against its golden
 HTML and text (a diff shows any change of output; MAILSVC_UPDATE_GOLDEN=1 rewrites them), a
 strict HTML parse with an ``alt`` on every ``<img>``, what MJML lacks and the renderer adds
 (dark scheme, VML buttons, preheader, web fonts, width, radius, readable button text), and

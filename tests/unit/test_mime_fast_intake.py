@@ -205,7 +205,7 @@ def test_the_common_messages_need_no_full_parse(monkeypatch):
         assert submission_from_message(raw, ["ann@example.com"]).sender.address == "news@acme.example"
 
 
-# What a receiver reads (issue #27): header sections made of lines that readers have read
+# What a receiver reads: header sections made of lines that readers have read
 # differently, through the intake's checks; each message accepted is built as delivery builds
 # it (``mime.resubmitted`` at acceptance, ``dkim.sign`` at delivery), and the email package
 # with its strict policy (which raises on a line it would have to guess about), with its

@@ -1,6 +1,6 @@
 """
-Broadcasts: main ``/broadcasts`` (SPEC "Broadcasts", COMPAT.md §10; where they differ SPEC
-wins: create answers 200) and native ``/v1/broadcasts``, which answers a write with the whole
+Broadcasts: main ``/broadcasts`` (docs/contract/main-api.md, "Resources": create
+answers 200) and native ``/v1/broadcasts``, which answers a write with the whole
 broadcast and a delete with 204. ``POST /broadcasts/{id}/preview`` (absent from the hosted
 API) renders the message for a contact, for the UI.
 """

@@ -118,7 +118,7 @@ class EmailsResource:
            multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
-        # The native batch is atomic (SPEC "Native API"): the main surface's header does not apply.
+        # The native batch is atomic (docs/contract/native-api.md): the main surface's header does not apply.
         permissive = request.surface != NATIVE and (
             (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):

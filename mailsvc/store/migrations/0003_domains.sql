@@ -22,7 +22,7 @@ UPDATE domains SET updated_at = created_at;
 -- Rows written before (or by hand in tests) get the time of the write.
 ALTER TABLE domains ALTER COLUMN updated_at SET NOT NULL, ALTER COLUMN updated_at SET DEFAULT now();
 
--- One account per name: a second account adding it is refused (SPEC §Errors 403).
+-- One account per name: a second account adding it is refused (403, docs/contract/main-api.md "Errors").
 CREATE UNIQUE INDEX domains_name ON domains (name);
 CREATE INDEX domains_due ON domains (next_check_at) WHERE next_check_at IS NOT NULL;
 

@@ -1,4 +1,4 @@
--- Templates (issue 15): a template row holds the draft that PATCH edits; each publish copies
+-- Templates: a template row holds the draft that PATCH edits; each publish copies
 -- the draft into an immutable row of template_versions and points current_version_id at it.
 -- Sends use the published version only. A version's variables are part of its content and
 -- live with it (jsonb: [{id, key, type, fallback_value, created_at, updated_at}]), so that a

@@ -1,4 +1,4 @@
--- Contacts, segments and audiences (issue 16). A contact belongs to an account and is unique
+-- Contacts, segments and audiences. A contact belongs to an account and is unique
 -- by its address in the suppression list's normal form (mailsvc.domain.suppression), so a
 -- contact and its suppression record always meet on (tenant_id, email). `unsubscribed` is not
 -- stored: it is whether that address is on the list, read with the contact, so the two can

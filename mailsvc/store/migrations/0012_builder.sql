@@ -1,4 +1,4 @@
--- Template builder (issue 18): each account's saved theme and brand profile, and which
+-- Template builder: each account's saved theme and brand profile, and which
 -- template drafts hold the renderer's output of their builder document (re-rendered when the
 -- account's theme changes; published versions keep their bytes).
 

@@ -1,4 +1,4 @@
--- AI generation and brand import (issue 19).
+-- AI generation and brand import.
 
 -- Requests of one kind an account made in the last minute ('ai', 'brand_import'): the
 -- per-minute limits every node shares (a sliding window, like dns_setups).

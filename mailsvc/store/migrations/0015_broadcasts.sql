@@ -1,4 +1,4 @@
--- Broadcasts (issue 17): one draft message sent to every contact of a segment, each with its
+-- Broadcasts: one draft message sent to every contact of a segment, each with its
 -- own copy (docs/decisions.md "Broadcasts").
 --
 -- Every change of `status` is one guarded UPDATE (WHERE status = ...), so two nodes can never

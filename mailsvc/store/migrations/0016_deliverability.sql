@@ -1,4 +1,4 @@
--- Deliverability beyond the peers (issue 23): MTA-STS policies, TLS reporting counts,
+-- Deliverability beyond the peers: MTA-STS policies, TLS reporting counts,
 -- adaptive per-destination shaping, DMARC aggregate reports.
 
 -- MTA-STS policies (RFC 8461) of recipient domains, shared by every delivery node: kept by

@@ -1,4 +1,4 @@
--- The development inbox (issue 30): each message delivered to a test address or by an account
+-- The development inbox: each message delivered to a test address or by an account
 -- in capture mode, as signed at the door, the last 1,000 per account (trimmed on insert).
 -- Not partitioned and referencing no partitioned table: its email_id is a plain column, so
 -- the time-partition step neither moves it nor depends on it, and a month of e-mails dropped

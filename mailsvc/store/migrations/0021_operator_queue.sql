@@ -1,4 +1,4 @@
--- Issue 31: the delivery queue in the operator's hands (docs/operations.md "The queue"), named
+-- The delivery queue in the operator's hands (docs/operations.md "The queue"), named
 -- operator tokens and the audit log.
 
 -- A held delivery is never claimed: holding sets held_reason and clears due_at (it leaves the

@@ -1,4 +1,4 @@
--- Issue 31 §3: the operators' accounts for the web console and their sessions (docs/decisions.md,
+-- The operators' accounts for the web console and their sessions (docs/decisions.md,
 -- "Operator console"). Apart from the dashboard's users and sessions: a tenant's session can
 -- never stand for an operator, nor an operator's for a tenant.
 

@@ -1,4 +1,4 @@
--- Issue 29 §2: an e-mail's content is stored once. Mail submitted through the API keeps its
+-- An e-mail's content is stored once. Mail submitted through the API keeps its
 -- subject, html, text, custom headers (new column) and attachment rows, and its message is
 -- built again, byte for byte the same, whenever it is delivered or shown (docs/decisions.md,
 -- "Content stored once"); `message` is written only for a message submitted over SMTP, whose

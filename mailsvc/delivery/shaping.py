@@ -67,6 +67,8 @@ class Shaper:
         #: destination → (limits, changed_at)
         self._current: dict[str, tuple[Limits, float]] = {}
         self._gates: dict[str, _Gate] = {}
+        #: Destinations whose waiters ``_wake`` is waking (see there).
+        self._waking: set[str] = set()
         self._writes: set[defer.Deferred] = set()
 
     # -- limits ----------------------------------------------------------------------------
@@ -202,15 +204,24 @@ class Shaper:
         self._forget_if_idle(destination)
 
     def _wake(self, destination: str) -> None:
-        gate = self._gates.get(destination)
-        if gate is None:
+        """
+        Wake waiters while the destination has room, in one loop: a woken waiter runs at once,
+        and one whose deadline has passed gives its slot back there and then, which calls this
+        again. Woken by that inner call, hundreds of such waiters nested one call each, deep
+        enough to raise RecursionError in whatever ran next; the inner call returns instead,
+        and this loop, which looks at the room after every waiter, wakes the next.
+        """
+        if destination in self._waking:
             return
-        room = self.own(destination).concurrency - gate.in_use
-        while room > 0 and gate.waiters:
-            waiting = gate.waiters.pop(0)
-            if not waiting.called:
-                waiting.callback(None)
-                room -= 1
+        self._waking.add(destination)
+        try:
+            gate = self._gates.get(destination)
+            while gate is not None and gate.waiters and gate.in_use < self.own(destination).concurrency:
+                waiting = gate.waiters.pop(0)
+                if not waiting.called:
+                    waiting.callback(None)
+        finally:
+            self._waking.discard(destination)
 
     def _forget_if_idle(self, destination: str) -> None:
         gate = self._gates.get(destination)

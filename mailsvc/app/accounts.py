@@ -19,9 +19,7 @@ from mailsvc.store.database import Database, Transaction
 
 #: Waitlist requests of one client network, counted by every node on the database: a burst of
 #: 10, then one every 6 s (10 a minute).
-WAITLIST_BURST = 10
-WAITLIST_INTERVAL = 6.0
-WAITLIST = Limit(WAITLIST_BURST, WAITLIST_INTERVAL)
+WAITLIST = Limit(10, 6.0)
 
 
 class Accounts:

@@ -8,7 +8,8 @@ Each key is a GCRA (``mailsvc.domain.gcra``): a burst of ``burst`` tries, then o
 ``interval`` seconds. A try is counted (reserved) *before* its credentials are checked, for all
 its keys in one transaction (all or none), so tries that run at once cannot pass a limit
 together: the row lock orders them, and each sees the count the one before it left. A try whose
-credentials turn out right gives its reservation back, so only failures are limited.
+credentials turn out right gives its reservation back, so only failures are limited (a waitlist
+request has none to check: each one counts).
 """
 
 from __future__ import annotations

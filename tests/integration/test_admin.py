@@ -4,7 +4,7 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc.app.accounts import WAITLIST_BURST, Accounts
+from mailsvc.app.accounts import WAITLIST, Accounts
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
@@ -193,7 +193,7 @@ def test_clients_count_by_network(host, network):
 @pt.ensureDeferred
 async def test_waitlist_is_rate_limited_per_client_on_every_node(db, api):
     accounts = Accounts(task.Clock(), db, api.parts.keyring, 10)
-    for i in range(WAITLIST_BURST):
+    for i in range(WAITLIST.burst):
         assert await accounts.join_waitlist(f"u{i}@example.com", "192.0.2.1") == f"u{i}@example.com"
     with pytest.raises(RateLimited):
         await accounts.join_waitlist("late@example.com", "192.0.2.1")
@@ -207,7 +207,7 @@ async def test_waitlist_is_rate_limited_per_client_on_every_node(db, api):
 
     # Over HTTP: 429 rate_limit_exceeded with Retry-After (the burst is spent at once).
     responses = [await api.json("POST", "/public/waitlist", json={"email": f"h{i}@example.com"})
-                 for i in range(WAITLIST_BURST + 2)]
+                 for i in range(WAITLIST.burst + 2)]
     code, body, response = responses[-1]
     assert (code, body["name"]) == (429, "rate_limit_exceeded")
     assert int(response.headers.getRawHeaders("retry-after")[0]) >= 1

@@ -530,9 +530,9 @@ def _content(clock, config: Config, db: Database, fetcher: Fetcher, renderer: Bu
     """
     router.mount(SuppressionsResource(Suppressions(clock, db)))
     templates = Templates(clock, db, renderer)
-    # The spam score (issue 23): spamd when spam.spamd is set; previews and /emails/check only.
+    # The spam score: spamd when spam.spamd is set; previews and /emails/check only.
     spam = SpamChecks(SpamAssassin(clock, config.spam.spamd, config.spam.timeout) if config.spam.spamd else None,
-                      config.hostname, float(config.spam.broadcast_threshold or 0))
+                      config.hostname, config.spam.broadcast_threshold)
     router.mount(TemplatesResource(templates, spam))
     router.mount(SpamResource(spam))
     contacts = Contacts(clock, db)

@@ -110,6 +110,7 @@ class Metrics:
             " sent, deferred, bounced, complained, failed, queued, scheduled, canceled.",
             ["plan", "state"], registry=self.registry, multiprocess_mode="livemax",
         )
+        self._mail_today_labels: set[tuple[str, str]] = set()
         self.queue = Gauge(
             "mailsvc_queue", "Delivery queue (deliveries due) and webhook backlog (requests pending):"
             " depth (count) and age (seconds since the oldest was due or created).",
@@ -153,15 +154,17 @@ class Metrics:
 
     async def sample(self, stats, day) -> None:
         """Set the database-sampled gauges (``stats``: ``mailsvc.store.stats.Figures`` of a database)."""
-        rows = await stats.mail_today(day)
+        figures: dict[tuple[str, str], int] = {}
         totals: dict[str, int] = {}
-        self.mail_today.clear()
-        for row in rows:
+        for row in await stats.mail_today(day):
             state = "sent" if row["status"] == "delivered" else row["status"]
-            self.mail_today.labels(row["plan"], state).set(row["n"])
+            figures[row["plan"], state] = row["n"]
             totals[row["plan"]] = totals.get(row["plan"], 0) + row["n"]
-        for plan, n in totals.items():
-            self.mail_today.labels(plan, "accepted").set(n)
+        figures.update({(plan, "accepted"): n for plan, n in totals.items()})
+        self._forget(self.mail_today, self._mail_today_labels - figures.keys())
+        for labels, n in figures.items():
+            self.mail_today.labels(*labels).set(n)
+        self._mail_today_labels = set(figures)
         queues = await stats.queues()
         self.queue.labels("delivery", "depth").set(queues["queue_depth"])
         self.queue.labels("delivery", "age").set(queues["queue_age"])
@@ -170,6 +173,18 @@ class Metrics:
         progress = await stats.broadcast_progress()
         for state in BROADCAST_STATES:
             self.broadcast_progress.labels(state).set(progress.get(state, 0))
+
+    def _forget(self, gauge: Gauge, gone: set[tuple[str, ...]]) -> None:
+        """
+        Labels this process set before and no longer has a figure for. In multiprocess mode a
+        removed label keeps its last value in this process's file (and so on /metrics): it is
+        set to 0 there instead, which the other processes' own samples agree with.
+        """
+        for labels in gone:
+            if self.shared_dir:
+                gauge.labels(*labels).set(0)
+            else:
+                gauge.remove(*labels)
 
     def pool_use(self, size: int, in_use: int, waiting: int) -> None:
         self.pool.labels("size").set(size)

@@ -6,9 +6,9 @@ from mailsvc import timefmt
 from mailsvc.app.ai import AiHelper
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.audit import Entry
+from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.domain.addresses import normalize_address
 from mailsvc.domain.apikeys import OPERATOR, NewKey, Token
-from mailsvc.domain.clients import ClientRate
 from mailsvc.domain.errors import Conflict, Invalid, NotFound, RateLimited
 from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant, new_tenant_fields, tenant_changes
@@ -17,9 +17,9 @@ from mailsvc.store import accounts, deliveries, two_factor, usage
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database, Transaction
 
-#: Waitlist requests of one client address: a burst of 10, then one every 6 s (10 a minute).
-WAITLIST_BURST = 10
-WAITLIST_INTERVAL = 6.0
+#: Waitlist requests of one client network, counted by every node on the database: a burst of
+#: 10, then one every 6 s (10 a minute).
+WAITLIST = Limit(10, 6.0)
 
 
 class Accounts:
@@ -29,7 +29,7 @@ class Accounts:
         self._api_rate_per_sec = api_rate_per_sec
         self._db = db
         self._keyring = keyring
-        self._waitlist_rate = ClientRate(WAITLIST_INTERVAL, WAITLIST_BURST)
+        self._waitlist_throttle = Throttle(clock, db)
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())
@@ -127,7 +127,7 @@ class Accounts:
         gives the same answer, so the form does not tell who has joined; ``client`` (the
         caller's network address) is rate-limited, invalid addresses included.
         """
-        wait = self._waitlist_rate.take(client, self._clock.seconds())
+        wait = await self._waitlist_throttle.reserve({f"waitlist:{client}": WAITLIST})
         if wait is not None:
             raise RateLimited("Too many waitlist requests from this address; try again later.", wait)
         address = normalize_address("email", email).lower()

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from psycopg2 import errors as pgerrors
 from twisted.internet import defer
 from twisted.logger import Logger
 
@@ -37,7 +36,7 @@ from mailsvc.domain.domains import (
     registered_domain,
     unpublishable_reason,
 )
-from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited
+from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited, Taken
 from mailsvc.domain.paging import Page
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.ids import uuid7
@@ -283,7 +282,7 @@ class Domains:
 
         try:
             row, keys = await self._db.run("create_domain", insert)
-        except pgerrors.UniqueViolation:  # another account added the name at the same moment
+        except Taken:  # another account added the name at the same moment
             raise NotAllowed(_TAKEN.format(new.name)) from None
         return self._view(row, keys)
 

@@ -17,6 +17,7 @@ import attrs
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from mailsvc.domain.gcra import Gcra
 from mailsvc.store import api_rate
 from mailsvc.store.database import Database
 
@@ -101,8 +102,7 @@ class RateLimiter:
         size = min(size, most)
         lease.tokens, lease.used, lease.size = 0, 0, size
         if size >= 2 and now >= lease.single_until:
-            interval = 1.0 / rate
-            if await api_rate.lease(self._db, tenant_id, now, size, interval, window / 2):
+            if await api_rate.lease(self._db, tenant_id, now, size, Gcra(1.0 / rate, window / 2)):
                 lease.tokens, lease.used, lease.expires = size - 1, 1, now + self._lease_seconds
                 return None
             # The row is busy: one token per request for a while, checked exactly.
@@ -117,12 +117,10 @@ class RateLimiter:
                         now: float | None = None) -> int | None:
         if now is None:
             now = self._clock.seconds()
-        interval = 1.0 / rate_per_sec
-        if await api_rate.take(self._db, tenant_id, now, interval, window):
+        rate = Gcra(1.0 / rate_per_sec, window)
+        if await api_rate.take(self._db, tenant_id, now, rate):
             return None
-        tat = await api_rate.theoretical_arrival(self._db, tenant_id)
-        wait = (tat + interval - window - now) if tat is not None else interval
-        return max(1, math.ceil(wait))
+        return rate.retry_after(await api_rate.theoretical_arrival(self._db, tenant_id), now)
 
     def _forget_idle(self) -> None:
         now = self._clock.seconds()

@@ -14,12 +14,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Protocol
 
-from psycopg2 import errors as pgerrors
-
 from mailsvc import timefmt
 from mailsvc.domain import themes
 from mailsvc.domain.documents import Document, document_of
-from mailsvc.domain.errors import AliasTaken, Invalid, NotFound, PlanRequired
+from mailsvc.domain.errors import AliasTaken, Invalid, NotFound, PlanRequired, Taken
 from mailsvc.domain.paging import Page
 from mailsvc.domain.templates import (
     ALIAS,
@@ -178,7 +176,7 @@ class Templates:
     async def _write(self, desc: str, fn, alias: str | None):
         try:
             return await self._db.run(desc, fn)
-        except pgerrors.UniqueViolation:  # the alias index: another template took it
+        except Taken:  # another template took the alias
             raise AliasTaken(alias or "") from None
 
     async def create(self, tenant: Tenant, body: dict) -> dict:

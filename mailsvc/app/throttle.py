@@ -1,23 +1,23 @@
 """
-Throttles of failures, counted in PostgreSQL (the unlogged ``login_throttle``) so that every
-process of every node sees one count: failed sign-ins per address and per client network, and
-failed SMTP AUTH exchanges per client network (docs/decisions.md, "Sign-in and SMTP AUTH
-throttles").
+Throttles counted in PostgreSQL (the unlogged ``login_throttle``) so that every process of
+every node sees one count: failed sign-ins per address and per client network, failed SMTP
+AUTH exchanges per client network (docs/decisions.md, "Sign-in and SMTP AUTH throttles"), and
+the waitlist form's requests per client network.
 
-Each key is a GCRA: a burst of ``burst`` tries, then one every ``interval`` seconds. A try is
-counted (reserved) *before* its credentials are checked, for all its keys in one transaction
-(all or none), so tries that run at once cannot pass a limit together: the row lock orders
-them, and each sees the count the one before it left. A try whose credentials turn out right
-gives its reservation back, so only failures are limited.
+Each key is a GCRA (``mailsvc.domain.gcra``): a burst of ``burst`` tries, then one every
+``interval`` seconds. A try is counted (reserved) *before* its credentials are checked, for all
+its keys in one transaction (all or none), so tries that run at once cannot pass a limit
+together: the row lock orders them, and each sees the count the one before it left. A try whose
+credentials turn out right gives its reservation back, so only failures are limited (a waitlist
+request has none to check: each one counts).
 """
 
 from __future__ import annotations
 
-import math
-
 import attrs
 from twisted.internet import task
 
+from mailsvc.domain.gcra import Gcra
 from mailsvc.store import throttles as store
 from mailsvc.store.database import Database, Transaction
 
@@ -31,6 +31,10 @@ class Limit:
 
     burst: int
     interval: float
+
+    @property
+    def rate(self) -> Gcra:
+        return Gcra.of(self.interval, self.burst)
 
 
 #: Failed SMTP AUTH exchanges of a client network: 10 at once, then one every 6 s (10 a minute).
@@ -61,11 +65,10 @@ class Throttle:
 
         async def take(txn: Transaction | Database) -> None:
             for key in sorted(limits):  # one order everywhere: no deadlock between two tries
-                limit = limits[key]
-                window = limit.burst * limit.interval
-                tat = await store.reserve(txn, key, now, limit.interval, window + _ROUNDING)
+                rate = limits[key].rate
+                tat = await store.reserve(txn, key, now, attrs.evolve(rate, window=rate.window + _ROUNDING))
                 if tat is not None:
-                    raise _Refused(max(1, math.ceil(tat + limit.interval - window - now)))
+                    raise _Refused(rate.retry_after(tat, now))
 
         try:
             if len(limits) == 1:
@@ -79,7 +82,7 @@ class Throttle:
     async def give_back(self, limits: dict[str, Limit]) -> None:
         """Uncount a try ``reserve`` counted: its credentials were right."""
         for key in sorted(limits):
-            await store.give_back(self._db, key, limits[key].interval)
+            await store.give_back(self._db, key, limits[key].rate)
 
 
 class SmtpAuthFailures:

@@ -22,6 +22,7 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.broadcasts import contact_of
 from mailsvc.app.submit import Item, Outcome, ServiceSender, Submitter
+from mailsvc.config import BroadcastsConfig
 from mailsvc.domain import broadcasts as rules
 from mailsvc.domain.broadcasts import Contact, Content, personalised, snapshot, used_fields
 from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, parse_mailbox, parse_mailboxes
@@ -35,9 +36,9 @@ from mailsvc.store.database import Database
 log = Logger()
 
 #: Recipients one chunk takes (one accept statement).
-CHUNK = 1000
+CHUNK = BroadcastsConfig().chunk
 #: Seconds a chunk is held by the node that claimed it; another node takes it over after.
-LEASE_SECONDS = 60
+LEASE_SECONDS = BroadcastsConfig().lease_seconds
 #: How often a broadcast whose account is paused (reputation) looks again.
 PAUSED_RECHECK = timedelta(seconds=60)
 #: Chunks one run of the fan-out writes before giving the loop back (it runs again at once).

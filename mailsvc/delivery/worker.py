@@ -27,6 +27,7 @@ from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
 from mailsvc.app.messages import Messages, message_of
+from mailsvc.config import DeliveryConfig
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
@@ -70,9 +71,9 @@ class Settings:
     node: str
     port: int
     verp_key: bytes
-    lease_seconds: float = 600
-    batch: int = 200
-    max_in_flight: int = 500
+    lease_seconds: float = DeliveryConfig().lease_seconds
+    batch: int = DeliveryConfig().batch
+    max_in_flight: int = DeliveryConfig().max_in_flight
     #: The smarthost of tenants in relay mode (None: relay mode defers their mail).
     relay: Destination | None = None
 

@@ -73,6 +73,15 @@ class Conflict(DomainError):
     """The request clashes with the resource's current state (an id already taken, ...)."""
 
 
+class Taken(Conflict):
+    """A name that must be unique (a domain's, a template's alias) was written by another
+    request at the same moment: the store reports it, and its use case says what was taken."""
+
+    def __init__(self, field: str):
+        super().__init__(f"{field}: already taken")
+        self.field = field
+
+
 class AliasTaken(Conflict):
     """Another template of the account has this alias."""
 

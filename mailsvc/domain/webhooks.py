@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from mailsvc.domain.errors import Invalid
+from mailsvc.domain.gcra import Gcra
 
 #: Every event type a subscription may name (docs/webhooks.md, "Event names": sent ones,
 #: then accepted but never sent ones). Subscriptions are stored under these names.
@@ -178,21 +179,25 @@ def next_attempt_delay(attempt: int, retry_after: float | None) -> float | None:
 @attrs.define
 class Pace:
     """
-    A generic cell rate algorithm: starts at ``rate`` a second on average, at most ``burst`` at
-    once after a quiet spell. ``tat`` is the theoretical arrival time of the next start.
+    The starts to one host: ``rate`` a second on average, at most ``burst`` at once after a
+    quiet spell (a ``Gcra``). ``tat`` is the theoretical arrival time of the next start.
     """
 
     rate: float
     burst: int
     tat: float = float("-inf")
+    _gcra: Gcra = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._gcra = Gcra.per_second(self.rate, self.burst)
 
     def wait(self, now: float) -> float:
         """Seconds until a start is allowed (0: at once)."""
-        return max(0.0, self.tat - (self.burst - 1) / self.rate - now)
+        return self._gcra.wait(self.tat, now)
 
     def start(self, now: float) -> None:
         """Count a start (allowed by ``wait``)."""
-        self.tat = max(self.tat, now) + 1 / self.rate
+        self.tat = self._gcra.counted(self.tat, now)
 
     def idle(self, now: float) -> bool:
         """Nothing of the past counts any more: forgetting this pace changes nothing."""

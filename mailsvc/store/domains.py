@@ -6,8 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from psycopg2 import errors as pgerrors
 from psycopg2.extras import Json
 
+from mailsvc.domain.errors import Taken
 from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
@@ -41,12 +43,15 @@ async def insert_domain(
     txn: Transaction, domain_id: uuid.UUID, tenant_id: uuid.UUID, name: str, return_path: str,
     tls: str, region: str, now: datetime,
 ) -> dict:
-    return await txn.fetchone(
-        "INSERT INTO domains (id, tenant_id, name, status, return_path, tls, region, created_at,"
-        " updated_at) VALUES (%s, %s, %s, 'not_started', %s, %s, %s, %s, %s)"
-        f" RETURNING {_COLUMNS}",
-        (domain_id, tenant_id, name, return_path, tls, region, now, now),
-    )
+    try:
+        return await txn.fetchone(
+            "INSERT INTO domains (id, tenant_id, name, status, return_path, tls, region, created_at,"
+            " updated_at) VALUES (%s, %s, %s, 'not_started', %s, %s, %s, %s, %s)"
+            f" RETURNING {_COLUMNS}",
+            (domain_id, tenant_id, name, return_path, tls, region, now, now),
+        )
+    except pgerrors.UniqueViolation:  # another account added the name at the same moment
+        raise Taken("name") from None
 
 
 async def insert_key(

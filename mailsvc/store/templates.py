@@ -10,8 +10,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from psycopg2 import errors as pgerrors
 from psycopg2.extras import Json
 
+from mailsvc.domain.errors import Taken
 from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
@@ -44,11 +46,14 @@ async def insert(txn: Transaction, template_id: uuid.UUID, tenant_id: uuid.UUID,
     columns = [c for c in fields if c in WRITABLE]
     names = "".join(f", {c}" for c in columns)
     marks = "".join(", %s" for _ in columns)
-    return await txn.fetchone(
-        f"INSERT INTO templates (id, tenant_id, created_at, updated_at{names})"
-        f" VALUES (%s, %s, %s, %s{marks}) RETURNING {COLUMNS}",
-        [template_id, tenant_id, now, now, *(_value(c, fields[c]) for c in columns)],
-    )
+    try:
+        return await txn.fetchone(
+            f"INSERT INTO templates (id, tenant_id, created_at, updated_at{names})"
+            f" VALUES (%s, %s, %s, %s{marks}) RETURNING {COLUMNS}",
+            [template_id, tenant_id, now, now, *(_value(c, fields[c]) for c in columns)],
+        )
+    except pgerrors.UniqueViolation:  # the alias index: another template took it
+        raise Taken("alias") from None
 
 
 async def get(db: Database | Transaction, tenant_id: uuid.UUID, key: uuid.UUID | str,
@@ -92,10 +97,13 @@ async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dic
 async def update(txn: Transaction, template_id: uuid.UUID, fields: dict[str, Any], now: datetime) -> dict:
     columns = [c for c in fields if c in WRITABLE]
     assignments = "".join(f"{c} = %s, " for c in columns)
-    return await txn.fetchone(
-        f"UPDATE templates SET {assignments}updated_at = %s WHERE id = %s RETURNING {COLUMNS}",
-        [*(_value(c, fields[c]) for c in columns), now, template_id],
-    )
+    try:
+        return await txn.fetchone(
+            f"UPDATE templates SET {assignments}updated_at = %s WHERE id = %s RETURNING {COLUMNS}",
+            [*(_value(c, fields[c]) for c in columns), now, template_id],
+        )
+    except pgerrors.UniqueViolation:  # the alias index: another template took it
+        raise Taken("alias") from None
 
 
 async def publish(txn: Transaction, template: dict, version_id: uuid.UUID, now: datetime) -> dict:

@@ -4,8 +4,8 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc.app.accounts import WAITLIST_BURST, WAITLIST_INTERVAL, Accounts
-from mailsvc.domain.clients import ClientRate, network_of
+from mailsvc.app.accounts import WAITLIST, Accounts
+from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
 from mailsvc.http.waitlist import spreadsheet_text
@@ -180,32 +180,6 @@ def test_spreadsheet_text(cell, written):
     assert spreadsheet_text(cell) == written
 
 
-@pytest.mark.parametrize(
-    ("taken_at", "allowed"),
-    [
-        # A burst of 10 at once, then one every 6 s.
-        ([0] * 11, [True] * 10 + [False]),
-        ([0] * 10 + [6, 6], [True] * 11 + [False]),
-        ([0] * 10 + [60] * 11, [True] * 20 + [False]),
-        ([6 * i for i in range(30)], [True] * 30),  # at the rate, for ever
-        ([i for i in range(13)], [True] * 11 + [False, True]),  # one a second: only the rate
-    ],
-)
-def test_client_rate(taken_at, allowed):
-    rate = ClientRate(WAITLIST_INTERVAL, WAITLIST_BURST)
-    got = [rate.take("192.0.2.1", at) is None for at in taken_at]
-    assert got == allowed
-    assert rate.take("192.0.2.2", taken_at[-1]) is None  # another client has its own
-
-
-def test_client_rate_forgets_the_least_recently_seen_client():
-    rate = ClientRate(60, 1, most_clients=2)
-    assert [rate.take(c, 0) for c in ("a", "b")] == [None, None]
-    assert rate.take("a", 0) == 60  # refused, and seen again
-    assert rate.take("c", 0) is None  # b is forgotten, a is kept
-    assert rate.take("a", 0) is not None and rate.take("b", 0) is None
-
-
 @pytest.mark.parametrize(("host", "network"), [
     ("192.0.2.7", "192.0.2.7"),
     ("::ffff:192.0.2.7", "192.0.2.7"),
@@ -217,19 +191,23 @@ def test_clients_count_by_network(host, network):
 
 
 @pt.ensureDeferred
-async def test_waitlist_is_rate_limited_per_client(db, api):
+async def test_waitlist_is_rate_limited_per_client_on_every_node(db, api):
     accounts = Accounts(task.Clock(), db, api.parts.keyring, 10)
-    for i in range(WAITLIST_BURST):
+    for i in range(WAITLIST.burst):
         assert await accounts.join_waitlist(f"u{i}@example.com", "192.0.2.1") == f"u{i}@example.com"
     with pytest.raises(RateLimited):
         await accounts.join_waitlist("late@example.com", "192.0.2.1")
     with pytest.raises(RateLimited):  # invalid addresses count too
         await accounts.join_waitlist("not an address", "192.0.2.1")
+    another_node = Accounts(task.Clock(), db, api.parts.keyring, 10)
+    with pytest.raises(RateLimited) as refused:  # every node counts on the one database
+        await another_node.join_waitlist("late@example.com", "192.0.2.1")
+    assert refused.value.retry_after == 6
     assert await accounts.join_waitlist("late@example.com", "192.0.2.2") == "late@example.com"
 
     # Over HTTP: 429 rate_limit_exceeded with Retry-After (the burst is spent at once).
     responses = [await api.json("POST", "/public/waitlist", json={"email": f"h{i}@example.com"})
-                 for i in range(WAITLIST_BURST + 2)]
+                 for i in range(WAITLIST.burst + 2)]
     code, body, response = responses[-1]
     assert (code, body["name"]) == (429, "rate_limit_exceeded")
     assert int(response.headers.getRawHeaders("retry-after")[0]) >= 1

@@ -29,7 +29,7 @@ async def scored(db, config, spamd):  # noqa: F811 (the fixture imported above)
 
     from tests.conftest import Api
 
-    config = attrs.evolve(config, spam=attrs.evolve(config.spam, spamd=spamd, broadcast_threshold="5"))
+    config = attrs.evolve(config, spam=attrs.evolve(config.spam, spamd=spamd, broadcast_threshold=5.0))
     parts = compose.assemble(reactor, config, db, b"k" * 32, "op_token_for_spam_tests")
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
     app = Api(parts, port, "op_token_for_spam_tests")

@@ -119,3 +119,70 @@ def test_the_mime_limits_are_settings():
     config = load(None, environ={"MAILSVC_MAIL_MAX_MIME_PARTS": "20", "MAILSVC_MAIL_MAX_MIME_DEPTH": "5",
                                  "MAILSVC_MAIL_MAX_HEADER_FIELDS": "30", "MAILSVC_MAIL_MAX_HEADER_BYTES": "4096"})
     assert MimeLimits.of(config.mail) == MimeLimits(20, 5, 30, 4096)
+
+
+def test_every_key_is_declared_once_with_its_type_and_doc():
+    import re
+    from pathlib import Path
+
+    import attrs
+
+    from mailsvc.config import _TYPES, SECTIONS
+
+    shipped = (Path(__file__).parent.parent.parent / "etc" / "mailsvc.conf").read_text()
+    for name, cls in SECTIONS.items():
+        section = shipped.split(f"[{name}]\n", 1)[1].split("\n[", 1)[0]
+        for field in attrs.fields(cls):
+            assert field.type in _TYPES, (name, field.name)
+            assert field.metadata["doc"], (name, field.name)
+            assert re.search(rf"^{field.name} =", section, re.M), f"etc/mailsvc.conf lacks {name}.{field.name}"
+
+
+def test_a_float_setting_is_read_once_into_a_number():
+    assert load(None, environ={}).spam.broadcast_threshold == 0.0
+    assert load(None, environ={"MAILSVC_SPAM_BROADCAST_THRESHOLD": "5.5"}).spam.broadcast_threshold == 5.5
+    assert load(None, environ={"MAILSVC_SPAM_BROADCAST_THRESHOLD": ""}).spam.broadcast_threshold == 0.0
+    for bad in ("-1", "lots"):
+        with pytest.raises(ConfigError) as e:
+            load(None, environ={"MAILSVC_SPAM_BROADCAST_THRESHOLD": bad})
+        assert str(e.value) == "spam.broadcast_threshold: a score of 0 (never refuse) or more"
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"MAILSVC_DATABASE_POOL_SIZE": "0"}, "database.pool_size: must be at least 1"),
+    ({"MAILSVC_DATABASE_STATEMENT_TIMEOUT": "-1"}, "database.statement_timeout: must be 0 (none) or more seconds"),
+    ({"MAILSVC_DATABASE_POOL_SIZE": "x"}, "database.pool_size: expected an integer, got 'x'"),
+    ({"MAILSVC_DELIVERY_DANE": "maybe"}, "delivery.dane: expected true or false, got 'maybe'"),
+    ({"MAILSVC_API_BURST_FACTOR": "0"}, "api.rate_per_sec: must be at least 1"),
+    ({"MAILSVC_API_AUTH_CACHE_SECONDS": "31"},
+     "api.auth_cache_seconds: at most 30 (revocation must apply within 30 s)"),
+    ({"MAILSVC_DELIVERY_RELAY_TLS": "tls"}, "delivery.relay_tls: must be starttls, implicit or none"),
+    ({"MAILSVC_NODE_ROLES": "api, mixer"}, "node.roles: unknown role 'mixer'"),
+    ({"MAILSVC_NODE_PROCESSES": "-1"}, "node.processes: must be 0 (one per core) or more"),
+    ({"MAILSVC_DASHBOARD_SESSION_IDLE": "59"}, "dashboard.session_idle: must be at least 60 seconds"),
+    ({"MAILSVC_AI_MONTHLY_QUOTA": "-1"}, "ai.monthly_quota: must be 0 or more"),
+    ({"MAILSVC_AI_TIMEOUT": "60"}, "ai.timeout: must be below http.request_timeout"),
+    ({"MAILSVC_AI_PROVIDER": "openai"}, "ai.base_url: required when ai.provider is set"),
+    ({"MAILSVC_BRAND_TIMEOUT": "60"}, "brand.timeout: must be at least 1 and below http.request_timeout"),
+    ({"MAILSVC_BRAND_MAX_FETCHES": "1"}, "brand.max_fetches: must be between 2 and 100"),
+    ({"MAILSVC_SECURITY_TEST_EXTRA_PORTS": "8080, 0"}, "security.test_extra_ports: '0' is not a port"),
+    ({"MAILSVC_MAIL_TEST_DOMAIN": "Resend.dev"}, "mail.test_domain: a domain name in lower case, such as resend.dev"),
+    ({"MAILSVC_TLSRPT_ACCOUNT": "acme"}, "tlsrpt.account: an account id (UUID)"),
+    ({"MAILSVC_TLSRPT_SENDER": "tls@example.com"}, "tlsrpt.account and tlsrpt.sender: both or neither"),
+    ({"MAILSVC_TOR_PORT": "0"}, "tor.port: must be a port number (1-65535)"),
+])
+def test_a_bad_value_is_told_what_its_key_wants(environ, message):
+    with pytest.raises(ConfigError) as e:
+        load(None, environ=environ)
+    assert str(e.value) == message
+
+
+def test_the_engines_defaults_are_the_settings_defaults():
+    from mailsvc.broadcasting import fanout
+    from mailsvc.delivery.worker import Settings
+
+    config = load(None, environ={})
+    assert (fanout.CHUNK, fanout.LEASE_SECONDS) == (config.broadcasts.chunk, config.broadcasts.lease_seconds)
+    settings = Settings("node", 25, b"key")
+    assert (settings.lease_seconds, settings.batch, settings.max_in_flight) == (
+        config.delivery.lease_seconds, config.delivery.batch, config.delivery.max_in_flight)

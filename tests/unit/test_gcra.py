@@ -1,0 +1,68 @@
+"""The one GCRA (``mailsvc.domain.gcra``) and the paces built on it."""
+
+import pytest
+
+from mailsvc.app.accounts import WAITLIST
+from mailsvc.domain.gcra import Gcra
+from mailsvc.domain.webhooks import Pace
+
+
+def admitted(rate: Gcra, arrivals: list[float]) -> list[bool]:
+    tat = None
+    seen = []
+    for at in arrivals:
+        ok, tat = rate.take(tat, at)
+        seen.append(ok)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "allowed"),
+    [
+        # The waitlist's: a burst of 10 at once, then one every 6 s.
+        ([0] * 11, [True] * 10 + [False]),
+        ([0] * 10 + [6, 6], [True] * 11 + [False]),
+        ([0] * 10 + [60] * 11, [True] * 20 + [False]),
+        ([6 * i for i in range(30)], [True] * 30),  # at the rate, for ever
+        (list(range(13)), [True] * 11 + [False, True]),  # one a second: only the rate
+    ],
+)
+def test_a_burst_then_the_rate(arrivals, allowed):
+    assert admitted(WAITLIST.rate, arrivals) == allowed
+
+
+def test_a_refused_arrival_counts_nothing_and_says_how_long_to_wait():
+    rate = Gcra.of(6.0, 10)
+    tat = None
+    for _ in range(10):
+        _, tat = rate.take(tat, 0)
+    assert tat == 60
+    assert rate.take(tat, 0) == (False, 60)
+    assert rate.wait(tat, 0) == 6 and rate.retry_after(tat, 0) == 6
+    assert rate.wait(tat, 5.5) == 0.5 and rate.retry_after(tat, 5.5) == 1  # whole seconds, at least 1
+    assert rate.wait(tat, 6) == 0 and rate.take(tat, 6) == (True, 66)
+    assert rate.wait(None, 0) == 0 and rate.retry_after(None, 0) == 1
+
+
+def test_many_at_once_conform_only_together():
+    rate = Gcra(0.1, 1.0)
+    assert rate.conforms(None, 0, 10)
+    assert not rate.conforms(None, 0, 11)
+    assert rate.counted(None, 0, 10) == pytest.approx(1.0)
+    assert rate.counted(5.0, 0, 2) == pytest.approx(5.2)  # ahead of now: counted from its tat
+
+
+def test_per_second_and_of_are_the_same_rate():
+    assert Gcra.per_second(4, 8) == Gcra.of(0.25, 8) == Gcra(0.25, 2.0)
+
+
+def test_a_webhook_hosts_pace_is_the_gcra():
+    pace, rate, tat = Pace(rate=2, burst=3), Gcra.per_second(2, 3), None
+    for now in (0, 0, 0, 0, 0.4, 0.5, 0.5, 3, 3, 3, 3):
+        assert pace.wait(now) == pytest.approx(rate.wait(tat, now))
+        if pace.wait(now) == 0:
+            pace.start(now)
+            tat = rate.counted(tat, now)
+        assert pace.tat == tat
+    assert pace.wait(3) == pytest.approx(0.5)
+    assert not pace.idle(3) and pace.idle(5)

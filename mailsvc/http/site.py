@@ -200,6 +200,9 @@ class Channel(http.HTTPChannel):
         self._receiving = request
         if self.length != 0:
             self._deadline = self.callLater(self.body_timeout, self._time_is_up)
+        # The method is known since the request line: the admission's CSRF rule reads it, and
+        # a check answered at once (a cached credential) would otherwise see Twisted's placeholder.
+        request.method = self._command
         request.context.admission = self.site.admit(request, self._command, self._path)
 
     # Body

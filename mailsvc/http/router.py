@@ -244,15 +244,16 @@ class Router:
         not yet read; None when its route needs none, or it has no route (404 or 405 later).
         """
         endpoint = self._endpoints.of(method, path)
-        access = self._access.get(endpoint)
-        if access is None or not access.checks_credentials:
+        access = self._access.get(endpoint) if endpoint is not None else None
+        if endpoint is None or access is None or not access.checks_credentials:
             return None
         context_of(request).route = endpoint.split(" ", 1)[1]  # the route's path, before its handler runs
         return Admission(access, defer.ensureDeferred(access.caller(request)))
 
     def body_limit(self, method: bytes, path: bytes) -> int:
         """The largest body the route ``method path`` leads to takes (no route: DEFAULT_BODY_LIMIT)."""
-        return self._body_limits.get(self._endpoints.of(method, path), DEFAULT_BODY_LIMIT)
+        endpoint = self._endpoints.of(method, path)
+        return self._body_limits.get(endpoint, DEFAULT_BODY_LIMIT) if endpoint is not None else DEFAULT_BODY_LIMIT
 
     async def _serve(self, request, handler, access: Access, envelope: str, kwargs) -> bytes:
         context = context_of(request)

@@ -42,7 +42,7 @@ OPERATOR_SESSION = "operator_session"
 CONSOLE_SIGN_IN = "console_sign_in"
 
 
-def access_kinds(*, keyring: KeyRing | None, limiter: RateLimiter | None, operator_token: str,
+def access_kinds(*, keyring: KeyRing, limiter: RateLimiter, operator_token: str,
                  operator_tokens=None, sessions=None, console=None, public_origins: Iterable[str] = (),
                  dashboard_origins: Iterable[str] = ()) -> dict[str, Access]:
     """

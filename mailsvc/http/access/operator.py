@@ -64,7 +64,7 @@ class ConsoleSessionAccess(Access):
     async def caller(self, request) -> Operator:
         token = console_token(request)
         email = await self._console.authenticate(token) if token else None
-        if email is None:
+        if token is None or email is None:
             raise NO_SESSION
         check_csrf(request, self._same_site, token, self._console.csrf_matches)
         return Operator(CONSOLE_ACTOR_PREFIX + email, email)

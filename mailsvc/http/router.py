@@ -207,7 +207,9 @@ class Router:
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
                   multi_line: tuple[str, ...] = (), mirror_of: str | None = None) -> None:
-        strategy = self._kinds[access]
+        strategy = self._kinds.get(access)
+        if strategy is None:
+            raise ValueError(f"{path}: no access kind {access!r} is configured")
         rules = strategy.rules(path)
         envelope = strategy.envelope(surface)
         lines = MultiLine(multi_line)

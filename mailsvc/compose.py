@@ -81,6 +81,7 @@ from mailsvc.domain.shaping import Limits
 from mailsvc.domain.shares import Share
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.engine import LeasedEngine
+from mailsvc.http.access import access_kinds
 from mailsvc.http.api.ai import AiResource
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.api.brand import BrandResource
@@ -94,6 +95,7 @@ from mailsvc.http.api.spam import SpamResource
 from mailsvc.http.api.suppressions import SuppressionsResource
 from mailsvc.http.api.templates import TemplatesResource
 from mailsvc.http.api.webhooks import WebhooksResource
+from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.console import ConsoleResource
 from mailsvc.http.dashboard.auth import AuthResource, set_password_link
 from mailsvc.http.dashboard.content import ContentReads
@@ -300,7 +302,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     outside = _outside(clock, config)
     # The template builder's renderer (its e-mails show the social icons this node serves at
     # public_url) and its AI helper (any OpenAI-compatible provider, through the one client).
-    renderer = BuilderRenderer(config.http.public_url or f"https://{config.hostname}")
+    renderer = BuilderRenderer(PublicUrl(config.http.public_url).or_else(f"https://{config.hostname}"))
     ai = AiHelper(clock, db, outside.fetcher, config.ai, renderer)
     dashboard = dashboard_of(clock, config, db, master, keyring, run_blocking, vaults.two_factor)
     # The audit log and the named operator tokens besides the configured one (issue 31).
@@ -309,9 +311,10 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     console = Console(clock, db, credentials.derive(master, "console-password-links"),
                       credentials.derive(master, "console-csrf"), Throttle(clock, db), run_blocking,
                       vault=vaults.two_factor)
-    router = Router(clock, keyring, limiter, operator_token, config.http.request_timeout,
-                    public_origins=config.public.cors_origins, sessions=dashboard,
-                    dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens, console=console)
+    router = Router(clock, access_kinds(keyring=keyring, limiter=limiter, operator_token=operator_token,
+                                        public_origins=config.public.cors_origins, sessions=dashboard,
+                                        dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens,
+                                        console=console), config.http.request_timeout)
     console_resource = ConsoleResource(console, config.http.public_url, audit_log)
     router.mount(console_resource)
     router.mount(console_resource.security)
@@ -643,7 +646,7 @@ def _broadcasts(clock, config: Config, db: Database, sending: Sending, domains: 
     one accept path (broadcasts role).
     """
     broadcasts = Broadcasts(clock, db, sending.schedules, domains.sending_domain, config.http.public_url, spam)
-    router.mount(BroadcastsResource(broadcasts))
+    router.mount(BroadcastsResource(broadcasts, config.http.public_url))
     fanout = Fanout(clock, db, sending.submitter, chunk=config.broadcasts.chunk,
                     lease_seconds=config.broadcasts.lease_seconds, on_failure=on_failure)
     release = Loop(clock, "release scheduled broadcasts", SCHEDULE_RELEASE_SECONDS, broadcasts.release_due,
@@ -939,6 +942,7 @@ async def _listen_http(reactor, config: Config, node: Node, site: Site, inherite
     node.on_stop("HTTP listener", drain)
     address = port.getHost()
     node.parts["http_port"] = address.port
+    PublicUrl(config.http.public_url).warn_if_unset(address.host)
     if inherited is None:
         log.info("HTTP API listening on {host}:{port}", host=address.host, port=address.port)
     return address
@@ -1011,7 +1015,7 @@ def announce_node(config: Config, processes_text: str, token_path: Path | None, 
     if token_path is not None:
         log.info("operator token is in {path}", path=token_path)
     if first is not None and first.password_token is not None and port is not None:
-        base = config.http.public_url.rstrip("/") or f"http://127.0.0.1:{port}"
+        base = PublicUrl(config.http.public_url).or_else(f"http://127.0.0.1:{port}")
         log.info("dashboard: {email} sets a password at {link}", email=first.user["email"],
                  link=set_password_link(base, first.password_token))
     if key_path is not None:

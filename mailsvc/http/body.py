@@ -1,7 +1,8 @@
 """
-Reading request bodies the way the official SDKs send them (docs/contract/main-api.md, "Request bodies"), every key and
+Reading request bodies the way the official SDKs send them (docs/contract/main-api.md,
+"Request bodies"), every key and
 string of them through the one check of stored text (``mailsvc.domain.text``), with the
-multi-line paths of the request's route (``request.multi_line``, set by the router).
+multi-line paths of the request's route (its ``RequestContext``, set by the router).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 
-from mailsvc.domain.text import MultiLine, check_texts
+from mailsvc.domain.text import check_texts
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import BODY_TOO_LARGE, validation
 
 _BODYLESS = (b"GET", b"DELETE", b"HEAD", b"OPTIONS")
@@ -21,8 +23,6 @@ MAX_JSON_DEPTH = 64
 _MAY_HOLD_CONTROLS = re.compile(rb"\\u00[0189][0-9a-fA-F]|\\u007[fF]|\\u[dD][89a-fA-F]|\\[bf]|\x7f|\xc2[\x80-\x9f]")
 #: An escaped line break: refused in a single-line field.
 _MAY_HOLD_BREAKS = re.compile(rb"\\[nr]")
-#: What a request whose route names no multi-line path is checked against: single lines only.
-_SINGLE_LINES = MultiLine()
 
 
 def _not_json(constant: str):
@@ -60,9 +60,9 @@ def read_json_value(request, empty=None):
     if isinstance(value, (dict, list)) and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
         _check_depth(value)
     if _MAY_HOLD_CONTROLS.search(raw) is not None:
-        check_texts(value, getattr(request, "multi_line", _SINGLE_LINES))
+        check_texts(value, context_of(request).multi_line)
     elif _MAY_HOLD_BREAKS.search(raw) is not None:
-        check_texts(value, getattr(request, "multi_line", _SINGLE_LINES), breaks_only=True)
+        check_texts(value, context_of(request).multi_line, breaks_only=True)
     return value
 
 

@@ -12,19 +12,12 @@ from mailsvc.app.audit import AuditLog
 from mailsvc.app.console import Console
 from mailsvc.app.signin import Challenge, SignedIn
 from mailsvc.domain.clients import network_of
+from mailsvc.http.access.operator import CONSOLE_COOKIE, console_token
+from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
-from mailsvc.http.dashboard.auth import Cookies, base_url
+from mailsvc.http.dashboard.auth import Cookies
 from mailsvc.http.errors import NATIVE
-from mailsvc.http.router import (
-    CONSOLE_COOKIE,
-    CONSOLE_SIGN_IN,
-    OPERATOR,
-    OPERATOR_SESSION,
-    Operator,
-    Reply,
-    console_token,
-    route,
-)
+from mailsvc.http.router import CONSOLE_SIGN_IN, OPERATOR, OPERATOR_SESSION, Operator, Reply, route
 from mailsvc.http.security import ConsoleSecurity, challenge_json
 
 #: Where the console takes a set-password token (in the fragment: never sent to a server).
@@ -48,7 +41,7 @@ def operator_json(row: dict) -> dict:
 class ConsoleResource:
     def __init__(self, console: Console, public_url: str, audit_log: AuditLog):
         self._console = console
-        self._public_url = public_url
+        self._public_url = PublicUrl(public_url)
         self._audit_log = audit_log
         self._cookies = Cookies(CONSOLE_COOKIE, console.settings.lifetime_seconds, same_site="Strict")
         #: Two-factor sign-in of operators: mounted beside this resource.
@@ -62,7 +55,7 @@ class ConsoleResource:
 
     def _link(self, request, row: dict, token: str) -> dict:
         """The reply carrying a set-password link (audited: it can take over the operator's account)."""
-        link = base_url(request, self._public_url) + SET_PASSWORD_PATH + token
+        link = self._public_url.of(request) + SET_PASSWORD_PATH + token
         return {**operator_json(row), "set_password_url": link}
 
     # Operators' accounts, over the operator API (and so the console)

@@ -24,12 +24,13 @@ from twisted.protocols import basic
 from twisted.web import http, server
 from twisted.web.http_headers import Headers
 
+from mailsvc.http.context import RequestContext
 from mailsvc.http.errors import ApiError, surface_of
 
 MIB = 1024 * 1024
 
-#: The largest body of a request whose route says nothing else (SPEC §Limits "Body size": each
-#: route's own is in the route table, ``mailsvc.http.router.route``).
+#: The largest body of a request whose route says nothing else (each route's own is in the
+#: route table, ``mailsvc.http.router.route``).
 DEFAULT_BODY_LIMIT = 1 * MIB
 
 #: Seconds to receive a request's headers, from their first byte (``http.header_timeout``).
@@ -65,11 +66,11 @@ class Request(server.Request):
     """A request that refuses to buffer a body over its path's limit and carries an id."""
 
     body_too_large = False
-    request_id = ""
-    route_name = "unmatched"
-    #: The router's check of the request's credentials, begun when its headers came in (None:
-    #: its route needs none, or there is no route).
-    admission = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: Its id, route, surface, the check of its credentials and its caller.
+        self.context = RequestContext()
 
     def gotLength(self, length):  # noqa: N802 (Twisted's name)
         # The request line has been parsed by now; the channel holds its method and path.
@@ -95,10 +96,10 @@ class Request(server.Request):
     def process(self):
         supplied = self.getHeader(b"x-request-id")
         if supplied is not None and _REQUEST_ID.match(supplied):
-            self.request_id = supplied.decode("ascii")
+            self.context.request_id = supplied.decode("ascii")
         else:
-            self.request_id = new_request_id()
-        self.setHeader(b"X-Request-Id", self.request_id.encode("ascii"))
+            self.context.request_id = new_request_id()
+        self.setHeader(b"X-Request-Id", self.context.request_id.encode("ascii"))
         self.channel.site.started(self)
         super().process()
 
@@ -199,7 +200,10 @@ class Channel(http.HTTPChannel):
         self._receiving = request
         if self.length != 0:
             self._deadline = self.callLater(self.body_timeout, self._time_is_up)
-        request.admission = self.site.admit(request, self._command, self._path)
+        # The method is known since the request line: the admission's CSRF rule reads it, and
+        # a check answered at once (a cached credential) would otherwise see Twisted's placeholder.
+        request.method = self._command
+        request.context.admission = self.site.admit(request, self._command, self._path)
 
     # Body
 
@@ -217,7 +221,7 @@ class Channel(http.HTTPChannel):
         request = self._receiving
         if request is None or self._closing:
             return
-        admission = request.admission
+        admission = request.context.admission
         if admission is not None and not admission.decided:
             if not self._waiting_for_admission:
                 self._waiting_for_admission = True
@@ -366,7 +370,7 @@ class Site(server.Site):
         started = getattr(request, "_started_at", None)
         if started is not None:
             self._metrics.observe(
-                request.route_name, request.method.decode("latin-1"), request.code,
+                request.context.route, request.method.decode("latin-1"), request.code,
                 self._clock.seconds() - started,
             )
 

@@ -19,7 +19,8 @@ from twisted.internet.task import Clock
 from mailsvc.app.console import Console, ConsoleSettings
 from mailsvc.app.throttle import Throttle
 from mailsvc.domain.errors import SignInRefused
-from mailsvc.http.router import OPERATOR_SESSION, SAFE_METHODS
+from mailsvc.http.access.base import SAFE_METHODS
+from mailsvc.http.router import OPERATOR_SESSION
 from tests.helpers.console import (
     PASSWORD,
     ConsoleSession,

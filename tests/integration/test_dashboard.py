@@ -21,7 +21,8 @@ from twisted.names.dns import TXT
 import mailsvc.web
 from mailsvc import compose
 from mailsvc.config import load
-from mailsvc.http.router import SAFE_METHODS, SESSION
+from mailsvc.http.access.base import SAFE_METHODS
+from mailsvc.http.router import SESSION
 from mailsvc.ids import uuid7
 from mailsvc.mail import inspection
 from mailsvc.store import accounts

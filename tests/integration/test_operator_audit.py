@@ -11,7 +11,8 @@ import uuid
 
 import pytest_twisted as pt
 
-from mailsvc.http.router import OPERATOR, SAFE_METHODS
+from mailsvc.http.access.base import SAFE_METHODS
+from mailsvc.http.router import OPERATOR
 from tests.helpers.dashboard import PASSWORD, Session, signed_in
 
 #: Makes every write of the audit log fail, in this test's own database.

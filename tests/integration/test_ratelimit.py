@@ -6,6 +6,7 @@ from twisted.internet import defer, reactor, task
 
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.throttle import Limit, Throttle
+from mailsvc.http.access import access_kinds
 from mailsvc.http.api.apikeys import ApiKeysResource
 from mailsvc.http.router import Router
 from mailsvc.http.site import Site
@@ -66,7 +67,8 @@ async def test_http_429_with_retry_after_shared_by_all_keys(api):
     # burst (rate 10 x factor 2) gets through, shared by both keys, and nothing more.
     clock = task.Clock()
     clock.advance(api.parts.submitter.now().timestamp() + 3600)  # past what earlier requests took
-    router = Router(clock, api.parts.keyring, RateLimiter(clock, api.parts.db, 2), "op")
+    router = Router(clock, access_kinds(keyring=api.parts.keyring, limiter=RateLimiter(clock, api.parts.db, 2),
+                                        operator_token="op"))
     router.mount(ApiKeysResource(api.parts.keyring))
     port = reactor.listenTCP(0, Site(router.resource(), clock, Metrics()), interface="127.0.0.1")
     try:

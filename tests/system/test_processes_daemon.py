@@ -16,7 +16,6 @@ import requests
 from tests.helpers.daemon import free_port, serving_pid, twistd, wait_until_listening
 from tests.helpers.polling import until
 
-
 #: Kills workers and times their replacement: nothing else may load the machine beside it.
 pytestmark = pytest.mark.alone
 

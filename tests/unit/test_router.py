@@ -15,6 +15,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from mailsvc.domain.errors import Invalid
+from mailsvc.http.access import access_kinds
+from mailsvc.http.context import context_of
 from mailsvc.http.router import FULL, PUBLIC, Reply, Router, route
 from mailsvc.http.site import Site
 from mailsvc.metrics import Metrics
@@ -29,7 +31,7 @@ class Things:
 
     @route("GET", "/things", access=PUBLIC, native=True)
     async def list(self, request, caller):
-        return {"surface": request.surface}
+        return {"surface": context_of(request).surface}
 
     @route("POST", "/things", access=PUBLIC, native=True)
     async def create(self, request, caller):
@@ -45,7 +47,7 @@ class RouterTests(SynchronousTestCase):
     def setUp(self):
         self.clock = task.Clock()
         self.things = Things()
-        router = Router(self.clock, keyring=None, limiter=None, operator_token="op", request_timeout=60)
+        router = Router(self.clock, access_kinds(keyring=None, limiter=None, operator_token="op"), request_timeout=60)
         router.mount(self.things)
         # Served by the daemon's own Site (request ids, body limits) on the test's clock, bytes in and out.
         self.channel = Site(router.resource(), self.clock, Metrics()).buildProtocol(None)
@@ -140,7 +142,7 @@ class TransportTests(SynchronousTestCase):
     def setUp(self):
         self.clock = task.Clock()
         self.keys = PendingKeys()
-        router = Router(self.clock, keyring=self.keys, limiter=NoLimit(), operator_token="op")
+        router = Router(self.clock, access_kinds(keyring=self.keys, limiter=NoLimit(), operator_token="op"))
         router.mount(Keyed())
         router.mount(Things())
         self.site = Site(router.resource(), self.clock, Metrics(), admit=router.admit,

@@ -11,6 +11,7 @@ from mailsvc.app.apikeys import Caller, KeyRing
 from mailsvc.domain.apikeys import key_name, made_by, new_key
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -59,14 +60,14 @@ class ApiKeysResource:
     @route("POST", "/api-keys", access=FULL, native=True)
     async def create(self, request, caller: Caller):
         row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(201, {**_native(row), "token": str(token)})
         return {"object": "api_key", "id": str(row["id"]), "token": str(token)}
 
     @route("GET", "/api-keys", access=FULL, native=True)
     async def list(self, request, caller: Caller):
         rows, has_more = await self._keys.list(caller.tenant.id, page_of(request.args, None))
-        shown = _native if request.surface == NATIVE else _listed
+        shown = _native if context_of(request).surface == NATIVE else _listed
         if caller.session_id is not None:
             return envelope([{**shown(row), "created_by": _creator(row)} for row in rows], has_more)
         return envelope([shown(row) for row in rows], has_more)
@@ -81,6 +82,6 @@ class ApiKeysResource:
     async def delete(self, request, caller: Caller, key_id: str):
         parsed = _key_id(key_id)
         await self._keys.revoke(caller.tenant.id, parsed)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "api_key", "id": str(parsed), "deleted": True}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.brand import BrandImporter
 from mailsvc.domain.errors import NotFound
+from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
 from mailsvc.http.router import FULL, PUBLIC, Reply, route
 
@@ -19,17 +20,11 @@ SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 class BrandResource:
     def __init__(self, importer: BrandImporter, public_url: str = ""):
         self._importer = importer
-        self._public_url = public_url.rstrip("/")
-
-    def _base_url(self, request) -> str:
-        if self._public_url:
-            return self._public_url
-        host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
-        return f"{'https' if request.isSecure() else 'http'}://{host}"
+        self._public_url = PublicUrl(public_url)
 
     @route("POST", "/brand/import", access=FULL)
     async def run(self, request, caller: Caller):
-        return await self._importer.run(caller.tenant, read_json(request), self._base_url(request))
+        return await self._importer.run(caller.tenant, read_json(request), self._public_url.of(request))
 
     @route("GET", "/files/brand/<name>", access=PUBLIC)
     async def file(self, request, caller, name: str):

@@ -9,31 +9,29 @@ from __future__ import annotations
 
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.broadcasts import Broadcasts
+from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
 
 
-def _base_url(request) -> str:
-    """Where the sender reached this service (the unsubscribe links' base without public_url)."""
-    host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
-    return f"{'https' if request.isSecure() else 'http'}://{host}"
-
-
 class BroadcastsResource:
-    def __init__(self, broadcasts: Broadcasts):
+    def __init__(self, broadcasts: Broadcasts, public_url: str = ""):
         self._broadcasts = broadcasts
+        #: The unsubscribe links' base (``http.public_url``, else where the sender reached this service).
+        self._public_url = PublicUrl(public_url)
 
     async def _written(self, request, caller: Caller, row: dict, main: dict | None = None) -> Reply:
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row["id"])))
         return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row["id"])})
 
     @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("html", "text"))
     async def create(self, request, caller: Caller):
-        row = await self._broadcasts.create(caller.tenant, read_json(request), _base_url(request))
+        row = await self._broadcasts.create(caller.tenant, read_json(request), self._public_url.of(request))
         return await self._written(request, caller, row)
 
     @route("GET", "/broadcasts", access=FULL, native=True)
@@ -54,13 +52,14 @@ class BroadcastsResource:
     @route("DELETE", "/broadcasts/<broadcast_id>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, broadcast_id: str):
         gone = await self._broadcasts.delete(caller.tenant.id, broadcast_id)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "broadcast", "id": str(gone), "deleted": True}
 
     @route("POST", "/broadcasts/<broadcast_id>/send", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)
     async def send(self, request, caller: Caller, broadcast_id: str):
-        row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request), _base_url(request))
+        row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request),
+                                          self._public_url.of(request))
         return await self._written(request, caller, row, {"id": str(row["id"])})
 
     @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT)

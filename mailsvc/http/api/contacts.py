@@ -12,6 +12,7 @@ from mailsvc.app import segments as segment_shapes
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.contacts import Contacts
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE, ROUTE_NOT_FOUND
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -31,7 +32,7 @@ class ContactsResource:
 
     async def _written(self, request, caller: Caller, contact_id, status: int = 200,
                        object_name: str = "contact") -> Reply:
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             row = await self._contacts.get(caller.tenant.id, str(contact_id))
             return Reply(status, shapes.resource(row, object_name))
         return Reply(status, {"object": object_name, "id": str(contact_id)})
@@ -66,7 +67,7 @@ class ContactsResource:
     @route("DELETE", "/contacts/<path:key>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, key: str):
         row = await self._contacts.delete(caller.tenant.id, key)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "contact", "contact": str(row["id"]), "id": str(row["id"]), "deleted": True}
 
@@ -87,7 +88,7 @@ class ContactsResource:
     @route("DELETE", "/contacts/<path:key>/segments/<segment_id>", access=FULL, native=True)
     async def leave(self, request, caller: Caller, key: str, segment_id: str):
         contact_id, parsed = await self._contacts.leave(caller.tenant.id, key, segment_id)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         # The union of the docs' shape (``id`` the contact's, camelCase ``audienceId``) and OAS's.
         return {"object": "contact_segment", "id": str(contact_id), "audienceId": str(parsed),

@@ -7,6 +7,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.domains import Domains, DomainView
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -62,14 +63,14 @@ class DomainsResource:
     @route("POST", "/domains", access=FULL, native=True)
     async def create(self, request, caller: Caller):
         view = await self._domains.create(caller.tenant.id, read_json(request))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(201, {"object": "domain", **_full(view)})
         return Reply(201, _full(view))
 
     @route("GET", "/domains", access=FULL, native=True)
     async def list(self, request, caller: Caller):
         rows, has_more = await self._domains.list(caller.tenant.id, page_of(request.args, None))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return envelope([{"object": "domain", **_item(row)} for row in rows], has_more)
         return envelope([_item(row) for row in rows], has_more)
 
@@ -86,7 +87,7 @@ class DomainsResource:
     async def delete(self, request, caller: Caller, domain_id: str):
         parsed = _domain_id(domain_id)
         await self._domains.delete(caller.tenant.id, parsed)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "domain", "id": str(parsed), "deleted": True}
 
@@ -101,7 +102,7 @@ class DomainsResource:
     @route("POST", "/domains/<domain_id>/verify", access=FULL, native=True)
     async def verify(self, request, caller: Caller, domain_id: str):
         row = await self._domains.verify(caller.tenant.id, _domain_id(domain_id))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(202, {"object": "domain", "id": str(row["id"]), "status": row["status"]})
         return {"object": "domain", "id": str(row["id"])}
 

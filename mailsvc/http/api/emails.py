@@ -16,7 +16,9 @@ from mailsvc.domain.email import submission_from_json
 from mailsvc.domain.errors import DomainError, Invalid, NotFound
 from mailsvc.domain.templates import send_from_json
 from mailsvc.http import errors
+from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json, read_json_value
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, PUBLIC, SEND_BODY_LIMIT, SENDING, Reply, route
@@ -81,21 +83,14 @@ class EmailsResource:
     def __init__(self, submitter: Submitter, emails: Emails, public_url: str = ""):
         self._submitter = submitter
         self._emails = emails
-        self._public_url = public_url.rstrip("/")
-
-    def _base_url(self, request) -> str:
-        """Where this service is reached: configured, else as the client addressed it."""
-        if self._public_url:
-            return self._public_url
-        host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
-        return f"{'https' if request.isSecure() else 'http'}://{host}"
+        self._public_url = PublicUrl(public_url)
 
     async def _submitted(self, request, caller: Caller, scope: str, body, items: list[Item],
                          respond: Callable[[Outcome], Reply], batch: str | None = None) -> Reply:
         result = await self._submitter.submit(
             caller, items, "api", _idempotency_key(request, scope, body),
-            answers=_Answers(respond, request.surface, request.request_id), batch=batch,
-            links_base=self._base_url(request),
+            answers=_Answers(respond, context_of(request).surface, context_of(request).request_id), batch=batch,
+            links_base=self._public_url.of(request),
         )
         if isinstance(result, Replay):
             return Reply(result.status, result.body, headers={"Idempotent-Replayed": "true"})
@@ -107,19 +102,19 @@ class EmailsResource:
 
         def respond(outcome: Outcome) -> Reply:
             (accepted,) = outcome.accepted
-            if request.surface == NATIVE:
+            if context_of(request).surface == NATIVE:
                 return Reply(200, {"object": "email", "id": str(accepted.id), "last_event": accepted.last_event})
             return Reply(200, {"id": str(accepted.id)})
 
         item = Item(lambda now: _read(body, now))
-        return await self._submitted(request, caller, f"send {request.surface}", body, [item], respond)
+        return await self._submitted(request, caller, f"send {context_of(request).surface}", body, [item], respond)
 
     @route("POST", "/emails/batch", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT,
            multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
         # The native batch is atomic (docs/contract/native-api.md): the main surface's header does not apply.
-        permissive = request.surface != NATIVE and (
+        permissive = context_of(request).surface != NATIVE and (
             (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):
             raise Invalid("body", "body must be an array of emails")
@@ -136,7 +131,7 @@ class EmailsResource:
             return Reply(200, {"data": data, "errors": failures})
 
         mode = "permissive" if permissive else "strict"
-        scope = f"batch {request.surface} {mode}"
+        scope = f"batch {context_of(request).surface} {mode}"
         items = [_batch_item(item) for item in body]
         return await self._submitted(request, caller, scope, body, items, respond, batch=mode)
 
@@ -149,7 +144,7 @@ class EmailsResource:
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
         resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             resource["deliveries"] = await self._emails.deliveries(caller.tenant.id, parsed)
         return resource
 
@@ -164,7 +159,7 @@ class EmailsResource:
     @route("POST", "/emails/<email_id>/cancel", access=FULL, native=True)
     async def cancel(self, request, caller: Caller, email_id: str):
         await self._emails.cancel(caller.tenant.id, _email_id(email_id))
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return {"object": "email", "id": email_id, "last_event": "canceled"}
         return {"object": "email", "id": email_id}
 

@@ -15,6 +15,7 @@ from mailsvc.app.segments import Segments, list_item, resource
 from mailsvc.domain.contacts import AUDIENCE, SEGMENT
 from mailsvc.http.api.contacts import CONTACT_TEXTS, arg
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -30,7 +31,7 @@ class SegmentsResource:
     @route("POST", "/segments", access=FULL, native=True)
     async def create(self, request, caller: Caller):
         row = await self._segments.create(caller.tenant.id, read_json(request))
-        body = resource(row) if request.surface == NATIVE else {"object": "segment", "id": str(row["id"]),
+        body = resource(row) if context_of(request).surface == NATIVE else {"object": "segment", "id": str(row["id"]),
                                                                 "name": row["name"]}
         return Reply(201, body)
 
@@ -46,12 +47,12 @@ class SegmentsResource:
     @route("PATCH", "/segments/<segment_id>", access=FULL, native=True)
     async def rename(self, request, caller: Caller, segment_id: str):
         row = await self._segments.rename(caller.tenant.id, segment_id, read_json(request))
-        return resource(row) if request.surface == NATIVE else {"object": "segment", "id": str(row["id"])}
+        return resource(row) if context_of(request).surface == NATIVE else {"object": "segment", "id": str(row["id"])}
 
     @route("DELETE", "/segments/<segment_id>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, segment_id: str):
         gone = await self._segments.delete(caller.tenant.id, segment_id)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "segment", "id": str(gone), "deleted": True}
 

@@ -11,6 +11,7 @@ from mailsvc.app.suppressions import Suppressions, record
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.suppression import batch_addresses, normal_form, origin_filter, removal
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -35,7 +36,7 @@ class SuppressionsResource:
     async def create(self, request, caller: Caller):
         address = normal_form(read_json(request).get("email"))
         row = await self._suppressions.add(caller.tenant.id, address)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(201, _full(row))
         return Reply(201, {"object": "suppression", "id": str(row["id"])})
 
@@ -43,7 +44,7 @@ class SuppressionsResource:
     async def list(self, request, caller: Caller):
         page = page_of(request.args, None)
         found, has_more = await self._suppressions.page(caller.tenant.id, page, _origin(request))
-        shown = _full if request.surface == NATIVE else record
+        shown = _full if context_of(request).surface == NATIVE else record
         return envelope([shown(row) for row in found], has_more)
 
     @route("GET", "/suppressions/<path:key>", access=FULL)
@@ -58,7 +59,7 @@ class SuppressionsResource:
         row = await self._suppressions.remove(caller.tenant.id, key)
         if row is None:
             raise NotFound(KIND)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "suppression", "id": str(row["id"]), "deleted": True}
 

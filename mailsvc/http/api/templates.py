@@ -10,6 +10,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.spam import SpamChecks
 from mailsvc.app.templates import Templates
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
@@ -24,7 +25,7 @@ class TemplatesResource:
         self._spam = spam
 
     async def _written(self, request, caller: Caller, row: dict, status: int = 200) -> Reply:
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(status, await self._templates.get(caller.tenant.id, str(row["id"])))
         return Reply(status, {"id": str(row["id"]), "object": "template"})
 
@@ -51,7 +52,7 @@ class TemplatesResource:
     @route("DELETE", "/templates/<key>", access=FULL, native=True)
     async def delete(self, request, caller: Caller, key: str):
         template_id = await self._templates.delete(caller.tenant.id, key)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "template", "id": str(template_id), "deleted": True}
 

@@ -8,6 +8,7 @@ from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.webhooks import MAIN_NAMING, NATIVE_NAMING, named, new_webhook, webhook_change
 from mailsvc.http.body import read_json
+from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
@@ -41,7 +42,7 @@ class WebhooksResource:
 
     @route("POST", "/webhooks", access=FULL, native=True)
     async def create(self, request, caller: Caller):
-        native = request.surface == NATIVE
+        native = context_of(request).surface == NATIVE
         asked = new_webhook(read_json(request), NATIVE_NAMING) if native else new_webhook(read_json(request))
         row, secret = await self._registry.create(caller.tenant.id, asked)
         shown = _native(row) if native else {"object": "webhook", **_listed(row)}
@@ -50,7 +51,7 @@ class WebhooksResource:
     @route("GET", "/webhooks", access=FULL, native=True)
     async def list(self, request, caller: Caller):
         found, has_more = await self._registry.list(caller.tenant.id, page_of(request.args, None))
-        shown = _native if request.surface == NATIVE else _listed
+        shown = _native if context_of(request).surface == NATIVE else _listed
         return envelope([shown(row) for row in found], has_more)
 
     @route("GET", "/webhooks/<webhook_id>", access=FULL)
@@ -68,7 +69,7 @@ class WebhooksResource:
     async def delete(self, request, caller: Caller, webhook_id: str):
         parsed = _webhook_id(webhook_id)
         await self._registry.delete(caller.tenant.id, parsed)
-        if request.surface == NATIVE:
+        if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "webhook", "id": str(parsed), "deleted": True}
 

@@ -17,19 +17,11 @@ from mailsvc.app.signin import Challenge, SignedIn
 from mailsvc.domain.audit import ACTOR_PREFIXES
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import Invalid, NotFound
+from mailsvc.http.access.dashboard import SESSION_COOKIE, session_token
+from mailsvc.http.baseurl import PublicUrl, plain_http_on_loopback
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
-from mailsvc.http.router import (
-    OPERATOR,
-    SESSION,
-    SESSION_COOKIE,
-    SIGN_IN,
-    Operator,
-    Reply,
-    plain_http_on_loopback,
-    route,
-    session_token,
-)
+from mailsvc.http.router import OPERATOR, SESSION, SIGN_IN, Operator, Reply, route
 from mailsvc.http.security import DashboardSecurity, challenge_json, user_agent_of
 from mailsvc.ids import parse_uuid
 
@@ -39,15 +31,6 @@ log = Logger()
 SET_PASSWORD_PATH = "/ui/#/set-password/"
 #: The audit log's action of a user's set-password link.
 LINK = "user.link"
-
-
-def base_url(request, public_url: str) -> str:
-    """The configured public URL, or the scheme and Host the client used."""
-    if public_url:
-        return public_url.rstrip("/")
-    scheme = "https" if request.isSecure() else "http"
-    host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
-    return f"{scheme}://{host}"
 
 
 def set_password_link(base: str, token: str) -> str:
@@ -123,7 +106,7 @@ def id_or_not_found(text: str, kind: str):
 class AuthResource:
     def __init__(self, dashboard: Dashboard, public_url: str, audit_log: AuditLog):
         self._dashboard = dashboard
-        self._public_url = public_url
+        self._public_url = PublicUrl(public_url)
         #: Every set-password link issued is audited (it can take over an account).
         self._audit_log = audit_log
         self._cookies = Cookies(SESSION_COOKIE, dashboard.settings.lifetime_seconds)
@@ -182,14 +165,14 @@ class AuthResource:
     async def invite(self, request, caller: Caller):
         row, token = await self._dashboard.invite(caller, read_json(request),
                                                   self._audit_log.entry(user_actor(caller), LINK))
-        link = set_password_link(base_url(request, self._public_url), token)
+        link = set_password_link(self._public_url.of(request), token)
         return Reply(201, {**user_json(row), "set_password_url": link})
 
     @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION)
     async def reset_link(self, request, caller: Caller, user_id: str):
         row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
         await self._link_issued(user_actor(caller), row)
-        return {**user_json(row), "set_password_url": set_password_link(base_url(request, self._public_url), token)}
+        return {**user_json(row), "set_password_url": set_password_link(self._public_url.of(request), token)}
 
     @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
     async def remove(self, request, caller: Caller, user_id: str):
@@ -208,13 +191,13 @@ class AuthResource:
         body = read_json(request)
         row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body},
                                                 audit=self._audit_log.entry(operator.name, LINK))
-        link = set_password_link(base_url(request, self._public_url), self._dashboard.password_token(row))
+        link = set_password_link(self._public_url.of(request), self._dashboard.password_token(row))
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
 
     @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE)
     async def operator_link(self, request, operator: Operator):
         """A new set-password link for an existing user found by ``email`` (``mailsvc user link``)."""
         row, token = await self._dashboard.operator_link(read_json(request))
-        link = set_password_link(base_url(request, self._public_url), token)
+        link = set_password_link(self._public_url.of(request), token)
         await self._link_issued(operator.name, row)
         return {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link}

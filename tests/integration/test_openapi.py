@@ -1,6 +1,7 @@
 """The OpenAPI document: generated from the route table, served at /openapi.json, complete."""
 
 import json
+from pathlib import Path
 
 import pytest
 import pytest_twisted
@@ -62,6 +63,22 @@ async def test_the_document_names_every_route_the_router_serves(api):
     assert headers("/v1/emails/batch") == {"Idempotency-Key"}
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))
+
+
+#: The served document as the suite's node serves it: a change to it shows here, in review, as a
+#: change of the published interface (regenerate it from ``GET /openapi.json`` when one is meant).
+SNAPSHOT = Path(__file__).parent.parent / "samples" / "openapi.json"
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_served_document_is_the_one_published(api):
+    code, doc, _ = await api.json("GET", "/openapi.json")
+    assert code == 200
+    published = json.loads(SNAPSHOT.read_text())
+    changed = sorted(path for path in {*doc["paths"], *published["paths"]}
+                     if doc["paths"].get(path) != published["paths"].get(path))
+    assert not changed, f"paths that differ from {SNAPSHOT.name}: {changed}"
+    assert doc == published
 
 
 def test_a_route_without_an_entry_fails_loudly():

@@ -17,7 +17,7 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
 import attrs
@@ -39,6 +39,9 @@ from mailsvc.http import errors
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
 from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
 
+if TYPE_CHECKING:
+    from mailsvc.http.operation import Operation
+
 log = Logger()
 
 PUBLIC = "public"
@@ -54,7 +57,7 @@ SESSION = "session"
 SESSION_FRAME = "session_frame"
 #: No credentials, but a dashboard route (``/auth/*``): dashboard CORS, refused cross-site.
 SIGN_IN = "sign_in"
-#: An operator console session (issue 31 §3): its own cookie, and its CSRF token on
+#: An operator console session (docs/decisions.md, "Operator console"): its own cookie, and its CSRF token on
 #: state-changing methods. Every operator route is also served to it at ``/console`` + path.
 OPERATOR_SESSION = "operator_session"
 #: No credentials, but the console's sign-in (``/console/auth/*``): refused from any other site.
@@ -78,7 +81,7 @@ def is_dashboard_path(path: str) -> bool:
 
 JSON = b"application/json"
 
-#: SPEC §Limits "Body size": what a route other than a write of these takes is DEFAULT_BODY_LIMIT.
+#: The largest bodies of these writes; every other route takes DEFAULT_BODY_LIMIT.
 SEND_BODY_LIMIT = 50 * MIB  # POST /emails and /emails/batch
 TEMPLATE_BODY_LIMIT = 5 * MIB  # template and broadcast writes (and the builder's, and previews)
 
@@ -110,6 +113,7 @@ class Route:
     dashboard: bool = True
     body_limit: int = DEFAULT_BODY_LIMIT
     multi_line: tuple[str, ...] = ()
+    op: Operation | None = None
 
 
 @attrs.frozen
@@ -127,6 +131,8 @@ class Mounted:
     body_limit: int = DEFAULT_BODY_LIMIT
     #: The paths of its body whose strings may hold lines (``mailsvc.domain.text.MultiLine``).
     multi_line: tuple[str, ...] = ()
+    #: What the OpenAPI document says of it (its route's, on every copy).
+    op: Operation | None = None
 
 
 class Admission:
@@ -169,20 +175,21 @@ class Admission:
 
 
 def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False,
-          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = ()):
+          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = (),
+          op: Operation | None = None):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
     also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
     A route an API key may call is also served at ``/dashboard`` + ``path`` to a session,
     unless ``dashboard`` is False. ``body_limit``: the largest body it takes, on every copy;
     ``multi_line``: the paths of its body whose strings may hold line breaks (every other string
-    of the body is one line, ``mailsvc.http.body``).
+    of the body is one line, ``mailsvc.http.body``). ``op``: what the OpenAPI document says of it.
     """
 
     def mark(handler):
         handler.routes = (*getattr(handler, "routes", ()),
                           Route(method, path, access, surface, native, dashboard, body_limit,
-                                tuple(multi_line)))
+                                tuple(multi_line), op))
         return handler
 
     return mark
@@ -250,21 +257,23 @@ class Router:
         for name in dir(type(resource)):
             for r in getattr(getattr(type(resource), name), "routes", ()):
                 handler = getattr(resource, name)
-                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line)
+                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line, op=r.op)
                 if r.native:
-                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line)
+                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line,
+                                   op=r.op)
                 if r.dashboard and r.access in (FULL, SENDING):
                     # A route only the native API has (/v1/usage) is served at /dashboard/usage.
                     mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
                     self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, r.body_limit,
-                                   r.multi_line, mirror_of=r.path)
+                                   r.multi_line, mirror_of=r.path, op=r.op)
                 if r.access == OPERATOR and self._console is not None:
                     self._register("/console" + r.path, r.method, OPERATOR_SESSION, r.surface, handler,
-                                   r.body_limit, r.multi_line, mirror_of=r.path)
+                                   r.body_limit, r.multi_line, mirror_of=r.path, op=r.op)
 
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
-                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None) -> None:
+                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None,
+                  op: Operation | None = None) -> None:
         cors = access == PUBLIC and path.startswith("/public/")
         lines = MultiLine(multi_line)
         dashboard = is_dashboard_path(path)
@@ -292,7 +301,7 @@ class Router:
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = access
         self._body_limits[f"{method} {path}"] = body_limit
-        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line))
+        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line, op))
         self._endpoint_cache.clear()
         if cors:
             self._add_preflight(path, method)
@@ -347,7 +356,7 @@ class Router:
 
     def _add_preflight(self, path: str, method: str, dashboard: bool = False) -> None:
         """
-        SPEC §Authentication 7: ``/public/*`` answers CORS preflight for its configured origins,
+        ``/public/*`` answers CORS preflight for its configured origins,
         the dashboard's routes for ``dashboard.origins`` (with credentials).
         """
         methods = self._public_methods.setdefault(path, set())

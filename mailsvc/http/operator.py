@@ -57,8 +57,8 @@ class OperatorResource:
 
     @route("GET", "/admin/v1", access=OPERATOR, surface=NATIVE,
            op=Operation("This node: version, roles, the onion address when published",
-                 responses={200: obj(("object", "version", "roles", "onion"), object={"const": "node"}, version=STR,
-                              roles={"type": "array", "items": STR}, onion=NULLABLE_STR)}))
+                        responses={200: obj(("object", "version", "roles", "onion"), object={"const": "node"},
+                                            version=STR, roles={"type": "array", "items": STR}, onion=NULLABLE_STR)}))
     async def node(self, request, _):
         """This node: its version and roles, and its onion address once published (tor.onion)."""
         return {"object": "node", **self._node_info}
@@ -72,8 +72,8 @@ class OperatorResource:
 
     @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE,
            op=Operation("Create a tenant and its first API key",
-                 obj(("name",), id=UUID, **TENANT_FIELDS),
-                 {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)))
+                       obj(("name",), id=UUID, **TENANT_FIELDS),
+                       {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)))
     async def create_tenant(self, request, operator: Operator):
         """Audited: it hands out a full-access key."""
         tenant, key, token = await self._accounts.create_tenant(
@@ -105,13 +105,13 @@ class OperatorResource:
 
     @route("GET", "/admin/v1/destinations", access=OPERATOR, surface=NATIVE,
            op=Operation(
-"Adaptive shaping: the current limits of every throttled destination, and the starting limits",
-responses={200: obj(("object", "source", "data", "defaults"), object={"const": "list"}, source=STR,
- data={"type": "array", "items": obj(
-     ("object", "destination", "concurrency", "rate_per_sec", "throttled_at", "changed_at"),
-     object={"const": "destination"}, destination=STR, concurrency=INT, rate_per_sec=NUMBER,
-     throttled_at=NULLABLE_STR, changed_at=NULLABLE_STR)},
- defaults={"type": "array", "items": DESTINATION_DEFAULT})}))
+               "Adaptive shaping: the current limits of every throttled destination, and the starting limits",
+               responses={200: obj(("object", "source", "data", "defaults"), object={"const": "list"}, source=STR,
+                            data={"type": "array", "items": obj(
+                                ("object", "destination", "concurrency", "rate_per_sec", "throttled_at", "changed_at"),
+                                object={"const": "destination"}, destination=STR, concurrency=INT, rate_per_sec=NUMBER,
+                                throttled_at=NULLABLE_STR, changed_at=NULLABLE_STR)},
+                            defaults={"type": "array", "items": DESTINATION_DEFAULT})}))
     async def destinations(self, request, _):
         """The current limits of every throttled destination, and the operator's starting limits."""
         rows = await self._destinations.limits()
@@ -129,10 +129,10 @@ responses={200: obj(("object", "source", "data", "defaults"), object={"const": "
 
     @route("PUT", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE,
            op=Operation(
-"Set the starting limits of a host name or domain suffix",
-obj(("concurrency", "rate_per_sec"), concurrency={"type": "integer", "minimum": 1, "maximum": 1000},
-rate_per_sec={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
-{200: DESTINATION_DEFAULT}))
+               "Set the starting limits of a host name or domain suffix",
+               obj(("concurrency", "rate_per_sec"), concurrency={"type": "integer", "minimum": 1, "maximum": 1000},
+                   rate_per_sec={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
+               {200: DESTINATION_DEFAULT}))
     async def set_destination_default(self, request, operator: Operator, pattern: str):
         pattern = pattern.strip().lower().rstrip(".")
         if not pattern or len(pattern) > 253 or any(c.isspace() or c in "/*" for c in pattern):
@@ -151,9 +151,9 @@ rate_per_sec={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
 
     @route("DELETE", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE,
            op=Operation(
-"Remove a destination's starting limits",
-responses={200: obj(("object", "pattern", "deleted"), object={"const": "destination_default"}, pattern=STR,
-deleted={"const": True})}))
+               "Remove a destination's starting limits",
+               responses={200: obj(("object", "pattern", "deleted"), object={"const": "destination_default"},
+                                   pattern=STR, deleted={"const": True})}))
     async def delete_destination_default(self, request, operator: Operator, pattern: str):
         pattern = pattern.strip().lower()
         if not await self._destinations.delete_default(
@@ -163,9 +163,9 @@ deleted={"const": True})}))
 
     @route("DELETE", "/admin/v1/destinations/<destination>", access=OPERATOR, surface=NATIVE,
            op=Operation(
-"Reset a destination's limits to the starting ones",
-responses={200: obj(("object", "destination", "deleted"), object={"const": "destination"}, destination=STR,
-deleted={"const": True})}))
+               "Reset a destination's limits to the starting ones",
+               responses={200: obj(("object", "destination", "deleted"), object={"const": "destination"},
+                                   destination=STR, deleted={"const": True})}))
     async def reset_destination(self, request, operator: Operator, destination: str):
         """Back to the starting limits (every node reads it within 15 s)."""
         destination = destination.strip().lower()

@@ -16,11 +16,11 @@ class AiResource:
     @route("POST", "/template-builder/ai/generate", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("prompt",),
            op=Operation(
-"Generate a builder document from a prompt (top plan; counts against the AI quota)",
-obj(("prompt",), prompt={"type": "string", "minLength": 1, "maxLength": 2000}, language=STR, theme=OBJECT,
-variables={"type": "array", "maxItems": 50, "items": STR}, template_id=UUID),
-{200: obj(("object", "subject", "preview_text", "document"), object={"const": "builder_ai_generation"},
-subject=STR, preview_text=STR, document=OBJECT)},
-errors=(429, 502)))
+               "Generate a builder document from a prompt (top plan; counts against the AI quota)",
+               obj(("prompt",), prompt={"type": "string", "minLength": 1, "maxLength": 2000}, language=STR,
+                   theme=OBJECT, variables={"type": "array", "maxItems": 50, "items": STR}, template_id=UUID),
+               {200: obj(("object", "subject", "preview_text", "document"), object={"const": "builder_ai_generation"},
+                         subject=STR, preview_text=STR, document=OBJECT)},
+               errors=(429, 502)))
     async def generate(self, request, caller: Caller):
         return await self._ai.generate(caller.tenant, read_json(request))

@@ -30,19 +30,19 @@ class BrandResource:
 
     @route("POST", "/brand/import", access=FULL,
            op=Operation(
-"Read a website's logos, colours and fonts into a proposed theme and brand (top plan)",
-obj(url=STR, apply=BOOL, ai=BOOL, language=STR),
-{200: obj(("object", "url", "logos", "colors", "fonts", "theme", "brand", "warnings", "applied"),
-      object={"const": "brand_import"}, url=STR, name=NULLABLE_STR, logos={"type": "array"},
-      colors={"type": "array"}, palette=OBJECT, fonts={"type": "array"}, socials={"type": "array"},
-      theme=OBJECT, brand=OBJECT, warnings={"type": "array", "items": STR}, applied=BOOL)},
-errors=(429,)))
+               "Read a website's logos, colours and fonts into a proposed theme and brand (top plan)",
+               obj(url=STR, apply=BOOL, ai=BOOL, language=STR),
+               {200: obj(("object", "url", "logos", "colors", "fonts", "theme", "brand", "warnings", "applied"),
+                         object={"const": "brand_import"}, url=STR, name=NULLABLE_STR, logos={"type": "array"},
+                         colors={"type": "array"}, palette=OBJECT, fonts={"type": "array"}, socials={"type": "array"},
+                         theme=OBJECT, brand=OBJECT, warnings={"type": "array", "items": STR}, applied=BOOL)},
+               errors=(429,)))
     async def run(self, request, caller: Caller):
         return await self._importer.run(caller.tenant, read_json(request), self._base_url(request))
 
     @route("GET", "/files/brand/<name>", access=PUBLIC,
            op=Operation("A logo a brand import stored", responses={200: None}, content_type="image/png",
-                 also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")))
+                       also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")))
     async def file(self, request, caller, name: str):
         found = await self._importer.file(name)
         if found is None:

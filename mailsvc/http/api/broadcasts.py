@@ -71,10 +71,10 @@ class BroadcastsResource:
     @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("html", "text"),
            op=Operation(
-"Create a broadcast: a draft, or sent now (`send`) or at `scheduled_at`",
-{**obj(("from", "subject"), **BROADCAST_FIELDS, send=BOOL, scheduled_at=STR),
-"anyOf": [{"required": ["segment_id"]}, {"required": ["audience_id"]}]},
-{200: BROADCAST_WRITTEN}, {200: BROADCAST}, errors=(503,)))
+               "Create a broadcast: a draft, or sent now (`send`) or at `scheduled_at`",
+               {**obj(("from", "subject"), **BROADCAST_FIELDS, send=BOOL, scheduled_at=STR),
+                "anyOf": [{"required": ["segment_id"]}, {"required": ["audience_id"]}]},
+               {200: BROADCAST_WRITTEN}, {200: BROADCAST}, errors=(503,)))
     async def create(self, request, caller: Caller):
         row = await self._broadcasts.create(caller.tenant, read_json(request), _base_url(request))
         return await self._written(request, caller, row)
@@ -93,18 +93,19 @@ class BroadcastsResource:
     @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("html", "text"),
            op=Operation("Update a draft broadcast (409 broadcast_not_draft otherwise)",
-                 obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
-                 errors=(409,)))
+                       obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
+                       errors=(409,)))
     async def update(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.update(caller.tenant.id, broadcast_id, read_json(request))
         return await self._written(request, caller, row)
 
     @route("DELETE", "/broadcasts/<broadcast_id>", access=FULL, native=True,
            op=Operation(
-"Delete a draft or scheduled broadcast, or a canceled or failed one whose mail has left the queue"
-" (409 broadcast_in_progress, broadcast_not_cancelable)",
-responses={200: obj(("object", "id", "deleted"), object={"const": "broadcast"}, id=UUID, deleted={"const": True})},
-native_responses={204: None}, errors=(409,)))
+               "Delete a draft or scheduled broadcast, or a canceled or failed one whose mail has left the queue"
+               " (409 broadcast_in_progress, broadcast_not_cancelable)",
+               responses={200: obj(("object", "id", "deleted"), object={"const": "broadcast"}, id=UUID,
+                                   deleted={"const": True})},
+               native_responses={204: None}, errors=(409,)))
     async def delete(self, request, caller: Caller, broadcast_id: str):
         gone = await self._broadcasts.delete(caller.tenant.id, broadcast_id)
         if request.surface == NATIVE:
@@ -113,34 +114,36 @@ native_responses={204: None}, errors=(409,)))
 
     @route("POST", "/broadcasts/<broadcast_id>/send", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation(
-"Send a draft now or at `scheduled_at` (409 broadcast_in_progress, broadcast_not_cancelable; 403 over the"
-" operator's spam threshold)", obj(scheduled_at=STR), {200: ID}, {200: BROADCAST}, errors=(409, 503)))
+               "Send a draft now or at `scheduled_at` (409 broadcast_in_progress, broadcast_not_cancelable; 403 over"
+               " the operator's spam threshold)",
+               obj(scheduled_at=STR), {200: ID}, {200: BROADCAST}, errors=(409, 503)))
     async def send(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request), _base_url(request))
         return await self._written(request, caller, row, {"id": str(row["id"])})
 
     @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation(
-"Cancel a broadcast: scheduled back to draft, queued or sending to canceled (409 broadcast_not_cancelable)",
-responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}, errors=(409,)))
+               "Cancel a broadcast: scheduled back to draft, queued or sending to canceled"
+               " (409 broadcast_not_cancelable)",
+               responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}, errors=(409,)))
     async def cancel(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.cancel(caller.tenant.id, broadcast_id)
         return await self._written(request, caller, row)
 
     @route("POST", "/broadcasts/<broadcast_id>/duplicate", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation("Duplicate a broadcast as a new draft",
-                 responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}))
+                       responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}))
     async def duplicate(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.duplicate(caller.tenant.id, broadcast_id)
         return await self._written(request, caller, row)
 
     @route("POST", "/broadcasts/<broadcast_id>/preview", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation(
-"The broadcast rendered for a contact (`contact_id`, else a member of its segment, else none);"
-" with spam.spamd, its spam score as `spam`",
-obj(contact_id=UUID),
-{200: obj(("object", "subject", "html", "text", "contact_id"), object={"const": "broadcast_preview"},
-subject=STR, html=NULLABLE_STR, text=NULLABLE_STR, contact_id=NULLABLE_UUID,
-spam=PREVIEW_SPAM)}))
+               "The broadcast rendered for a contact (`contact_id`, else a member of its segment, else none);"
+               " with spam.spamd, its spam score as `spam`",
+               obj(contact_id=UUID),
+               {200: obj(("object", "subject", "html", "text", "contact_id"), object={"const": "broadcast_preview"},
+                         subject=STR, html=NULLABLE_STR, text=NULLABLE_STR, contact_id=NULLABLE_UUID,
+                         spam=PREVIEW_SPAM)}))
     async def preview(self, request, caller: Caller, broadcast_id: str):
         return await self._broadcasts.preview(caller.tenant.id, broadcast_id, read_json(request))

@@ -47,16 +47,16 @@ class ContactsResource:
     @route("POST", "/contacts/batch", access=FULL, native=True,
            multi_line=tuple(f"contacts[].{path}" for path in CONTACT_TEXTS),
            op=Operation(
-"Create or update up to 1,000 contacts",
-obj(("contacts",), contacts={"type": "array", "items": CONTACT}, segment_id=UUID),
-{200: obj(("data", "errors"), data={"type": "array"}, errors={"type": "array"})}))
+               "Create or update up to 1,000 contacts",
+               obj(("contacts",), contacts={"type": "array", "items": CONTACT}, segment_id=UUID),
+               {200: obj(("data", "errors"), data={"type": "array"}, errors={"type": "array"})}))
     async def batch(self, request, caller: Caller):
         data, errors = await self._contacts.batch(caller.tenant.id, read_json(request))
         return {"object": "list", "data": data, "errors": errors}
 
     @route("GET", "/contacts", access=FULL, native=True,
            op=Operation("List contacts", responses={200: listing()},
-                 query=(*PAGE, ("q", STR), ("segment_id", UUID), ("audience_id", UUID))))
+                       query=(*PAGE, ("q", STR), ("segment_id", UUID), ("audience_id", UUID))))
     async def list(self, request, caller: Caller):
         segment_id = arg(request, "segment_id") or arg(request, "audience_id")
         found, has_more = await self._contacts.list(
@@ -99,7 +99,7 @@ obj(("contacts",), contacts={"type": "array", "items": CONTACT}, segment_id=UUID
 
     @route("DELETE", "/contacts/<path:key>/segments/<segment_id>", access=FULL, native=True,
            op=Operation("Remove a contact from a segment", responses={200: OBJECT},
-                 native_responses={204: None}))
+                       native_responses={204: None}))
     async def leave(self, request, caller: Caller, key: str, segment_id: str):
         contact_id, parsed = await self._contacts.leave(caller.tenant.id, key, segment_id)
         if request.surface == NATIVE:

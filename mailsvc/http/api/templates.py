@@ -38,7 +38,7 @@ class TemplatesResource:
 
     @route("POST", "/templates", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT, multi_line=TEMPLATE_TEXTS,
            op=Operation("Create a template", obj(("name",), **TEMPLATE_FIELDS),
-                 {201: RESOURCE}, errors=(409,)))
+                       {201: RESOURCE}, errors=(409,)))
     async def create(self, request, caller: Caller):
         row = await self._templates.create(caller.tenant, read_json(request))
         return await self._written(request, caller, row, 201)
@@ -83,10 +83,10 @@ class TemplatesResource:
     @route("POST", "/templates/<key>/preview", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("variables.**",),
            op=Operation(
-"Preview a template with variables (with spam.spamd, its spam score as `spam`)",
-obj(variables=OBJECT),
-{200: obj(("object", "subject", "html", "text"), object={"const": "template_preview"},
-subject=NULLABLE_STR, html=STR, text=NULLABLE_STR, spam=PREVIEW_SPAM)}))
+               "Preview a template with variables (with spam.spamd, its spam score as `spam`)",
+               obj(variables=OBJECT),
+               {200: obj(("object", "subject", "html", "text"), object={"const": "template_preview"},
+                         subject=NULLABLE_STR, html=STR, text=NULLABLE_STR, spam=PREVIEW_SPAM)}))
     async def preview(self, request, caller: Caller, key: str):
         preview, sender = await self._templates.preview_and_sender(caller.tenant.id, key, read_json(request))
         if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview,

@@ -26,8 +26,8 @@ class ContentReads:
 
     @route("GET", "/dashboard/segment-sizes", access=SESSION,
            op=Operation("The account's segments with their number of contacts", responses={200: {
-**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
-("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}))
+      **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
+      ("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}))
     async def segment_sizes(self, request, caller: Caller):
         rows = await self._reads.segment_sizes(caller.tenant.id)
         return {"object": "list", "has_more": False,
@@ -35,15 +35,15 @@ class ContentReads:
 
     @route("POST", "/dashboard/previews", access=SESSION, body_limit=TEMPLATE_BODY_LIMIT, multi_line=("html",),
            op=Operation("Keep HTML for a sandboxed preview frame (10 minutes)",
-                 obj(("html",), html=STR),
-                 {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}))
+                       obj(("html",), html=STR),
+                       {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}))
     async def keep_preview(self, request, caller: Caller):
         token = await self._reads.keep_preview(caller.tenant.id, read_json(request).get("html"))
         return {"object": "preview", "id": token, "url": f"/dashboard/previews/{token}"}
 
     @route("GET", "/dashboard/previews/<token>", access=SESSION_FRAME,
            op=Operation("A kept preview's HTML, under the e-mail preview policy", responses={200: None},
-                 content_type="text/html"))
+                       content_type="text/html"))
     async def preview(self, request, caller: Caller, token: str):
         html = await self._reads.preview(caller.tenant.id, token)
         return Reply(200, html, b"text/html; charset=utf-8", {
@@ -53,9 +53,9 @@ class ContentReads:
 
     @route("GET", "/dashboard/templates/<key>/published", access=SESSION,
            op=Operation(
-"A template's published version (for the draft-against-published diff)", responses={200: obj(
-("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},
-**{"from": STR}, subject=STR, html=STR, text=STR)}))
+               "A template's published version (for the draft-against-published diff)", responses={200: obj(
+                   ("object", "id"), object={"const": "template_version"}, id={"type": ["string", "null"]},
+                   **{"from": STR}, subject=STR, html=STR, text=STR)}))
     async def published(self, request, caller: Caller, key: str):
         """The published version's content, for the draft-against-published diff before a publish."""
         parsed = parse_uuid(key)

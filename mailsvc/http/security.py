@@ -153,7 +153,7 @@ class DashboardSecurity:
 
     @route("POST", "/dashboard/sessions/sign-out-others", access=SESSION,
            op=Operation("Sign out everywhere but this session", responses={200: obj(
-      ("object", "revoked"), object={"const": "list"}, revoked=INT)}))
+               ("object", "revoked"), object={"const": "list"}, revoked=INT)}))
     async def sign_out_others(self, request, caller: Caller):
         """Sign out everywhere but this session."""
         ended = await self._dashboard.revoke_other_sessions(caller.user_id, caller.session_id)

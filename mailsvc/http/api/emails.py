@@ -166,7 +166,7 @@ class EmailsResource:
 
     @route("GET", "/emails/<email_id>", access=SENDING, native=True,
            op=Operation("Retrieve an e-mail", responses={200: obj(("object", "id"), object={"const": "email"},
-                                                         id=UUID)}))
+                                                                id=UUID)}))
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
         resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))

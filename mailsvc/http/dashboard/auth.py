@@ -204,7 +204,7 @@ class AuthResource:
 
     @route("GET", "/dashboard/users", access=SESSION,
            op=Operation("List the account's users", responses={200: {**LIST_ONLY, "properties": {
-      **LIST_ONLY["properties"], "data": {"type": "array", "items": USER}}}}))
+               **LIST_ONLY["properties"], "data": {"type": "array", "items": USER}}}}))
     async def users(self, request, caller: Caller):
         return {"object": "list", "has_more": False,
                 "data": [user_json(row) for row in await self._dashboard.users(caller.tenant.id)]}

@@ -26,8 +26,8 @@ class ContentReads:
 
     @route("GET", "/dashboard/segment-sizes", access=SESSION,
            op=Operation("The account's segments with their number of contacts", responses={200: {
-      **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
-      ("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}))
+               **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {"type": "array", "items": obj(
+                   ("id", "name", "contacts"), id=UUID, name=STR, contacts=INT)}}}}))
     async def segment_sizes(self, request, caller: Caller):
         rows = await self._reads.segment_sizes(caller.tenant.id)
         return {"object": "list", "has_more": False,

@@ -45,9 +45,9 @@ class ReadsResource:
 
     @route("GET", "/dashboard/stats", access=SESSION,
            op=Operation("Sends and outcomes per day over 30 days, and the quota used", responses={200: obj(
-      ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
-      days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
-                                    sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
+               ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
+               days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
+                                                   sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
     async def stats(self, request, caller: Caller):
         """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
         return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
@@ -55,11 +55,11 @@ class ReadsResource:
 
     @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION,
            op=Operation("An e-mail's events and its deliveries", responses={200: obj(
-      ("object", "has_more", "data", "deliveries"), object={"const": "list"}, has_more={"const": False},
-      data={"type": "array", "items": obj(("id", "type", "created_at", "data"), id=UUID, type=STR,
-                 created_at=STR, recipient=NULLABLE_STR, data=OBJECT)},
-      deliveries={"type": "array", "items": obj(("recipient", "status", "attempts"), recipient=STR, status=STR,
-                       attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}))
+               ("object", "has_more", "data", "deliveries"), object={"const": "list"}, has_more={"const": False},
+               data={"type": "array", "items": obj(("id", "type", "created_at", "data"), id=UUID, type=STR,
+                                                   created_at=STR, recipient=NULLABLE_STR, data=OBJECT)},
+               deliveries={"type": "array", "items": obj(("recipient", "status", "attempts"), recipient=STR, status=STR,
+                                                         attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}))
     async def timeline(self, request, caller: Caller, email_id: str):
         rows, deliveries = await self._reads.email_timeline(caller.tenant.id, id_or_not_found(email_id, "Email"))
         return {

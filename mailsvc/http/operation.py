@@ -26,7 +26,7 @@ def obj(required: tuple[str, ...] = (), **properties) -> dict:
 
 
 def listing(item: dict = OBJECT) -> dict:
-    """The list envelope of every list endpoint (SPEC "Endpoints")."""
+    """The list envelope of every list endpoint."""
     return obj(("object", "has_more", "data"), object={"const": "list"}, has_more=BOOL,
                data={"type": "array", "items": item})
 
@@ -35,7 +35,7 @@ def ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-#: Pagination query parameters (SPEC "Limits"); the service answers 422 outside them.
+#: Pagination query parameters; the service answers 422 outside them.
 PAGE = (("limit", {"type": "integer", "minimum": 1, "maximum": 100}), ("after", UUID), ("before", UUID))
 RESOURCE = obj(("object", "id"), object=STR, id=STR)  # the {object, id} reply of a write
 ID = obj(("id",), id=STR)

@@ -101,7 +101,7 @@ class OperatorResource:
     async def tenant_usage(self, request, _, tenant_id: str):
         return await self._accounts.usage(await self._accounts.tenant(tenant_id))
 
-    # -- adaptive shaping (issue 23) -------------------------------------------------------
+    # -- adaptive shaping --------------------------------------------------------------------
 
     @route("GET", "/admin/v1/destinations", access=OPERATOR, surface=NATIVE,
            op=Operation(

@@ -1,5 +1,5 @@
 """
-The operator API's queue, audit log, named operator tokens and tenants list (issue 31; the
+The operator API's queue, audit log, named operator tokens and tenants list (the
 contract the command line calls: docs/operations.md "The queue").
 """
 

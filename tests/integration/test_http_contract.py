@@ -93,7 +93,7 @@ async def test_body_limit_is_enforced_before_buffering(api):
 
 @pt.ensureDeferred
 async def test_body_limits_by_route(api):
-    # SPEC §Limits "Body size": the route's own, on its /v1 and /dashboard copies too.
+    # The body limit is the route's own, on its /v1 and /dashboard copies too.
     limit = api.parts.router.body_limit
     some_id = b"0190f5a4-0000-7000-8000-000000000000"
     for method, path, expected in [

@@ -1,4 +1,4 @@
-"""AI generation (issue 19): ``POST /template-builder/ai/generate`` (``mailsvc.app.ai``)."""
+"""AI generation: ``POST /template-builder/ai/generate`` (``mailsvc.app.ai``)."""
 
 from __future__ import annotations
 

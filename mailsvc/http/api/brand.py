@@ -1,5 +1,5 @@
 """
-Brand import (issue 19): ``POST /brand/import`` and the logos it stored, served by every node at
+Brand import: ``POST /brand/import`` and the logos it stored, served by every node at
 ``/files/brand/<id>.<ext>`` (cached for a year: a file never changes under its id; an SVG with a
 Content-Security-Policy that runs nothing and loads nothing).
 """

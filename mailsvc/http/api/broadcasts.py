@@ -1,8 +1,8 @@
 """
-Broadcasts: main ``/broadcasts`` (SPEC "Broadcasts", COMPAT.md §10; where they differ SPEC
-wins: create answers 200) and native ``/v1/broadcasts``, which answers a write with the whole
-broadcast and a delete with 204. ``POST /broadcasts/{id}/preview`` (absent from the hosted
-API) renders the message for a contact, for the UI.
+Broadcasts: main ``/broadcasts`` (the compatible contract's shapes, but a create answers 200)
+and native ``/v1/broadcasts``, which answers a write with the whole broadcast and a delete
+with 204. ``POST /broadcasts/{id}/preview`` (absent from the hosted API) renders the message
+for a contact, for the UI.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
 from mailsvc.http.schemas import PREVIEW_SPAM
 
 BROADCAST_STATUS = {"enum": ["draft", "scheduled", "queued", "sending", "sent", "canceled", "failed"]}
-#: A broadcast's create and PATCH body (domain/broadcasts.py ``broadcast_fields``; SPEC "Broadcasts").
+#: A broadcast's create and PATCH body (domain/broadcasts.py ``broadcast_fields``).
 BROADCAST_FIELDS = dict(segment_id=UUID, audience_id=UUID, name=STR, **{"from": STR}, subject=STR,
                         reply_to=STR_OR_LIST, preview_text=STR, html=STR, text=STR,
                         topic_id={"enum": [None, ""]})
-#: SPEC "Broadcast", as ``GET /broadcasts/{id}`` shows it (app/broadcasts.py ``resource``).
+#: A broadcast as ``GET /broadcasts/{id}`` shows it (app/broadcasts.py ``resource``).
 BROADCAST = obj(
     ("object", "id", "name", "segment_id", "audience_id", "from", "subject", "reply_to", "preview_text", "html",
      "text", "status", "created_at", "scheduled_at", "sent_at", "topic_id", "recipients", "stats"),

@@ -1,5 +1,5 @@
 """
-The template builder (issue 18): ``GET /template-builder`` (capabilities), ``GET`` and
+The template builder: ``GET /template-builder`` (capabilities), ``GET`` and
 ``PATCH /template-builder/theme``, ``POST /template-builder/render`` (an extension: the live
 preview of an unsaved document, docs/decisions.md), and the social icons its e-mails show,
 served by the daemon itself at ``/files/social/<network>.png`` (no third-party image host).

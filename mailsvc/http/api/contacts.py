@@ -1,8 +1,8 @@
 """
-Contacts: main ``/contacts`` (shapes of COMPAT.md §7, SPEC note G) and native ``/v1/contacts``.
+Contacts: main ``/contacts`` (the compatible contract's shapes) and native ``/v1/contacts``.
 ``{key}`` is a contact id or an address, raw or percent-encoded (``%2F`` included, hence the
 ``path`` converter). The native surface answers writes with the whole contact and a delete
-with 204. ``/contacts/{key}/topics`` answers 404: topics are unavailable (SPEC).
+with 204. ``/contacts/{key}/topics`` answers 404: topics are unavailable.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Domains: main ``/domains`` (COMPAT.md §3 shapes) and native ``/v1/domains``."""
+"""Domains: main ``/domains`` (the compatible contract's shapes) and native ``/v1/domains``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _domain_id(text: str):
 
 
 def _item(row: dict) -> dict:
-    """A list item: no ``object``, no ``records`` (COMPAT.md §3)."""
+    """A list item: no ``object``, no ``records`` (as the compatible contract lists them)."""
     return {
         "id": str(row["id"]),
         "name": row["name"],
@@ -105,7 +105,7 @@ class DomainsResource:
                        responses={200: DMARC}, query=(("days", {"type": "integer", "minimum": 1,
                                                          "maximum": 366}),)))
     async def dmarc(self, request, caller: Caller, domain_id: str):
-        """An extension of the main surface: DMARC aggregate reports read back (issue 23)."""
+        """An extension of the main surface: DMARC aggregate reports read back."""
         raw = (request.args.get(b"days") or [b"30"])[0]
         if not raw.isdigit() or not 1 <= int(raw) <= 366:
             raise Invalid("days", "days must be a number of days from 1 to 366")

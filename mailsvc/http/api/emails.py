@@ -136,7 +136,7 @@ class EmailsResource:
                        main_only_headers=("x-batch-validation",), errors=(400, 409)))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
-        # The native batch is atomic (SPEC "Native API"): the main surface's header does not apply.
+        # The native batch is atomic: the main surface's header does not apply.
         permissive = request.surface != NATIVE and (
             (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):

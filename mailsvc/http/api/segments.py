@@ -1,9 +1,8 @@
 """
-Segments (COMPAT.md §8) on the main and native surfaces, and the legacy audience paths
-(SPEC "Audiences (legacy)", COMPAT.md §9): the same rows and ids, shown with ``object``
+Segments on the main and native surfaces, and the legacy audience paths: the same rows and ids, shown with ``object``
 ``audience``, and contacts under ``/audiences/{id}/contacts`` shown with ``object``
 ``audience_contact``. The audience id does not filter a retrieval, an update or a delete of
-a contact (SPEC "Contact"); it must name one of the account's audiences all the same.
+a contact; it must name one of the account's audiences all the same.
 """
 
 from __future__ import annotations

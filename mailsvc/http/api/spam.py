@@ -1,4 +1,4 @@
-"""``POST /emails/check`` (issue 23): a message scored by SpamAssassin, nothing sent."""
+"""``POST /emails/check``: a message scored by SpamAssassin, nothing sent."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """
-Suppressions: main ``/suppressions`` (shapes of COMPAT.md §11, origins of the SPEC)
+Suppressions: main ``/suppressions`` (the compatible contract's shapes, this service's origins)
 and native ``/v1/suppressions``. A path names a record by its id or by its address, which
 may be percent-encoded (``%2F`` included, hence the ``path`` converter).
 """

@@ -1,5 +1,5 @@
 """
-Templates: main ``/templates`` (shapes of COMPAT.md §6) and native ``/v1/templates``.
+Templates: main ``/templates`` (the compatible contract's shapes) and native ``/v1/templates``.
 ``{key}`` is a template id or alias. The native surface answers a write with the whole
 template and a delete with 204.
 """
@@ -89,7 +89,7 @@ class TemplatesResource:
                          subject=NULLABLE_STR, html=STR, text=NULLABLE_STR, spam=PREVIEW_SPAM)}))
     async def preview(self, request, caller: Caller, key: str):
         preview, sender = await self._templates.preview_and_sender(caller.tenant.id, key, read_json(request))
-        if self._spam is not None and self._spam.enabled:  # issue 23: the score beside the preview,
+        if self._spam is not None and self._spam.enabled:  # the spam score beside the preview,
             preview["spam"] = await self._spam.preview_score(preview, sender)  # from the template's `from`
         return preview
 

@@ -1,4 +1,4 @@
-"""Webhooks: main ``/webhooks`` (COMPAT.md §5) and native ``/v1/webhooks`` (native event names)."""
+"""Webhooks: main ``/webhooks`` (the compatible contract) and native ``/v1/webhooks`` (native event names)."""
 
 from __future__ import annotations
 

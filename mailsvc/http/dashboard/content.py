@@ -1,5 +1,5 @@
 """
-What the content pages of the dashboard need beyond the API (issue 21): each segment's size, and
+What the content pages of the dashboard need beyond the API: each segment's size, and
 previews of HTML (a builder render, a template or a broadcast preview) shown in a sandboxed frame.
 A frame made from ``srcdoc`` or a ``blob:`` would inherit the dashboard's CSP (no inline styles)
 and show the e-mail unstyled, so the page hands the HTML over once and the frame loads it from

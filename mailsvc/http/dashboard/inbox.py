@@ -1,5 +1,5 @@
 """
-The development inbox of the dashboard (issue 30): ``GET /dashboard/inbox`` (newest first,
+The development inbox of the dashboard: ``GET /dashboard/inbox`` (newest first,
 paginated as the API's lists), ``GET /dashboard/inbox/{id}`` (the message read and checked)
 and its HTML for the sandboxed preview frame, under the e-mail preview policy (``?scheme=dark``:
 with the message's dark-mode rules applied).

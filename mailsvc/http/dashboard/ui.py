@@ -95,7 +95,7 @@ class UiResource:
     @route("GET", "/console/", access=PUBLIC,
            op=Operation("The operator console's page", responses={200: None}, content_type="text/html"))
     async def console(self, request, _):
-        """The operator console's page (issue 31 §3): its modules are under /ui/console/."""
+        """The operator console's page: its modules are under /ui/console/."""
         return self._file("console.html")
 
     @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION,

@@ -1,4 +1,7 @@
-"""The named JSON Schemas of requests and replies that several resources' operations share."""
+"""
+The named JSON Schemas of requests and replies that several resources' operations share, and
+those of the dashboard's own pages (sign-in, users, the inbox, the web UI's files).
+"""
 
 from __future__ import annotations
 

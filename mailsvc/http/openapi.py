@@ -230,9 +230,9 @@ def document(mounted: list[Mounted], server_url: str | None = None) -> dict:
     if missing:
         raise Undocumented("routes whose @route carries no op=Operation(...): " + ", ".join(missing))
     paths: dict[str, dict] = {}
-    for m in mounted:
+    for m, op in [(m, m.op) for m in mounted if m.op is not None]:
         oas_path, params = openapi_path(m.path)
-        paths.setdefault(oas_path, {})[m.method.lower()] = _operation(m, m.op, params)
+        paths.setdefault(oas_path, {})[m.method.lower()] = _operation(m, op, params)
     _link_created(paths)
     doc = {
         "openapi": "3.1.0",

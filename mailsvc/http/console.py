@@ -71,8 +71,8 @@ class ConsoleResource:
 
     @route("POST", "/admin/v1/operators", access=OPERATOR, surface=NATIVE,
            op=Operation("Create an operator's console account and its set-password link (audited)",
-                       obj(("email",), email={"type": "string", "format": "email"}, name=STR),
-                       {201: OPERATOR_LINK}, errors=(409,)))
+                        obj(("email",), email={"type": "string", "format": "email"}, name=STR),
+                        {201: OPERATOR_LINK}, errors=(409,)))
     async def create(self, request, operator: Operator):
         row, token = await self._console.create(read_json(request), self._audit_log.entry(operator.name, LINK))
         return Reply(201, self._link(request, row, token))
@@ -91,23 +91,23 @@ class ConsoleResource:
 
     @route("POST", "/console/auth/login", access=CONSOLE_SIGN_IN,
            op=Operation("An operator signs in: sets the console's cookie",
-                       obj(("email", "password"), email=STR, password=STR),
-                       {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
+                        obj(("email", "password"), email=STR, password=STR),
+                        {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
     async def login(self, request, _):
         client = network_of(getattr(request.getClientAddress(), "host", None))
         return self._signed_in(request, await self._console.login(read_json(request), client))
 
     @route("POST", "/console/auth/password", access=CONSOLE_SIGN_IN,
            op=Operation("Set an operator's password with a set-password link's token; signs in",
-                       obj(("token", "password"), token=STR, password=PASSWORD),
-                       {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
+                        obj(("token", "password"), token=STR, password=PASSWORD),
+                        {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
     async def set_password(self, request, _):
         return self._signed_in(request, await self._console.set_password(read_json(request)))
 
     @route("POST", "/console/auth/logout", access=OPERATOR_SESSION,
            op=Operation("Sign out of the console: ends the session, clears the cookie",
-                       responses={200: obj(("object", "deleted"), object={"const": "session"},
-                                    deleted={"const": True})}))
+                        responses={200: obj(("object", "deleted"), object={"const": "session"},
+                                     deleted={"const": True})}))
     async def logout(self, request, operator: Operator):
         await self._console.logout(console_token(request))
         return Reply(200, {"object": "session", "deleted": True}, headers={"Set-Cookie": self._cookies.clear(request)})

@@ -72,8 +72,8 @@ class OperatorResource:
 
     @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE,
            op=Operation("Create a tenant and its first API key",
-                       obj(("name",), id=UUID, **TENANT_FIELDS),
-                       {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)))
+                        obj(("name",), id=UUID, **TENANT_FIELDS),
+                        {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)))
     async def create_tenant(self, request, operator: Operator):
         """Audited: it hands out a full-access key."""
         tenant, key, token = await self._accounts.create_tenant(

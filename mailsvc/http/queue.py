@@ -126,14 +126,14 @@ class QueueResource:
 
     @route("GET", "/admin/v1/queue", access=OPERATOR, surface=NATIVE,
            op=Operation("The delivery queue by state, destination and tenant, and the standing holds",
-                       responses={200: QUEUE_SUMMARY}))
+                        responses={200: QUEUE_SUMMARY}))
     async def summary(self, request, _):
         """The queue by state, destination and tenant, with the standing holds."""
         return await self._queue.summary()
 
     @route("GET", "/admin/v1/queue/deliveries", access=OPERATOR, surface=NATIVE,
            op=Operation("List queued deliveries, newest first", responses={200: listing(QUEUED_DELIVERY)},
-                       query=(*PAGE, *QUEUE_QUERY)))
+                        query=(*PAGE, *QUEUE_QUERY)))
     async def deliveries(self, request, _):
         found = parse_filter(_args(request, _FILTERS), ids_allowed=False)
         rows, has_more = await self._queue.deliveries(found, page_of(request.args, 20))
@@ -141,16 +141,16 @@ class QueueResource:
 
     @route("POST", "/admin/v1/queue/retry", access=OPERATOR, surface=NATIVE,
            op=Operation("Make queued deliveries due now (attempts and retry window untouched)",
-                       QUEUE_ACTION_BODY, {200: queue_action("retry")}))
+                        QUEUE_ACTION_BODY, {200: queue_action("retry")}))
     async def retry(self, request, operator: Operator):
         count = await self._queue.retry(action_filter(read_json(request)), operator.name)
         return {"object": "queue_action", "action": "retry", "count": count}
 
     @route("POST", "/admin/v1/queue/hold", access=OPERATOR, surface=NATIVE,
            op=Operation("Hold queued deliveries (a destination's or a tenant's new mail too)",
-                       {**QUEUE_ACTION_BODY, "required": ["reason"],
-                        "properties": {**QUEUE_ACTION_BODY["properties"], "reason": STR}},
-                       {200: queue_action("hold")}))
+                        {**QUEUE_ACTION_BODY, "required": ["reason"],
+                         "properties": {**QUEUE_ACTION_BODY["properties"], "reason": STR}},
+                        {200: queue_action("hold")}))
     async def hold(self, request, operator: Operator):
         body = read_json(request)
         found, reason = action_filter(body), hold_reason(body)
@@ -159,14 +159,14 @@ class QueueResource:
 
     @route("POST", "/admin/v1/queue/release", access=OPERATOR, surface=NATIVE,
            op=Operation("Release held deliveries (and the standing holds the filter names)",
-                       QUEUE_ACTION_BODY, {200: queue_action("release")}))
+                        QUEUE_ACTION_BODY, {200: queue_action("release")}))
     async def release(self, request, operator: Operator):
         count = await self._queue.release(action_filter(read_json(request)), operator.name)
         return {"object": "queue_action", "action": "release", "count": count}
 
     @route("POST", "/admin/v1/queue/bounce", access=OPERATOR, surface=NATIVE,
            op=Operation("End queued deliveries as failed (`email.failed`, `content_expired`)",
-                       QUEUE_ACTION_BODY, {200: queue_action("bounce")}))
+                        QUEUE_ACTION_BODY, {200: queue_action("bounce")}))
     async def bounce(self, request, operator: Operator):
         count = await self._queue.bounce(action_filter(read_json(request)), operator.name)
         return {"object": "queue_action", "action": "bounce", "count": count}
@@ -175,14 +175,14 @@ class QueueResource:
 
     @route("GET", "/admin/v1/operator-tokens", access=OPERATOR, surface=NATIVE,
            op=Operation("List the named operator tokens",
-                       responses={200: listing(obj(OPERATOR_TOKEN_REQUIRED, **OPERATOR_TOKEN))}))
+                        responses={200: listing(obj(OPERATOR_TOKEN_REQUIRED, **OPERATOR_TOKEN))}))
     async def tokens(self, request, _):
         return envelope([token_json(r) for r in await self._tokens.list()], False)
 
     @route("POST", "/admin/v1/operator-tokens", access=OPERATOR, surface=NATIVE,
            op=Operation("Create a named operator token (shown once)", obj(("name",), name=STR),
-                       {201: obj((*OPERATOR_TOKEN_REQUIRED, "token"), **OPERATOR_TOKEN, token=STR)},
-                       errors=(409,)))
+                        {201: obj((*OPERATOR_TOKEN_REQUIRED, "token"), **OPERATOR_TOKEN, token=STR)},
+                        errors=(409,)))
     async def create_token(self, request, operator: Operator):
         row, token = await self._tokens.create(token_name(read_json(request)), operator.name)
         return Reply(201, {**token_json(row), "token": token})
@@ -195,9 +195,9 @@ class QueueResource:
 
     @route("GET", "/admin/v1/audit", access=OPERATOR, surface=NATIVE,
            op=Operation("The audit log, newest first; `actor_kind`: token, operator (the console's) or user"
-                       " (a dashboard user's); `tenant_id`: the entries about one tenant",
-                       responses={200: listing(AUDIT_ENTRY)},
-                       query=(*PAGE, ("actor_kind", {"enum": list(ACTOR_KINDS)}), ("tenant_id", UUID))))
+                        " (a dashboard user's); `tenant_id`: the entries about one tenant",
+                        responses={200: listing(AUDIT_ENTRY)},
+                        query=(*PAGE, ("actor_kind", {"enum": list(ACTOR_KINDS)}), ("tenant_id", UUID))))
     async def audit(self, request, _):
         """Newest first; ``actor_kind``: token, operator (the console's) or user (a dashboard
         user's); ``tenant_id``: the entries about one tenant."""
@@ -210,8 +210,8 @@ class QueueResource:
 
     @route("GET", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE,
            op=Operation("List tenants, newest first; `q`: the name contains it (any case)",
-                       responses={200: listing(TENANT)},
-                       query=(*PAGE, ("q", STR), ("status", {"enum": ["active", "paused", "suspended"]}))))
+                        responses={200: listing(TENANT)},
+                        query=(*PAGE, ("q", STR), ("status", {"enum": ["active", "paused", "suspended"]}))))
     async def tenants(self, request, _):
         """Newest first; ``q``: the name contains it (any case); ``status``: one of the statuses."""
         args = _args(request, ("q", "status"))

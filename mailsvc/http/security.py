@@ -91,7 +91,7 @@ class DashboardSecurity:
 
     @route("POST", "/auth/login/two-factor", access=SIGN_IN,
            op=Operation("A code (or recovery code) completes a sign-in: sets the session cookie",
-                       SECOND_STEP, {200: SIGNED_IN}, errors=(401, 429)))
+                        SECOND_STEP, {200: SIGNED_IN}, errors=(401, 429)))
     async def second_step(self, request, _):
         """A challenge's ``code`` (or ``recovery_code``) completes the sign-in its password began."""
         signed = await self._dashboard.second_step(read_json(request), client_of(request), user_agent_of(request))
@@ -99,20 +99,20 @@ class DashboardSecurity:
 
     @route("GET", "/dashboard/two-factor", access=SESSION,
            op=Operation("Whether the user has two-factor sign-in, and whether the account requires it",
-                       responses={200: TWO_FACTOR}))
+                        responses={200: TWO_FACTOR}))
     async def status(self, request, caller: Caller):
         return {**await _enrolment(self._dashboard).status(caller.user_id),
                 "required_by_account": await self._dashboard.two_factor_required(caller.tenant.id)}
 
     @route("POST", "/dashboard/two-factor/begin", access=SESSION,
            op=Operation("Begin enrolling an authenticator: its secret", responses={200: ENROLMENT},
-                       errors=(409,)))
+                        errors=(409,)))
     async def begin(self, request, caller: Caller):
         return await _enrolment(self._dashboard).begin(caller.user_id)
 
     @route("POST", "/dashboard/two-factor/confirm", access=SESSION,
            op=Operation("Turn two-factor sign-in on with a code: the recovery codes, shown once",
-                       CODE, {200: ENROLLED}, errors=(409, 422, 429)))
+                        CODE, {200: ENROLLED}, errors=(409, 422, 429)))
     async def confirm(self, request, caller: Caller):
         codes = await _enrolment(self._dashboard).confirm(caller.user_id, read_json(request).get("code"),
                                                           client_of(request))
@@ -120,7 +120,7 @@ class DashboardSecurity:
 
     @route("POST", "/dashboard/two-factor/disable", access=SESSION,
            op=Operation("Turn two-factor sign-in off (the password and a code)", TURN_OFF,
-                       {200: TURNED_OFF}, errors=(422, 429)))
+                        {200: TURNED_OFF}, errors=(422, 429)))
     async def disable(self, request, caller: Caller):
         """With the ``password`` and a ``code`` (or a ``recovery_code``)."""
         await self._dashboard.disable_two_factor(caller.user_id, read_json(request), client_of(request))
@@ -128,9 +128,9 @@ class DashboardSecurity:
 
     @route("PATCH", "/dashboard/security", access=SESSION,
            op=Operation("Require two-factor sign-in of every member (owners only, enrolled first)",
-                       obj(("require_two_factor",), require_two_factor=BOOL),
-                       {200: obj(("object", "require_two_factor"), object={"const": "security"},
-                                 require_two_factor=BOOL)}, errors=(422,)))
+                        obj(("require_two_factor",), require_two_factor=BOOL),
+                        {200: obj(("object", "require_two_factor"), object={"const": "security"},
+                                  require_two_factor=BOOL)}, errors=(422,)))
     async def require(self, request, caller: Caller):
         """An owner's ``require_two_factor``: every member must enrol before doing anything else."""
         required = read_json(request).get("require_two_factor")
@@ -139,8 +139,8 @@ class DashboardSecurity:
 
     @route("GET", "/dashboard/sessions", access=SESSION,
            op=Operation("The user's live sessions, newest first (`current`: this one)",
-                       responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
-                           "type": "array", "items": SESSION_ROW}}}}))
+                        responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+                            "type": "array", "items": SESSION_ROW}}}}))
     async def sessions(self, request, caller: Caller):
         rows = await self._dashboard.sessions(caller.user_id)
         return {"object": "list", "has_more": False, "data": [session_json(r, caller.session_id) for r in rows]}
@@ -178,7 +178,7 @@ class ConsoleSecurity:
 
     @route("POST", "/console/auth/login/two-factor", access=CONSOLE_SIGN_IN,
            op=Operation("An operator's code (or recovery code) completes a sign-in",
-                       SECOND_STEP, {200: OPERATOR_SIGNED_IN}, errors=(401, 429)))
+                        SECOND_STEP, {200: OPERATOR_SIGNED_IN}, errors=(401, 429)))
     async def second_step(self, request, _):
         signed = await self._console.second_step(read_json(request), client_of(request))
         return self._signed_in(request, signed)
@@ -190,13 +190,13 @@ class ConsoleSecurity:
 
     @route("POST", "/console/two-factor/begin", access=OPERATOR_SESSION,
            op=Operation("Begin enrolling an authenticator: its secret", responses={200: ENROLMENT},
-                       errors=(409,)))
+                        errors=(409,)))
     async def begin(self, request, operator: Operator):
         return await _enrolment(self._console).begin(await self._console.operator_id(operator.email))
 
     @route("POST", "/console/two-factor/confirm", access=OPERATOR_SESSION,
            op=Operation("Turn two-factor sign-in on with a code: the recovery codes, shown once",
-                       CODE, {200: ENROLLED}, errors=(409, 422, 429)))
+                        CODE, {200: ENROLLED}, errors=(409, 422, 429)))
     async def confirm(self, request, operator: Operator):
         codes = await _enrolment(self._console).confirm(await self._console.operator_id(operator.email),
                                                         read_json(request).get("code"), client_of(request))
@@ -204,7 +204,7 @@ class ConsoleSecurity:
 
     @route("POST", "/console/two-factor/disable", access=OPERATOR_SESSION,
            op=Operation("Turn two-factor sign-in off (the password and a code)", TURN_OFF,
-                       {200: TURNED_OFF}, errors=(422, 429)))
+                        {200: TURNED_OFF}, errors=(422, 429)))
     async def disable(self, request, operator: Operator):
         await self._console.disable_two_factor(await self._console.operator_id(operator.email), read_json(request),
                                                client_of(request))

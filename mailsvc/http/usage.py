@@ -15,6 +15,6 @@ class UsageResource:
 
     @route("GET", "/v1/usage", access=FULL, surface=NATIVE,
            op=Operation("The account's sends and recipients today and this month against its quotas",
-                       responses={200: USAGE}))
+                        responses={200: USAGE}))
     async def usage(self, request, caller):
         return await self._accounts.usage(caller.tenant)

@@ -42,8 +42,8 @@ class WaitlistResource:
 
     @route("POST", "/public/waitlist", access=PUBLIC,
            op=Operation("Join the waitlist", obj(("email",), email=STR),
-                       {200: obj(("object", "email"), object={"const": "waitlist_entry"})},
-                       errors=(429,)))
+                        {200: obj(("object", "email"), object={"const": "waitlist_entry"})},
+                        errors=(429,)))
     async def join_waitlist(self, request, _):
         # The same answer whether the address was there or not: the form tells nobody who joined.
         client = network_of(getattr(request.getClientAddress(), "host", None))
@@ -52,8 +52,8 @@ class WaitlistResource:
 
     @route("GET", "/admin/v1/waitlist", access=OPERATOR, surface=NATIVE,
            op=Operation("Export the waitlist", responses={200: listing()},
-                       query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
-                       also=("text/csv",)))
+                        query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
+                        also=("text/csv",)))
     async def waitlist(self, request, _):
         fmt = (request.args.get(b"format") or [b"json"])[0]
         if fmt not in (b"json", b"csv"):

@@ -68,7 +68,8 @@ async def test_the_document_names_every_route_the_router_serves(api):
 
 
 #: The served document as the suite's node serves it: a change to it shows here, in review, as a
-#: change of the published interface (regenerate it from ``GET /openapi.json`` when one is meant).
+#: change of the published interface. When one is meant, write the served ``GET /openapi.json``
+#: there again as ``json.dumps(doc, indent=1, sort_keys=True)`` (key order is not compared).
 SNAPSHOT = Path(__file__).parent.parent / "samples" / "openapi.json"
 
 

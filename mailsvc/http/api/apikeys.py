@@ -59,8 +59,8 @@ class ApiKeysResource:
 
     @route("POST", "/api-keys", access=FULL, native=True,
            op=Operation("Create an API key", obj(("name",), name=STR, permission=STR, domain_id=UUID),
-                       {200: obj(("id", "token"), id=UUID, token=STR)},
-                       {201: obj(("id", "token"), id=UUID, token=STR)}))
+                        {200: obj(("id", "token"), id=UUID, token=STR)},
+                        {201: obj(("id", "token"), id=UUID, token=STR)}))
     async def create(self, request, caller: Caller):
         row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id))
         if request.surface == NATIVE:

@@ -42,7 +42,7 @@ class BrandResource:
 
     @route("GET", "/files/brand/<name>", access=PUBLIC,
            op=Operation("A logo a brand import stored", responses={200: None}, content_type="image/png",
-                       also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")))
+                        also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")))
     async def file(self, request, caller, name: str):
         found = await self._importer.file(name)
         if found is None:

@@ -93,8 +93,8 @@ class BroadcastsResource:
     @route("PATCH", "/broadcasts/<broadcast_id>", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("html", "text"),
            op=Operation("Update a draft broadcast (409 broadcast_not_draft otherwise)",
-                       obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
-                       errors=(409,)))
+                        obj(**BROADCAST_FIELDS), {200: BROADCAST_WRITTEN}, {200: BROADCAST},
+                        errors=(409,)))
     async def update(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.update(caller.tenant.id, broadcast_id, read_json(request))
         return await self._written(request, caller, row)
@@ -132,7 +132,7 @@ class BroadcastsResource:
 
     @route("POST", "/broadcasts/<broadcast_id>/duplicate", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation("Duplicate a broadcast as a new draft",
-                       responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}))
+                        responses={200: BROADCAST_WRITTEN}, native_responses={200: BROADCAST}))
     async def duplicate(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.duplicate(caller.tenant.id, broadcast_id)
         return await self._written(request, caller, row)

@@ -35,7 +35,7 @@ class BuilderResource:
 
     @route("GET", "/template-builder", access=FULL,
            op=Operation("What the plan allows of the builder",
-                       responses={200: obj(("object", "plan", "builder"), object={"const": "template_builder"})}))
+                        responses={200: obj(("object", "plan", "builder"), object={"const": "template_builder"})}))
     async def capabilities(self, request, caller: Caller):
         return await self._builder.capabilities(caller.tenant)
 
@@ -47,15 +47,15 @@ class BuilderResource:
     @route("PATCH", "/template-builder/theme", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("brand.address",),
            op=Operation("Save the theme and brand (top plan)", obj(("theme",), theme=OBJECT,
-                                                                 brand=OBJECT),
-                       {200: obj(("object", "theme", "brand"))}))
+                                                                  brand=OBJECT),
+                        {200: obj(("object", "theme", "brand"))}))
     async def save_theme(self, request, caller: Caller):
         return await self._builder.save_theme(caller.tenant, read_json(request))
 
     @route("POST", "/template-builder/render", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("document.**",),
            op=Operation("Render a builder document", obj(("document",), document=OBJECT),
-                       {200: obj(("html", "text"), html=STR, text=STR)}))
+                        {200: obj(("html", "text"), html=STR, text=STR)}))
     async def render(self, request, caller: Caller):
         return await self._builder.render(caller.tenant, read_json(request))
 

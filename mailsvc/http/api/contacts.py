@@ -56,7 +56,7 @@ class ContactsResource:
 
     @route("GET", "/contacts", access=FULL, native=True,
            op=Operation("List contacts", responses={200: listing()},
-                       query=(*PAGE, ("q", STR), ("segment_id", UUID), ("audience_id", UUID))))
+                        query=(*PAGE, ("q", STR), ("segment_id", UUID), ("audience_id", UUID))))
     async def list(self, request, caller: Caller):
         segment_id = arg(request, "segment_id") or arg(request, "audience_id")
         found, has_more = await self._contacts.list(
@@ -99,7 +99,7 @@ class ContactsResource:
 
     @route("DELETE", "/contacts/<path:key>/segments/<segment_id>", access=FULL, native=True,
            op=Operation("Remove a contact from a segment", responses={200: OBJECT},
-                       native_responses={204: None}))
+                        native_responses={204: None}))
     async def leave(self, request, caller: Caller, key: str, segment_id: str):
         contact_id, parsed = await self._contacts.leave(caller.tenant.id, key, segment_id)
         if request.surface == NATIVE:

@@ -63,8 +63,8 @@ class DomainsResource:
 
     @route("POST", "/domains", access=FULL, native=True,
            op=Operation("Add a sending domain", obj(("name",), name=STR, custom_return_path=STR, region=STR),
-                       {201: obj(("id", "name", "status", "records"), id=UUID, name=STR, status=STR,
-                                 records={"type": "array"})}))
+                        {201: obj(("id", "name", "status", "records"), id=UUID, name=STR, status=STR,
+                                  records={"type": "array"})}))
     async def create(self, request, caller: Caller):
         view = await self._domains.create(caller.tenant.id, read_json(request))
         if request.surface == NATIVE:
@@ -86,7 +86,7 @@ class DomainsResource:
 
     @route("PATCH", "/domains/<domain_id>", access=FULL,
            op=Operation("Update a domain", obj(tls={"enum": ["opportunistic", "enforced"]},
-                                              click_tracking=BOOL, open_tracking=BOOL), {200: RESOURCE}))
+                                               click_tracking=BOOL, open_tracking=BOOL), {200: RESOURCE}))
     async def update(self, request, caller: Caller, domain_id: str):
         row = await self._domains.update(caller.tenant.id, _domain_id(domain_id), read_json(request))
         return {"object": "domain", "id": str(row["id"])}
@@ -102,8 +102,8 @@ class DomainsResource:
 
     @route("GET", "/domains/<domain_id>/dmarc", access=FULL, native=True,
            op=Operation("What receivers' DMARC aggregate reports say of the domain's mail",
-                       responses={200: DMARC}, query=(("days", {"type": "integer", "minimum": 1,
-                                                         "maximum": 366}),)))
+                        responses={200: DMARC}, query=(("days", {"type": "integer", "minimum": 1,
+                                                          "maximum": 366}),)))
     async def dmarc(self, request, caller: Caller, domain_id: str):
         """An extension of the main surface: DMARC aggregate reports read back."""
         raw = (request.args.get(b"days") or [b"30"])[0]

@@ -130,10 +130,10 @@ class EmailsResource:
     @route("POST", "/emails/batch", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT,
            multi_line=tuple(f"[].{path}" for path in SEND_TEXTS),
            op=Operation("Send up to 100 e-mails", {"type": "array", "items": SEND},
-                       {200: obj(("data",), data={"type": "array", "items": ID}, errors={"type": "array"})},
-                       headers=(("Idempotency-Key", STR),
-                                ("x-batch-validation", {"enum": ["strict", "permissive"]})),
-                       main_only_headers=("x-batch-validation",), errors=(400, 409)))
+                        {200: obj(("data",), data={"type": "array", "items": ID}, errors={"type": "array"})},
+                        headers=(("Idempotency-Key", STR),
+                                 ("x-batch-validation", {"enum": ["strict", "permissive"]})),
+                        main_only_headers=("x-batch-validation",), errors=(400, 409)))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
         # The native batch is atomic: the main surface's header does not apply.
@@ -166,7 +166,7 @@ class EmailsResource:
 
     @route("GET", "/emails/<email_id>", access=SENDING, native=True,
            op=Operation("Retrieve an e-mail", responses={200: obj(("object", "id"), object={"const": "email"},
-                                                                id=UUID)}))
+                                                                 id=UUID)}))
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
         resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))
@@ -176,7 +176,7 @@ class EmailsResource:
 
     @route("PATCH", "/emails/<email_id>", access=FULL,
            op=Operation("Reschedule an e-mail", obj(("scheduled_at",), scheduled_at=STR),
-                       {200: RESOURCE}, errors=(409,)))
+                        {200: RESOURCE}, errors=(409,)))
     async def reschedule(self, request, caller: Caller, email_id: str):
         body = read_json(request)
         if body.get("scheduled_at") in (None, ""):
@@ -209,7 +209,7 @@ class EmailsResource:
 
     @route("GET", "/public/attachments/<token>", access=PUBLIC,
            op=Operation("Download an attachment through its signed link", responses={200: None},
-                       content_type="application/octet-stream", errors=(403,)))
+                        content_type="application/octet-stream", errors=(403,)))
     async def download(self, request, caller, token: str):
         row = await self._emails.download(token)
         return Reply(

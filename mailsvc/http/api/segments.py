@@ -63,7 +63,7 @@ class SegmentsResource:
 
     @route("GET", "/segments/<segment_id>/contacts", access=FULL, native=True,
            op=Operation("List a segment's contacts", responses={200: listing()},
-                       query=(*PAGE, ("q", STR))))
+                        query=(*PAGE, ("q", STR))))
     async def contacts(self, request, caller: Caller, segment_id: str):
         found, has_more = await self._contacts.list(
             caller.tenant.id, page_of(request.args, None), arg(request, "q"), segment_id, SEGMENT)
@@ -99,7 +99,7 @@ class AudiencesResource:
 
     @route("GET", "/audiences/<audience_id>/contacts", access=FULL,
            op=Operation("List an audience's contacts", responses={200: listing()},
-                       query=(*PAGE, ("q", STR))))
+                        query=(*PAGE, ("q", STR))))
     async def contacts(self, request, caller: Caller, audience_id: str):
         found, has_more = await self._contacts.list(
             caller.tenant.id, page_of(request.args, None), arg(request, "q"), audience_id, AUDIENCE)

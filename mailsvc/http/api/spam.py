@@ -16,8 +16,8 @@ class SpamResource:
 
     @route("POST", "/emails/check", access=FULL, native=True, multi_line=("html", "text"),
            op=Operation("Score a message with SpamAssassin; nothing is sent (503 without spam.spamd)",
-                       obj(("from", "subject"), **{"from": STR}, to=STR_OR_LIST, subject=STR, html=STR,
-                           text=STR),
-                       {200: SPAM_SCORE}, errors=(503,)))
+                        obj(("from", "subject"), **{"from": STR}, to=STR_OR_LIST, subject=STR, html=STR,
+                            text=STR),
+                        {200: SPAM_SCORE}, errors=(503,)))
     async def check(self, request, caller: Caller):
         return await self._spam.check(read_json(request))

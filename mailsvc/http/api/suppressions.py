@@ -58,7 +58,7 @@ class SuppressionsResource:
 
     @route("DELETE", "/suppressions/<path:key>", access=FULL, native=True,
            op=Operation("Remove a suppression (id or address)", responses={200: DELETED},
-                       native_responses={204: None}))
+                        native_responses={204: None}))
     async def delete(self, request, caller: Caller, key: str):
         row = await self._suppressions.remove(caller.tenant.id, key)
         if row is None:
@@ -69,7 +69,7 @@ class SuppressionsResource:
 
     @route("POST", "/suppressions/batch/add", access=FULL,
            op=Operation("Add suppressions", obj(("emails",), emails={"type": "array", "items": STR}),
-                       {201: obj(("data",), data={"type": "array"})}))
+                        {201: obj(("data",), data={"type": "array"})}))
     async def batch_add(self, request, caller: Caller):
         addresses = batch_addresses(read_json(request).get("emails"))
         added = await self._suppressions.add_many(caller.tenant.id, addresses)
@@ -77,9 +77,9 @@ class SuppressionsResource:
 
     @route("POST", "/suppressions/batch/remove", access=FULL,
            op=Operation("Remove suppressions (by address or by id)",
-                       obj(emails={"type": "array", "items": STR},
-                           ids={"type": "array", "items": UUID}),
-                       {200: obj(("data",), data={"type": "array"})}))
+                        obj(emails={"type": "array", "items": STR},
+                            ids={"type": "array", "items": UUID}),
+                        {200: obj(("data",), data={"type": "array"})}))
     async def batch_remove(self, request, caller: Caller):
         addresses, ids = removal(read_json(request))
         gone = await self._suppressions.remove_many(caller.tenant.id, addresses, ids)

@@ -38,7 +38,7 @@ class TemplatesResource:
 
     @route("POST", "/templates", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT, multi_line=TEMPLATE_TEXTS,
            op=Operation("Create a template", obj(("name",), **TEMPLATE_FIELDS),
-                       {201: RESOURCE}, errors=(409,)))
+                        {201: RESOURCE}, errors=(409,)))
     async def create(self, request, caller: Caller):
         row = await self._templates.create(caller.tenant, read_json(request))
         return await self._written(request, caller, row, 201)

@@ -42,8 +42,8 @@ class WebhooksResource:
 
     @route("POST", "/webhooks", access=FULL, native=True,
            op=Operation("Create a webhook", obj(("endpoint", "events"), endpoint=STR,
-                                               events={"type": "array", "items": STR}),
-                       {201: obj(("id", "signing_secret"), id=UUID, signing_secret=STR)}))
+                                                events={"type": "array", "items": STR}),
+                        {201: obj(("id", "signing_secret"), id=UUID, signing_secret=STR)}))
     async def create(self, request, caller: Caller):
         native = request.surface == NATIVE
         asked = new_webhook(read_json(request), NATIVE_NAMING) if native else new_webhook(read_json(request))
@@ -66,8 +66,8 @@ class WebhooksResource:
 
     @route("PATCH", "/webhooks/<webhook_id>", access=FULL,
            op=Operation("Update a webhook", obj(endpoint=STR, events={"type": "array", "items": STR},
-                                               status={"enum": ["enabled", "disabled"]}),
-                       {200: RESOURCE}))
+                                                status={"enum": ["enabled", "disabled"]}),
+                        {200: RESOURCE}))
     async def update(self, request, caller: Caller, webhook_id: str):
         parsed = _webhook_id(webhook_id)
         row = await self._registry.update(caller.tenant.id, parsed, webhook_change(read_json(request)))

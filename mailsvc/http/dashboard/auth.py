@@ -154,8 +154,8 @@ class AuthResource:
 
     @route("POST", "/auth/login", access=SIGN_IN,
            op=Operation("Sign in: sets the session cookie (or, with two-factor sign-in, a challenge)",
-                       obj(("email", "password"), email=STR, password=STR),
-                       {200: SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
+                        obj(("email", "password"), email=STR, password=STR),
+                        {200: SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
     async def login(self, request, _):
         client = network_of(getattr(request.getClientAddress(), "host", None))
         return self._signed_in(request, await self._dashboard.login(read_json(request), client,
@@ -172,16 +172,16 @@ class AuthResource:
 
     @route("POST", "/auth/password", access=SIGN_IN,
            op=Operation("Set a password with a set-password link's token; signs in",
-                       obj(("token", "password"), token=STR, password=PASSWORD),
-                       {200: SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
+                        obj(("token", "password"), token=STR, password=PASSWORD),
+                        {200: SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
     async def set_password(self, request, _):
         """With a link's ``token``; signed in, ``POST /dashboard/password`` with the current one."""
         return self._signed_in(request, await self._dashboard.set_password(read_json(request)))
 
     @route("POST", "/dashboard/password", access=SESSION,
            op=Operation("Change the signed-in user's password; every other session ends",
-                       obj(("password", "current_password"), password=PASSWORD, current_password=STR),
-                       {200: SIGNED_IN}))
+                        obj(("password", "current_password"), password=PASSWORD, current_password=STR),
+                        {200: SIGNED_IN}))
     async def change_password(self, request, caller: Caller):
         return self._signed_in(request, await self._dashboard.set_password(read_json(request), caller))
 
@@ -219,7 +219,7 @@ class AuthResource:
 
     @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION,
            op=Operation("A new set-password link for a user (owners only)",
-                       responses={200: USER_LINK}))
+                        responses={200: USER_LINK}))
     async def reset_link(self, request, caller: Caller, user_id: str):
         row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
         await self._link_issued(user_actor(caller), row)
@@ -244,9 +244,9 @@ class AuthResource:
 
     @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE,
            op=Operation("Create a dashboard user of a tenant (an owner unless `role`"
-                       " says otherwise) and its set-password link", USER_BODY,
-                       {201: {**USER_LINK, "required": [*USER_LINK["required"],
-                                                        "tenant_id"]}}, errors=(409,)))
+                        " says otherwise) and its set-password link", USER_BODY,
+                        {201: {**USER_LINK, "required": [*USER_LINK["required"],
+                                                         "tenant_id"]}}, errors=(409,)))
     async def create_user(self, request, operator: Operator, tenant_id: str):
         body = read_json(request)
         row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body},

@@ -35,15 +35,15 @@ class ContentReads:
 
     @route("POST", "/dashboard/previews", access=SESSION, body_limit=TEMPLATE_BODY_LIMIT, multi_line=("html",),
            op=Operation("Keep HTML for a sandboxed preview frame (10 minutes)",
-                       obj(("html",), html=STR),
-                       {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}))
+                        obj(("html",), html=STR),
+                        {200: obj(("object", "id", "url"), object={"const": "preview"}, id=STR, url=STR)}))
     async def keep_preview(self, request, caller: Caller):
         token = await self._reads.keep_preview(caller.tenant.id, read_json(request).get("html"))
         return {"object": "preview", "id": token, "url": f"/dashboard/previews/{token}"}
 
     @route("GET", "/dashboard/previews/<token>", access=SESSION_FRAME,
            op=Operation("A kept preview's HTML, under the e-mail preview policy", responses={200: None},
-                       content_type="text/html"))
+                        content_type="text/html"))
     async def preview(self, request, caller: Caller, token: str):
         html = await self._reads.preview(caller.tenant.id, token)
         return Reply(200, html, b"text/html; charset=utf-8", {

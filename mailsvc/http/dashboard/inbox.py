@@ -23,21 +23,21 @@ class InboxResource:
 
     @route("GET", "/dashboard/inbox", access=SESSION,
            op=Operation("The development inbox: mail stopped at the door (test addresses, capture mode),"
-                       " newest first", responses={200: listing(INBOX_ITEM)}, query=PAGE))
+                        " newest first", responses={200: listing(INBOX_ITEM)}, query=PAGE))
     async def listing(self, request, caller: Caller):
         data, more = await self._inbox.page(caller.tenant.id, page_of(request.args, 20))
         return envelope(data, more)
 
     @route("GET", "/dashboard/inbox/<inbox_id>", access=SESSION,
            op=Operation("A message of the development inbox as signed, with a receiver's checks",
-                       responses={200: INBOX_MESSAGE}))
+                        responses={200: INBOX_MESSAGE}))
     async def message(self, request, caller: Caller, inbox_id: str):
         return await self._inbox.message(caller.tenant.id, parse_uuid(inbox_id))
 
     @route("GET", "/dashboard/inbox/<inbox_id>/html", access=SESSION_FRAME,
            op=Operation("An inbox message's HTML for a sandboxed preview (scheme=dark: as a"
-                       " client in dark mode shows it)", responses={200: None},
-                       content_type="text/html", query=(("scheme", {"enum": ["dark"]}),)))
+                        " client in dark mode shows it)", responses={200: None},
+                        content_type="text/html", query=(("scheme", {"enum": ["dark"]}),)))
     async def html(self, request, caller: Caller, inbox_id: str):
         # ?scheme=dark: as a client in dark mode shows it (the preview's toggle).
         dark = request.args.get(b"scheme") == [b"dark"]

@@ -71,12 +71,12 @@ class ReadsResource:
 
     @route("GET", "/dashboard/search/emails", access=SESSION,
            op=Operation("The e-mails by text (address, subject or id) and status, a page at a time",
-                       query=(("q", STR), ("status", STR), *PAGE),
-                       responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
-                           "type": "array", "items": obj(
-                               ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},
-                               to={"type": "array", "items": STR}, subject=NULLABLE_STR,
-                               last_event=NULLABLE_STR, created_at=STR)}}}}))
+                        query=(("q", STR), ("status", STR), *PAGE),
+                        responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+                            "type": "array", "items": obj(
+                                ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},
+                                to={"type": "array", "items": STR}, subject=NULLABLE_STR,
+                                last_event=NULLABLE_STR, created_at=STR)}}}}))
     async def search(self, request, caller: Caller):
         """The e-mails, newest first, by text (subject, sender, recipient or id) and last event
         (``status``), a page at a time (``limit``, ``after`` and ``before`` as the API's lists)."""
@@ -106,7 +106,7 @@ class ReadsResource:
 
     @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION,
            op=Operation("The domain's DMARC aggregate reports over the last 30 days",
-                       responses={200: DMARC}))
+                        responses={200: DMARC}))
     async def dmarc(self, request, caller: Caller, domain_id: str):
         """The DMARC aggregate reports' summary of the last 30 days (as GET /domains/{id}/dmarc)."""
         return await self._domains.dmarc(caller.tenant.id, id_or_not_found(domain_id, "Domain"), 30)

@@ -84,7 +84,7 @@ class UiResource:
 
     @route("GET", "/ui/<path:name>", access=PUBLIC,
            op=Operation("A static file of the web UI (script, style sheet, image)", responses={200: None},
-                       content_type="text/html", also=UI_TYPES))
+                        content_type="text/html", also=UI_TYPES))
     async def static(self, request, _, name: str):
         return self._file(name)
 
@@ -100,7 +100,7 @@ class UiResource:
 
     @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION,
            op=Operation("An e-mail's HTML for a sandboxed preview", responses={200: None},
-                       content_type="text/html"))
+                        content_type="text/html"))
     async def preview(self, request, caller: Caller, email_id: str):
         html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id))
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {

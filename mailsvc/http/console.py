@@ -17,7 +17,9 @@ from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
 from mailsvc.http.dashboard.auth import Cookies
 from mailsvc.http.errors import NATIVE
+from mailsvc.http.operation import STR, Operation, obj
 from mailsvc.http.router import CONSOLE_SIGN_IN, OPERATOR, OPERATOR_SESSION, Operator, Reply, route
+from mailsvc.http.schemas import OPERATOR_LINK, OPERATOR_SIGNED_IN, OPERATOR_SIGNED_IN_OR_CHALLENGE, PASSWORD
 from mailsvc.http.security import ConsoleSecurity, challenge_json
 
 #: Where the console takes a set-password token (in the fragment: never sent to a server).
@@ -60,12 +62,18 @@ class ConsoleResource:
 
     # Operators' accounts, over the operator API (and so the console)
 
-    @route("POST", "/admin/v1/operators", access=OPERATOR, surface=NATIVE)
+    @route("POST", "/admin/v1/operators", access=OPERATOR, surface=NATIVE,
+           op=Operation("Create an operator's console account and its set-password link (audited)",
+                        obj(("email",), email={"type": "string", "format": "email"}, name=STR),
+                        {201: OPERATOR_LINK}, errors=(409,)))
     async def create(self, request, operator: Operator):
         row, token = await self._console.create(read_json(request), self._audit_log.entry(operator.name, LINK))
         return Reply(201, self._link(request, row, token))
 
-    @route("POST", "/admin/v1/operators/password-link", access=OPERATOR, surface=NATIVE)
+    @route("POST", "/admin/v1/operators/password-link", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "A new set-password link for an operator, found by e-mail address (audited)",
+               obj(("email",), email={"type": "string", "format": "email"}), {200: OPERATOR_LINK}, errors=(404,)))
     async def password_link(self, request, operator: Operator):
         """A new set-password link for an operator found by ``email`` (a forgotten password)."""
         row, token = await self._console.link(read_json(request))
@@ -74,21 +82,31 @@ class ConsoleResource:
 
     # The console's session
 
-    @route("POST", "/console/auth/login", access=CONSOLE_SIGN_IN)
+    @route("POST", "/console/auth/login", access=CONSOLE_SIGN_IN,
+           op=Operation("An operator signs in: sets the console's cookie",
+                        obj(("email", "password"), email=STR, password=STR),
+                        {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
     async def login(self, request, _):
         client = network_of(getattr(request.getClientAddress(), "host", None))
         return self._signed_in(request, await self._console.login(read_json(request), client))
 
-    @route("POST", "/console/auth/password", access=CONSOLE_SIGN_IN)
+    @route("POST", "/console/auth/password", access=CONSOLE_SIGN_IN,
+           op=Operation("Set an operator's password with a set-password link's token; signs in",
+                        obj(("token", "password"), token=STR, password=PASSWORD),
+                        {200: OPERATOR_SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
     async def set_password(self, request, _):
         return self._signed_in(request, await self._console.set_password(read_json(request)))
 
-    @route("POST", "/console/auth/logout", access=OPERATOR_SESSION)
+    @route("POST", "/console/auth/logout", access=OPERATOR_SESSION,
+           op=Operation("Sign out of the console: ends the session, clears the cookie",
+                        responses={200: obj(("object", "deleted"), object={"const": "session"},
+                                     deleted={"const": True})}))
     async def logout(self, request, operator: Operator):
         await self._console.logout(console_token(request))
         return Reply(200, {"object": "session", "deleted": True}, headers={"Set-Cookie": self._cookies.clear(request)})
 
-    @route("GET", "/console/me", access=OPERATOR_SESSION)
+    @route("GET", "/console/me", access=OPERATOR_SESSION,
+           op=Operation("The signed-in operator and the session's CSRF token", responses={200: OPERATOR_SIGNED_IN}))
     async def me(self, request, operator: Operator):
         row = await self._console.operator(operator.email)
         return {**operator_json(row), "csrf_token": self._console.csrf_token(console_token(request))}

@@ -13,8 +13,13 @@ from mailsvc.app.operator import Destinations
 from mailsvc.domain.tenant import Tenant
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE, not_found, validation
+from mailsvc.http.operation import INT, NULLABLE_STR, NUMBER, STR, UUID, Operation, obj
 from mailsvc.http.router import OPERATOR, Operator, Reply, route
+from mailsvc.http.schemas import TENANT, TENANT_FIELDS, USAGE
 from mailsvc.metrics import CONTENT_TYPE, Metrics
+
+DESTINATION_DEFAULT = obj(("object", "pattern", "concurrency", "rate_per_sec"),
+                          object={"const": "destination_default"}, pattern=STR, concurrency=INT, rate_per_sec=NUMBER)
 
 
 def tenant_json(tenant: Tenant) -> dict:
@@ -50,18 +55,25 @@ class OperatorResource:
         self._metrics = metrics
         self._node_info = node_info if node_info is not None else {}
 
-    @route("GET", "/admin/v1", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/admin/v1", access=OPERATOR, surface=NATIVE,
+           op=Operation("This node: version, roles, the onion address when published",
+                        responses={200: obj(("object", "version", "roles", "onion"), object={"const": "node"},
+                                            version=STR, roles={"type": "array", "items": STR}, onion=NULLABLE_STR)}))
     async def node(self, request, _):
         """This node: its version and roles, and its onion address once published (tor.onion)."""
         return {"object": "node", **self._node_info}
 
-    @route("GET", "/metrics", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/metrics", access=OPERATOR, surface=NATIVE,
+           op=Operation("Prometheus metrics", responses={200: None}, content_type="text/plain"))
     async def render_metrics(self, request, _):
         return Reply(200, self._metrics.render(), CONTENT_TYPE.encode("ascii"))
 
     # -- tenants ---------------------------------------------------------------------------
 
-    @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE)
+    @route("POST", "/admin/v1/tenants", access=OPERATOR, surface=NATIVE,
+           op=Operation("Create a tenant and its first API key",
+                        obj(("name",), id=UUID, **TENANT_FIELDS),
+                        {201: {**TENANT, "required": [*TENANT["required"], "api_key"]}}, errors=(409,)))
     async def create_tenant(self, request, operator: Operator):
         """Audited: it hands out a full-access key."""
         tenant, key, token = await self._accounts.create_tenant(
@@ -70,11 +82,13 @@ class OperatorResource:
                    "permission": key["permission"], "token": str(token)}
         return Reply(201, {**tenant_json(tenant), "api_key": api_key})
 
-    @route("GET", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE,
+           op=Operation("Retrieve a tenant", responses={200: TENANT}))
     async def get_tenant(self, request, _, tenant_id: str):
         return tenant_json(await self._accounts.tenant(tenant_id))
 
-    @route("PATCH", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE)
+    @route("PATCH", "/admin/v1/tenants/<tenant_id>", access=OPERATOR, surface=NATIVE,
+           op=Operation("Update a tenant", obj(**TENANT_FIELDS), {200: TENANT}))
     async def update_tenant(self, request, operator: Operator, tenant_id: str):
         """Audited (a suspension and its reason above all): who changed which fields to what."""
         body = read_json(request)
@@ -82,13 +96,22 @@ class OperatorResource:
             tenant_id, body, self._audit_log.entry(operator.name, "tenant.update", changes=body))
         return tenant_json(tenant)
 
-    @route("GET", "/admin/v1/tenants/<tenant_id>/usage", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/admin/v1/tenants/<tenant_id>/usage", access=OPERATOR, surface=NATIVE,
+           op=Operation("A tenant's usage against its quotas", responses={200: USAGE}))
     async def tenant_usage(self, request, _, tenant_id: str):
         return await self._accounts.usage(await self._accounts.tenant(tenant_id))
 
     # -- adaptive shaping ----------------------------------------------------------------
 
-    @route("GET", "/admin/v1/destinations", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/admin/v1/destinations", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "Adaptive shaping: the current limits of every throttled destination, and the starting limits",
+               responses={200: obj(("object", "source", "data", "defaults"), object={"const": "list"}, source=STR,
+                            data={"type": "array", "items": obj(
+                                ("object", "destination", "concurrency", "rate_per_sec", "throttled_at", "changed_at"),
+                                object={"const": "destination"}, destination=STR, concurrency=INT, rate_per_sec=NUMBER,
+                                throttled_at=NULLABLE_STR, changed_at=NULLABLE_STR)},
+                            defaults={"type": "array", "items": DESTINATION_DEFAULT})}))
     async def destinations(self, request, _):
         """The current limits of every throttled destination, and the operator's starting limits."""
         rows = await self._destinations.limits()
@@ -104,7 +127,12 @@ class OperatorResource:
                           "rate_per_sec": r["rate_per_sec"]} for r in defaults],
         }
 
-    @route("PUT", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
+    @route("PUT", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "Set the starting limits of a host name or domain suffix",
+               obj(("concurrency", "rate_per_sec"), concurrency={"type": "integer", "minimum": 1, "maximum": 1000},
+                   rate_per_sec={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
+               {200: DESTINATION_DEFAULT}))
     async def set_destination_default(self, request, operator: Operator, pattern: str):
         pattern = pattern.strip().lower().rstrip(".")
         if not pattern or len(pattern) > 253 or any(c.isspace() or c in "/*" for c in pattern):
@@ -121,7 +149,11 @@ class OperatorResource:
         return {"object": "destination_default", "pattern": pattern, "concurrency": concurrency,
                 "rate_per_sec": float(rate)}
 
-    @route("DELETE", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE)
+    @route("DELETE", "/admin/v1/destinations/defaults/<pattern>", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "Remove a destination's starting limits",
+               responses={200: obj(("object", "pattern", "deleted"), object={"const": "destination_default"},
+                                   pattern=STR, deleted={"const": True})}))
     async def delete_destination_default(self, request, operator: Operator, pattern: str):
         pattern = pattern.strip().lower()
         if not await self._destinations.delete_default(
@@ -129,7 +161,11 @@ class OperatorResource:
             raise not_found("destination default")
         return {"object": "destination_default", "pattern": pattern, "deleted": True}
 
-    @route("DELETE", "/admin/v1/destinations/<destination>", access=OPERATOR, surface=NATIVE)
+    @route("DELETE", "/admin/v1/destinations/<destination>", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "Reset a destination's limits to the starting ones",
+               responses={200: obj(("object", "destination", "deleted"), object={"const": "destination"},
+                                   destination=STR, deleted={"const": True})}))
     async def reset_destination(self, request, operator: Operator, destination: str):
         """Back to the starting limits (every node reads it within 15 s)."""
         destination = destination.strip().lower()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
 import attrs
@@ -47,6 +47,9 @@ from mailsvc.http.access.base import Cors
 from mailsvc.http.context import Operator, context_of
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
 from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
+
+if TYPE_CHECKING:
+    from mailsvc.http.operation import Operation
 
 log = Logger()
 
@@ -81,6 +84,7 @@ class Route:
     dashboard: bool = True
     body_limit: int = DEFAULT_BODY_LIMIT
     multi_line: tuple[str, ...] = ()
+    op: Operation | None = None
 
 
 @attrs.frozen
@@ -98,23 +102,26 @@ class Mounted:
     body_limit: int = DEFAULT_BODY_LIMIT
     #: The paths of its body whose strings may hold lines (``mailsvc.domain.text.MultiLine``).
     multi_line: tuple[str, ...] = ()
+    #: What the OpenAPI document says of it (its route's, on every copy).
+    op: Operation | None = None
 
 
 def route(method: str, path: str, *, access: str, surface: str = MAIN, native: bool = False,
-          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = ()):
+          dashboard: bool = True, body_limit: int = DEFAULT_BODY_LIMIT, multi_line: tuple[str, ...] = (),
+          op: Operation | None = None):
     """
     Mark a resource's handler for ``method path`` with the envelope of ``surface``; ``native``
     also serves it at ``/v1`` + ``path`` with the native envelope. ``access`` is who may call it.
     A route an API key may call is also served at ``/dashboard`` + ``path`` to a session,
     unless ``dashboard`` is False. ``body_limit``: the largest body it takes, on every copy;
     ``multi_line``: the paths of its body whose strings may hold line breaks (every other string
-    of the body is one line, ``mailsvc.http.body``).
+    of the body is one line, ``mailsvc.http.body``). ``op``: what the OpenAPI document says of it.
     """
 
     def mark(handler):
         handler.routes = (*getattr(handler, "routes", ()),
                           Route(method, path, access, surface, native, dashboard, body_limit,
-                                tuple(multi_line)))
+                                tuple(multi_line), op))
         return handler
 
     return mark
@@ -192,21 +199,23 @@ class Router:
         for name in dir(type(resource)):
             for r in getattr(getattr(type(resource), name), "routes", ()):
                 handler = getattr(resource, name)
-                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line)
+                self._register(r.path, r.method, r.access, r.surface, handler, r.body_limit, r.multi_line, op=r.op)
                 if r.native:
-                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line)
+                    self._register("/v1" + r.path, r.method, r.access, NATIVE, handler, r.body_limit, r.multi_line,
+                                   op=r.op)
                 if r.dashboard and r.access in (FULL, SENDING):
                     # A route only the native API has (/v1/usage) is served at /dashboard/usage.
                     mirror = r.path[len("/v1"):] if r.path.startswith("/v1/") else r.path
                     self._register("/dashboard" + mirror, r.method, SESSION, MAIN, handler, r.body_limit,
-                                   r.multi_line, mirror_of=r.path)
+                                   r.multi_line, mirror_of=r.path, op=r.op)
                 if r.access == OPERATOR and OPERATOR_SESSION in self._kinds:
                     self._register("/console" + r.path, r.method, OPERATOR_SESSION, r.surface, handler,
-                                   r.body_limit, r.multi_line, mirror_of=r.path)
+                                   r.body_limit, r.multi_line, mirror_of=r.path, op=r.op)
 
     def _register(self, path: str, method: str, access: str, surface: str,
                   handler: Callable[..., Awaitable[Any]], body_limit: int = DEFAULT_BODY_LIMIT,
-                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None) -> None:
+                  multi_line: tuple[str, ...] = (), mirror_of: str | None = None,
+                  op: Operation | None = None) -> None:
         strategy = self._kinds.get(access)
         if strategy is None:
             raise ValueError(f"{path}: no access kind {access!r} is configured")
@@ -223,7 +232,7 @@ class Router:
         self.app.route(path, methods=[method], endpoint=f"{method} {path}")(endpoint)
         self._access[f"{method} {path}"] = strategy
         self._body_limits[f"{method} {path}"] = body_limit
-        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line))
+        self.mounted.append(Mounted(method, path, access, surface, mirror_of, body_limit, multi_line, op))
         self._endpoints.changed()
         if rules.cors is not None:
             self._add_preflight(path, method, rules.cors)

@@ -13,6 +13,7 @@ from mailsvc.app.accounts import Accounts
 from mailsvc.domain.clients import network_of
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE, validation
+from mailsvc.http.operation import PAGE, STR, Operation, listing, obj
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import OPERATOR, PUBLIC, Reply, route
 
@@ -39,14 +40,20 @@ class WaitlistResource:
     def __init__(self, accounts: Accounts):
         self._accounts = accounts
 
-    @route("POST", "/public/waitlist", access=PUBLIC)
+    @route("POST", "/public/waitlist", access=PUBLIC,
+           op=Operation("Join the waitlist", obj(("email",), email=STR),
+                        {200: obj(("object", "email"), object={"const": "waitlist_entry"})},
+                        errors=(429,)))
     async def join_waitlist(self, request, _):
         # The same answer whether the address was there or not: the form tells nobody who joined.
         client = network_of(getattr(request.getClientAddress(), "host", None))
         email = await self._accounts.join_waitlist(read_json(request).get("email"), client)
         return {"object": "waitlist_entry", "email": email}
 
-    @route("GET", "/admin/v1/waitlist", access=OPERATOR, surface=NATIVE)
+    @route("GET", "/admin/v1/waitlist", access=OPERATOR, surface=NATIVE,
+           op=Operation("Export the waitlist", responses={200: listing()},
+                        query=(*PAGE, ("format", {"enum": ["json", "csv"]})),
+                        also=("text/csv",)))
     async def waitlist(self, request, _):
         fmt = (request.args.get(b"format") or [b"json"])[0]
         if fmt not in (b"json", b"csv"):

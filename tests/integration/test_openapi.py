@@ -1,12 +1,15 @@
 """The OpenAPI document: generated from the route table, served at /openapi.json, complete."""
 
 import json
+from pathlib import Path
 
 import pytest
 import pytest_twisted
 
 from mailsvc.http import openapi
+from mailsvc.http.operation import Operation
 from mailsvc.http.router import FULL, Mounted
+from tests.helpers.openapi import reply_schema
 from tests.helpers.sending import sending_tenant
 
 
@@ -17,7 +20,7 @@ async def test_the_document_names_every_route_the_router_serves(api):
     assert response.headers.getRawHeaders("content-type") == ["application/json"]
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    served = {(m.method.lower(), openapi._openapi_path(m.path)[0]) for m in api.parts.router.mounted}
+    served = {(m.method.lower(), openapi.openapi_path(m.path)[0]) for m in api.parts.router.mounted}
     documented = {(method, path) for path, item in doc["paths"].items() for method in item}
     assert served == documented
     # Every surface is there: main, native, operator and the public pages.
@@ -64,9 +67,27 @@ async def test_the_document_names_every_route_the_router_serves(api):
     assert len(ids) == len(set(ids))
 
 
-def test_a_route_without_an_entry_fails_loudly():
-    mounted = [Mounted("GET", "/api-keys", FULL, "main"), Mounted("POST", "/gadgets/<gadget_id>/polish", FULL,
-                                                                  "main")]
+#: The served document as the suite's node serves it: a change to it shows here, in review, as a
+#: change of the published interface. When one is meant, write the served ``GET /openapi.json``
+#: there again as ``json.dumps(doc, indent=1, sort_keys=True)`` (key order is not compared).
+SNAPSHOT = Path(__file__).parent.parent / "samples" / "openapi.json"
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_served_document_is_the_one_published(api):
+    code, doc, _ = await api.json("GET", "/openapi.json")
+    assert code == 200
+    published = json.loads(SNAPSHOT.read_text())
+    changed = sorted(path for path in {*doc["paths"], *published["paths"]}
+                     if doc["paths"].get(path) != published["paths"].get(path))
+    assert not changed, f"paths that differ from {SNAPSHOT.name}: {changed}"
+    assert doc == published
+
+
+def test_a_route_without_an_operation_fails_loudly():
+    listed = Operation("List API keys")
+    mounted = [Mounted("GET", "/api-keys", FULL, "main", op=listed),
+               Mounted("POST", "/gadgets/<gadget_id>/polish", FULL, "main")]
     with pytest.raises(openapi.Undocumented, match=r"POST /gadgets/<gadget_id>/polish"):
         openapi.document(mounted)
 
@@ -122,11 +143,6 @@ async def test_the_operator_api_tells_of_the_node(api):
     assert node["object"] == "node" and node["version"] and node["onion"] is None
 
 
-def _schema(op_key: str, status: int = 200, native: bool = False) -> dict:
-    op = openapi.OPERATIONS[op_key]
-    return (op.native_ok if native and op.native_ok is not None else op.ok)[status]
-
-
 @pytest_twisted.ensureDeferred
 async def test_the_replies_of_broadcasts_and_shaping_match_their_entries(api):
     # schemathesis cannot reach these successes (a broadcast needs a segment of the account):
@@ -134,7 +150,8 @@ async def test_the_replies_of_broadcasts_and_shaping_match_their_entries(api):
     import jsonschema_rs
 
     def check(op_key, reply, status=200, native=False):
-        jsonschema_rs.validate(_schema(op_key, status, native), reply)
+        method, path = op_key.split(" ", 1)
+        jsonschema_rs.validate(reply_schema(api, method, ("/v1" if native else "") + path, status), reply)
 
     _, key, _ = await sending_tenant(api, "example.com")  # a broadcast is sent from a verified domain
     code, segment, _ = await api.json("POST", "/segments", key, json={"name": "Readers"})
@@ -262,7 +279,7 @@ async def test_every_route_answers_what_the_document_says(api):
         body = {} if mounted.method in ("POST", "PATCH", "PUT") else None
         response, raw = await api.request(mounted.method, path, credential, headers=headers, json=body,
                                           allow_redirects=False)
-        operation = doc["paths"][openapi._openapi_path(mounted.path)[0]][mounted.method.lower()]
+        operation = doc["paths"][openapi.openapi_path(mounted.path)[0]][mounted.method.lower()]
         documented = operation["responses"]
         where = f"{mounted.method} {path}"
         if str(response.code) not in documented:

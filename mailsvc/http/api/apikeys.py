@@ -13,6 +13,7 @@ from mailsvc.domain.errors import NotFound
 from mailsvc.http.body import read_json
 from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
+from mailsvc.http.operation import DELETED, PAGE, RESOURCE, STR, UUID, Operation, listing, obj
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, Reply, route
 from mailsvc.ids import parse_uuid
@@ -57,14 +58,18 @@ class ApiKeysResource:
     def __init__(self, keys: KeyRing):
         self._keys = keys
 
-    @route("POST", "/api-keys", access=FULL, native=True)
+    @route("POST", "/api-keys", access=FULL, native=True,
+           op=Operation("Create an API key", obj(("name",), name=STR, permission=STR, domain_id=UUID),
+                        {200: obj(("id", "token"), id=UUID, token=STR)},
+                        {201: obj(("id", "token"), id=UUID, token=STR)}))
     async def create(self, request, caller: Caller):
         row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id))
         if context_of(request).surface == NATIVE:
             return Reply(201, {**_native(row), "token": str(token)})
         return {"object": "api_key", "id": str(row["id"]), "token": str(token)}
 
-    @route("GET", "/api-keys", access=FULL, native=True)
+    @route("GET", "/api-keys", access=FULL, native=True,
+           op=Operation("List API keys", responses={200: listing()}, query=PAGE))
     async def list(self, request, caller: Caller):
         rows, has_more = await self._keys.list(caller.tenant.id, page_of(request.args, None))
         shown = _native if context_of(request).surface == NATIVE else _listed
@@ -72,13 +77,15 @@ class ApiKeysResource:
             return envelope([{**shown(row), "created_by": _creator(row)} for row in rows], has_more)
         return envelope([shown(row) for row in rows], has_more)
 
-    @route("PATCH", "/api-keys/<key_id>", access=FULL)
+    @route("PATCH", "/api-keys/<key_id>", access=FULL,
+           op=Operation("Rename an API key", obj(("name",), name=STR), {200: RESOURCE}))
     async def rename(self, request, caller: Caller, key_id: str):
         name = key_name(read_json(request).get("name"))
         row = await self._keys.rename(caller.tenant.id, _key_id(key_id), name)
         return {"object": "api_key", "id": str(row["id"])}
 
-    @route("DELETE", "/api-keys/<key_id>", access=FULL, native=True)
+    @route("DELETE", "/api-keys/<key_id>", access=FULL, native=True,
+           op=Operation("Revoke an API key", responses={200: DELETED}, native_responses={204: None}))
     async def delete(self, request, caller: Caller, key_id: str):
         parsed = _key_id(key_id)
         await self._keys.revoke(caller.tenant.id, parsed)

@@ -11,6 +11,7 @@ from mailsvc.app.brand import BrandImporter
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
+from mailsvc.http.operation import BOOL, NULLABLE_STR, OBJECT, STR, Operation, obj
 from mailsvc.http.router import FULL, PUBLIC, Reply, route
 
 FILE_HEADERS = {"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"}
@@ -22,11 +23,21 @@ class BrandResource:
         self._importer = importer
         self._public_url = PublicUrl(public_url)
 
-    @route("POST", "/brand/import", access=FULL)
+    @route("POST", "/brand/import", access=FULL,
+           op=Operation(
+               "Read a website's logos, colours and fonts into a proposed theme and brand (top plan)",
+               obj(url=STR, apply=BOOL, ai=BOOL, language=STR),
+               {200: obj(("object", "url", "logos", "colors", "fonts", "theme", "brand", "warnings", "applied"),
+                         object={"const": "brand_import"}, url=STR, name=NULLABLE_STR, logos={"type": "array"},
+                         colors={"type": "array"}, palette=OBJECT, fonts={"type": "array"}, socials={"type": "array"},
+                         theme=OBJECT, brand=OBJECT, warnings={"type": "array", "items": STR}, applied=BOOL)},
+               errors=(429,)))
     async def run(self, request, caller: Caller):
         return await self._importer.run(caller.tenant, read_json(request), self._public_url.of(request))
 
-    @route("GET", "/files/brand/<name>", access=PUBLIC)
+    @route("GET", "/files/brand/<name>", access=PUBLIC,
+           op=Operation("A logo a brand import stored", responses={200: None}, content_type="image/png",
+                        also=("image/jpeg", "image/gif", "image/webp", "image/svg+xml")))
     async def file(self, request, caller, name: str):
         found = await self._importer.file(name)
         if found is None:

@@ -14,6 +14,7 @@ from mailsvc.app.builder import Builder
 from mailsvc.domain.errors import NotFound
 from mailsvc.domain.themes import NETWORKS
 from mailsvc.http.body import read_json
+from mailsvc.http.operation import OBJECT, STR, Operation, obj
 from mailsvc.http.router import FULL, PUBLIC, TEMPLATE_BODY_LIMIT, Reply, route
 
 PNG = b"image/png"
@@ -32,25 +33,34 @@ class BuilderResource:
         self._builder = builder
         self._icons = icons
 
-    @route("GET", "/template-builder", access=FULL)
+    @route("GET", "/template-builder", access=FULL,
+           op=Operation("What the plan allows of the builder",
+                        responses={200: obj(("object", "plan", "builder"), object={"const": "template_builder"})}))
     async def capabilities(self, request, caller: Caller):
         return await self._builder.capabilities(caller.tenant)
 
-    @route("GET", "/template-builder/theme", access=FULL)
+    @route("GET", "/template-builder/theme", access=FULL,
+           op=Operation("The account's theme and brand", responses={200: obj(("object", "theme", "brand"))}))
     async def theme(self, request, caller: Caller):
         return await self._builder.theme(caller.tenant)
 
     @route("PATCH", "/template-builder/theme", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
-           multi_line=("brand.address",))
+           multi_line=("brand.address",),
+           op=Operation("Save the theme and brand (top plan)", obj(("theme",), theme=OBJECT,
+                                                                  brand=OBJECT),
+                        {200: obj(("object", "theme", "brand"))}))
     async def save_theme(self, request, caller: Caller):
         return await self._builder.save_theme(caller.tenant, read_json(request))
 
     @route("POST", "/template-builder/render", access=FULL, body_limit=TEMPLATE_BODY_LIMIT,
-           multi_line=("document.**",))
+           multi_line=("document.**",),
+           op=Operation("Render a builder document", obj(("document",), document=OBJECT),
+                        {200: obj(("html", "text"), html=STR, text=STR)}))
     async def render(self, request, caller: Caller):
         return await self._builder.render(caller.tenant, read_json(request))
 
-    @route("GET", "/files/social/<name>", access=PUBLIC)
+    @route("GET", "/files/social/<name>", access=PUBLIC,
+           op=Operation("A social icon", responses={200: None}, content_type="image/png"))
     async def icon(self, request, caller, name: str):
         icon = self._icons.get(name)
         if icon is None:

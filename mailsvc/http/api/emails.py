@@ -20,9 +20,21 @@ from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json, read_json_value
 from mailsvc.http.context import context_of
 from mailsvc.http.errors import NATIVE
+from mailsvc.http.operation import ID, OBJECT, PAGE, RESOURCE, STR, STR_OR_LIST, UUID, Operation, listing, obj
 from mailsvc.http.pagination import envelope, page_of
 from mailsvc.http.router import FULL, PUBLIC, SEND_BODY_LIMIT, SENDING, Reply, route
 from mailsvc.ids import parse_uuid
+
+SEND = obj(
+    ("to",),
+    **{"from": STR}, to=STR_OR_LIST, cc=STR_OR_LIST, bcc=STR_OR_LIST, reply_to=STR_OR_LIST,
+    subject=STR, html=STR, text=STR, headers={"type": "object", "additionalProperties": STR},
+    attachments={"type": "array", "items": obj(filename=STR, content=STR, path=STR, content_type=STR,
+                                                content_id=STR)},
+    tags={"type": "array", "items": obj(("name", "value"), name=STR, value=STR)},
+    scheduled_at=STR, template=obj(("id",), id=STR, variables=OBJECT), topic_id=STR,
+    stream={"enum": ["transactional", "broadcast"]},
+)
 
 MAX_BATCH = 100
 #: The policy of a downloaded attachment: a document of a unique origin (``sandbox``: no script,
@@ -96,7 +108,8 @@ class EmailsResource:
             return Reply(result.status, result.body, headers={"Idempotent-Replayed": "true"})
         return respond(result)
 
-    @route("POST", "/emails", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT, multi_line=SEND_TEXTS)
+    @route("POST", "/emails", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT, multi_line=SEND_TEXTS,
+           op=Operation("Send an e-mail", SEND, {200: ID}, headers=(("Idempotency-Key", STR),), errors=(400, 409)))
     async def send(self, request, caller: Caller):
         body = read_json(request)
 
@@ -110,7 +123,12 @@ class EmailsResource:
         return await self._submitted(request, caller, f"send {context_of(request).surface}", body, [item], respond)
 
     @route("POST", "/emails/batch", access=SENDING, native=True, body_limit=SEND_BODY_LIMIT,
-           multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
+           multi_line=tuple(f"[].{path}" for path in SEND_TEXTS),
+           op=Operation("Send up to 100 e-mails", {"type": "array", "items": SEND},
+                        {200: obj(("data",), data={"type": "array", "items": ID}, errors={"type": "array"})},
+                        headers=(("Idempotency-Key", STR),
+                                 ("x-batch-validation", {"enum": ["strict", "permissive"]})),
+                        main_only_headers=("x-batch-validation",), errors=(400, 409)))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
         # The native batch is atomic (docs/contract/native-api.md): the main surface's header does not apply.
@@ -135,12 +153,15 @@ class EmailsResource:
         items = [_batch_item(item) for item in body]
         return await self._submitted(request, caller, scope, body, items, respond, batch=mode)
 
-    @route("GET", "/emails", access=FULL, native=True)
+    @route("GET", "/emails", access=FULL, native=True,
+           op=Operation("List e-mails", responses={200: listing()}, query=PAGE))
     async def list(self, request, caller: Caller):
         rows, has_more = await self._emails.list(caller.tenant.id, page_of(request.args, 20))
         return envelope([self._emails.list_item(row) for row in rows], has_more)
 
-    @route("GET", "/emails/<email_id>", access=SENDING, native=True)
+    @route("GET", "/emails/<email_id>", access=SENDING, native=True,
+           op=Operation("Retrieve an e-mail", responses={200: obj(("object", "id"), object={"const": "email"},
+                                                                 id=UUID)}))
     async def retrieve(self, request, caller: Caller, email_id: str):
         parsed = _email_id(email_id)
         resource = self._emails.resource(await self._emails.get(caller.tenant.id, parsed, caller.domain_id))
@@ -148,7 +169,9 @@ class EmailsResource:
             resource["deliveries"] = await self._emails.deliveries(caller.tenant.id, parsed)
         return resource
 
-    @route("PATCH", "/emails/<email_id>", access=FULL)
+    @route("PATCH", "/emails/<email_id>", access=FULL,
+           op=Operation("Reschedule an e-mail", obj(("scheduled_at",), scheduled_at=STR),
+                        {200: RESOURCE}, errors=(409,)))
     async def reschedule(self, request, caller: Caller, email_id: str):
         body = read_json(request)
         if body.get("scheduled_at") in (None, ""):
@@ -156,20 +179,22 @@ class EmailsResource:
         await self._emails.reschedule(caller.tenant.id, _email_id(email_id), body["scheduled_at"])
         return {"object": "email", "id": email_id}
 
-    @route("POST", "/emails/<email_id>/cancel", access=FULL, native=True)
+    @route("POST", "/emails/<email_id>/cancel", access=FULL, native=True,
+           op=Operation("Cancel a scheduled e-mail", responses={200: RESOURCE}, errors=(409,)))
     async def cancel(self, request, caller: Caller, email_id: str):
         await self._emails.cancel(caller.tenant.id, _email_id(email_id))
         if context_of(request).surface == NATIVE:
             return {"object": "email", "id": email_id, "last_event": "canceled"}
         return {"object": "email", "id": email_id}
 
-    @route("GET", "/emails/<email_id>/attachments", access=FULL)
+    @route("GET", "/emails/<email_id>/attachments", access=FULL,
+           op=Operation("List an e-mail's attachments", responses={200: listing()}, query=PAGE))
     async def attachments(self, request, caller: Caller, email_id: str):
         page = page_of(request.args, None)
         rows, has_more = await self._emails.attachments(caller.tenant.id, _email_id(email_id), page)
         return envelope([self._emails.attachment_item(row, self._base_url(request)) for row in rows], has_more)
 
-    @route("GET", "/emails/<email_id>/attachments/<attachment_id>", access=FULL)
+    @route("GET", "/emails/<email_id>/attachments/<attachment_id>", access=FULL, op=Operation("Retrieve an attachment"))
     async def attachment(self, request, caller: Caller, email_id: str, attachment_id: str):
         attachment_uuid = parse_uuid(attachment_id)
         if attachment_uuid is None:
@@ -177,7 +202,9 @@ class EmailsResource:
         row = await self._emails.attachment(caller.tenant.id, _email_id(email_id), attachment_uuid)
         return {"object": "attachment", **self._emails.attachment_item(row, self._base_url(request))}
 
-    @route("GET", "/public/attachments/<token>", access=PUBLIC)
+    @route("GET", "/public/attachments/<token>", access=PUBLIC,
+           op=Operation("Download an attachment through its signed link", responses={200: None},
+                        content_type="application/octet-stream", errors=(403,)))
     async def download(self, request, caller, token: str):
         row = await self._emails.download(token)
         return Reply(

@@ -21,7 +21,20 @@ from mailsvc.http.access.dashboard import SESSION_COOKIE, session_token
 from mailsvc.http.baseurl import PublicUrl, plain_http_on_loopback
 from mailsvc.http.body import read_json
 from mailsvc.http.errors import NATIVE
+from mailsvc.http.operation import BOOL, LIST_ONLY, STR, UUID, Operation, obj
 from mailsvc.http.router import OPERATOR, SESSION, SIGN_IN, Operator, Reply, route
+from mailsvc.http.schemas import (
+    ACCOUNT,
+    DASHBOARD_USAGE,
+    PASSWORD,
+    SIGNED_IN,
+    SIGNED_IN_OR_CHALLENGE,
+    USER,
+    USER_BODY,
+    USER_FIELDS,
+    USER_LINK,
+    USER_REQUIRED,
+)
 from mailsvc.http.security import DashboardSecurity, challenge_json, user_agent_of
 from mailsvc.ids import parse_uuid
 
@@ -122,28 +135,44 @@ class AuthResource:
         return Reply(200, {**user_json(signed.user), "csrf_token": self._dashboard.csrf_token(signed.token)},
                      headers={"Set-Cookie": self._cookies.issue(request, signed.token)})
 
-    @route("POST", "/auth/login", access=SIGN_IN)
+    @route("POST", "/auth/login", access=SIGN_IN,
+           op=Operation("Sign in: sets the session cookie (or, with two-factor sign-in, a challenge)",
+                        obj(("email", "password"), email=STR, password=STR),
+                        {200: SIGNED_IN_OR_CHALLENGE}, errors=(401, 429)))
     async def login(self, request, _):
         client = network_of(getattr(request.getClientAddress(), "host", None))
         return self._signed_in(request, await self._dashboard.login(read_json(request), client,
                                                                     user_agent_of(request)))
 
-    @route("POST", "/auth/logout", access=SESSION)
+    @route("POST", "/auth/logout", access=SESSION,
+           op=Operation("Sign out: ends the session, clears the cookie",
+                        responses={200: obj(("object", "deleted"), object={"const": "session"},
+                                            deleted={"const": True})}))
     async def logout(self, request, caller: Caller):
         await self._dashboard.logout(session_token(request))
         return Reply(200, {"object": "session", "deleted": True},
                      headers={"Set-Cookie": self._cookies.clear(request)})
 
-    @route("POST", "/auth/password", access=SIGN_IN)
+    @route("POST", "/auth/password", access=SIGN_IN,
+           op=Operation("Set a password with a set-password link's token; signs in",
+                        obj(("token", "password"), token=STR, password=PASSWORD),
+                        {200: SIGNED_IN_OR_CHALLENGE}, errors=(401,)))
     async def set_password(self, request, _):
         """With a link's ``token``; signed in, ``POST /dashboard/password`` with the current one."""
         return self._signed_in(request, await self._dashboard.set_password(read_json(request)))
 
-    @route("POST", "/dashboard/password", access=SESSION)
+    @route("POST", "/dashboard/password", access=SESSION,
+           op=Operation("Change the signed-in user's password; every other session ends",
+                        obj(("password", "current_password"), password=PASSWORD, current_password=STR),
+                        {200: SIGNED_IN}))
     async def change_password(self, request, caller: Caller):
         return self._signed_in(request, await self._dashboard.set_password(read_json(request), caller))
 
-    @route("GET", "/me", access=SESSION)
+    @route("GET", "/me", access=SESSION,
+           op=Operation("The signed-in user, the account, its usage today and this month, the CSRF token",
+                        responses={200: obj((*USER_REQUIRED, "account", "usage", "csrf_token"), **USER_FIELDS,
+                                            account=ACCOUNT, two_factor_enrolment_required=BOOL,
+                                            usage=DASHBOARD_USAGE, csrf_token=STR)}))
     async def me(self, request, caller: Caller):
         user = await self._dashboard.tenant_user(caller.tenant.id, caller.user_id)
         return {
@@ -156,25 +185,35 @@ class AuthResource:
 
     # Users and invitations
 
-    @route("GET", "/dashboard/users", access=SESSION)
+    @route("GET", "/dashboard/users", access=SESSION,
+           op=Operation("List the account's users", responses={200: {**LIST_ONLY, "properties": {
+               **LIST_ONLY["properties"], "data": {"type": "array", "items": USER}}}}))
     async def users(self, request, caller: Caller):
         return {"object": "list", "has_more": False,
                 "data": [user_json(row) for row in await self._dashboard.users(caller.tenant.id)]}
 
-    @route("POST", "/dashboard/users", access=SESSION)
+    @route("POST", "/dashboard/users", access=SESSION,
+           op=Operation("Invite a user (owners only)", USER_BODY, {201: USER_LINK}, errors=(409,)))
     async def invite(self, request, caller: Caller):
         row, token = await self._dashboard.invite(caller, read_json(request),
                                                   self._audit_log.entry(user_actor(caller), LINK))
         link = set_password_link(self._public_url.of(request), token)
         return Reply(201, {**user_json(row), "set_password_url": link})
 
-    @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION)
+    @route("POST", "/dashboard/users/<user_id>/password-link", access=SESSION,
+           op=Operation("A new set-password link for a user (owners only)",
+                        responses={200: USER_LINK}))
     async def reset_link(self, request, caller: Caller, user_id: str):
         row, token = await self._dashboard.reset_link(caller, parse_uuid(user_id))
         await self._link_issued(user_actor(caller), row)
         return {**user_json(row), "set_password_url": set_password_link(self._public_url.of(request), token)}
 
-    @route("DELETE", "/dashboard/users/<user_id>", access=SESSION)
+    @route("DELETE", "/dashboard/users/<user_id>", access=SESSION,
+           op=Operation(
+               "Remove a user (owners only; not oneself); `revoke_keys=true` also revokes the API keys they made",
+               responses={200: obj(("object", "id", "deleted"), object=STR, id=STR, deleted={"const": True},
+                            revoked_keys={"type": "array", "items": UUID})},
+               query=(("revoke_keys", {"enum": ["true", "false"]}),), errors=(422,)))
     async def remove(self, request, caller: Caller, user_id: str):
         """``?revoke_keys=true`` also revokes the API keys the user made."""
         revoke = (request.args.get(b"revoke_keys") or [b"false"])[0]
@@ -186,7 +225,11 @@ class AuthResource:
 
     # The operator creates an account's first user
 
-    @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE)
+    @route("POST", "/admin/v1/tenants/<tenant_id>/users", access=OPERATOR, surface=NATIVE,
+           op=Operation("Create a dashboard user of a tenant (an owner unless `role`"
+                        " says otherwise) and its set-password link", USER_BODY,
+                        {201: {**USER_LINK, "required": [*USER_LINK["required"],
+                                                         "tenant_id"]}}, errors=(409,)))
     async def create_user(self, request, operator: Operator, tenant_id: str):
         body = read_json(request)
         row = await self._dashboard.create_user(id_or_not_found(tenant_id, "Tenant"), {"role": "owner", **body},
@@ -194,7 +237,11 @@ class AuthResource:
         link = set_password_link(self._public_url.of(request), self._dashboard.password_token(row))
         return Reply(201, {**user_json(row), "tenant_id": str(row["tenant_id"]), "set_password_url": link})
 
-    @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE)
+    @route("POST", "/admin/v1/users/password-link", access=OPERATOR, surface=NATIVE,
+           op=Operation(
+               "A new set-password link for an existing user, found by e-mail address (it can take over the account)",
+               obj(("email",), email={"type": "string", "format": "email"}),
+               {200: {**USER_LINK, "required": [*USER_LINK["required"], "tenant_id"]}}, errors=(404,)))
     async def operator_link(self, request, operator: Operator):
         """A new set-password link for an existing user found by ``email`` (``mailsvc user link``)."""
         row, token = await self._dashboard.operator_link(read_json(request))

@@ -12,8 +12,22 @@ from mailsvc.app.dashboard import Dashboard
 from mailsvc.app.dashboard_reads import SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
 from mailsvc.http.dashboard.auth import id_or_not_found
+from mailsvc.http.operation import (
+    BOOL,
+    INT,
+    LIST_ONLY,
+    NULLABLE_INT,
+    NULLABLE_STR,
+    OBJECT,
+    PAGE,
+    STR,
+    UUID,
+    Operation,
+    obj,
+)
 from mailsvc.http.pagination import page_of
 from mailsvc.http.router import SESSION, route
+from mailsvc.http.schemas import DASHBOARD_USAGE, DMARC
 
 
 def _event(row: dict) -> dict:
@@ -29,13 +43,23 @@ class ReadsResource:
         self._reads = reads
         self._domains = domains
 
-    @route("GET", "/dashboard/stats", access=SESSION)
+    @route("GET", "/dashboard/stats", access=SESSION,
+           op=Operation("Sends and outcomes per day over 30 days, and the quota used", responses={200: obj(
+               ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
+               days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
+                                                   sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
     async def stats(self, request, caller: Caller):
         """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
         return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
                 "usage": await self._dashboard.usage(caller.tenant)}
 
-    @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION)
+    @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION,
+           op=Operation("An e-mail's events and its deliveries", responses={200: obj(
+               ("object", "has_more", "data", "deliveries"), object={"const": "list"}, has_more={"const": False},
+               data={"type": "array", "items": obj(("id", "type", "created_at", "data"), id=UUID, type=STR,
+                                                   created_at=STR, recipient=NULLABLE_STR, data=OBJECT)},
+               deliveries={"type": "array", "items": obj(("recipient", "status", "attempts"), recipient=STR, status=STR,
+                                                         attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}))
     async def timeline(self, request, caller: Caller, email_id: str):
         rows, deliveries = await self._reads.email_timeline(caller.tenant.id, id_or_not_found(email_id, "Email"))
         return {
@@ -45,7 +69,14 @@ class ReadsResource:
                             "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
         }
 
-    @route("GET", "/dashboard/search/emails", access=SESSION)
+    @route("GET", "/dashboard/search/emails", access=SESSION,
+           op=Operation("The e-mails by text (address, subject or id) and status, a page at a time",
+                        query=(("q", STR), ("status", STR), *PAGE),
+                        responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
+                            "type": "array", "items": obj(
+                                ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},
+                                to={"type": "array", "items": STR}, subject=NULLABLE_STR,
+                                last_event=NULLABLE_STR, created_at=STR)}}}}))
     async def search(self, request, caller: Caller):
         """The e-mails, newest first, by text (subject, sender, recipient or id) and last event
         (``status``), a page at a time (``limit``, ``after`` and ``before`` as the API's lists)."""
@@ -57,7 +88,13 @@ class ReadsResource:
             "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
         } for r in rows]}
 
-    @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION)
+    @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION,
+           op=Operation(
+               "A webhook's latest 50 deliveries", responses={200: {**LIST_ONLY, "properties": {
+                   **LIST_ONLY["properties"], "data": {
+                   "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
+                                                 state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
+                                                 last_attempt_at={"type": ["string", "null"]}, created_at=STR)}}}}))
     async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
         rows = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
         return {"object": "list", "has_more": False, "data": [{
@@ -67,12 +104,24 @@ class ReadsResource:
             "created_at": timefmt.resource(r["created_at"]),
         } for r in rows]}
 
-    @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION)
+    @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION,
+           op=Operation("The domain's DMARC aggregate reports over the last 30 days",
+                        responses={200: DMARC}))
     async def dmarc(self, request, caller: Caller, domain_id: str):
         """The DMARC aggregate reports' summary of the last 30 days (as GET /domains/{id}/dmarc)."""
         return await self._domains.dmarc(caller.tenant.id, id_or_not_found(domain_id, "Domain"), 30)
 
-    @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION)
+    @route("GET", "/dashboard/domains/<domain_id>/dns", access=SESSION,
+           op=Operation(
+               "A domain's records, each with its stored status and what DNS answers now, and whether they can be "
+               "published (not while the node's mail.hostname is localhost or has no dot: the reason says so)",
+               responses={200: {**LIST_ONLY,
+                                "required": [*LIST_ONLY["required"], "records_publishable", "unpublishable_reason"],
+                         "properties": {**LIST_ONLY["properties"], "records_publishable": BOOL,
+                                        "unpublishable_reason": NULLABLE_STR, "data": {"type": "array", "items": obj(
+                                            ("record", "name", "type", "value", "status"), record=STR, name=STR,
+                                            type=STR, value=STR, priority=NULLABLE_INT, status=STR,
+                                            live={"enum": ["match", "mismatch", "temporary"]})}}}}))
     async def live_dns(self, request, caller: Caller, domain_id: str):
         """
         Each record with its stored status and what DNS answers now (match, mismatch, temporary),

@@ -11,7 +11,9 @@ from importlib import resources
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.domain.errors import NotFound
+from mailsvc.http.operation import Operation
 from mailsvc.http.router import PUBLIC, SESSION, Reply, route
+from mailsvc.http.schemas import UI_TYPES
 from mailsvc.ids import parse_uuid
 
 CSP = (
@@ -67,32 +69,38 @@ class UiResource:
         cache = "no-cache" if name in ("index.html", "console.html") else "max-age=300"
         return Reply(200, body, kind, {**HEADERS, "Cache-Control": cache})
 
-    @route("GET", "/", access=PUBLIC)
+    @route("GET", "/", access=PUBLIC, op=Operation("Redirects to the web UI (/ui/)", responses={302: None}))
     async def root(self, request, _):
         return Reply(302, None, headers={"Location": "/ui/"})
 
-    @route("GET", "/ui", access=PUBLIC)
+    @route("GET", "/ui", access=PUBLIC, op=Operation("Redirects to the web UI (/ui/)", responses={302: None}))
     async def ui_bare(self, request, _):
         return Reply(302, None, headers={"Location": "/ui/"})
 
-    @route("GET", "/ui/", access=PUBLIC)
+    @route("GET", "/ui/", access=PUBLIC,
+           op=Operation("The web UI's page", responses={200: None}, content_type="text/html"))
     async def index(self, request, _):
         return self._file("index.html")
 
-    @route("GET", "/ui/<path:name>", access=PUBLIC)
+    @route("GET", "/ui/<path:name>", access=PUBLIC,
+           op=Operation("A static file of the web UI (script, style sheet, image)", responses={200: None},
+                        content_type="text/html", also=UI_TYPES))
     async def static(self, request, _, name: str):
         return self._file(name)
 
-    @route("GET", "/console", access=PUBLIC)
+    @route("GET", "/console", access=PUBLIC, op=Operation("Redirects to /console/", responses={302: None}))
     async def console_bare(self, request, _):
         return Reply(302, None, headers={"Location": "/console/"})
 
-    @route("GET", "/console/", access=PUBLIC)
+    @route("GET", "/console/", access=PUBLIC,
+           op=Operation("The operator console's page", responses={200: None}, content_type="text/html"))
     async def console(self, request, _):
-        """The operator console's page (issue 31 §3): its modules are under /ui/console/."""
+        """The operator console's page: its modules are under /ui/console/."""
         return self._file("console.html")
 
-    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION)
+    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION,
+           op=Operation("An e-mail's HTML for a sandboxed preview", responses={200: None},
+                        content_type="text/html"))
     async def preview(self, request, caller: Caller, email_id: str):
         html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id))
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {

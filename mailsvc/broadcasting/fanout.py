@@ -23,6 +23,7 @@ from mailsvc import timefmt
 from mailsvc.app.broadcasts import contact_of
 from mailsvc.app.submit import Item, Outcome, ServiceSender, Submitter
 from mailsvc.domain import broadcasts as rules
+from mailsvc.domain import policy
 from mailsvc.domain.broadcasts import Contact, Content, personalised, snapshot, used_fields
 from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, parse_mailbox, parse_mailboxes
 from mailsvc.domain.errors import Invalid, LeaseLost, NotAllowed, QuotaExceeded
@@ -111,10 +112,11 @@ class Fanout(LeasedEngine):
         tenant = await self._tenant(b["tenant_id"])
         if tenant is None:
             return []
-        if tenant.status == "suspended":
-            await self._fail(b, "account_suspended", now)
+        admitted = policy.resolve(tenant).admission
+        if admitted.failure is not None:
+            await self._fail(b, admitted.failure, now)
             return []
-        if tenant.status == "paused":
+        if not admitted.sends:
             await rows.wait(self._db, b["id"], "account_paused", now + PAUSED_RECHECK, now)
             return []
         left, period = await rows.remaining_quota(self._db, tenant.id, tenant.daily_quota, tenant.monthly_quota, now)

@@ -3,8 +3,10 @@ The delivery worker of a node: claims due deliveries, sends them through the out
 client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what became
 of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced
 mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
-has room for. An email's recipients at one domain share a transaction (at most 50; one with a
-message of its own goes alone) under the first one's VERP address. Messages stored as content
+has room for. An email's recipients at one domain share a transaction (at most the delivery
+policy's ``recipients_per_transaction``; one with a message of its own goes alone) under the
+first one's VERP address; the policy (``domain/policy.py``) also says which TLS a path asks
+for, whether it leaves through the smarthost, and when a deferral is tried again. Messages stored as content
 are built here (``app/messages``: once per email per step, or once per recipient of the
 broadcast stream), and DKIM-signed, once per step, just before sending; mail for a test
 address or a capture-mode account is signed the same way and stops at ``delivery.door``.
@@ -31,14 +33,16 @@ from mailsvc.delivery.connections import ConnectFailed, Connections, Destination
 from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
-from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED, next_attempt
+from mailsvc.domain import policy
+from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED
+from mailsvc.domain.policy import PathPolicy
 from mailsvc.engine import LeasedEngine
 from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database
-from mailsvc.store.deliveries import Contents, Outcome, Work
+from mailsvc.store.deliveries import ClaimedDelivery, Contents, Outcome
 
 log = Logger()
 
@@ -81,8 +85,10 @@ class Settings:
 class _Transaction:
     """Recipients of one SMTP transaction and what they are sent."""
 
-    group: list[Work]
+    group: list[ClaimedDelivery]
     email: dict
+    #: The delivery policy of the group's account and destination.
+    path: PathPolicy
     message: bytes
     #: The sending domain's DKIM key rows to sign with; None: the message is stored signed.
     keys: list[dict] | None
@@ -92,6 +98,17 @@ class _Transaction:
     at_door: bool = False
     #: The test sender's: signed with the node's test key.
     test_sender: bool = False
+
+
+@attrs.frozen
+class _Grouping:
+    """A step's transactions, and the claimed deliveries that make none."""
+
+    transactions: list[_Transaction]
+    #: Deliveries that can no longer be sent as they were accepted, and why (``content_expired``).
+    expired: list[tuple[ClaimedDelivery, str]]
+    #: Deliveries whose message failed to build (deferred ``transient``).
+    unbuilt: list[ClaimedDelivery]
 
 
 class _StepSignatures:
@@ -184,7 +201,12 @@ class DeliveryWorker(LeasedEngine):
             return
         # Should this fail, the leases end and any node takes the work again.
         contents = await store.contents(self._db, claimed.work)
-        transactions = list(self._transactions(claimed.work, contents, token))
+        grouping = self._transactions(claimed.work, contents)
+        for w, why in grouping.expired:
+            self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, why)
+        for w in grouping.unbuilt:
+            self._defer(w, token, "transient", None, None, "internal error")
+        transactions = grouping.transactions
         signatures = _StepSignatures()
         for t in transactions:
             if t.shared is not None:
@@ -202,71 +224,88 @@ class DeliveryWorker(LeasedEngine):
             return
         self._wake_at(due)
 
-    def _transactions(self, work: list[Work], contents: Contents, token: uuid.UUID):
-        """Each SMTP transaction of ``work``; decides what needs no sending."""
-        groups: dict[tuple, list[Work]] = defaultdict(list)
-        to_build: dict[uuid.UUID, list[Work]] = defaultdict(list)  # own messages built per recipient
+    def _transactions(self, work: list[ClaimedDelivery], contents: Contents) -> _Grouping:
+        """Each SMTP transaction of ``work``, and the deliveries that make none (what becomes of
+        them, the caller records)."""
+        groups: dict[tuple, list[ClaimedDelivery]] = defaultdict(list)
+        paths: dict[tuple, PathPolicy] = {}
+        to_build: dict[uuid.UUID, list[ClaimedDelivery]] = defaultdict(list)  # own messages built per recipient
+        expired: list[tuple[ClaimedDelivery, str]] = []
         for w in work:
             email = contents.emails.get(w.email_id)
-            # The message is gone (pruned), or its sending domain was deleted (a domain with no
-            # keys cannot sign: as deleted; the API never leaves one keyless): what was accepted
-            # can no longer be sent as it was accepted.
-            if email is None:
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
+            why = self._expired(w, email, contents)
+            if why is not None:
+                expired.append((w, why))
                 continue
-            if email["broadcast_id"] is not None and (
-                    email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the broadcast's content is gone")
-                continue
-            test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
-            if not test_sender and (
-                    email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the sending domain was deleted")
-                continue
-            test_address = self._door.outcome(w.recipient) is not None
-            if test_sender and not test_address:
-                # Never real mail in the test domain's name (the accept path lets none through).
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED},
-                             "the test sender sends to test addresses only")
-                continue
+            assert email is not None  # not expired
             domain = w.recipient.rpartition("@")[2].lower()
+            path = policy.resolve(w.account, domain, sending_tls=email["tls"])
             own = w.own_message or (email["message"] is None and email["stream"] == "broadcast")
             if own and not w.own_message:
                 to_build[w.email_id].append(w)
-            if test_address:
-                key = ("test", w.id)  # each its own outcome
-            elif w.delivery_mode == "capture":
+            if self._door.outcome(w.recipient) is not None:
+                key: tuple = ("test", w.id)  # each its own outcome
+            elif path.capture:
                 key = ("capture", w.id) if own else ("capture", w.email_id)
             else:
-                key = (w.id,) if own else (w.email_id, domain, w.delivery_mode)
+                key = (w.id,) if own else (w.email_id, domain, w.account.delivery_mode)
             groups[key].append(w)
-        messages = self._built(contents, to_build, groups, token)
-        for key, group in groups.items():
-            at_door = key[0] in ("test", "capture")
-            for start in range(0, len(group), 50):
-                chunk = group[start:start + 50]
-                email = contents.emails[chunk[0].email_id]
-                test_sender = email["domain_id"] is None
-                keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
-                own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
-                if own is not None:
-                    yield _Transaction(chunk, email, own, keys, None, at_door, test_sender)
-                else:
-                    shared = None
-                    if test_sender:
-                        shared = (email["id"], "test")
-                    elif keys is not None:
-                        shared = (email["id"], tuple(k["id"] for k in keys))
-                    yield _Transaction(chunk, email, messages[email["id"]], keys, shared, at_door, test_sender)
+            paths.setdefault(key, path)
+        messages, unbuilt = self._built(contents, to_build, groups)
+        transactions = [t for key, group in groups.items()
+                        for t in self._chunked(key, group, paths[key], contents, messages)]
+        return _Grouping(transactions, expired, [w for _, ws in unbuilt for w in ws])
 
-    def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[Work]], groups: dict[tuple, list[Work]],
-               token: uuid.UUID) -> dict[uuid.UUID, bytes]:
+    def _expired(self, w: ClaimedDelivery, email: dict | None, contents: Contents) -> str | None:
+        """Why what was accepted can no longer be sent as it was accepted, if it cannot: the
+        message is gone (pruned), or its sending domain was deleted (a domain with no keys cannot
+        sign: as deleted; the API never leaves one keyless)."""
+        if email is None:
+            return "the stored message is gone"
+        if email["broadcast_id"] is not None and (
+                email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
+            return "the broadcast's content is gone"
+        test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
+        if not test_sender and (
+                email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
+            return "the sending domain was deleted"
+        if test_sender and self._door.outcome(w.recipient) is None:
+            # Never real mail in the test domain's name (the accept path lets none through).
+            return "the test sender sends to test addresses only"
+        return None
+
+    @staticmethod
+    def _chunked(key: tuple, group: list[ClaimedDelivery], path: PathPolicy, contents: Contents,
+                 messages: dict[uuid.UUID, bytes]):
+        """The transactions of one group, ``path.recipients_per_transaction`` recipients at most each."""
+        at_door = key[0] in ("test", "capture")
+        size = path.recipients_per_transaction
+        for start in range(0, len(group), size):
+            chunk = group[start:start + size]
+            email = contents.emails[chunk[0].email_id]
+            test_sender = email["domain_id"] is None
+            keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
+            own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
+            if own is not None:
+                yield _Transaction(chunk, email, path, own, keys, None, at_door, test_sender)
+            else:
+                shared = None
+                if test_sender:
+                    shared = (email["id"], "test")
+                elif keys is not None:
+                    shared = (email["id"], tuple(k["id"] for k in keys))
+                yield _Transaction(chunk, email, path, messages[email["id"]], keys, shared, at_door, test_sender)
+
+    def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[ClaimedDelivery]],
+               groups: dict[tuple, list[ClaimedDelivery]],
+               ) -> tuple[dict[uuid.UUID, bytes], list[tuple[tuple, list[ClaimedDelivery]]]]:
         """
         The messages ``groups`` send, built once each (or used as stored), by email id and, for
-        the recipients' own ones, by delivery id. A message that fails to build defers its
-        recipients ``transient`` (logged), and their groups are dropped.
+        the recipients' own ones, by delivery id; and the groups whose message failed to build
+        (logged), dropped from ``groups``.
         """
         built: dict[uuid.UUID, bytes] = {}
+        unbuilt = []
         for key, group in list(groups.items()):
             w = group[0]
             email = contents.emails[w.email_id]
@@ -282,15 +321,14 @@ class DeliveryWorker(LeasedEngine):
                     built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))
             except Exception:
                 log.failure("building a message of {domain} failed", domain=email["domain"])
-                for failed in groups.pop(key):
-                    self._defer(failed, token, "transient", None, None, "internal error")
-        return built
+                unbuilt.append((key, groups.pop(key)))
+        return built, unbuilt
 
     def _outcome_ready(self) -> None:
         """A step soon to write the outcome, shared with the others of the next GATHER seconds."""
         self._loop.wake(GATHER)
 
-    def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
+    def _decide(self, w: ClaimedDelivery, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
                                       claim=token, attempted=status != "failed"))
         self._outcome_ready()
@@ -317,9 +355,8 @@ class DeliveryWorker(LeasedEngine):
         if t.at_door:
             await self._at_door(t, signatures, token)
             return
-        relay = group[0].delivery_mode == "relay"
         try:
-            destinations = await self._destinations(group, email, relay)
+            destinations = await self._destinations(t)
         except NoRoute as e:
             for w in group:
                 self._bounce(w, token, e.code, e.enhanced, e.message, "smtp")
@@ -406,13 +443,13 @@ class DeliveryWorker(LeasedEngine):
             self._outcomes.extend(decided)
             self._outcome_ready()
 
-    async def _give_back(self, group: list[Work], token: uuid.UUID) -> None:
+    async def _give_back(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
             await store.release(self._db, self._clock, [(w, token) for w in group])
         except Exception:
             log.failure("giving back {n} deliveries failed; their lease will end", n=len(group))
 
-    async def _renew(self, group: list[Work], token: uuid.UUID) -> None:
+    async def _renew(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
             held = await store.renew(self._db, self._clock, [w.id for w in group], token,
                                      self._settings.lease_seconds)
@@ -421,18 +458,17 @@ class DeliveryWorker(LeasedEngine):
         if not held:
             raise LeaseNotHeld("the lease was lost before DATA")
 
-    async def _destinations(self, group: list[Work], email: dict, relay: bool) -> list[Destination]:
-        if relay:
+    async def _destinations(self, t: _Transaction) -> list[Destination]:
+        if t.path.relay:
             if self._settings.relay is None:
                 raise RouteUnknown("relay mode, but no smarthost is configured (delivery.relay_host)")
             return [self._settings.relay]
-        route = await self._routes.route(group[0].recipient.rpartition("@")[2])
-        tls = email["tls"] or "opportunistic"
+        route = await self._routes.route(t.group[0].recipient.rpartition("@")[2])
         if self._policies is not None:
-            return await self._policies.destinations(route.domain, route.hosts, self._settings.port, tls)
-        return [Destination(host, self._settings.port, tls) for host in route.hosts]
+            return await self._policies.destinations(route.domain, route.hosts, self._settings.port, t.path.tls)
+        return [Destination(host, self._settings.port, t.path.tls) for host in route.hosts]
 
-    def _settle(self, w: Work, token, result: RecipientResult, destination: Destination) -> None:
+    def _settle(self, w: ClaimedDelivery, token, result: RecipientResult, destination: Destination) -> None:
         reply = result.reply
         source = "relay" if destination.relay else "smtp"
         if result.outcome == "delivered":
@@ -447,17 +483,18 @@ class DeliveryWorker(LeasedEngine):
             self._defer(w, token, result.deferral_class or "transient", reply.code, reply.enhanced_code,
                         reply.text)
 
-    def _bounce(self, w: Work, token, code, enhanced: str, message: str, source: str) -> None:
+    def _bounce(self, w: ClaimedDelivery, token, code, enhanced: str, message: str, source: str) -> None:
         self._outcomes.append(Outcome(
             w.id, w.tenant_id, w.email_id, w.recipient, "bounced",
             {"type": "hard", "source": source, "code": code, "enhanced_code": enhanced or None, "message": message},
             " ".join(str(p) for p in (code, enhanced, message) if p), claim=token))
         self._outcome_ready()
 
-    def _defer(self, w: Work, token, kind: str, code, enhanced, message: str) -> None:
+    def _defer(self, w: ClaimedDelivery, token, kind: str, code, enhanced, message: str) -> None:
         now = self._clock.seconds()
         response = " ".join(str(p) for p in (code, enhanced, message) if p)
-        due = next_attempt(now, w.attempts + 1, w.retry_until)
+        retry = policy.resolve(w.account, w.recipient.rpartition("@")[2].lower()).retry
+        due = retry.next_attempt(now, w.attempts + 1, w.retry_until)
         if due is None:
             self._outcomes.append(Outcome(
                 w.id, w.tenant_id, w.email_id, w.recipient, "failed", {"reason": RETRY_WINDOW_EXHAUSTED},

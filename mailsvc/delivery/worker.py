@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Hashable
 
 import attrs
@@ -28,21 +28,21 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
-from mailsvc.app.messages import Messages, message_of
+from mailsvc.app.messages import Messages
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
+from mailsvc.delivery.transactions import Transaction, Transactions
 from mailsvc.domain import policy
 from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED
-from mailsvc.domain.policy import PathPolicy
 from mailsvc.engine import LeasedEngine
 from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database
-from mailsvc.store.deliveries import ClaimedDelivery, Contents, Outcome
+from mailsvc.store.deliveries import ClaimedDelivery, Outcome
 
 log = Logger()
 
@@ -79,36 +79,6 @@ class Settings:
     max_in_flight: int = 500
     #: The smarthost of tenants in relay mode (None: relay mode defers their mail).
     relay: Destination | None = None
-
-
-@attrs.frozen
-class _Transaction:
-    """Recipients of one SMTP transaction and what they are sent."""
-
-    group: list[ClaimedDelivery]
-    email: dict
-    #: The delivery policy of the group's account and destination.
-    path: PathPolicy
-    message: bytes
-    #: The sending domain's DKIM key rows to sign with; None: the message is stored signed.
-    keys: list[dict] | None
-    #: Where its signed bytes are shared with the step's other transactions; None: its own.
-    shared: Hashable | None
-    #: It stops at the door (a test address, capture mode) instead of leaving.
-    at_door: bool = False
-    #: The test sender's: signed with the node's test key.
-    test_sender: bool = False
-
-
-@attrs.frozen
-class _Grouping:
-    """A step's transactions, and the claimed deliveries that make none."""
-
-    transactions: list[_Transaction]
-    #: Deliveries that can no longer be sent as they were accepted, and why (``content_expired``).
-    expired: list[tuple[ClaimedDelivery, str]]
-    #: Deliveries whose message failed to build (deferred ``transient``).
-    unbuilt: list[ClaimedDelivery]
 
 
 class _StepSignatures:
@@ -165,14 +135,18 @@ class DeliveryWorker(LeasedEngine):
         messages: Messages,
     ):
         super().__init__(clock, "deliver mail", SAFETY_INTERVAL, on_failure)
-        self._policies = policies
+        #: The transport security policies (DANE, MTA-STS) of destinations; None: the sending
+        #: domain's ``tls`` setting alone.
+        self.policies = policies
         #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
         self._on_reply = on_reply
         self._door = door
         #: Builds the messages stored as content (tests build with it what would be sent).
         self.messages = messages
+        self._grouping = Transactions(door, messages)
         self._db = db
-        self._routes = routes
+        #: Where each domain's mail goes, and which hosts failed lately.
+        self.routes = routes
         self._connections = connections
         self._settings = settings
         self._keys = keys
@@ -201,7 +175,7 @@ class DeliveryWorker(LeasedEngine):
             return
         # Should this fail, the leases end and any node takes the work again.
         contents = await store.contents(self._db, claimed.work)
-        grouping = self._transactions(claimed.work, contents)
+        grouping = self._grouping.of(claimed.work, contents)
         for w, why in grouping.expired:
             self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, why)
         for w in grouping.unbuilt:
@@ -224,106 +198,6 @@ class DeliveryWorker(LeasedEngine):
             return
         self._wake_at(due)
 
-    def _transactions(self, work: list[ClaimedDelivery], contents: Contents) -> _Grouping:
-        """Each SMTP transaction of ``work``, and the deliveries that make none (what becomes of
-        them, the caller records)."""
-        groups: dict[tuple, list[ClaimedDelivery]] = defaultdict(list)
-        paths: dict[tuple, PathPolicy] = {}
-        to_build: dict[uuid.UUID, list[ClaimedDelivery]] = defaultdict(list)  # own messages built per recipient
-        expired: list[tuple[ClaimedDelivery, str]] = []
-        for w in work:
-            email = contents.emails.get(w.email_id)
-            why = self._expired(w, email, contents)
-            if why is not None:
-                expired.append((w, why))
-                continue
-            assert email is not None  # not expired
-            domain = w.recipient.rpartition("@")[2].lower()
-            path = policy.resolve(w.account, domain, sending_tls=email["tls"])
-            own = w.own_message or (email["message"] is None and email["stream"] == "broadcast")
-            if own and not w.own_message:
-                to_build[w.email_id].append(w)
-            if self._door.outcome(w.recipient) is not None:
-                key: tuple = ("test", w.id)  # each its own outcome
-            elif path.capture:
-                key = ("capture", w.id) if own else ("capture", w.email_id)
-            else:
-                key = (w.id,) if own else (w.email_id, domain, w.account.delivery_mode)
-            groups[key].append(w)
-            paths.setdefault(key, path)
-        messages, unbuilt = self._built(contents, to_build, groups)
-        transactions = [t for key, group in groups.items()
-                        for t in self._chunked(key, group, paths[key], contents, messages)]
-        return _Grouping(transactions, expired, [w for _, ws in unbuilt for w in ws])
-
-    def _expired(self, w: ClaimedDelivery, email: dict | None, contents: Contents) -> str | None:
-        """Why what was accepted can no longer be sent as it was accepted, if it cannot: the
-        message is gone (pruned), or its sending domain was deleted (a domain with no keys cannot
-        sign: as deleted; the API never leaves one keyless)."""
-        if email is None:
-            return "the stored message is gone"
-        if email["broadcast_id"] is not None and (
-                email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
-            return "the broadcast's content is gone"
-        test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
-        if not test_sender and (
-                email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
-            return "the sending domain was deleted"
-        if test_sender and self._door.outcome(w.recipient) is None:
-            # Never real mail in the test domain's name (the accept path lets none through).
-            return "the test sender sends to test addresses only"
-        return None
-
-    @staticmethod
-    def _chunked(key: tuple, group: list[ClaimedDelivery], path: PathPolicy, contents: Contents,
-                 messages: dict[uuid.UUID, bytes]):
-        """The transactions of one group, ``path.recipients_per_transaction`` recipients at most each."""
-        at_door = key[0] in ("test", "capture")
-        size = path.recipients_per_transaction
-        for start in range(0, len(group), size):
-            chunk = group[start:start + size]
-            email = contents.emails[chunk[0].email_id]
-            test_sender = email["domain_id"] is None
-            keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
-            own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
-            if own is not None:
-                yield _Transaction(chunk, email, path, own, keys, None, at_door, test_sender)
-            else:
-                shared = None
-                if test_sender:
-                    shared = (email["id"], "test")
-                elif keys is not None:
-                    shared = (email["id"], tuple(k["id"] for k in keys))
-                yield _Transaction(chunk, email, path, messages[email["id"]], keys, shared, at_door, test_sender)
-
-    def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[ClaimedDelivery]],
-               groups: dict[tuple, list[ClaimedDelivery]],
-               ) -> tuple[dict[uuid.UUID, bytes], list[tuple[tuple, list[ClaimedDelivery]]]]:
-        """
-        The messages ``groups`` send, built once each (or used as stored), by email id and, for
-        the recipients' own ones, by delivery id; and the groups whose message failed to build
-        (logged), dropped from ``groups``.
-        """
-        built: dict[uuid.UUID, bytes] = {}
-        unbuilt = []
-        for key, group in list(groups.items()):
-            w = group[0]
-            email = contents.emails[w.email_id]
-            try:
-                if w.email_id in to_build:
-                    if w.id not in built:
-                        recipients = [one.recipient for one in to_build[w.email_id]]
-                        own = self.messages.per_recipient(
-                            email, contents.attachments.get(w.email_id, ()), recipients,
-                            contents.broadcasts.get(email["broadcast_id"]))
-                        built.update((one.id, own[one.recipient]) for one in to_build[w.email_id])
-                elif not w.own_message and w.email_id not in built:
-                    built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))
-            except Exception:
-                log.failure("building a message of {domain} failed", domain=email["domain"])
-                unbuilt.append((key, groups.pop(key)))
-        return built, unbuilt
-
     def _outcome_ready(self) -> None:
         """A step soon to write the outcome, shared with the others of the next GATHER seconds."""
         self._loop.wake(GATHER)
@@ -333,7 +207,7 @@ class DeliveryWorker(LeasedEngine):
                                       claim=token, attempted=status != "failed"))
         self._outcome_ready()
 
-    def _signed(self, t: _Transaction, signatures: _StepSignatures) -> bytes:
+    def _signed(self, t: Transaction, signatures: _StepSignatures) -> bytes:
         """The transaction's message as it leaves: DKIM-signed now unless it was stored signed."""
         if t.keys is None and not t.test_sender:
             return t.message
@@ -349,7 +223,7 @@ class DeliveryWorker(LeasedEngine):
 
         return sign() if t.shared is None else signatures.take(t.shared, sign)
 
-    async def _deliver(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID,
+    async def _deliver(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID,
                        deadline: float) -> None:
         group, email = t.group, t.email
         if t.at_door:
@@ -390,7 +264,7 @@ class DeliveryWorker(LeasedEngine):
                 result = await self._connections.send(destination, sender, recipients, message, deadline,
                                                        lambda: self._renew(group, token))
             except ConnectFailed as e:
-                self._routes.mark_bad(destination.host)
+                self.routes.mark_bad(destination.host)
                 failures.append(f"{destination.host}: {e}")
                 continue
             except TooLate:
@@ -424,12 +298,12 @@ class DeliveryWorker(LeasedEngine):
         for w in group:
             self._defer(w, token, "unreachable", None, None, message_text)
 
-    def _envelope_sender(self, t: _Transaction) -> str:
+    def _envelope_sender(self, t: Transaction) -> str:
         email = t.email
         host = self._door.return_path_host() if t.test_sender else f"{email['return_path']}.{email['domain']}"
         return verp.envelope_sender(self._settings.verp_key, t.group[0].id, host)
 
-    async def _at_door(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
+    async def _at_door(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
         """Signed as it would have left, then stopped: kept in the inbox, completed there."""
         try:
             message = self._signed(t, signatures)
@@ -458,14 +332,14 @@ class DeliveryWorker(LeasedEngine):
         if not held:
             raise LeaseNotHeld("the lease was lost before DATA")
 
-    async def _destinations(self, t: _Transaction) -> list[Destination]:
+    async def _destinations(self, t: Transaction) -> list[Destination]:
         if t.path.relay:
             if self._settings.relay is None:
                 raise RouteUnknown("relay mode, but no smarthost is configured (delivery.relay_host)")
             return [self._settings.relay]
-        route = await self._routes.route(t.group[0].recipient.rpartition("@")[2])
-        if self._policies is not None:
-            return await self._policies.destinations(route.domain, route.hosts, self._settings.port, t.path.tls)
+        route = await self.routes.route(t.group[0].recipient.rpartition("@")[2])
+        if self.policies is not None:
+            return await self.policies.destinations(route.domain, route.hosts, self._settings.port, t.path.tls)
         return [Destination(host, self._settings.port, t.path.tls) for host in route.hosts]
 
     def _settle(self, w: ClaimedDelivery, token, result: RecipientResult, destination: Destination) -> None:

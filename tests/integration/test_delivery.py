@@ -140,7 +140,7 @@ async def test_no_mx_falls_back_to_the_address_and_dead_hosts_are_skipped(mta):
     second = await mta.send(key, ["bob@example.net"])
     assert [r["status"] for r in await mta.settled_past(first)] == ["delivered"]
     assert [r["status"] for r in await mta.settled_past(second)] == ["delivered"]
-    assert mta.parts.delivery._routes.is_bad("dead.example.net")
+    assert mta.parts.delivery.routes.is_bad("dead.example.net")
 
 
 @pt.ensureDeferred

@@ -127,7 +127,7 @@ class Transactions:
             if own is not None:
                 yield Transaction(chunk, email, path, own, keys, None, at_door, test_sender)
             else:
-                shared = None
+                shared: Hashable | None = None
                 if test_sender:
                     shared = (email["id"], "test")
                 elif keys is not None:

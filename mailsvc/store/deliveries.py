@@ -167,8 +167,8 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
     due = await txn.fetchall(DUE_ACCOUNTS, {"at": at, "limit": limit, "claimable": claimable})
     wanted = []
     for r in due:
-        pace = policy.resolve(_account(r)).pace_per_sec
-        may_start, _, _ = Pace(pace, now if r["tat"] is None else r["tat"]).admit(now, r["n"])
+        rate = policy.resolve(_account(r)).pace_per_sec
+        may_start, _, _ = Pace(rate, now if r["tat"] is None else r["tat"]).admit(now, r["n"])
         wanted.append(min(r["n"], may_start + 1))
     shares = fair_shares(wanted, limit)
     taking = [(r["tenant_id"], share) for r, share in zip(due, shares, strict=True) if share > 0]

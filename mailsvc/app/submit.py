@@ -22,6 +22,7 @@ from twisted.internet import defer
 from mailsvc import timefmt
 from mailsvc.app.emails import Schedules
 from mailsvc.app.idempotency import Claim, IdempotencyKey, IdempotencyKeys, Replay
+from mailsvc.domain import policy
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
 from mailsvc.domain.email import (
     MAX_ATTACHMENT_BYTES,
@@ -496,13 +497,10 @@ class Submitter:
 
 
 def check_account(tenant: Tenant) -> None:
-    """A paused or suspended account sends nothing."""
-    if tenant.status == "paused":
-        raise NotAllowed(
-            "Sending is paused for this account" + (f": {tenant.status_reason}" if tenant.status_reason else "")
-            + ". Contact support to resume.", reason="tenant_paused")
-    if tenant.status == "suspended":
-        raise NotAllowed("This account is suspended and cannot send email.", reason="tenant_suspended")
+    """A paused or suspended account sends nothing (the delivery policy's admission)."""
+    admitted = policy.resolve(tenant).admission
+    if not admitted.sends:
+        raise NotAllowed(admitted.message, reason=admitted.reason)
 
 
 def not_verified(domain_name: str, tests: TestAddresses) -> NotAllowed:

@@ -20,7 +20,7 @@ from mailsvc.mail import dkim, simulated
 from mailsvc.store import deliveries as store
 from mailsvc.store import inbox
 from mailsvc.store.database import Database
-from mailsvc.store.deliveries import Outcome, Work
+from mailsvc.store.deliveries import ClaimedDelivery, Outcome
 
 #: Messages the inbox keeps per account.
 INBOX_SIZE = 1000
@@ -58,7 +58,7 @@ class Door:
     def return_path_host(self) -> str:
         return f"{TEST_RETURN_PATH}.{self._tests.domain}"
 
-    async def stop(self, group: list[Work], email_row: dict, message: bytes, return_path: str,
+    async def stop(self, group: list[ClaimedDelivery], email_row: dict, message: bytes, return_path: str,
                    token) -> list[Outcome]:
         """
         Stop ``group`` (signed ``message``) here; the outcomes the worker writes with the others.
@@ -94,7 +94,7 @@ class Door:
         return [_delivered(first, token, "test", response)]
 
 
-def _delivered(w: Work, token, transport: str, response: str) -> Outcome:
+def _delivered(w: ClaimedDelivery, token, transport: str, response: str) -> Outcome:
     return Outcome(w.id, w.tenant_id, w.email_id, w.recipient, "delivered",
                    {"transport": transport, "remote_host": None, "response": response}, response,
                    claim=token, guarded=False)

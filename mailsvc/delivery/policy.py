@@ -24,6 +24,8 @@ log = Logger()
 
 #: Seconds a node keeps a domain's MTA-STS answer and a host's TLSA answer in memory.
 CACHE_SECONDS = 300
+#: Answers a node keeps in memory of each kind before it forgets them all.
+MEMO_LIMIT = 10_000
 FETCH_TIMEOUT = 30
 DNS_TIMEOUT = (2, 5)
 
@@ -137,7 +139,7 @@ class Policies:
         records = None
         if answer.authentic and not answer.empty:
             records = tuple(r for r in (Tlsa.from_wire(d) for d in answer.rdata) if r is not None)
-        if len(self._tlsa_memo) > 10_000:
+        if len(self._tlsa_memo) > MEMO_LIMIT:
             self._tlsa_memo.clear()
         self._tlsa_memo[key] = (now + CACHE_SECONDS, records)
         return records
@@ -150,7 +152,7 @@ class Policies:
         if kept is not None and kept[0] > now:
             return kept[1]
         policy = await self._sts_lookup(domain, now)
-        if len(self._sts_memo) > 10_000:
+        if len(self._sts_memo) > MEMO_LIMIT:
             self._sts_memo.clear()
         self._sts_memo[domain] = (now + CACHE_SECONDS, policy)
         return policy

@@ -3,8 +3,10 @@ The delivery worker of a node: claims due deliveries, sends them through the out
 client (to the recipients' MX hosts, or to the smarthost in relay mode) and writes what became
 of each. Each step (woken by NOTIFY on "deliveries", a finished transaction, paced
 mail coming due, or a slow timer) writes the outcomes gathered so far and claims what the node
-has room for. An email's recipients at one domain share a transaction (at most 50; one with a
-message of its own goes alone) under the first one's VERP address. Messages stored as content
+has room for. An email's recipients at one domain share a transaction (at most the delivery
+policy's ``recipients_per_transaction``; one with a message of its own goes alone) under the
+first one's VERP address; the policy (``domain/policy.py``) also says which TLS a path asks
+for, whether it leaves through the smarthost, and when a deferral is tried again. Messages stored as content
 are built here (``app/messages``: once per email per step, or once per recipient of the
 broadcast stream), and DKIM-signed, once per step, just before sending; mail for a test
 address or a capture-mode account is signed the same way and stops at ``delivery.door``.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Hashable
 
 import attrs
@@ -26,20 +28,22 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app import suppressions
 from mailsvc.app.domains import SigningKeys
-from mailsvc.app.messages import Messages, message_of
+from mailsvc.app.messages import Messages
 from mailsvc.config import DeliveryConfig
 from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 from mailsvc.delivery.door import Door
 from mailsvc.delivery.policy import Policies, PolicyDeferral
 from mailsvc.delivery.routes import NoRoute, Routes, RouteUnknown
-from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED, next_attempt
+from mailsvc.delivery.transactions import Transaction, Transactions
+from mailsvc.domain import policy
+from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED
 from mailsvc.engine import LeasedEngine
 from mailsvc.mail import dkim, verp
 from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database
-from mailsvc.store.deliveries import Contents, Outcome, Work
+from mailsvc.store.deliveries import ClaimedDelivery, Outcome
 
 log = Logger()
 
@@ -76,23 +80,6 @@ class Settings:
     max_in_flight: int = DeliveryConfig().max_in_flight
     #: The smarthost of tenants in relay mode (None: relay mode defers their mail).
     relay: Destination | None = None
-
-
-@attrs.frozen
-class _Transaction:
-    """Recipients of one SMTP transaction and what they are sent."""
-
-    group: list[Work]
-    email: dict
-    message: bytes
-    #: The sending domain's DKIM key rows to sign with; None: the message is stored signed.
-    keys: list[dict] | None
-    #: Where its signed bytes are shared with the step's other transactions; None: its own.
-    shared: Hashable | None
-    #: It stops at the door (a test address, capture mode) instead of leaving.
-    at_door: bool = False
-    #: The test sender's: signed with the node's test key.
-    test_sender: bool = False
 
 
 class _StepSignatures:
@@ -149,14 +136,18 @@ class DeliveryWorker(LeasedEngine):
         messages: Messages,
     ):
         super().__init__(clock, "deliver mail", SAFETY_INTERVAL, on_failure)
-        self._policies = policies
+        #: The transport security policies (DANE, MTA-STS) of destinations; None: the sending
+        #: domain's ``tls`` setting alone.
+        self.policies = policies
         #: Told (MX host, reply or None for a success) after each transaction: adaptive shaping.
         self._on_reply = on_reply
         self._door = door
         #: Builds the messages stored as content (tests build with it what would be sent).
         self.messages = messages
+        self._grouping = Transactions(door, messages)
         self._db = db
-        self._routes = routes
+        #: Where each domain's mail goes, and which hosts failed lately.
+        self.routes = routes
         self._connections = connections
         self._settings = settings
         self._keys = keys
@@ -185,7 +176,12 @@ class DeliveryWorker(LeasedEngine):
             return
         # Should this fail, the leases end and any node takes the work again.
         contents = await store.contents(self._db, claimed.work)
-        transactions = list(self._transactions(claimed.work, contents, token))
+        grouping = self._grouping.of(claimed.work, contents)
+        for w, why in grouping.expired:
+            self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, why)
+        for w in grouping.unbuilt:
+            self._defer(w, token, "transient", None, None, "internal error")
+        transactions = grouping.transactions
         signatures = _StepSignatures()
         for t in transactions:
             if t.shared is not None:
@@ -203,100 +199,16 @@ class DeliveryWorker(LeasedEngine):
             return
         self._wake_at(due)
 
-    def _transactions(self, work: list[Work], contents: Contents, token: uuid.UUID):
-        """Each SMTP transaction of ``work``; decides what needs no sending."""
-        groups: dict[tuple, list[Work]] = defaultdict(list)
-        to_build: dict[uuid.UUID, list[Work]] = defaultdict(list)  # own messages built per recipient
-        for w in work:
-            email = contents.emails.get(w.email_id)
-            # The message is gone (pruned), or its sending domain was deleted (a domain with no
-            # keys cannot sign: as deleted; the API never leaves one keyless): what was accepted
-            # can no longer be sent as it was accepted.
-            if email is None:
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the stored message is gone")
-                continue
-            if email["broadcast_id"] is not None and (
-                    email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the broadcast's content is gone")
-                continue
-            test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
-            if not test_sender and (
-                    email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, "the sending domain was deleted")
-                continue
-            test_address = self._door.outcome(w.recipient) is not None
-            if test_sender and not test_address:
-                # Never real mail in the test domain's name (the accept path lets none through).
-                self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED},
-                             "the test sender sends to test addresses only")
-                continue
-            domain = w.recipient.rpartition("@")[2].lower()
-            own = w.own_message or (email["message"] is None and email["stream"] == "broadcast")
-            if own and not w.own_message:
-                to_build[w.email_id].append(w)
-            if test_address:
-                key = ("test", w.id)  # each its own outcome
-            elif w.delivery_mode == "capture":
-                key = ("capture", w.id) if own else ("capture", w.email_id)
-            else:
-                key = (w.id,) if own else (w.email_id, domain, w.delivery_mode)
-            groups[key].append(w)
-        messages = self._built(contents, to_build, groups, token)
-        for key, group in groups.items():
-            at_door = key[0] in ("test", "capture")
-            for start in range(0, len(group), 50):
-                chunk = group[start:start + 50]
-                email = contents.emails[chunk[0].email_id]
-                test_sender = email["domain_id"] is None
-                keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
-                own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
-                if own is not None:
-                    yield _Transaction(chunk, email, own, keys, None, at_door, test_sender)
-                else:
-                    shared = None
-                    if test_sender:
-                        shared = (email["id"], "test")
-                    elif keys is not None:
-                        shared = (email["id"], tuple(k["id"] for k in keys))
-                    yield _Transaction(chunk, email, messages[email["id"]], keys, shared, at_door, test_sender)
-
-    def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[Work]], groups: dict[tuple, list[Work]],
-               token: uuid.UUID) -> dict[uuid.UUID, bytes]:
-        """
-        The messages ``groups`` send, built once each (or used as stored), by email id and, for
-        the recipients' own ones, by delivery id. A message that fails to build defers its
-        recipients ``transient`` (logged), and their groups are dropped.
-        """
-        built: dict[uuid.UUID, bytes] = {}
-        for key, group in list(groups.items()):
-            w = group[0]
-            email = contents.emails[w.email_id]
-            try:
-                if w.email_id in to_build:
-                    if w.id not in built:
-                        recipients = [one.recipient for one in to_build[w.email_id]]
-                        own = self.messages.per_recipient(
-                            email, contents.attachments.get(w.email_id, ()), recipients,
-                            contents.broadcasts.get(email["broadcast_id"]))
-                        built.update((one.id, own[one.recipient]) for one in to_build[w.email_id])
-                elif not w.own_message and w.email_id not in built:
-                    built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))
-            except Exception:
-                log.failure("building a message of {domain} failed", domain=email["domain"])
-                for failed in groups.pop(key):
-                    self._defer(failed, token, "transient", None, None, "internal error")
-        return built
-
     def _outcome_ready(self) -> None:
         """A step soon to write the outcome, shared with the others of the next GATHER seconds."""
         self._loop.wake(GATHER)
 
-    def _decide(self, w: Work, token, status: str, event: dict, response: str) -> None:
+    def _decide(self, w: ClaimedDelivery, token, status: str, event: dict, response: str) -> None:
         self._outcomes.append(Outcome(w.id, w.tenant_id, w.email_id, w.recipient, status, event, response,
                                       claim=token, attempted=status != "failed"))
         self._outcome_ready()
 
-    def _signed(self, t: _Transaction, signatures: _StepSignatures) -> bytes:
+    def _signed(self, t: Transaction, signatures: _StepSignatures) -> bytes:
         """The transaction's message as it leaves: DKIM-signed now unless it was stored signed."""
         if t.keys is None and not t.test_sender:
             return t.message
@@ -312,15 +224,14 @@ class DeliveryWorker(LeasedEngine):
 
         return sign() if t.shared is None else signatures.take(t.shared, sign)
 
-    async def _deliver(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID,
+    async def _deliver(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID,
                        deadline: float) -> None:
         group, email = t.group, t.email
         if t.at_door:
             await self._at_door(t, signatures, token)
             return
-        relay = group[0].delivery_mode == "relay"
         try:
-            destinations = await self._destinations(group, email, relay)
+            destinations = await self._destinations(t)
         except NoRoute as e:
             for w in group:
                 self._bounce(w, token, e.code, e.enhanced, e.message, "smtp")
@@ -354,7 +265,7 @@ class DeliveryWorker(LeasedEngine):
                 result = await self._connections.send(destination, sender, recipients, message, deadline,
                                                        lambda: self._renew(group, token))
             except ConnectFailed as e:
-                self._routes.mark_bad(destination.host)
+                self.routes.mark_bad(destination.host)
                 failures.append(f"{destination.host}: {e}")
                 continue
             except TooLate:
@@ -388,12 +299,12 @@ class DeliveryWorker(LeasedEngine):
         for w in group:
             self._defer(w, token, "unreachable", None, None, message_text)
 
-    def _envelope_sender(self, t: _Transaction) -> str:
+    def _envelope_sender(self, t: Transaction) -> str:
         email = t.email
         host = self._door.return_path_host() if t.test_sender else f"{email['return_path']}.{email['domain']}"
         return verp.envelope_sender(self._settings.verp_key, t.group[0].id, host)
 
-    async def _at_door(self, t: _Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
+    async def _at_door(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
         """Signed as it would have left, then stopped: kept in the inbox, completed there."""
         try:
             message = self._signed(t, signatures)
@@ -407,13 +318,13 @@ class DeliveryWorker(LeasedEngine):
             self._outcomes.extend(decided)
             self._outcome_ready()
 
-    async def _give_back(self, group: list[Work], token: uuid.UUID) -> None:
+    async def _give_back(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
             await store.release(self._db, self._clock, [(w, token) for w in group])
         except Exception:
             log.failure("giving back {n} deliveries failed; their lease will end", n=len(group))
 
-    async def _renew(self, group: list[Work], token: uuid.UUID) -> None:
+    async def _renew(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
             held = await store.renew(self._db, self._clock, [w.id for w in group], token,
                                      self._settings.lease_seconds)
@@ -422,18 +333,17 @@ class DeliveryWorker(LeasedEngine):
         if not held:
             raise LeaseNotHeld("the lease was lost before DATA")
 
-    async def _destinations(self, group: list[Work], email: dict, relay: bool) -> list[Destination]:
-        if relay:
+    async def _destinations(self, t: Transaction) -> list[Destination]:
+        if t.path.relay:
             if self._settings.relay is None:
                 raise RouteUnknown("relay mode, but no smarthost is configured (delivery.relay_host)")
             return [self._settings.relay]
-        route = await self._routes.route(group[0].recipient.rpartition("@")[2])
-        tls = email["tls"] or "opportunistic"
-        if self._policies is not None:
-            return await self._policies.destinations(route.domain, route.hosts, self._settings.port, tls)
-        return [Destination(host, self._settings.port, tls) for host in route.hosts]
+        route = await self.routes.route(t.group[0].recipient.rpartition("@")[2])
+        if self.policies is not None:
+            return await self.policies.destinations(route.domain, route.hosts, self._settings.port, t.path.tls)
+        return [Destination(host, self._settings.port, t.path.tls) for host in route.hosts]
 
-    def _settle(self, w: Work, token, result: RecipientResult, destination: Destination) -> None:
+    def _settle(self, w: ClaimedDelivery, token, result: RecipientResult, destination: Destination) -> None:
         reply = result.reply
         source = "relay" if destination.relay else "smtp"
         if result.outcome == "delivered":
@@ -448,17 +358,18 @@ class DeliveryWorker(LeasedEngine):
             self._defer(w, token, result.deferral_class or "transient", reply.code, reply.enhanced_code,
                         reply.text)
 
-    def _bounce(self, w: Work, token, code, enhanced: str, message: str, source: str) -> None:
+    def _bounce(self, w: ClaimedDelivery, token, code, enhanced: str, message: str, source: str) -> None:
         self._outcomes.append(Outcome(
             w.id, w.tenant_id, w.email_id, w.recipient, "bounced",
             {"type": "hard", "source": source, "code": code, "enhanced_code": enhanced or None, "message": message},
             " ".join(str(p) for p in (code, enhanced, message) if p), claim=token))
         self._outcome_ready()
 
-    def _defer(self, w: Work, token, kind: str, code, enhanced, message: str) -> None:
+    def _defer(self, w: ClaimedDelivery, token, kind: str, code, enhanced, message: str) -> None:
         now = self._clock.seconds()
         response = " ".join(str(p) for p in (code, enhanced, message) if p)
-        due = next_attempt(now, w.attempts + 1, w.retry_until)
+        retry = policy.resolve(w.account, w.recipient.rpartition("@")[2].lower()).retry
+        due = retry.next_attempt(now, w.attempts + 1, w.retry_until)
         if due is None:
             self._outcomes.append(Outcome(
                 w.id, w.tenant_id, w.email_id, w.recipient, "failed", {"reason": RETRY_WINDOW_EXHAUSTED},

@@ -7,23 +7,16 @@ reputation pauses its sending, and how recipients' outcomes sum up to the email'
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 
 import attrs
 
 from mailsvc import timefmt
 
-#: Temporary failures are retried for this long after the mail was queued (docs/contract/main-api.md, "Limits").
+#: Temporary failures are retried for this long after the mail was queued (docs/contract/main-api.md,
+#: "Limits"; when, the delivery policy's ``RetrySchedule`` says: ``domain/policy.py``).
 RETRY_WINDOW_SECONDS = 72 * 3600
 RETRY_WINDOW = timedelta(seconds=RETRY_WINDOW_SECONDS)
-#: The first retry waits this long; each one after waits twice as long, up to RETRY_CAP.
-RETRY_FIRST_SECONDS = 60
-RETRY_CAP_SECONDS = 2 * 3600
-#: Each wait is spread by up to this fraction either way, so that mail deferred together by
-#: one busy server does not come back to it all at once.
-RETRY_JITTER = 0.2
-
 #: ``last_event`` values in the order they advance; an email shows the most advanced status
 #: among its recipients. A bounce or a complaint outranks a delivery to someone else:
 #: it is the status a sender must act on.
@@ -50,7 +43,8 @@ ACCOUNT_SUSPENDED = "account_suspended"
 CONTENT_EXPIRED = "content_expired"
 FAILURE_REASONS = (RETRY_WINDOW_EXHAUSTED, ACCOUNT_SUSPENDED, CONTENT_EXPIRED)
 
-#: Reputation guard (docs/contract/main-api.md, "Limits"): over the last 7 days.
+#: Reputation guard (docs/contract/main-api.md, "Limits"; docs/decisions.md, "Pacing and the reputation
+#: guard"): over the last 7 days.
 GUARD_DAYS = 7
 BOUNCE_RATE_LIMIT = 0.04
 BOUNCE_RATE_MINIMUM = 200
@@ -107,23 +101,6 @@ def rank(last_event: str) -> int:
 
 def most_advanced(events) -> str:
     return max(events, key=rank)
-
-
-def retry_delay(attempt: int, rng: random.Random | None = None) -> float:
-    """Seconds before attempt ``attempt + 1`` after attempt ``attempt`` (1-based) was deferred."""
-    base = min(RETRY_FIRST_SECONDS * 2 ** min(attempt - 1, 20), RETRY_CAP_SECONDS)
-    spread = (rng or random).uniform(-RETRY_JITTER, RETRY_JITTER)
-    return base * (1 + spread)
-
-
-def next_attempt(now: float, attempt: int, retry_until: float, rng: random.Random | None = None) -> float | None:
-    """
-    When to try again after a deferral at ``now``, or None when the window is over. The last
-    attempt falls on the window's end rather than beyond it.
-    """
-    if now >= retry_until:
-        return None
-    return min(now + retry_delay(attempt, rng), retry_until)
 
 
 @attrs.frozen

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import attrs
+
+from mailsvc.domain.broadcasts import Contact
 from mailsvc.domain.paging import Page
 from mailsvc.store.accept import Guard, json_array
 from mailsvc.store.database import Database, Transaction
@@ -129,7 +133,7 @@ async def release_due(db: Database | Transaction, now: datetime) -> list[uuid.UU
 
 # Starting: queued → sending, with the membership fixed.
 
-async def start_next(txn: Transaction, now: datetime) -> dict | None:
+async def start_next(txn: Transaction, now: datetime) -> BroadcastRow | None:
     """
     Take one queued broadcast (SKIP LOCKED: each is started by one node) and start it: its
     segment's members at this moment become its recipients, and it is `sending` (or `failed`
@@ -140,7 +144,8 @@ async def start_next(txn: Transaction, now: datetime) -> dict | None:
     if row is None:
         return None
     if row["segment_id"] is None:
-        return await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
+        failed = await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
+        return None if failed is None else BroadcastRow.of(failed)
     inserted = await txn.execute(
         "INSERT INTO broadcast_recipients (broadcast_id, contact_id)"
         " SELECT %s, contact_id FROM segment_contacts WHERE segment_id = %s",
@@ -149,20 +154,50 @@ async def start_next(txn: Transaction, now: datetime) -> dict | None:
         # So many new rows at once: the planner learns of them now, not at autovacuum's turn
         # (the chunks' claims must use the index of pending rows).
         await txn.execute("ANALYZE broadcast_recipients")
-    return await txn.fetchone(
+    started = await txn.fetchone(
         "UPDATE broadcasts b SET status = 'sending', started_at = %s, updated_at = %s,"
         " total = (SELECT count(*) FROM broadcast_recipients r WHERE r.broadcast_id = b.id)"
         f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
         (now, now, row["id"]))
+    return None if started is None else BroadcastRow.of(started)
 
 
 # The fan-out.
 
-async def ready(db: Database, now: datetime, limit: int) -> list[dict]:
+@attrs.frozen
+class BroadcastRow:
+    """A sending broadcast, as the fan-out reads it."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    sender: str
+    subject: str
+    reply_to: list[str] | None
+    preview_text: str | None
+    html: str | None
+    text: str | None
+    links_base: str | None
+    wait_reason: str | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> BroadcastRow:
+        return cls(*(row[a.name] for a in attrs.fields(cls)))
+
+
+@attrs.frozen
+class ClaimedRecipient:
+    """A recipient of a claimed chunk, with the contact as it is now."""
+
+    contact_id: uuid.UUID
+    #: None: the contact was deleted since the send started.
+    contact: Contact | None
+
+async def ready(db: Database, now: datetime, limit: int) -> list[BroadcastRow]:
     """Sending broadcasts with nothing to wait for, oldest first."""
-    return await db.fetchall(
+    found = await db.fetchall(
         f"SELECT {COLUMNS} FROM broadcasts WHERE status = 'sending' AND (wait_until IS NULL OR wait_until <= %s)"
         " ORDER BY id LIMIT %s", (now, limit))
+    return [BroadcastRow.of(r) for r in found]
 
 
 async def wait(db: Database, broadcast_id: uuid.UUID, reason: str | None, until: datetime | None,
@@ -188,7 +223,7 @@ async def remaining_quota(db: Database, tenant_id: uuid.UUID, daily: int, monthl
 
 
 async def claim(txn: Transaction, broadcast_id: uuid.UUID, lease: uuid.UUID, now: datetime, seconds: float,
-                limit: int, after: uuid.UUID | None = None) -> list[dict]:
+                limit: int, after: uuid.UUID | None = None) -> list[ClaimedRecipient]:
     """
     The next chunk of pending recipients by keyset (contact order, from just after ``after``,
     the last contact this node claimed), skipping rows another node has locked or leased, leased
@@ -197,7 +232,7 @@ async def claim(txn: Transaction, broadcast_id: uuid.UUID, lease: uuid.UUID, now
     the rows already written (dead until vacuumed).
     """
     keyset = " AND contact_id > %s" if after is not None else ""
-    return await txn.fetchall(
+    found = await txn.fetchall(
         "WITH chunk AS (SELECT contact_id FROM broadcast_recipients"
         "   WHERE broadcast_id = %s AND state = 'pending' AND (lease_until IS NULL OR lease_until < %s)"
         f"{keyset} ORDER BY contact_id LIMIT %s FOR UPDATE SKIP LOCKED),"
@@ -207,6 +242,8 @@ async def claim(txn: Transaction, broadcast_id: uuid.UUID, lease: uuid.UUID, now
         " FROM leased l LEFT JOIN contacts c ON c.id = l.contact_id ORDER BY l.contact_id",
         (broadcast_id, now, *([after] if after is not None else []), limit, lease,
          now + timedelta(seconds=seconds), broadcast_id))
+    return [ClaimedRecipient(r["contact_id"], None if r["email"] is None else Contact(
+        r["contact_id"], r["email"], r["first_name"], r["last_name"], r["properties"] or {})) for r in found]
 
 
 def written_guard(broadcast_id: uuid.UUID, lease: uuid.UUID,

@@ -9,7 +9,8 @@ claim that produced it. Claiming is fair and where tenants are paced (``send_rat
 GCRA row per tenant shared by all nodes): it shares its room between the active accounts with
 due mail and never reads a paused, suspended or held account's; the queue's sweep fails a
 suspended account's queue in bulk and holds a held account's new mail (docs/decisions.md, "A
-fair claim").
+fair claim"). What is admitted, at what pace, held or paused by the reputation guard, the
+delivery policy decides (``domain/policy.py``); this module carries it out.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any
 import attrs
 
 from mailsvc import timefmt
+from mailsvc.domain import policy
 from mailsvc.domain.delivery import (
-    ACCOUNT_SUSPENDED,
     EVENT_OF_STATUS,
     GUARD_DAYS,
     LAST_EVENT_ORDER,
@@ -34,10 +35,10 @@ from mailsvc.domain.delivery import (
     most_advanced,
 )
 from mailsvc.domain.errors import Invalid
-from mailsvc.ids import uuid7
 from mailsvc.store import accounts, events
 from mailsvc.store import suppressions as suppression_list
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.delivery_sweep import fail_suspended, hold_held_accounts
 
 _EVENT_OF_OUTCOME = {
     "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
@@ -47,17 +48,37 @@ _SUPPRESSION_OF_OUTCOME = {"bounced": "hard_bounce", "complained": "complaint"}
 
 
 @attrs.frozen
-class Work:
+class ClaimedAccount:
+    """The account of claimed deliveries, as the delivery policy reads it (``policy.Account``)."""
+
+    id: uuid.UUID
+    status: str
+    status_reason: str | None
+    send_rate_per_sec: float
+    delivery_mode: str
+
+
+@attrs.frozen
+class ClaimedDelivery:
     """One claimed delivery."""
 
     id: uuid.UUID
     email_id: uuid.UUID
-    tenant_id: uuid.UUID
     recipient: str
     attempts: int
     retry_until: float
-    delivery_mode: str
     own_message: bool
+    account: ClaimedAccount
+
+    @property
+    def tenant_id(self) -> uuid.UUID:
+        return self.account.id
+
+    @property
+    def queue_destination(self) -> str:
+        """The destination a standing hold names (``store.queue.DESTINATION``: the text between
+        the recipient's first and second ``@``, lowercased)."""
+        return (self.recipient.split("@") + [""])[1].lower()
 
 
 @attrs.frozen
@@ -85,7 +106,7 @@ class Outcome:
 
 @attrs.frozen
 class Claimed:
-    work: list[Work]
+    work: list[ClaimedDelivery]
     #: When postponed (paced) work comes due next, if any.
     next_due: float | None
 
@@ -95,9 +116,10 @@ async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, le
 
 
 #: The accounts with queued mail, one index probe each however long their queues are (a loose
-#: scan of ``deliveries_tenant_due``: from one tenant to the next), keeping the active ones no
-#: standing hold stops, with their oldest due mail and how many are due (up to the claim's room).
-_DUE_ACCOUNTS = (
+#: scan of ``deliveries_tenant_due``: from one tenant to the next), keeping the claimable ones
+#: (``claimable``: ``policy.CLAIMABLE_STATUSES``) no standing hold stops, with their oldest due
+#: mail and how many are due (up to the claim's room).
+DUE_ACCOUNTS = (
     "WITH RECURSIVE queued (tenant_id) AS ("
     "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') ORDER BY tenant_id LIMIT 1)"
     "   UNION ALL"
@@ -105,8 +127,9 @@ _DUE_ACCOUNTS = (
     "           AND d.tenant_id > q.tenant_id ORDER BY d.tenant_id LIMIT 1)"
     "   FROM queued q WHERE q.tenant_id IS NOT NULL"
     " )"
-    " SELECT q.tenant_id, due.oldest, due.n, t.send_rate_per_sec, p.tat FROM queued q"
-    " JOIN tenants t ON t.id = q.tenant_id AND t.status = 'active'"
+    " SELECT q.tenant_id, due.oldest, due.n, t.status, t.status_reason, t.send_rate_per_sec, t.delivery_mode,"
+    " p.tat FROM queued q"
+    " JOIN tenants t ON t.id = q.tenant_id AND t.status = ANY(%(claimable)s::text[])"
     " LEFT JOIN delivery_pace p ON p.tenant_id = q.tenant_id"
     " CROSS JOIN LATERAL (SELECT min(o.due_at) AS oldest, count(*) AS n FROM ("
     "   SELECT d.due_at FROM deliveries d WHERE d.tenant_id = q.tenant_id AND d.status IN ('queued', 'deferred')"
@@ -117,12 +140,12 @@ _DUE_ACCOUNTS = (
 )
 
 #: Each account's share of the claim, its oldest due rows first; rows another claim holds are skipped.
-_TAKE_SHARES = (
+TAKE_SHARES = (
     "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
     " extract(epoch FROM d.retry_until) AS retry_until,"
-    " d.message IS NOT NULL AS own_message, t.send_rate_per_sec, t.delivery_mode"
+    " d.message IS NOT NULL AS own_message, t.status, t.status_reason, t.send_rate_per_sec, t.delivery_mode"
     " FROM unnest(%(tenants)s::uuid[], %(shares)s::int[]) AS s(tenant_id, share)"
-    " JOIN tenants t ON t.id = s.tenant_id AND t.status = 'active'"
+    " JOIN tenants t ON t.id = s.tenant_id AND t.status = ANY(%(claimable)s::text[])"
     " CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE d.tenant_id = s.tenant_id"
     "   AND d.status IN ('queued', 'deferred') AND d.due_at <= %(at)s"
     "   ORDER BY d.due_at LIMIT s.share FOR UPDATE SKIP LOCKED) d"
@@ -131,38 +154,49 @@ _TAKE_SHARES = (
 
 async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
     """
-    A fair claim (docs/decisions.md, "A fair claim"): the room is shared between the active
-    accounts with due mail, so that no account's backlog delays another's mail by more than a
-    step; a paused, suspended or held account's mail is never read (a suspended account's queue
-    fails in bulk: ``fail_suspended``). An account takes no more than its pace lets start now,
-    and one more: that one, postponed, tells when its next turn is.
+    A fair claim (docs/decisions.md, "A fair claim"): the room is shared between the accounts
+    with due mail the delivery policy admits (``policy.CLAIMABLE_STATUSES``), so that no
+    account's backlog delays another's mail by more than a step; a paused, suspended or held
+    account's mail is never read (a suspended account's queue fails in bulk:
+    ``fail_suspended``). An account takes no more than its pace lets start now, and one more:
+    that one, postponed, tells when its next turn is.
     """
     now = clock.seconds()
     at = timefmt.from_seconds(now)
-    accounts = await txn.fetchall(_DUE_ACCOUNTS, {"at": at, "limit": limit})
+    claimable = list(policy.CLAIMABLE_STATUSES)
+    due = await txn.fetchall(DUE_ACCOUNTS, {"at": at, "limit": limit, "claimable": claimable})
     wanted = []
-    for r in accounts:
-        may_start, _, _ = Pace(r["send_rate_per_sec"], now if r["tat"] is None else r["tat"]).admit(now, r["n"])
+    for r in due:
+        rate = policy.resolve(_account(r)).pace_per_sec
+        may_start, _, _ = Pace(rate, now if r["tat"] is None else r["tat"]).admit(now, r["n"])
         wanted.append(min(r["n"], may_start + 1))
     shares = fair_shares(wanted, limit)
-    taking = [(r["tenant_id"], share) for r, share in zip(accounts, shares, strict=True) if share > 0]
-    rows = await txn.fetchall(_TAKE_SHARES, {
-        "tenants": [t for t, _ in taking], "shares": [s for _, s in taking], "at": at,
+    taking = [(r["tenant_id"], share) for r, share in zip(due, shares, strict=True) if share > 0]
+    rows = await txn.fetchall(TAKE_SHARES, {
+        "tenants": [t for t, _ in taking], "shares": [s for _, s in taking], "at": at, "claimable": claimable,
     }) if taking else []
-    rows = await _hold_standing(txn, rows)
-    by_tenant: dict[uuid.UUID, list[dict]] = defaultdict(list)
-    for row in rows:
-        by_tenant[row["tenant_id"]].append(row)
-    admitted: list[dict] = []
+    taken = [_claimed(r) for r in rows]
+    taken = await _hold_standing(txn, taken)
+    by_tenant: dict[uuid.UUID, list[ClaimedDelivery]] = defaultdict(list)
+    for delivery in taken:
+        by_tenant[delivery.tenant_id].append(delivery)
+    admitted: list[ClaimedDelivery] = []
     postponed: dict[float, list[uuid.UUID]] = defaultdict(list)
     paces = await _paces(txn, list(by_tenant))
     for tenant_id, tenant_rows in by_tenant.items():
-        pace = Pace(tenant_rows[0]["send_rate_per_sec"], paces.get(tenant_id, now))
+        pace = Pace(policy.resolve(tenant_rows[0].account).pace_per_sec, paces.get(tenant_id, now))
         count, tat, next_start = pace.admit(now, len(tenant_rows))
         paces[tenant_id] = tat
         admitted.extend(tenant_rows[:count])
         if count < len(tenant_rows):
-            postponed[next_start].extend(r["id"] for r in tenant_rows[count:])
+            postponed[next_start].extend(r.id for r in tenant_rows[count:])
+    await _write_claim(txn, node, token, now + lease, paces, postponed, admitted)
+    return Claimed(admitted, min(postponed) if postponed else None)
+
+
+async def _write_claim(txn: Transaction, node: str, token: uuid.UUID, until: float, paces: dict[uuid.UUID, float],
+                       postponed: dict[float, list[uuid.UUID]], admitted: list[ClaimedDelivery]) -> None:
+    """The claim's paces, its postponed rows' turns and its admitted rows' lease written."""
     if paces:
         await txn.execute(
             "INSERT INTO delivery_pace AS p (tenant_id, tat) SELECT * FROM unnest(%s::uuid[], %s::float8[])"
@@ -176,20 +210,18 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         await txn.execute(
             "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s"
             " WHERE id = ANY(%s::uuid[])",
-            (timefmt.from_seconds(now + lease), token, node, timefmt.from_seconds(now + lease),
-             [r["id"] for r in admitted]),
+            (timefmt.from_seconds(until), token, node, timefmt.from_seconds(until), [r.id for r in admitted]),
         )
-    work = [
-        Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], r["attempts"], float(r["retry_until"]),
-             r["delivery_mode"], r["own_message"])
-        for r in admitted
-    ]
-    return Claimed(work, min(postponed) if postponed else None)
 
 
-#: Rows a suspended account's queue fails in (or a held account's new mail is held in), each
-#: chunk a transaction of its own.
-SWEEP_CHUNK = 2000
+def _account(row: dict) -> ClaimedAccount:
+    return ClaimedAccount(row["tenant_id"], row["status"], row["status_reason"], row["send_rate_per_sec"],
+                          row["delivery_mode"])
+
+
+def _claimed(row: dict) -> ClaimedDelivery:
+    return ClaimedDelivery(row["id"], row["email_id"], row["recipient"], row["attempts"], float(row["retry_until"]),
+                           row["own_message"], _account(row))
 
 
 async def sweep(db: Database, clock) -> None:
@@ -199,114 +231,21 @@ async def sweep(db: Database, clock) -> None:
     await hold_held_accounts(db, clock)
 
 
-async def hold_held_accounts(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
-    """
-    The mail queued for an account under a standing hold since the hold was made, held as the
-    operator's hold holds it (``held_reason``, out of the claim's index, no event), a chunk at
-    a time; rows in flight are left to their attempts. How many were held.
-    """
-    holds = await db.fetchall("SELECT value, reason FROM queue_holds WHERE kind = 'tenant'", desc="account holds")
-    held = 0
-    for hold in holds:
-        while True:
-            rows = await db.fetchall(
-                "UPDATE deliveries SET held_reason = %(reason)s, due_at = NULL WHERE id IN ("
-                " SELECT d.id FROM deliveries d WHERE d.tenant_id = %(tenant)s::uuid"
-                " AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
-                " AND (d.claim IS NULL OR d.due_at <= %(at)s)"
-                " ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE SKIP LOCKED) RETURNING id",
-                {"reason": hold["reason"], "tenant": hold["value"], "chunk": chunk,
-                 "at": timefmt.from_seconds(clock.seconds())},
-                desc="hold a held account's mail",
-            )
-            held += len(rows)
-            if len(rows) < chunk:
-                break
-    return held
-
-
-async def fail_suspended(db: Database, clock, chunk: int = SWEEP_CHUNK) -> int:
-    """
-    Every suspended account's queue (but the rows in flight, whose attempts decide them, and the
-    rows an operator holds) failed with ``account_suspended``, one statement and one transaction
-    per chunk (``_FAIL_SUSPENDED_CHUNK``); how many failed.
-    """
-    suspended = await db.fetchall(
-        "SELECT t.id FROM tenants t WHERE t.status = 'suspended' AND EXISTS (SELECT 1 FROM deliveries d"
-        " WHERE d.tenant_id = t.id AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL)",
-        desc="suspended accounts with queued mail",
-    )
-    failed = 0
-    for row in suspended:
-        while True:
-            done = await db.run("fail_suspended_mail", _fail_suspended_chunk, clock, row["id"], chunk)
-            failed += done
-            if done < chunk:
-                break
-    return failed
-
-
-#: One chunk of a suspended account's queue failed in one statement, written as ``_write`` writes
-#: a failure that no attempt made (``attempted`` false, no claim): the rows ``failed`` with the
-#: response ``account suspended`` and no attempt counted, an ``email.failed`` event each (ids in
-#: delivery id order, as ``_write`` gives them; the outbox the webhooks are sent from), the
-#: e-mails' ``last_event`` moved forward to ``failed``. Rows another transaction holds (a claim
-#: writing its outcome) are skipped; rows in flight are left to their attempts.
-_FAIL_SUSPENDED_CHUNK = (
-    "WITH chosen AS ("
-    "   SELECT d.id FROM deliveries d JOIN tenants t ON t.id = d.tenant_id AND t.status = 'suspended'"
-    "   WHERE d.tenant_id = %(tenant)s AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
-    "   AND (d.claim IS NULL OR d.due_at <= %(at)s)"
-    "   ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED"
-    " ), failed AS ("
-    "   UPDATE deliveries d SET status = 'failed', due_at = NULL, claim = NULL, claimed_by = NULL,"
-    "   claimed_until = NULL, last_response = %(response)s, updated_at = %(at)s"
-    "   FROM chosen WHERE d.id = chosen.id RETURNING d.id, d.email_id, d.tenant_id, d.recipient"
-    " ), numbered AS ("
-    "   SELECT f.*, row_number() OVER (ORDER BY f.id) AS n FROM failed f"
-    " ), recorded AS ("
-    "   INSERT INTO events (id, tenant_id, type, data, created_at)"
-    "   SELECT (%(ids)s::uuid[])[n], tenant_id, 'email.failed', jsonb_build_object("
-    "     'email_id', email_id::text, 'delivery_id', id::text, 'created_at', %(created_at)s::text,"
-    "     'to', jsonb_build_array(recipient), 'recipient', recipient, 'reason', %(reason)s::text), %(at)s"
-    "   FROM numbered"
-    " ), advanced AS ("
-    "   UPDATE emails e SET last_event = 'failed' FROM (SELECT DISTINCT email_id FROM failed) f"
-    "   WHERE e.id = f.email_id"
-    "   AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], 'failed')"
-    " )"
-    " SELECT count(*) AS failed FROM failed"
-)
-
-
-async def _fail_suspended_chunk(txn: Transaction, clock, tenant_id: uuid.UUID, chunk: int) -> int:
-    now = clock.seconds()
-    at = timefmt.from_seconds(now)
-    row = await txn.fetchone(_FAIL_SUSPENDED_CHUNK, {
-        "tenant": tenant_id, "at": at, "chunk": chunk, "response": "account suspended",
-        "ids": [uuid7(now) for _ in range(chunk)], "created_at": timefmt.iso(at), "reason": ACCOUNT_SUSPENDED,
-        "order": list(LAST_EVENT_ORDER),
-    })
-    if row["failed"]:
-        txn.notify(events.CHANNEL)
-    return row["failed"]
-
-
-async def _hold_standing(txn: Transaction, rows: list[dict]) -> list[dict]:
-    """The rows no standing hold (store/queue.py) catches; those it catches are held now."""
-    holds = await txn.fetchall("SELECT kind, value, reason FROM queue_holds") if rows else []
-    if not holds:
-        return rows
-    reasons = {(h["kind"], h["value"]): h["reason"] for h in holds}
+async def _hold_standing(txn: Transaction, taken: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
+    """The deliveries the delivery policy admits under the standing holds (store/queue.py);
+    those it holds are held now."""
+    rows = await txn.fetchall("SELECT kind, value, reason FROM queue_holds") if taken else []
+    if not rows:
+        return taken
+    holds = policy.Holds.of((h["kind"], h["value"], h["reason"]) for h in rows)
     held: dict[str, list[uuid.UUID]] = defaultdict(list)
     free = []
-    for row in rows:
-        reason = reasons.get(("tenant", str(row["tenant_id"]))) or reasons.get(
-            ("destination", (row["recipient"].split("@") + [""])[1].lower()))  # as store/queue.py's
-        if reason is None:
-            free.append(row)
+    for delivery in taken:
+        admitted = policy.resolve(delivery.account, delivery.queue_destination, holds=holds).admission
+        if admitted.verdict == policy.HOLD:
+            held[admitted.reason or ""].append(delivery.id)
         else:
-            held[reason].append(row["id"])
+            free.append(delivery)
     for reason, ids in held.items():
         await txn.execute("UPDATE deliveries SET held_reason = %s, due_at = NULL WHERE id = ANY(%s::uuid[])",
                           (reason, ids))
@@ -357,7 +296,7 @@ class Contents:
     broadcasts: dict[uuid.UUID, dict]
 
 
-async def contents(db: Database, work: list[Work]) -> Contents:
+async def contents(db: Database, work: list[ClaimedDelivery]) -> Contents:
     """The emails of ``work`` (and the attachments of those with no stored message, the content
     of the broadcasts they are of), the recipients' own messages stored by an older version and
     the unsigned ones' keys."""
@@ -512,24 +451,25 @@ def _valid(addresses: list[str]) -> list[str]:
 
 
 async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
-    """The reputation guard: pause an active tenant whose 7-day rates are over the limits."""
+    """The reputation guard: an active tenant paused when the delivery policy says its 7-day
+    rates call for it (``policy.reputation_pause``)."""
     row = await txn.fetchone(
         "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
         " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
         (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),
     )
-    why = Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])).breach()
-    if why is not None:
+    reason = policy.reputation_pause(Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])))
+    if reason is not None:
         paused = await txn.fetchone(
             "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"
             " WHERE id = %s AND status = 'active' RETURNING id",
-            (f"reputation guard: {why}", at, tenant_id),
+            (reason, at, tenant_id),
         )
         if paused is not None:  # every process's cached key checks see the pause at once
             accounts.notify_keys_changed(txn, tenant_id)
 
 
-async def release(db: Database, clock, abandoned: list[tuple[Work, uuid.UUID]]) -> None:
+async def release(db: Database, clock, abandoned: list[tuple[ClaimedDelivery, uuid.UUID]]) -> None:
     """Give claimed deliveries back at once (a stopping node), for any node to take."""
     await db.execute(
         "UPDATE deliveries d SET due_at = %s, claim = NULL, claimed_by = NULL, claimed_until = NULL"

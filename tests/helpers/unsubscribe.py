@@ -5,7 +5,7 @@ import email.policy
 import uuid
 
 from mailsvc.store import deliveries as store
-from mailsvc.store.deliveries import Work
+from mailsvc.store.deliveries import ClaimedAccount, ClaimedDelivery
 from tests.helpers.sending import BODY
 
 BROADCAST = {
@@ -38,7 +38,8 @@ async def deliveries(api, email_id) -> dict[str, bytes | None]:
         "SELECT id, email_id, tenant_id, recipient, status, message FROM deliveries WHERE email_id = %s"
         " ORDER BY recipient", (email_id,))
     assert all(r["message"] is None for r in rows)  # never stored: built at delivery
-    work = [Work(r["id"], r["email_id"], r["tenant_id"], r["recipient"], 0, 0.0, "direct", False) for r in rows]
+    work = [ClaimedDelivery(r["id"], r["email_id"], r["recipient"], 0, 0.0, False,
+                            ClaimedAccount(r["tenant_id"], "active", None, 10, "direct")) for r in rows]
     contents = await store.contents(api.parts.db, work)
     email = contents.emails[uuid.UUID(str(email_id))]
     own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email["stream"] == "broadcast" else []

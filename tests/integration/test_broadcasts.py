@@ -202,11 +202,11 @@ async def test_every_state_answers_patch_send_cancel_and_delete_as_the_table_say
         """Sending, one of its two recipients written (its mail queued), the other pending."""
         b = await create(api, key, segment_id, send=True)
         started = None
-        while started is None or started["id"] != uuid.UUID(b["id"]):  # others left queued start first
+        while started is None or started.id != uuid.UUID(b["id"]):  # others left queued start first
             started = await api.parts.db.run("start", rows.start_next, now)
         assert await fanout.write_chunk(started) == 1
         if paused:
-            await rows.wait(api.parts.db, started["id"], "daily_quota", now + timedelta(hours=1), now)
+            await rows.wait(api.parts.db, started.id, "daily_quota", now + timedelta(hours=1), now)
         return b["id"]
 
     async def canceled() -> str:
@@ -273,7 +273,7 @@ async def test_cancel_while_sending_stops_what_is_not_written(api):
     b = await create(api, key, segment_id, send=True)
     # One chunk only: start, then write one chunk.
     await api.parts.db.run("start", rows.start_next, timefmt.from_seconds(reactor.seconds()))
-    row = (await api.parts.db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (b["id"],)))[0]
+    row = rows.BroadcastRow.of((await api.parts.db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (b["id"],)))[0])
     assert await fanout.write_chunk(row) == 10
     got = await get(api, key, b["id"])
     assert got["status"] == "sending" and got["recipients"] == 10 and got["progress"] == {"done": 10, "total": 30}
@@ -551,10 +551,10 @@ async def test_a_chunk_whose_lease_was_taken_over_writes_nothing(api):
     stalled = uuid.uuid4()
     claimed = await api.parts.db.run("claim", rows.claim, uuid.UUID(b["id"]), stalled, now, 0.001, 6)
     assert len(claimed) == 6
-    row = (await api.parts.db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (b["id"],)))[0]
+    row = rows.BroadcastRow.of((await api.parts.db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (b["id"],)))[0])
     assert await api.parts.fanout.write_chunk(row) == 6
     # The stalled node wakes up and tries to write its chunk: refused whole.
-    tenant = await accounts.get_tenant(api.parts.db, row["tenant_id"])
+    tenant = await accounts.get_tenant(api.parts.db, row.tenant_id)
     with pytest.raises(LeaseLost):
         await api.parts.fanout.submit_chunk(row, tenant, stalled, claimed)
     assert len(await messages(api, b["id"])) == 6

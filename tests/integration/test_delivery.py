@@ -17,7 +17,7 @@ from mailsvc.delivery.door import Door
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.mail import dkim as signing
 from mailsvc.mail import simulated, verp
-from mailsvc.store.deliveries import Work
+from mailsvc.store.deliveries import ClaimedAccount, ClaimedDelivery
 from tests.helpers.polling import async_until
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
@@ -140,7 +140,7 @@ async def test_no_mx_falls_back_to_the_address_and_dead_hosts_are_skipped(mta):
     second = await mta.send(key, ["bob@example.net"])
     assert [r["status"] for r in await mta.settled_past(first)] == ["delivered"]
     assert [r["status"] for r in await mta.settled_past(second)] == ["delivered"]
-    assert mta.parts.delivery._routes.is_bad("dead.example.net")
+    assert mta.parts.delivery.routes.is_bad("dead.example.net")
 
 
 @pt.ensureDeferred
@@ -531,7 +531,8 @@ async def test_the_inbox_keeps_the_newest_messages_per_account(api):
     for n in range(7):
         for account in (tenant, other):
             clock.advance(1)
-            work = Work(uuid.uuid4(), uuid.uuid4(), account["id"], f"r{n}@x.dev", 0, 0.0, "capture", False)
+            work = ClaimedDelivery(uuid.uuid4(), uuid.uuid4(), f"r{n}@x.dev", 0, 0.0, False,
+                                   ClaimedAccount(account["id"], "active", None, 10, "capture"))
             outcomes = await door.stop([work], row, b"Subject: s\r\n\r\nbody\r\n", "b@rp.acme.dev", None)
             assert [o.status for o in outcomes] == ["delivered"]
     for account in (tenant, other):

@@ -11,7 +11,9 @@ from twisted.internet.task import Clock
 
 from mailsvc import timefmt
 from mailsvc.app import suppressions
+from mailsvc.domain import policy
 from mailsvc.store import deliveries as store
+from mailsvc.store import delivery_sweep
 from mailsvc.store.deliveries import Outcome
 from tests.helpers.sending import BODY, sending_tenant
 
@@ -116,8 +118,8 @@ async def test_paused_mail_waits_and_suspended_mail_fails(api):
                 {"reason": "account_suspended"}, "account suspended", attempted=False)]) == 1
     clock.advance(1)
     await api.parts.db.execute("UPDATE emails SET last_event = 'sent'")
-    assert await store.fail_suspended(api.parts.db, clock) == 1
-    assert await store.fail_suspended(api.parts.db, clock) == 0
+    assert await delivery_sweep.fail_suspended(api.parts.db, clock) == 1
+    assert await delivery_sweep.fail_suspended(api.parts.db, clock) == 0
     rows = await api.parts.db.fetchall(
         "SELECT status, attempts, due_at, claim, claimed_by, claimed_until, last_response, last_attempt_at,"
         " held_reason, extract(epoch FROM updated_at) AS updated FROM deliveries ORDER BY id")
@@ -154,11 +156,11 @@ async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by
     new = await api.parts.db.fetchall(
         "SELECT held_reason, due_at IS NOT NULL AS due FROM deliveries WHERE recipient = 'late@example.net'")
     assert new == [{"held_reason": None, "due": True}]  # not read by the claim
-    assert await store.hold_held_accounts(api.parts.db, clock) == 1
+    assert await delivery_sweep.hold_held_accounts(api.parts.db, clock) == 1
     rows = await api.parts.db.fetchall(
         "SELECT held_reason, due_at, status FROM deliveries WHERE tenant_id = %s", (tenant["id"],))
     assert rows == [{"held_reason": "abuse review", "due_at": None, "status": "queued"}] * 3
-    assert await store.hold_held_accounts(api.parts.db, clock) == 0
+    assert await delivery_sweep.hold_held_accounts(api.parts.db, clock) == 0
 
 
 def _rows_read(plan: dict) -> int:
@@ -195,12 +197,13 @@ async def test_the_claim_reads_no_backlog_of_a_suspended_or_paused_account(api):
         (row,) = await txn.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, args)
         return row["QUERY PLAN"][0]["Plan"]
 
-    accounts = await db.run("explain", explained, store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    claimable = list(policy.CLAIMABLE_STATUSES)
+    accounts = await db.run("explain", explained, store.DUE_ACCOUNTS, {"at": at, "limit": 200, "claimable": claimable})
     assert _rows_read(accounts) < 400  # 4 accounts: a probe each, 200 index entries of the paced one
-    shares = await db.run("explain", explained, store._TAKE_SHARES, {
-        "tenants": [paced["id"], active["id"]], "shares": [2, 1], "at": at})
+    shares = await db.run("explain", explained, store.TAKE_SHARES, {
+        "tenants": [paced["id"], active["id"]], "shares": [2, 1], "at": at, "claimable": claimable})
     assert _rows_read(shares) < 20  # the 3 rows it takes (and a look past them)
-    found = await db.fetchall(store._DUE_ACCOUNTS, {"at": at, "limit": 200})
+    found = await db.fetchall(store.DUE_ACCOUNTS, {"at": at, "limit": 200, "claimable": claimable})
     assert {str(r["tenant_id"]) for r in found} == {paced["id"], active["id"]}
 
 

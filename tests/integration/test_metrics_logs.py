@@ -115,7 +115,8 @@ async def test_broadcast_progress_counts_the_recipients_of_the_broadcasts_being_
     created = await create(api, key, segment_id, send=True)
     await db.run("start", broadcast_rows.start_next, timefmt.from_seconds(reactor.seconds()))
     fanout = Fanout(reactor, db, api.parts.submitter, chunk=10)
-    row = (await db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (created["id"],)))[0]
+    row = broadcast_rows.BroadcastRow.of(
+        (await db.fetchall("SELECT * FROM broadcasts WHERE id = %s", (created["id"],)))[0])
     assert await fanout.write_chunk(row) == 10
     during = await progress()
     assert during["pending"] - before["pending"] == 20 and during["written"] - before["written"] == 10

@@ -131,7 +131,7 @@ async def test_a_cached_policy_is_used_while_its_id_is_unchanged(sts, ca):
     serve(sts, policy())
     sts.sink.certificate = ca.server_options(MX)
     _, key = await sts.sender()
-    policies = sts.parts.delivery._policies
+    policies = sts.parts.delivery.policies
     assert (await policies.sts_policy(DOMAIN)).mode == "enforce"
     # Another node (its memory empty) with the web server gone: PostgreSQL's copy applies.
     sts.policy_server.receiver.default = Reply(500)

@@ -616,9 +616,14 @@ OPERATIONS: dict[str, Op] = {
         deliveries={"type": "array", "items": obj(("recipient", "status", "attempts"), recipient=STR, status=STR,
                                                   attempts=INT, last_response=NULLABLE_STR, updated_at=STR)})}),
     "GET /dashboard/emails/<email_id>/html": Op("An e-mail's HTML for a sandboxed preview", ok={200: None},
-                                                content_type="text/html"),
+                                                query=(("scheme", {"enum": ["dark"]}),), content_type="text/html"),
+    "GET /dashboard/emails/<email_id>/particulars": Op(
+        "An e-mail's Message-ID, idempotency key, Inbox copy and source (as signed, or as submitted)", ok={200: obj(
+            ("object", "id", "message_id"), object={"const": "email_particulars"}, id=STR, message_id=STR,
+            idempotency_key=NULLABLE_STR, inbox_id=NULLABLE_STR, source=NULLABLE_STR, source_signed=BOOL)}),
     "GET /dashboard/search/emails": Op("The e-mails by text (address, subject or id) and status, a page at a time",
-                                       query=(("q", STR), ("status", STR), *PAGE),
+                                       query=(("q", STR), ("status", STR), ("since", STR), ("until", STR),
+                                              ("domain", STR), *PAGE),
                                        ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
                                            "type": "array", "items": obj(
                                                ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},

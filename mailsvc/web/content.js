@@ -4,6 +4,7 @@
 import { post } from "/ui/api.js";
 import { lineDiff } from "/ui/diff.js";
 import { h, safeUrl, table } from "/ui/dom.js";
+import { effective } from "/ui/theme.js";
 
 /** A sandboxed frame showing HTML with an e-mail's own CSP (the HTML is handed over once). */
 export function previewFrame(title) {
@@ -16,7 +17,31 @@ export function previewFrame(title) {
   return frame;
 }
 
-/** The spam score beside a preview (issue 23): score, threshold and the rules that hit, all as
+/** An e-mail's HTML from ``source`` (a path of this origin) in a sandboxed frame (no script, no
+ *  same-origin), with its "Phone width" (375 px) and "Dark" toggles. Dark is the message as a
+ *  client in dark mode shows it: the frame loads ``source?scheme=dark``, the HTML with its own
+ *  prefers-color-scheme rules applied by the server (docs/decisions.md, "The Inbox page"). It
+ *  starts as the dashboard's theme. */
+export function mailPreview(source, frameClass = "mailframe") {
+  const dark = effective(document.documentElement) === "dark";
+  const frame = h(`iframe.${frameClass}`, { title: "HTML of the message", sandbox: "", referrerpolicy: "no-referrer",
+    src: dark ? `${source}?scheme=dark` : source });
+  const box = h(`div.framebox.${dark ? "dark" : "light"}`, frame);
+  const toggle = (label, cls, on, then) => {
+    const button = h("button.secondary.small", { type: "button", "aria-pressed": String(on) }, label);
+    button.addEventListener("click", () => {
+      const now = box.classList.toggle(cls);
+      button.setAttribute("aria-pressed", String(now));
+      if (then) then(now);
+    });
+    return button;
+  };
+  return [h("div.inline.toolbar", toggle("Phone width", "phone", false),
+    toggle("Dark", "dark", dark, (on) => { box.classList.toggle("light", !on); frame.src = on ? `${source}?scheme=dark` : source; })),
+  box];
+}
+
+/** The spam score beside a preview: score, threshold and the rules that hit, all as
  *  text; a short line when scoring failed; nothing when the reply has no ``spam`` (spamd is not
  *  configured). */
 export function spamScoreView(spam) {

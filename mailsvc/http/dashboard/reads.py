@@ -14,6 +14,7 @@ from mailsvc.app.domains import Domains
 from mailsvc.http.dashboard.auth import id_or_not_found
 from mailsvc.http.pagination import page_of
 from mailsvc.http.router import SESSION, route
+from mailsvc.ids import parse_uuid
 
 
 def _event(row: dict) -> dict:
@@ -21,6 +22,11 @@ def _event(row: dict) -> dict:
     return {"id": str(row["id"]), "type": row["type"], "created_at": timefmt.resource(row["created_at"]),
             "recipient": data.get("to") if isinstance(data.get("to"), str) else None,
             "data": data}
+
+
+def _arg(request, name: bytes) -> str | None:
+    """A query argument's first value as text; None when absent or empty."""
+    return (request.args.get(name) or [b""])[0].decode("utf-8", "replace") or None
 
 
 class ReadsResource:
@@ -45,13 +51,23 @@ class ReadsResource:
                             "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
         }
 
+    @route("GET", "/dashboard/emails/<email_id>/particulars", access=SESSION)
+    async def particulars(self, request, caller: Caller, email_id: str):
+        """What an e-mail's page shows beside its resource: Message-ID, idempotency key, its
+        Inbox copy, and its source (as signed in the Inbox, or as submitted over SMTP)."""
+        found = await self._reads.email_particulars(caller.tenant.id, parse_uuid(email_id))
+        return {"object": "email_particulars", "id": email_id, **found}
+
     @route("GET", "/dashboard/search/emails", access=SESSION)
     async def search(self, request, caller: Caller):
-        """The e-mails, newest first, by text (subject, sender, recipient or id) and last event
-        (``status``), a page at a time (``limit``, ``after`` and ``before`` as the API's lists)."""
+        """The e-mails, newest first, by text (subject, sender, recipient or id), last event
+        (``status``), time made (``since``, ``until``: ISO 8601 instants, ``until`` left out) and
+        sending domain (``domain``), a page at a time (``limit``, ``after`` and ``before`` as the
+        API's lists)."""
         text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
-        status = (request.args.get(b"status") or [b""])[0].decode("utf-8", "replace") or None
-        rows, more = await self._reads.search_emails(caller.tenant.id, text, status, page_of(request.args, SEARCH_MOST))
+        status, since, until, domain = (_arg(request, name) for name in (b"status", b"since", b"until", b"domain"))
+        rows, more = await self._reads.search_emails(caller.tenant.id, text, status, page_of(request.args, SEARCH_MOST),
+                                                     since, until, domain)
         return {"object": "list", "has_more": more, "data": [{
             "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
             "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),

@@ -11,7 +11,7 @@ from importlib import resources
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.domain.errors import NotFound
-from mailsvc.http.router import PUBLIC, SESSION, Reply, route
+from mailsvc.http.router import PUBLIC, SESSION_FRAME, Reply, route
 from mailsvc.ids import parse_uuid
 
 CSP = (
@@ -89,13 +89,16 @@ class UiResource:
 
     @route("GET", "/console/", access=PUBLIC)
     async def console(self, request, _):
-        """The operator console's page (issue 31 §3): its modules are under /ui/console/."""
+        """The operator console's page: its modules are under /ui/console/."""
         return self._file("console.html")
 
-    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION)
+    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION_FRAME)
     async def preview(self, request, caller: Caller, email_id: str):
-        html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id))
+        """The HTML for the page's sandboxed frame (``?scheme=dark``: as a client in dark mode shows
+        it). A frame's load, which cannot wait out a 429, is not counted against the account's rate."""
+        dark = request.args.get(b"scheme") == [b"dark"]
+        html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id), dark)
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {
             "Content-Security-Policy": PREVIEW_CSP, "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN",
+            "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",
         })

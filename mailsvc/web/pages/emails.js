@@ -63,11 +63,11 @@ function searchForm(filter) {
 }
 
 function emptyText(filter) {
-  const words = STATUSES.find(([code]) => code === filter.status)[1];
+  const words = filter.status ? `${STATUSES.find(([code]) => code === filter.status)[1]} ` : "";
   const where = [filter.domain ? ` sent from ${filter.domain}` : "",
     filter.from || filter.to ? ` ${filter.from ? `from ${filter.from}` : ""}${filter.from && filter.to ? " " : ""}${filter.to ? `to ${filter.to}` : ""}` : ""].join("");
-  if (filter.q) return `No ${filter.status ? `${words} ` : ""}e-mail${where} matches “${filter.q}”.`;
-  return `No ${words} e-mail${where}${filter.after || filter.before ? " on this page" : ""}.`;
+  if (filter.q) return `No ${words}e-mail${where} matches “${filter.q}”.`;
+  return `No ${words}e-mail${where}${filter.after || filter.before ? " on this page" : ""}.`;
 }
 
 async function emailsPage(query) {

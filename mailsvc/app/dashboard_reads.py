@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from mailsvc import timefmt
 from mailsvc.app import messages
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.paging import Page
+from mailsvc.domain.webhooks import payload
 from mailsvc.mail.inspection import as_dark
 from mailsvc.store import dashboard as reads
 from mailsvc.store import emails, previews, segments, templates
@@ -49,8 +51,9 @@ def _instant(name: str, value: str | None) -> datetime | None:
 
 
 class DashboardReads:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, clock):
         self._db = db
+        self._clock = clock
 
     async def email_timeline(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> tuple[list[dict], list[dict]]:
         """The e-mail's events, oldest first, and its deliveries (one per recipient)."""
@@ -104,8 +107,15 @@ class DashboardReads:
         return await reads.search_emails(self._db, tenant_id, text, status, page, window,
                                          domain.lower() if domain else None)
 
-    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> list[dict]:
-        return await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)
+    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> tuple[list[dict], dict]:
+        """The webhook's latest deliveries, each with its ``payload`` as sent, and of those last
+        attempted in the past 24 hours, how many were delivered and attempted."""
+        now = timefmt.from_seconds(self._clock.seconds())
+        rows = await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)
+        shown = [{**r, "payload": payload({"type": r["type"], "naming": r["naming"],
+                                           "created_at": r["event_created_at"], "data": r["data"]})} for r in rows]
+        day = await reads.webhook_outcomes(self._db, tenant_id, webhook_id, now - timedelta(hours=24))
+        return shown, {"delivered": int(day["delivered"]), "attempted": int(day["attempted"])}
 
     async def segment_sizes(self, tenant_id: uuid.UUID) -> list[dict]:
         return await segments.sizes(self._db, tenant_id)

@@ -630,10 +630,13 @@ OPERATIONS: dict[str, Op] = {
                                                to={"type": "array", "items": STR}, subject=NULLABLE_STR,
                                                last_event=NULLABLE_STR, created_at=STR)}}}}),
     "GET /dashboard/webhooks/<webhook_id>/deliveries": Op(
-        "A webhook's latest 50 deliveries", ok={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
-            "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
-                                          state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
-                                          last_attempt_at={"type": ["string", "null"]}, created_at=STR)}}}}),
+        "A webhook's latest 50 deliveries with their payloads, and the last 24 hours' outcomes", ok={200: {
+            **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "last_24_hours": obj(
+                ("delivered", "attempted"), delivered=INT, attempted=INT), "data": {
+                "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
+                                              state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
+                                              last_attempt_at={"type": ["string", "null"]}, created_at=STR,
+                                              payload=STR)}}}}),
     "GET /dashboard/domains/<domain_id>/dmarc": Op("The domain's DMARC aggregate reports over the last 30 days",
                                                    ok={200: DMARC}),
     "GET /dashboard/domains/<domain_id>/dns": Op(

@@ -201,11 +201,24 @@ async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str)
 
 
 async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, limit: int) -> list[dict]:
+    """The webhook's latest deliveries, each with its event (type, time, data) and the webhook's
+    naming, from which its payload is built again as it was sent."""
     return await db.fetchall(
         "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
-        " w.created_at FROM webhook_deliveries w JOIN events e ON e.id = w.event_id"
+        " w.created_at, e.created_at AS event_created_at, e.data, h.naming"
+        " FROM webhook_deliveries w JOIN events e ON e.id = w.event_id JOIN webhooks h ON h.id = w.webhook_id"
         " WHERE w.tenant_id = %s AND w.webhook_id = %s ORDER BY w.created_at DESC, w.event_id DESC LIMIT %s",
         (tenant_id, webhook_id, limit),
+    )
+
+
+async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:
+    """Of the webhook's deliveries last attempted at ``since`` or later: how many were delivered,
+    and how many were attempted at all."""
+    return await db.fetchone(
+        "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS attempted"
+        " FROM webhook_deliveries WHERE tenant_id = %s AND webhook_id = %s AND last_attempt_at >= %s",
+        (tenant_id, webhook_id, since), desc="webhook outcomes",
     )
 
 

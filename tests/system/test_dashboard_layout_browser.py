@@ -334,12 +334,12 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
         set_first_password(page, daemon)
         made = seed(page, daemon)
         problems: list[str] = []
+        overview_counts(page)
         for hash_, heading, name in pages(made):
             open_page(page, hash_, heading)
             fits(page, name, problems)
         email_page(page, made, problems)
         assert not problems, "\n".join(problems)
-        overview_counts(page)
         filter_by_day(page)
         drawer_and_theme(page)
         lists_first(page)

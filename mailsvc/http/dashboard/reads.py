@@ -75,12 +75,14 @@ class ReadsResource:
 
     @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION)
     async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
-        rows = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
-        return {"object": "list", "has_more": False, "data": [{
+        """The latest deliveries, each with its last attempt's answer (as much as is kept) and its
+        payload as sent; and the deliveries of the last 24 hours, delivered and attempted."""
+        rows, day = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
+        return {"object": "list", "has_more": False, "last_24_hours": day, "data": [{
             "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
-            "response_status": r["last_status"], "response": (r["last_response"] or "")[:500],
+            "response_status": r["last_status"], "response": r["last_response"] or "",
             "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
-            "created_at": timefmt.resource(r["created_at"]),
+            "created_at": timefmt.resource(r["created_at"]), "payload": r["payload"].decode("utf-8"),
         } for r in rows]}
 
     @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION)

@@ -6,13 +6,25 @@ dark mode shows it, and the list narrowed by time made and sending domain.
 
 from __future__ import annotations
 
+import json
+import time
+
+import pytest
 import pytest_twisted as pt
 
+from mailsvc.config import load
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, link_token
 from tests.helpers.sending import BODY, sending_tenant
 
 DARK_HTML = ("<style>body { color: #111 } @media (prefers-color-scheme: dark) { body { color: #eee } }</style>"
              "<p>Hi</p>")
+
+
+@pytest.fixture
+def config(dns_server):
+    """Names resolve through the test DNS server (a webhook's endpoint)."""
+    dns_server.a("hooks.example.com", "8.8.8.8")
+    return dns_server.configure(load(None, environ={}))
 
 
 async def owner_of_a_sending_account(api):
@@ -75,3 +87,31 @@ async def test_the_email_list_narrows_by_time_made_and_sending_domain(api):
     for query, name in (("since=yesterday", "since"), ("until=2026-11-01", "until"), ("domain=%3Cb%3E", "domain")):
         code, refused, _ = await session.json("GET", f"/dashboard/search/emails?{query}")
         assert code == 422 and name in refused["message"], (query, refused)
+
+
+@pt.ensureDeferred
+async def test_a_webhooks_deliveries_carry_their_payload_as_sent_and_the_last_24_hours(api):
+    key, session = await owner_of_a_sending_account(api)
+    code, hook, _ = await session.json("POST", "/dashboard/webhooks", json={
+        "endpoint": "https://hooks.example.com/mailsvc", "events": ["email.sent"]})
+    assert code in (200, 201), hook
+    for _ in range(3):
+        await api.json("POST", "/emails", key, json=BODY)
+    events = await api.parts.db.fetchall("SELECT id, tenant_id, created_at FROM events ORDER BY id")
+    now = time.time()
+    outcomes = [("delivered", 200, "ok", 0), ("failed", None, "timeout: no response data for 10 s", 0),
+                ("failed", 503, "busy", 2 * 86400)]  # the last one two days ago
+    for (state, status, answer, age), event in zip(outcomes, events, strict=True):
+        await api.parts.db.execute(
+            "INSERT INTO webhook_deliveries (webhook_id, event_id, tenant_id, state, attempts, due_at,"
+            " last_attempt_at, last_status, last_response, created_at)"
+            " VALUES (%s, %s, %s, %s, 1, now(), to_timestamp(%s), %s, %s, %s)",
+            (hook["id"], event["id"], event["tenant_id"], state, now - age, status, answer, event["created_at"]))
+    code, listed, _ = await session.json("GET", f"/dashboard/webhooks/{hook['id']}/deliveries")
+    assert code == 200, listed
+    assert listed["last_24_hours"] == {"delivered": 1, "attempted": 2}
+    by_event = {d["event_id"]: d for d in listed["data"]}
+    first = by_event[str(events[0]["id"])]
+    assert json.loads(first["payload"])["type"] == "email.sent"
+    assert json.loads(first["payload"])["data"]["email_id"]
+    assert by_event[str(events[1]["id"])]["response"] == "timeout: no response data for 10 s"

@@ -11,6 +11,7 @@ docs/decisions.md, "Dashboard: themes and small screens" and "Dashboard: an e-ma
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -329,6 +330,27 @@ def filter_by_day(page) -> None:
     until(lambda: page.locator("tbody tr:not(.empty)").count() == 1, 10, "today's bounced e-mail")
 
 
+def webhook_deliveries(page, made: dict) -> None:
+    """A failed attempt is told in words with its payload as sent; the last 24 hours' share."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    go(page, f"#/webhooks/{made['webhook']}", "Webhook")
+
+    def attempted():
+        page.reload()
+        page.locator("p.success").wait_for()
+        return page.locator("details.delivery summary .muted").count() > 0
+    until(attempted, 60, "a failed attempt of the webhook")
+    assert "0 % delivered" in page.locator("p.success").text_content()
+    delivery = page.locator("details.delivery", has=page.locator("summary .muted")).first
+    delivery.locator("summary").click()
+    assert delivery.locator("dt", has_text="What went wrong").is_visible()
+    payload = json.loads(delivery.locator("pre.source").text_content())
+    assert payload["type"] == "email.sent" and payload["data"]["email_id"]
+    assert delivery.get_by_role("button", name=re.compile("^Copy the payload")).is_visible()
+
+
 def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
     def walk(page, context):
         set_first_password(page, daemon)
@@ -337,10 +359,13 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
         overview_counts(page)
         for hash_, heading, name in pages(made):
             open_page(page, hash_, heading)
+            for opened in page.locator("details.delivery").all()[:1]:
+                opened.evaluate("d => { d.open = true; }")
             fits(page, name, problems)
         email_page(page, made, problems)
         assert not problems, "\n".join(problems)
         filter_by_day(page)
+        webhook_deliveries(page, made)
         drawer_and_theme(page)
         lists_first(page)
         filters_in_the_hash(page)

@@ -353,6 +353,9 @@ def webhook_deliveries(page, made: dict) -> None:
     payload = json.loads(delivery.locator("pre.source").text_content())
     assert payload["type"] == "email.sent" and payload["data"]["email_id"]
     assert delivery.get_by_role("button", name=re.compile("^Copy the payload")).is_visible()
+    problems: list[str] = []
+    fits(page, "webhook-delivery", problems)
+    assert not problems, "\n".join(problems)
 
 
 def test_every_page_fits_a_phone_in_both_themes(daemon, browser):

@@ -335,7 +335,7 @@ def webhook_deliveries(page, made: dict) -> None:
     webhook hears of the e-mails sent after it was made: one more.)"""
     resend.Emails.send({"from": "onboarding@resend.dev", "to": ["delivered@resend.dev"], "subject": "For the hook",
                         "text": "Hello"})
-    page.get_by_label("Theme").select_option("light")
+    page.get_by_label("Theme").select_option("auto")  # the system's, as fits sets it
     page.emulate_media(color_scheme="light")
     page.set_viewport_size({"width": 1280, "height": 800})
 

@@ -318,7 +318,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     console_resource = ConsoleResource(console, config.http.public_url, audit_log)
     router.mount(console_resource)
     router.mount(console_resource.security)
-    dashboard_reads = DashboardReads(db)
+    dashboard_reads = DashboardReads(db, clock)
     _mount_dashboard(router, config, dashboard, dashboard_reads, audit_log)
     node_info = {"version": __version__, "roles": list(config.node.roles), "onion": None}
     accounts = _accounts(clock, config, db, keyring, ai, metrics, node_info, audit_log, operator_tokens,

@@ -7,12 +7,17 @@ content pages hand over once and frame from the server. Every read is of the cal
 
 from __future__ import annotations
 
+import re
 import secrets
 import uuid
+from datetime import datetime, timedelta
 
+from mailsvc import timefmt
 from mailsvc.app import messages
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.paging import Page
+from mailsvc.domain.webhooks import payload
+from mailsvc.mail.inspection import as_dark
 from mailsvc.store import dashboard as reads
 from mailsvc.store import emails, previews, segments, templates
 from mailsvc.store.database import Database
@@ -29,9 +34,26 @@ EMAIL_FILTERS = ("delivered", "bounced", "complained", "failed", "delivery_delay
 DELIVERIES_MOST = 50
 
 
+_DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
+
+
+def _instant(name: str, value: str | None) -> datetime | None:
+    """An ISO 8601 instant with its offset (the browser's local midnight, as UTC), or None."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise Invalid(name, f"{name} must be an ISO 8601 time with its offset, such as 2026-12-01T00:00:00Z")
+    return when
+
+
 class DashboardReads:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, clock):
         self._db = db
+        self._clock = clock
 
     async def email_timeline(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> tuple[list[dict], list[dict]]:
         """The e-mail's events, oldest first, and its deliveries (one per recipient)."""
@@ -40,8 +62,13 @@ class DashboardReads:
             raise NotFound("Email")
         return events, await reads.email_deliveries(self._db, tenant_id, email_id)
 
-    async def email_html(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> str:
-        """The e-mail's HTML ('' when it has none)."""
+    async def email_html(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None, dark: bool = False) -> str:
+        """The e-mail's HTML ('' when it has none); ``dark``: as a mail client in dark mode shows it
+        (its ``prefers-color-scheme: dark`` rules applied, ``mail/inspection.as_dark``)."""
+        html = await self._email_html(tenant_id, email_id)
+        return as_dark(html) if dark else html
+
+    async def _email_html(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> str:
         row = await reads.email_html(self._db, tenant_id, email_id) if email_id is not None else None
         if row is None:
             raise NotFound("Email")
@@ -51,16 +78,44 @@ class DashboardReads:
             return (messages.broadcast_content(content, content).html or "") if content is not None else ""
         return row["html"] or ""
 
-    async def search_emails(self, tenant_id: uuid.UUID, text: str, status: str | None,
-                            page: Page) -> tuple[list[dict], bool]:
+    async def email_particulars(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> dict:
+        """
+        An e-mail's Message-ID, idempotency key (None once it expired, or without one), its Inbox
+        copy's id, and its source: the Inbox copy's as signed, or the message as submitted over
+        SMTP; None for any other (built and signed again at each delivery, not kept).
+        """
+        row = await reads.email_particulars(self._db, tenant_id, email_id) if email_id is not None else None
+        if row is None:
+            raise NotFound("Email")
+        kept = row["inbox_message"] if row["inbox_message"] is not None else row["message"]
+        return {"message_id": row["message_id"], "idempotency_key": row["idempotency_key"],
+                "inbox_id": str(row["inbox_id"]) if row["inbox_id"] is not None else None,
+                "source": bytes(kept).decode("utf-8", "replace") if kept is not None else None,
+                "source_signed": row["inbox_message"] is not None}
+
+    async def search_emails(self, tenant_id: uuid.UUID, text: str, status: str | None, page: Page,
+                            since: str | None = None, until: str | None = None,
+                            domain: str | None = None) -> tuple[list[dict], bool]:
         """A page of the e-mails, newest first, whose subject, sender or recipients hold ``text``
-        (or whose id it is; "" for any), whose last event is ``status`` (None for any)."""
+        (or whose id it is; "" for any), whose last event is ``status`` (None for any), made at
+        ``since`` or later and before ``until`` (ISO 8601 instants), sent from ``domain``."""
         if status is not None and status not in EMAIL_FILTERS:
             raise Invalid("status", f"status must be one of {', '.join(EMAIL_FILTERS)}")
-        return await reads.search_emails(self._db, tenant_id, text, status, page)
+        window = (_instant("since", since), _instant("until", until))
+        if domain is not None and not _DOMAIN.fullmatch(domain):
+            raise Invalid("domain", "domain must be a domain name, such as example.com")
+        return await reads.search_emails(self._db, tenant_id, text, status, page, window,
+                                         domain.lower() if domain else None)
 
-    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> list[dict]:
-        return await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)
+    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> tuple[list[dict], dict]:
+        """The webhook's latest deliveries, each with its ``payload`` as sent, and of those last
+        attempted in the past 24 hours, how many were delivered and attempted."""
+        now = timefmt.from_seconds(self._clock.seconds())
+        rows = await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)
+        shown = [{**r, "payload": payload({"type": r["type"], "naming": r["naming"],
+                                           "created_at": r["event_created_at"], "data": r["data"]})} for r in rows]
+        day = await reads.webhook_outcomes(self._db, tenant_id, webhook_id, now - timedelta(hours=24))
+        return shown, {"delivered": int(day["delivered"]), "attempted": int(day["attempted"])}
 
     async def segment_sizes(self, tenant_id: uuid.UUID) -> list[dict]:
         return await segments.sizes(self._db, tenant_id)

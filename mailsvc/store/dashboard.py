@@ -142,10 +142,13 @@ async def email_deliveries(db: Database, tenant_id: uuid.UUID, email_id: uuid.UU
     )
 
 
-async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, status: str | None,
-                        page: Page) -> tuple[list[dict], bool]:
+async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, status: str | None, page: Page,
+                        window: tuple[datetime | None, datetime | None] = (None, None),
+                        domain: str | None = None) -> tuple[list[dict], bool]:
     """A page of the e-mails, newest first, whose subject, sender or recipients hold ``text``
-    (case-insensitive) or whose id it is, and whose last event is ``status`` (None: any)."""
+    (case-insensitive) or whose id it is, whose last event is ``status`` (None: any), made within
+    ``window`` (from its first instant, before its second; None: open) and sent from an address
+    of ``domain`` (lower case; None: any)."""
     where, order, params = clause(page)
     # Each condition with its parameters; the page's last parameter is its LIMIT.
     conditions = [("tenant_id = %s", [tenant_id]), (where, params[:-1])]
@@ -155,6 +158,14 @@ async def search_emails(db: Database, tenant_id: uuid.UUID, text: str, status: s
                            [pattern, pattern, pattern, text]))
     if status:
         conditions.append(("last_event = %s", [status]))
+    since, until = window
+    if since is not None:
+        conditions.append(("created_at >= %s", [since]))
+    if until is not None:
+        conditions.append(("created_at < %s", [until]))
+    if domain:
+        # The sender is an address, or a name with its address in angle brackets.
+        conditions.append(("lower(substring(sender from '@([^@<>[:space:]]+)>?[[:space:]]*$')) = %s", [domain]))
     rows = await db.fetchall(
         "SELECT id, sender, recipients, subject, last_event, status, created_at, scheduled_at FROM emails"
         f" WHERE {' AND '.join(c for c, _ in conditions)} {order}",
@@ -190,11 +201,24 @@ async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str)
 
 
 async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, limit: int) -> list[dict]:
+    """The webhook's latest deliveries, each with its event (type, time, data) and the webhook's
+    naming, from which its payload is built again as it was sent."""
     return await db.fetchall(
         "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
-        " w.created_at FROM webhook_deliveries w JOIN events e ON e.id = w.event_id"
+        " w.created_at, e.created_at AS event_created_at, e.data, h.naming"
+        " FROM webhook_deliveries w JOIN events e ON e.id = w.event_id JOIN webhooks h ON h.id = w.webhook_id"
         " WHERE w.tenant_id = %s AND w.webhook_id = %s ORDER BY w.created_at DESC, w.event_id DESC LIMIT %s",
         (tenant_id, webhook_id, limit),
+    )
+
+
+async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:
+    """Of the webhook's deliveries last attempted at ``since`` or later: how many were delivered,
+    and how many were attempted at all."""
+    return await db.fetchone(
+        "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS attempted"
+        " FROM webhook_deliveries WHERE tenant_id = %s AND webhook_id = %s AND last_attempt_at >= %s",
+        (tenant_id, webhook_id, since), desc="webhook outcomes",
     )
 
 
@@ -203,3 +227,22 @@ async def email_html(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) ->
     has the broadcast's); None when there is no such e-mail."""
     return await db.fetchone("SELECT html, broadcast_id FROM emails WHERE tenant_id = %s AND id = %s",
                              (tenant_id, email_id))
+
+
+async def email_particulars(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
+    """
+    What an e-mail's page shows beside the API's resource: its Message-ID, the message kept as it
+    came (one submitted over SMTP; else NULL), the idempotency key it was accepted under while
+    that key lives (found in the stored answers, which name the id), and its first Inbox copy
+    (id and source as signed) when it went to a test address. None when there is no such e-mail.
+    """
+    return await db.fetchone(
+        "SELECT e.message_id, e.message,"
+        " (SELECT k.key FROM idempotency_keys k WHERE k.tenant_id = e.tenant_id AND k.state = 'done'"
+        "   AND position(convert_to(e.id::text, 'UTF8') IN k.response) > 0 LIMIT 1) AS idempotency_key,"
+        " i.id AS inbox_id, i.message AS inbox_message"
+        " FROM emails e LEFT JOIN LATERAL (SELECT id, message FROM inbox WHERE tenant_id = e.tenant_id"
+        "   AND email_id = e.id ORDER BY id LIMIT 1) i ON true"
+        " WHERE e.tenant_id = %s AND e.id = %s",
+        (tenant_id, email_id), desc="email particulars",
+    )

@@ -8,6 +8,7 @@ import * as broadcasts from "/ui/pages/broadcasts.js";
 import * as builder from "/ui/pages/builder.js";
 import * as contacts from "/ui/pages/contacts.js";
 import * as domains from "/ui/pages/domains.js";
+import * as email from "/ui/pages/email.js";
 import * as emails from "/ui/pages/emails.js";
 import * as inbox from "/ui/pages/inbox.js";
 import * as overview from "/ui/pages/overview.js";
@@ -19,7 +20,7 @@ import * as templates from "/ui/pages/templates.js";
 import * as webhooks from "/ui/pages/webhooks.js";
 import { start } from "/ui/ui.js";
 
-start([signin, overview, emails, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings, security], {
+start([signin, overview, emails, email, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings, security], {
   // An account that requires two-factor sign-in: a member without it sets it up first.
   mustEnrol: (me) => me.two_factor_enrolment_required, enrolAt: "#/security",
 });

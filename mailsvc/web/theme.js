@@ -3,6 +3,8 @@
 // palettes. Nothing touches the DOM at import (tests/web/ runs it under node).
 
 export const KEY = "mailsvc.theme";
+/** The event the document gets when the switch changes the theme (a preview follows it). */
+export const THEME_CHANGED = "mailsvc-theme";
 export const CHOICES = [["auto", "Auto"], ["light", "Light"], ["dark", "Dark"]];
 
 /** The choice kept in ``storage`` (one it does not know, or none: "auto"). */
@@ -22,6 +24,7 @@ export function apply(choice, root) {
 export function choose(choice, storage, root) {
   try { storage.setItem(KEY, choice); } catch { /* private mode: for this page only */ }
   apply(choice, root);
+  if (root.dispatchEvent) root.dispatchEvent(new Event(THEME_CHANGED, { bubbles: true }));
 }
 
 /** "dark" or "light": what the page shows now (the choice on ``root``, else the system's). */

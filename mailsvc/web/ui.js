@@ -47,7 +47,8 @@ export function shell(current, ...content) {
 }
 
 /** On a small screen the navigation is a drawer: the Menu button opens it (focus on its first
- *  link), and it closes again by the button, Escape, or a link followed. */
+ *  link), and it closes again by the button, Escape, or a link followed. A link to the page shown
+ *  reads it again. */
 function drawer(toggle, nav) {
   const show = (open, focus) => {
     nav.classList.toggle("open", open);
@@ -57,7 +58,13 @@ function drawer(toggle, nav) {
   };
   toggle.addEventListener("click", () => show(!nav.classList.contains("open"), true));
   nav.addEventListener("keydown", (event) => { if (event.key === "Escape") show(false, true); });
-  nav.addEventListener("click", (event) => { if (event.target.closest("a")) show(false, false); });
+  nav.addEventListener("click", (event) => {
+    const link = event.target.closest("a");
+    if (!link) return;
+    show(false, false);
+    // The page shown, asked for again (no hashchange): read again, so that its figures are now's.
+    if (link.getAttribute("href") === (location.hash || "#/")) route();
+  });
 }
 
 /** The theme: Auto (the system's), Light or Dark, kept per browser (theme.js). */
@@ -142,6 +149,31 @@ export function action(label, fn, cls = "secondary small") {
     try { await fn(); } catch (error) { button.after(notice(error)); } finally { button.disabled = false; }
   });
   return button;
+}
+
+/** Panels behind a row of tabs (the WAI-ARIA tabs pattern): ``panels`` is [[label, nodes]], the
+ *  first shown; arrows, Home and End move between the tabs. */
+export function tabs(label, panels) {
+  const buttons = panels.map(([name], i) => h("button.tab", { type: "button", role: "tab", id: `tab-${i}`,
+    "aria-controls": `panel-${i}`, "aria-selected": "false", tabindex: "-1" }, name));
+  const boxes = panels.map(([, nodes], i) => h("div.tabpanel", { role: "tabpanel", id: `panel-${i}`,
+    "aria-labelledby": `tab-${i}`, tabindex: "0" }, nodes));
+  const show = (i, focus) => {
+    buttons.forEach((b, j) => { b.setAttribute("aria-selected", String(i === j)); b.tabIndex = i === j ? 0 : -1; });
+    boxes.forEach((box, j) => { box.hidden = i !== j; });
+    if (focus) buttons[i].focus();
+  };
+  buttons.forEach((button, i) => {
+    button.addEventListener("click", () => show(i, false));
+    button.addEventListener("keydown", (event) => {
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: buttons.length - 1 }[event.key];
+      if (to === undefined) return;
+      event.preventDefault();
+      show((to + buttons.length) % buttons.length, true);
+    });
+  });
+  show(0, false);
+  return h("div.tabset", h("div.tabs", { role: "tablist", "aria-label": label }, buttons), boxes);
 }
 
 // On a phone these tables scroll sideways in their box rather than break every address apart.

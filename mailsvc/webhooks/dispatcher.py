@@ -9,7 +9,6 @@ target address on this node, ``host_concurrency`` and ``host_rate_per_sec`` (``H
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import deque
 
@@ -20,7 +19,7 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto import webhook_signatures as signing
-from mailsvc.domain.webhooks import NATIVE_NAMES, NATIVE_NAMING, Pace, next_attempt_delay, retry_after_seconds
+from mailsvc.domain.webhooks import Pace, next_attempt_delay, payload, retry_after_seconds
 from mailsvc.engine import LeasedEngine
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
@@ -33,7 +32,7 @@ log = Logger()
 TIMEOUT_SECONDS = 15
 #: Bytes of a response read (the rest is dropped with the connection) and characters kept.
 RESPONSE_READ = 64 * 1024
-RESPONSE_KEPT = 1000
+RESPONSE_KEPT = 2048
 #: A lease outlives the attempt's timeout by a wide margin: it only ends early if a node died.
 LEASE_SECONDS = 60
 #: A delivery waiting for its target host longer than this is given back unattempted: started
@@ -139,13 +138,6 @@ class HostLimits:
         for host, entry in list(self._hosts.items()):
             if entry.idle(now):
                 del self._hosts[host]
-
-
-def payload(row: dict) -> bytes:
-    """The request body of an event, in the webhook's naming; the same bytes on every retry."""
-    name = NATIVE_NAMES[row["type"]] if row["naming"] == NATIVE_NAMING else row["type"]
-    document = {"type": name, "created_at": timefmt.iso(row["created_at"]), "data": row["data"]}
-    return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
 class Dispatcher(LeasedEngine):

@@ -3,14 +3,17 @@ The dashboard's layout in a real headless Chromium against the real daemon: ever
 long addresses, subjects and ids in it, at 375 and 1,280 px, light and dark (the system's
 ``prefers-color-scheme``), fits its screen (nothing scrolls sideways), no address, subject, button
 or badge breaks over lines, and its text meets WCAG AA contrast; the theme switch is kept per
-browser; the menu is a drawer on a phone; a list page opens on its list. Screenshots of every
-page go to ``test-output/layout/`` (or ``$MAILSVC_TEST_OUTPUT/layout``). docs/decisions.md,
-"Dashboard: themes and small screens".
+browser; the menu is a drawer on a phone; a list page opens on its list; an e-mail's page shows
+its events first and its content in tabs; the list narrows by days and sending domain.
+Screenshots of every page go to ``test-output/layout/`` (or ``$MAILSVC_TEST_OUTPUT/layout``).
+docs/decisions.md, "Dashboard: themes and small screens" and "Dashboard: an e-mail's page".
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 
 import pytest
@@ -151,7 +154,12 @@ def fits(page, name: str, problems: list[str]) -> None:
             if low := page.evaluate(LOW_CONTRAST):
                 problems.append(f"{where}: contrast below 4.5: {low[:5]}")
             shot = OUTPUT / f"{name}-{width}-{scheme}.png"
+            # As tall as the page: Chromium paints a sandboxed frame only where it is in view.
+            tall = page.evaluate("document.documentElement.scrollHeight")
+            page.set_viewport_size({"width": width, "height": max(height, tall)})
+            page.wait_for_timeout(150)
             page.screenshot(path=str(shot), full_page=True)
+            page.set_viewport_size({"width": width, "height": height})
             if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
                 shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")
 
@@ -256,18 +264,118 @@ def dark_preview(page, made: dict) -> None:
     until(lambda: background() == "rgb(255, 255, 255)", 10, "the preview light again")
 
 
+def overview_counts(page) -> None:
+    """The Overview's figures are read again when its link is followed from the Overview itself."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/", "Overview")
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Overview").click()
+    sent = page.locator("div.card.stat", has_text="sent (30 days)").locator(".stat-value")
+    until(lambda: sent.text_content() == "3", 10, "3 sent on the Overview")
+
+
+def email_page(page, made: dict, problems: list[str]) -> None:
+    """An e-mail's status and events come first; its content is in tabs: the preview (light and
+    dark, its own dark rules applied), the HTML as written, the source as signed (its Inbox copy);
+    each id has its copy button."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, f"#/emails/{made['email']}", f"{LONG_SUBJECT} (delivered)")
+    headings = page.locator("main section.card h2").all_text_contents()
+    assert headings == ["Status", "Details", "Content"], headings
+    page.locator("ol.timeline li", has_text="delivered").locator("pre.answer").wait_for()
+    for label in ("Copy id", "Copy Message-ID"):
+        assert page.get_by_role("button", name=re.compile(f"^{label}: ")).count() == 1, label
+    tablist = page.get_by_role("tablist", name="The e-mail's content")
+    assert tablist.get_by_role("tab").all_text_contents() == [
+        "Preview", "HTML", "Text", "Source as signed", "Attachments"]
+
+    def background():
+        return page.frame_locator("iframe.preview").locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
+    page.frame_locator("iframe.preview").get_by_text("Your order has shipped").wait_for()
+    until(lambda: background() == "rgb(255, 255, 255)", 10, "the preview light")
+    page.get_by_role("button", name="Dark").click()
+    until(lambda: background() == "rgb(22, 24, 29)", 10, "the preview dark, as the message's own rules say")
+    page.get_by_role("button", name="Phone width").click()
+    assert page.locator("iframe.preview").evaluate("f => f.getBoundingClientRect().width") <= 375
+    tablist.get_by_role("tab", name="HTML").click()
+    assert "@media (prefers-color-scheme: dark)" in page.get_by_role("tabpanel").locator("pre").text_content()
+    tablist.get_by_role("tab", name="HTML").press("ArrowRight")
+    assert page.get_by_role("tabpanel").locator("pre.text").text_content() == "Your order has shipped"
+    tablist.get_by_role("tab", name="Source as signed").click()
+    assert page.get_by_role("tabpanel").locator("pre.source").text_content().startswith("DKIM-Signature:")
+    fits(page, "email-source", problems)
+    page.get_by_role("link", name="Its Inbox copy").click()
+    page.wait_for_url(re.compile(r"#/inbox/[\w-]+$"))
+
+
+def filter_by_day(page) -> None:
+    """The list by a range of days (the reader's) and by sending domain, kept in the hash."""
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/emails", "E-mails")
+    today = page.evaluate("new Date().toLocaleDateString('en-CA')")
+    page.get_by_label("From day").fill("2020-01-01")
+    page.get_by_label("To day").fill("2020-01-31")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**#/emails?from=2020-01-01&to=2020-01-31")
+    page.get_by_role("cell", name="No e-mail from 2020-01-01 to 2020-01-31.").wait_for()
+    page.get_by_label("From day").fill(today)
+    page.get_by_label("To day").fill(today)
+    page.get_by_label("Sending domain").fill("resend.dev")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url(f"**#/emails?from={today}&to={today}&domain=resend.dev")
+    until(lambda: page.locator("tbody tr:not(.empty)").count() == 3, 10, "today's three e-mails")
+    page.get_by_role("group", name="Filter by status").get_by_role("link", name="bounced").click()
+    page.wait_for_url(f"**#/emails?status=bounced&from={today}&to={today}&domain=resend.dev")
+    until(lambda: page.locator("tbody tr:not(.empty)").count() == 1, 10, "today's bounced e-mail")
+
+
+def webhook_deliveries(page, made: dict) -> None:
+    """A failed attempt is told in words with its payload as sent; the last 24 hours' share. (The
+    webhook hears of the e-mails sent after it was made: one more.)"""
+    resend.Emails.send({"from": "onboarding@resend.dev", "to": ["delivered@resend.dev"], "subject": "For the hook",
+                        "text": "Hello"})
+    page.get_by_label("Theme").select_option("auto")  # the system's, as fits sets it
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    go(page, f"#/webhooks/{made['webhook']}", "Webhook")
+
+    def attempted():
+        page.reload()
+        page.locator("p.success").wait_for()
+        return page.locator("details.delivery summary .muted").count() > 0
+    until(attempted, 60, "a failed attempt of the webhook")
+    assert "0 % delivered" in page.locator("p.success").text_content()
+    delivery = page.locator("details.delivery", has=page.locator("summary .muted")).first
+    delivery.locator("summary").click()
+    assert delivery.locator("dt", has_text="What went wrong").is_visible()
+    payload = json.loads(delivery.locator("pre.source").text_content())
+    assert payload["type"] == "email.sent" and payload["data"]["email_id"]
+    assert delivery.get_by_role("button", name=re.compile("^Copy the payload")).is_visible()
+    problems: list[str] = []
+    fits(page, "webhook-delivery", problems)
+    assert not problems, "\n".join(problems)
+
+
 def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
     def walk(page, context):
         set_first_password(page, daemon)
         made = seed(page, daemon)
         problems: list[str] = []
+        overview_counts(page)
         for hash_, heading, name in pages(made):
             open_page(page, hash_, heading)
+            for opened in page.locator("details.delivery").all()[:1]:
+                opened.evaluate("d => { d.open = true; }")
             fits(page, name, problems)
+        email_page(page, made, problems)
         assert not problems, "\n".join(problems)
+        filter_by_day(page)
         drawer_and_theme(page)
         lists_first(page)
         filters_in_the_hash(page)
         dark_preview(page, made)
+        webhook_deliveries(page, made)
 
     drive(browser, daemon, "layout", walk, output=OUTPUT, viewport=(1280, 800))

@@ -28,6 +28,7 @@ from mailsvc.http.operation import (
 from mailsvc.http.pagination import page_of
 from mailsvc.http.router import SESSION, route
 from mailsvc.http.schemas import DASHBOARD_USAGE, DMARC
+from mailsvc.ids import parse_uuid
 
 
 def _event(row: dict) -> dict:
@@ -35,6 +36,11 @@ def _event(row: dict) -> dict:
     return {"id": str(row["id"]), "type": row["type"], "created_at": timefmt.resource(row["created_at"]),
             "recipient": data.get("to") if isinstance(data.get("to"), str) else None,
             "data": data}
+
+
+def _arg(request, name: bytes) -> str | None:
+    """A query argument's first value as text; None when absent or empty."""
+    return (request.args.get(name) or [b""])[0].decode("utf-8", "replace") or None
 
 
 class ReadsResource:
@@ -69,20 +75,34 @@ class ReadsResource:
                             "updated_at": timefmt.resource(d["updated_at"])} for d in deliveries],
         }
 
+    @route("GET", "/dashboard/emails/<email_id>/particulars", access=SESSION,
+           op=Operation("An e-mail's Message-ID, idempotency key, Inbox copy and source (as signed, or as submitted)",
+                        responses={200: obj(("object", "id", "message_id"), object={"const": "email_particulars"},
+                                            id=STR, message_id=STR, idempotency_key=NULLABLE_STR, inbox_id=NULLABLE_STR,
+                                            source=NULLABLE_STR, source_signed=BOOL)}))
+    async def particulars(self, request, caller: Caller, email_id: str):
+        """What an e-mail's page shows beside its resource: Message-ID, idempotency key, its
+        Inbox copy, and its source (as signed in the Inbox, or as submitted over SMTP)."""
+        found = await self._reads.email_particulars(caller.tenant.id, parse_uuid(email_id))
+        return {"object": "email_particulars", "id": email_id, **found}
+
     @route("GET", "/dashboard/search/emails", access=SESSION,
            op=Operation("The e-mails by text (address, subject or id) and status, a page at a time",
-                        query=(("q", STR), ("status", STR), *PAGE),
+                        query=(("q", STR), ("status", STR), ("since", STR), ("until", STR), ("domain", STR), *PAGE),
                         responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
                             "type": "array", "items": obj(
                                 ("id", "from", "to", "subject", "created_at"), id=UUID, **{"from": STR},
                                 to={"type": "array", "items": STR}, subject=NULLABLE_STR,
                                 last_event=NULLABLE_STR, created_at=STR)}}}}))
     async def search(self, request, caller: Caller):
-        """The e-mails, newest first, by text (subject, sender, recipient or id) and last event
-        (``status``), a page at a time (``limit``, ``after`` and ``before`` as the API's lists)."""
+        """The e-mails, newest first, by text (subject, sender, recipient or id), last event
+        (``status``), time made (``since``, ``until``: ISO 8601 instants, ``until`` left out) and
+        sending domain (``domain``), a page at a time (``limit``, ``after`` and ``before`` as the
+        API's lists)."""
         text = (request.args.get(b"q") or [b""])[0].decode("utf-8", "replace").strip()[:200]
-        status = (request.args.get(b"status") or [b""])[0].decode("utf-8", "replace") or None
-        rows, more = await self._reads.search_emails(caller.tenant.id, text, status, page_of(request.args, SEARCH_MOST))
+        status, since, until, domain = (_arg(request, name) for name in (b"status", b"since", b"until", b"domain"))
+        rows, more = await self._reads.search_emails(caller.tenant.id, text, status, page_of(request.args, SEARCH_MOST),
+                                                     since, until, domain)
         return {"object": "list", "has_more": more, "data": [{
             "id": str(r["id"]), "from": r["sender"], "to": r["recipients"].get("to", []), "subject": r["subject"],
             "last_event": r["last_event"], "created_at": timefmt.resource(r["created_at"]),
@@ -90,18 +110,23 @@ class ReadsResource:
 
     @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION,
            op=Operation(
-               "A webhook's latest 50 deliveries", responses={200: {**LIST_ONLY, "properties": {
-                   **LIST_ONLY["properties"], "data": {
-                   "type": "array", "items": obj(("event_id", "event", "state", "attempts"), event_id=UUID, event=STR,
-                                                 state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
-                                                 last_attempt_at={"type": ["string", "null"]}, created_at=STR)}}}}))
+               "A webhook's latest 50 deliveries with their payloads, and the last 24 hours' outcomes",
+               responses={200: {
+                   **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "last_24_hours": obj(
+                       ("delivered", "attempted"), delivered=INT, attempted=INT), "data": {
+                       "type": "array", "items": obj(
+                           ("event_id", "event", "state", "attempts"), event_id=UUID, event=STR, state=STR,
+                           attempts=INT, response_status=NULLABLE_INT, response=STR,
+                           last_attempt_at={"type": ["string", "null"]}, created_at=STR, payload=STR)}}}}))
     async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
-        rows = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
-        return {"object": "list", "has_more": False, "data": [{
+        """The latest deliveries, each with its last attempt's answer (as much as is kept) and its
+        payload as sent; and the deliveries of the last 24 hours, delivered and attempted."""
+        rows, day = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
+        return {"object": "list", "has_more": False, "last_24_hours": day, "data": [{
             "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
-            "response_status": r["last_status"], "response": (r["last_response"] or "")[:500],
+            "response_status": r["last_status"], "response": r["last_response"] or "",
             "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
-            "created_at": timefmt.resource(r["created_at"]),
+            "created_at": timefmt.resource(r["created_at"]), "payload": r["payload"].decode("utf-8"),
         } for r in rows]}
 
     @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION,

@@ -12,7 +12,7 @@ from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard_reads import DashboardReads
 from mailsvc.domain.errors import NotFound
 from mailsvc.http.operation import Operation
-from mailsvc.http.router import PUBLIC, SESSION, Reply, route
+from mailsvc.http.router import PUBLIC, SESSION_FRAME, Reply, route
 from mailsvc.http.schemas import UI_TYPES
 from mailsvc.ids import parse_uuid
 
@@ -98,12 +98,15 @@ class UiResource:
         """The operator console's page: its modules are under /ui/console/."""
         return self._file("console.html")
 
-    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION,
+    @route("GET", "/dashboard/emails/<email_id>/html", access=SESSION_FRAME,
            op=Operation("An e-mail's HTML for a sandboxed preview", responses={200: None},
-                        content_type="text/html"))
+                        query=(("scheme", {"enum": ["dark"]}),), content_type="text/html"))
     async def preview(self, request, caller: Caller, email_id: str):
-        html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id))
+        """The HTML for the page's sandboxed frame (``?scheme=dark``: as a client in dark mode shows
+        it). A frame's load, which cannot wait out a 429, is not counted against the account's rate."""
+        dark = request.args.get(b"scheme") == [b"dark"]
+        html = await self._reads.email_html(caller.tenant.id, parse_uuid(email_id), dark)
         return Reply(200, html.encode("utf-8"), b"text/html; charset=utf-8", {
             "Content-Security-Policy": PREVIEW_CSP, "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN",
+            "Referrer-Policy": "no-referrer", "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store",
         })

@@ -1,8 +1,9 @@
-// E-mails: the list (by status, a search, a page at a time; the filter in the hash), and one e-mail with its parts, attachments and events.
+// E-mails: the list (by status, a search, a page at a time; the filter in the hash); one e-mail
+// is pages/email.js.
 
 import { get } from "/ui/api.js";
-import { STATUSES, apiPath, moved, pages, parse, toHash } from "/ui/emailfilter.js";
-import { ago, badge, clip, copyButton, copyable, field, h, table, when } from "/ui/dom.js";
+import { STATUSES, apiPath, moved, narrowed, pages, parse, toHash } from "/ui/emailfilter.js";
+import { ago, badge, clip, copyButton, field, h, table } from "/ui/dom.js";
 import { form, input, shell, wide } from "/ui/ui.js";
 
 function emailRows(items) {
@@ -48,61 +49,41 @@ function chips(filter) {
   }, label)));
 }
 
+/** The search and its narrowing: a text, a range of days and a sending domain. */
+function searchForm(filter) {
+  return form(async (data) => {
+    const text = (name) => String(data.get(name) || "").trim();
+    location.hash = toHash(moved(filter, { q: text("q"), from: text("from"), to: text("to"), domain: text("domain").toLowerCase() }));
+  }, h("div.inline.filters",
+    field("Search subject, sender or recipient", input("q", { type: "search", value: filter.q }), "Or paste an e-mail's id."),
+    field("From day", input("from", { type: "date", value: filter.from })),
+    field("To day", input("to", { type: "date", value: filter.to })),
+    field("Sending domain", input("domain", { value: filter.domain, placeholder: "example.com", spellcheck: "false" })),
+    h("button.primary", { type: "submit" }, "Search")));
+}
+
+function emptyText(filter) {
+  const words = filter.status ? `${STATUSES.find(([code]) => code === filter.status)[1]} ` : "";
+  const where = [filter.domain ? ` sent from ${filter.domain}` : "",
+    filter.from || filter.to ? ` ${filter.from ? `from ${filter.from}` : ""}${filter.from && filter.to ? " " : ""}${filter.to ? `to ${filter.to}` : ""}` : ""].join("");
+  if (filter.q) return `No ${words}e-mail${where} matches “${filter.q}”.`;
+  return `No ${words}e-mail${where}${filter.after || filter.before ? " on this page" : ""}.`;
+}
+
 async function emailsPage(query) {
   const filter = parse(query);
   const list = await get(apiPath(filter, EMAILS_PAGE));
-  const filtered = filter.status || filter.q || filter.after || filter.before;
-  if (!filtered && !list.data.length) return shell("#/emails", h("h1", "E-mails"), firstEmail());
-  const search = form(async (data) => {
-    location.hash = toHash(moved(filter, { q: String(data.get("q") || "").trim() }));
-  }, h("div.inline", field("Search subject, sender or recipient", input("q", { type: "search", value: filter.q }),
-    "Or paste an e-mail's id."),
-  h("button.primary", { type: "submit" }, "Search")));
+  if (!narrowed(filter) && !filter.after && !filter.before && !list.data.length) {
+    return shell("#/emails", h("h1", "E-mails"), firstEmail());
+  }
   const { newer, older } = pages(filter, list.data, list.has_more);
-  const words = STATUSES.find(([code]) => code === filter.status)[1];
-  const empty = filter.q ? `No ${filter.status ? `${words} ` : ""}e-mail matches “${filter.q}”.`
-    : `No ${words} e-mail${filter.after || filter.before ? " on this page" : ""}.`;
-  return shell("#/emails", h("h1", "E-mails"), search, chips(filter),
-    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, empty)),
+  return shell("#/emails", h("h1", "E-mails"), searchForm(filter), chips(filter),
+    wide(table(["Subject", "To", "Status", "Sent"], emailRows(list.data), null, emptyText(filter))),
     newer || older ? h("div.pager", { role: "navigation", "aria-label": "Pages of e-mails" },
       newer ? h("a.button", { href: newer }, "← Newer") : null, older ? h("a.button", { href: older }, "Older →") : null) : null);
 }
 
-async function emailPage(id) {
-  const [email, events, attachments] = await Promise.all([
-    get(`/dashboard/emails/${encodeURIComponent(id)}`),
-    get(`/dashboard/emails/${encodeURIComponent(id)}/events`),
-    get(`/dashboard/emails/${encodeURIComponent(id)}/attachments`).catch(() => ({ data: [] })),
-  ]);
-  const headers = [["From", email.from], ["To", [].concat(email.to || []).join(", ")], ["Cc", [].concat(email.cc || []).join(", ")],
-    ["Reply-To", [].concat(email.reply_to || []).join(", ")], ["Subject", email.subject], ["Created", when(email.created_at)],
-    ["Status", email.last_event]];
-  return shell("#/emails",
-    h("p", h("a", { href: "#/emails" }, "← All e-mails")),
-    h("h1", email.subject || "(no subject)"),
-    h("section.card", h("h2", "Headers"), h("dl.pairs", h("dt", "Id"), h("dd", copyable(email.id, "Copy id")),
-      headers.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", k === "Status" ? badge(v) : v)]))),
-    h("section.card", h("h2", "HTML"),
-      email.html
-        ? h("iframe.preview", { title: "HTML preview of the e-mail", sandbox: "", referrerpolicy: "no-referrer",
-          src: `/dashboard/emails/${encodeURIComponent(id)}/html` })
-        : h("p.muted", "No HTML part.")),
-    h("section.card", h("h2", "Text"), email.text ? h("pre.text", email.text) : h("p.muted", "No text part.")),
-    h("section.card", h("h2", "Attachments"),
-      table(["File", "Type", "Size"], attachments.data.map((a) => h("tr",
-        h("td", a.download_url ? h("a", { href: a.download_url, rel: "noreferrer" }, a.filename || a.id) : (a.filename || a.id)),
-        h("td", a.content_type), h("td", `${a.size} B`))))),
-    h("section.card", h("h2", "Events"),
-      h("ol.timeline", events.data.length ? events.data.map((e) => h("li",
-        badge(e.type.replace("email.", "")), " ", h("time", when(e.created_at)),
-        e.data && e.data.to ? h("span.muted", ` ${[].concat(e.data.to).join(", ")}`) : null,
-        e.data && e.data.bounce ? h("span.muted", ` ${e.data.bounce.message || ""}`) : null)) : h("li.muted", "No events yet.")),
-      table(["Recipient", "Delivery", "Attempts", "Last answer"], events.deliveries.map((d) => h("tr",
-        h("td", d.recipient), h("td", badge(d.status)), h("td", String(d.attempts)), h("td", d.last_response || "—"))))));
-}
-
 export const nav = ["#/emails", "E-mails"];
 export const routes = [
-  [/^#\/emails\/([\w-]+)$/, (m) => emailPage(m[1])],
   [/^#\/emails(?:\?(.*))?$/, (m) => emailsPage(m[1] || "")],
 ];

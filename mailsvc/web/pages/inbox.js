@@ -1,11 +1,11 @@
-// Inbox: the development inbox (issue 30). What was delivered to a test address, or captured,
+// Inbox: the development inbox. What was delivered to a test address, or captured,
 // listed; and one message as a receiver gets it: its HTML in the sandboxed frame at desktop or
 // phone width, light or dark, its text, its source as signed, its attachments and the checks.
 
 import { get } from "/ui/api.js";
+import { mailPreview } from "/ui/content.js";
 import { ago, badge, clip, h, labelled, table, when } from "/ui/dom.js";
 import { firstEmail } from "/ui/pages/emails.js";
-import { effective } from "/ui/theme.js";
 import { shell, wide } from "/ui/ui.js";
 
 const INBOX_PAGE = 20;
@@ -53,30 +53,9 @@ async function inboxPage(query) {
     newer || older ? h("div.pager", { role: "navigation", "aria-label": "Pages of the inbox" }, newer, older) : null);
 }
 
-/** The HTML in a sandboxed frame (no script, no same-origin), at desktop or phone width, light or
- *  dark. Dark is the message as a client in dark mode shows it: the frame's color-scheme is dark,
- *  so the message's own prefers-color-scheme rules apply, and the server applies them too (for a
- *  browser that does not pass the frame's scheme on). It starts as the dashboard's theme. */
 function previewCard(id, message) {
   if (message.html === null) return h("section.card", h("h2", "HTML"), h("p.muted", "No HTML part."));
-  const source = `/dashboard/inbox/${encodeURIComponent(id)}/html`;
-  const dark = effective(document.documentElement) === "dark";
-  const frame = h("iframe.mailframe", { title: "HTML of the message", sandbox: "", referrerpolicy: "no-referrer",
-    src: dark ? `${source}?scheme=dark` : source });
-  const box = h(`div.framebox.${dark ? "dark" : "light"}`, frame);
-  const toggle = (label, cls, on, then) => {
-    const button = h("button.secondary.small", { type: "button", "aria-pressed": String(on) }, label);
-    button.addEventListener("click", () => {
-      const now = box.classList.toggle(cls);
-      button.setAttribute("aria-pressed", String(now));
-      if (then) then(now);
-    });
-    return button;
-  };
-  return h("section.card", h("h2", "HTML"),
-    h("div.inline.toolbar", toggle("Phone width", "phone", false),
-      toggle("Dark", "dark", dark, (on) => { box.classList.toggle("light", !on); frame.src = on ? `${source}?scheme=dark` : source; })),
-    box);
+  return h("section.card", h("h2", "HTML"), mailPreview(`/dashboard/inbox/${encodeURIComponent(id)}/html`));
 }
 
 function checkRow(name, check, simulated) {

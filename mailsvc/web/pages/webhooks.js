@@ -1,7 +1,9 @@
-// Webhooks: endpoints, their events, signing secret and recent deliveries.
+// Webhooks: endpoints, their events, signing secret and recent deliveries, each with its last
+// attempt's answer in words and its payload as sent, and the endpoint's last 24 hours.
 
 import { del, get, patch, post } from "/ui/api.js";
 import { ago, badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { attemptError, pretty, successText } from "/ui/hooks.js";
 import { action, form, heading, input, opener, route, shell } from "/ui/ui.js";
 
 const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
@@ -51,9 +53,28 @@ async function webhookPage(id) {
       return h("p.ok", "Saved.");
     }, eventBoxes(hook.events), h("button.primary", { type: "submit" }, "Save events"))),
     h("section.card", h("h2", "Recent deliveries"),
+      h("p.success", h("strong", "Last 24 hours: "), successText(deliveries.last_24_hours)),
       table(["Event", "State", "Response", "Attempts", "Last attempt"], deliveries.data.map((d) => h("tr",
         h("td", d.event), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
-        h("td", String(d.attempts)), h("td", when(d.last_attempt_at)))))));
+        h("td", String(d.attempts)), h("td", ago(d.last_attempt_at))))),
+      deliveries.data.length ? h("h3", "Each delivery") : null,
+      deliveries.data.map(deliveryDetails)));
+}
+
+/** A delivery opened: its last attempt (time, HTTP status, what went wrong in words, the first
+ *  2 KB of the answer) and its payload as sent, with a copy button. */
+function deliveryDetails(d) {
+  const error = attemptError(d.response_status, d.response);
+  const body = pretty(d.payload);
+  return h("details.delivery", h("summary", badge(d.state), ` ${d.event} · ${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`,
+    error ? h("span.muted", ` · ${error}`) : null),
+  h("dl.pairs",
+    h("dt", "Event id"), h("dd", h("code", d.event_id)),
+    h("dt", "Last attempt"), h("dd", d.last_attempt_at ? [ago(d.last_attempt_at), ` (${when(d.last_attempt_at)})`] : "Not yet"),
+    h("dt", "HTTP status"), h("dd", d.response_status ? String(d.response_status) : "None"),
+    error ? [h("dt", "What went wrong"), h("dd", error)] : null,
+    h("dt", "Answer"), h("dd", d.response ? h("pre.answer", d.response) : h("span.muted", "Empty"))),
+  h("h4", "Payload as sent"), h("pre.source", body), copyButton(body, "Copy the payload"));
 }
 
 export const nav = ["#/webhooks", "Webhooks"];

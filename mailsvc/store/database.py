@@ -18,6 +18,7 @@ import psycopg2.errors
 import psycopg2.extensions
 import psycopg2.extras
 from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from txpostgres import reconnection, txpostgres
@@ -60,31 +61,45 @@ def connection_dsn(dsn: str, statement_timeout: float) -> str:
     return psycopg2.extensions.make_dsn(**params)
 
 
-def _is_dead(failure: Failure) -> bool:
+class _NotSent(Exception):
+    """psycopg2 refused a statement before any of it reached the server (its connection is gone)."""
+
+
+def _connection_lost(error: BaseException | None) -> bool:
     """
-    Whether a failure means the connection cannot serve another statement: a missed deadline,
-    a failed rollback, a client-side error, or an error of the connection-exception (08) or
-    operator-intervention (57P) classes. The server's answers to a statement (a serialization
-    failure, a cancelled statement) leave the connection as good as it was.
+    Whether ``error`` says the connection itself is gone: a client-side error ("connection
+    already closed"), or an error of the connection-exception (08) or operator-intervention (57P)
+    classes, or one without a SQLSTATE ("server closed the connection unexpectedly"). The
+    server's answers to a statement (a serialization failure, a cancelled statement) are not.
     """
-    if failure.check(QueryTimedOut, txpostgres.RollbackFailed, psycopg2.InterfaceError):
+    if isinstance(error, psycopg2.InterfaceError | _NotSent):
         return True
-    if failure.check(psycopg2.OperationalError):
-        code = failure.value.pgcode
+    if isinstance(error, psycopg2.OperationalError):
+        code = error.pgcode
         return code is None or code.startswith(("08", "57P"))
     return False
 
 
-def _within(running: defer.Deferred, seconds: float, clock, give_up: Callable[[], None],
-            what: str) -> defer.Deferred:
+def _is_dead(failure: Failure) -> bool:
+    """
+    Whether a failure means the connection cannot serve another statement: a missed deadline,
+    a failed rollback, or a lost connection (``_connection_lost``).
+    """
+    if failure.check(QueryTimedOut, txpostgres.RollbackFailed):
+        return True
+    return _connection_lost(failure.value)
+
+
+def _within(running: defer.Deferred[Any], seconds: float, clock: IReactorTime, give_up: Callable[[], None],
+            what: str) -> defer.Deferred[Any]:
     """
     ``running``'s outcome, or ``QueryTimedOut`` after ``seconds`` once ``give_up()`` has closed
     the connection. ``running`` itself is never cancelled: txpostgres would call libpq's
     PQcancel, which blocks the reactor until the server answers, and a stopped one never does.
     """
-    outcome = defer.Deferred(lambda _: give_up())
+    outcome: defer.Deferred[Any] = defer.Deferred(lambda _: give_up())
 
-    def relay(result):
+    def relay(result: object) -> None:
         if not outcome.called:
             if isinstance(result, Failure):
                 outcome.errback(result)
@@ -94,7 +109,7 @@ def _within(running: defer.Deferred, seconds: float, clock, give_up: Callable[[]
 
     running.addBoth(relay)
 
-    def timed_out(_result, _seconds) -> Failure:
+    def timed_out(_result: object, _seconds: float) -> Failure:
         return Failure(QueryTimedOut(f"PostgreSQL did not answer {what} within {seconds:g} s"))
 
     return outcome.addTimeout(seconds, clock, onTimeoutCancel=timed_out)
@@ -103,11 +118,11 @@ def _within(running: defer.Deferred, seconds: float, clock, give_up: Callable[[]
 class _Detector(reconnection.DeadConnectionDetector):
     """txpostgres' reconnection with backoff, on a missed deadline too, until the owner closes."""
 
-    def __init__(self, reactor):
+    def __init__(self, reactor: IReactorTime) -> None:
         super().__init__(deathChecker=_is_dead, reactor=reactor)
         self.abandoned = False
 
-    def reconnect(self):
+    def reconnect(self) -> defer.Deferred[Any] | None:
         if self.abandoned:
             return None
         return super().reconnect()
@@ -116,21 +131,32 @@ class _Detector(reconnection.DeadConnectionDetector):
 class _Cursor(txpostgres.Cursor):
     """A cursor whose every statement has its connection's deadline (None: no deadline)."""
 
-    def __init__(self, cursor, connection: _Connection):
+    def __init__(self, cursor: Any, connection: _Connection) -> None:
         super().__init__(cursor, connection)
+        self._owner = connection
         self.deadline = connection.deadline
 
-    def execute(self, query, params=None) -> defer.Deferred:
+    def execute(self, query: str, params: Any = None) -> defer.Deferred[Any]:
         running = super().execute(query, params)
+        if running.called:
+            # Fired before any polling: psycopg2 raised while sending, so the server never got
+            # the statement (txpostgres reports that at once, and only that).
+            return running.addErrback(_unsent)
         if self.deadline is None:
             return running
-        return _within(running, self.deadline, self._connection.clock, self._connection.missed_deadline,
-                       "a statement")
+        return _within(running, self.deadline, self._owner.clock, self._owner.missed_deadline, "a statement")
 
     def _handleCancellation(self, failure: Failure) -> Failure:  # noqa: N802 (txpostgres' name)
         # txpostgres reads QueryCanceled as its own cancel, never used here: it is the server's
         # statement_timeout (or an operator's pg_cancel_backend), and says so as it is.
         return failure
+
+
+def _unsent(failure: Failure) -> Failure:
+    """A statement's failure to be sent, as ``_NotSent`` when the connection is what failed."""
+    if _connection_lost(failure.value):
+        return Failure(_NotSent(str(failure.value).strip() or type(failure.value).__name__))
+    return failure
 
 
 class _Connection(txpostgres.Connection):
@@ -141,8 +167,8 @@ class _Connection(txpostgres.Connection):
 
     cursorFactory = _Cursor  # noqa: N815 (txpostgres' name)
 
-    def __init__(self, reactor, clock, statement_timeout: float, cooperator=None,
-                 on_missed_deadline: Callable[[], None] | None = None):
+    def __init__(self, reactor: IReactorTime, clock: IReactorTime, statement_timeout: float,
+                 cooperator: Any = None, on_missed_deadline: Callable[[], None] | None = None) -> None:
         super().__init__(reactor, cooperator, detector=_Detector(reactor))
         self._on_missed_deadline = on_missed_deadline
         #: What the deadlines are measured on.
@@ -151,7 +177,7 @@ class _Connection(txpostgres.Connection):
         #: The client-side deadline of a statement (None: statement_timeout is off, so is this).
         self.deadline = statement_timeout + DEADLINE_GRACE if statement_timeout else None
 
-    def connect(self, dsn: str, **kwargs) -> defer.Deferred:
+    def connect(self, dsn: str, **kwargs: Any) -> defer.Deferred[Any]:
         connecting = super().connect(connection_dsn(dsn, self._statement_timeout), **kwargs)
         self.detector.setReconnectable(self, dsn, **kwargs)  # reconnect from the DSN as given
         return _within(connecting, CONNECT_DEADLINE, self.clock, self.close, "a connection")
@@ -170,17 +196,57 @@ class _Connection(txpostgres.Connection):
     def close_for_good(self) -> None:
         """Close the connection and stop any reconnection under way."""
         self.detector.abandoned = True
-        if self._connection is not None:
+        if self.pollable() is not None:
             self.close()
+
+    def runQuery(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._unless_ended() or super().runQuery(*args, **kwargs)
+
+    def runOperation(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._unless_ended() or super().runOperation(*args, **kwargs)
+
+    def runInteraction(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._unless_ended() or super().runInteraction(*args, **kwargs)
+
+    def _unless_ended(self) -> defer.Deferred[Any] | None:
+        """
+        ``ConnectionDead`` (nothing sent) when the server has already ended this idle session,
+        else None. A backend that is terminated or shut down sends a FATAL message before it
+        closes the socket; until the reactor reads that, the connection looks usable, and a
+        statement sent on it would fail with no way to tell whether it ran. Reading what is
+        waiting first (libpq keeps the unsolicited FATAL as a notice, or reports the closed
+        socket) tells it before anything is sent, so the caller may safely try again.
+        """
+        pg = self.pollable()
+        if pg is None or self.detector.connectionIsDead:
+            return None  # not connected yet, or known dead: txpostgres fails it the same way
+        try:
+            if not pg.closed and not pg.isexecuting():
+                pg.poll()
+            # A FATAL message always ends its session (libpq writes its severity untranslated
+            # only with lc_messages C, the embedded cluster's; otherwise the closed socket tells).
+            ended = bool(pg.closed) or any(n.startswith("FATAL:") for n in pg.notices)
+        except psycopg2.Error as e:
+            if not _connection_lost(e):
+                raise
+            ended = True
+        if not ended:
+            return None
+        self.detector.checkForDeadConnection(Failure(_NotSent("the server ended the session")))
+        return defer.fail(reconnection.ConnectionDead())
 
 
 class _Pool(txpostgres.ConnectionPool):
-    """A txpostgres pool of ``_Connection`` on an injected reactor."""
+    """A txpostgres pool of ``_Connection`` on an injected reactor, counting its own calls."""
 
-    def __init__(self, reactor, clock, dsn: str, size: int, statement_timeout: float):
+    def __init__(self, reactor: IReactorTime, clock: IReactorTime, dsn: str, size: int,
+                 statement_timeout: float) -> None:
         self.reactor = reactor
         self._clock = clock
         self._statement_timeout = statement_timeout
+        self.size = size
+        #: Calls made and not yet finished: the first ``size`` hold a connection, the rest wait.
+        self.calls = 0
         super().__init__(None, dsn, min=size, cursor_factory=psycopg2.extras.RealDictCursor)
         # txpostgres' set holds only the idle connections.
         self._every = list(self.connections)
@@ -189,8 +255,26 @@ class _Pool(txpostgres.ConnectionPool):
         for connection in self._every:
             connection.detector.addRecoveryHandler(self._answered)
 
-    def connectionFactory(self, reactor, cooperator):  # noqa: N802 (txpostgres' name)
+    def connectionFactory(self, reactor: IReactorTime, cooperator: Any) -> _Connection:  # noqa: N802 (txpostgres' name)
         return _Connection(reactor, self._clock, self._statement_timeout, cooperator, self._deadline_missed)
+
+    def runQuery(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._counted(super().runQuery(*args, **kwargs))
+
+    def runOperation(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._counted(super().runOperation(*args, **kwargs))
+
+    def runInteraction(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
+        return self._counted(super().runInteraction(*args, **kwargs))
+
+    def _counted(self, call: defer.Deferred[Any]) -> defer.Deferred[Any]:
+        self.calls += 1  # undone at once if ``call`` has already finished
+
+        def finished(result: object) -> object:
+            self.calls -= 1
+            return result
+
+        return call.addBoth(finished)
 
     def _deadline_missed(self) -> None:
         """
@@ -214,21 +298,23 @@ class _Pool(txpostgres.ConnectionPool):
 class Transaction:
     """What a named transaction's body sees: statements, and hooks that run after COMMIT."""
 
-    def __init__(self, cursor):
+    def __init__(self, cursor: _Cursor) -> None:
         self._cursor = cursor
-        self._after_commit: list[tuple[Callable, tuple]] = []
+        self._after_commit: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._notifications: dict[tuple[str, str], None] = {}
+        #: The body has returned: what is left is COMMIT.
+        self.committing = False
 
     async def execute(self, sql: str, args: Any = None) -> int:
         """Run a statement; returns the row count."""
         await self._cursor.execute(sql, args)
         return self._cursor.rowcount
 
-    async def fetchall(self, sql: str, args: Any = None) -> list[dict]:
+    async def fetchall(self, sql: str, args: Any = None) -> list[dict[str, Any]]:
         await self._cursor.execute(sql, args)
         return _rows(self._cursor)
 
-    async def fetchone(self, sql: str, args: Any = None) -> dict | None:
+    async def fetchone(self, sql: str, args: Any = None) -> dict[str, Any] | None:
         rows = await self.fetchall(sql, args)
         return rows[0] if rows else None
 
@@ -241,7 +327,7 @@ class Transaction:
     def mogrify(self, sql: str, args: Any) -> str:
         return self._cursor.mogrify(sql, args).decode("utf-8")
 
-    def after_commit(self, fn: Callable, *args) -> None:
+    def after_commit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` once the transaction has committed (never if it rolls back)."""
         self._after_commit.append((fn, args))
 
@@ -258,7 +344,7 @@ class Transaction:
             await self._cursor.execute(f"SELECT {calls}", [value for pair in pairs for value in pair])
 
 
-def _rows(cursor) -> list[dict]:
+def _rows(cursor: _Cursor) -> list[dict[str, Any]]:
     if cursor.description is None:
         return []
     return [dict(row) for row in cursor.fetchall()]
@@ -277,62 +363,91 @@ class Database:
     reactor unless a test gives a ``Clock``).
     """
 
-    def __init__(self, reactor, dsn: str, pool_size: int = 8, statement_timeout: float = 15, clock=None):
+    def __init__(self, reactor: IReactorTime, dsn: str, pool_size: int = 8, statement_timeout: float = 15,
+                 clock: IReactorTime | None = None) -> None:
         self._reactor = reactor
         self._clock = clock or reactor
         self._dsn = dsn
         self._pool_size = pool_size
         self._statement_timeout = statement_timeout
-        self._pool: _Pool | None = None
+        self._started: _Pool | None = None
 
     @property
     def dsn(self) -> str:
         return self._dsn
 
+    @property
+    def _pool(self) -> _Pool:
+        if self._started is None:
+            raise DatabaseUnavailable("the database is not started")
+        return self._started
+
     async def start(self) -> None:
-        self._pool = _Pool(self._reactor, self._clock, self._dsn, self._pool_size, self._statement_timeout)
+        pool = self._started = _Pool(self._reactor, self._clock, self._dsn, self._pool_size, self._statement_timeout)
         try:
-            await self._pool.start()
+            await pool.start()
         except Exception as e:
-            if isinstance(e, defer.FirstError):
-                e = e.subFailure.value
-            self._pool.close()
-            self._pool = None
-            reason = str(e).strip().splitlines()
+            cause: BaseException | None = e.subFailure.value if isinstance(e, defer.FirstError) else e
+            pool.close()
+            self._started = None
+            reason = str(cause).strip().splitlines()
             raise DatabaseUnavailable(
-                "database unreachable: " + (reason[0] if reason else type(e).__name__)
+                "database unreachable: " + (reason[0] if reason else type(cause).__name__)
             ) from None
 
     def stop(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        if self._started is not None:
+            self._started.close()
+            self._started = None
 
     def pool_use(self) -> tuple[int, int, int]:
         """The pool's size, connections in use and callers waiting for one."""
-        if self._pool is None:
+        if self._started is None:
             return self._pool_size, 0, 0
-        semaphore = self._pool._semaphore
-        return self._pool_size, self._pool_size - semaphore.tokens, len(semaphore.waiting)
+        calls = self._started.calls
+        return self._pool_size, min(calls, self._pool_size), max(0, calls - self._pool_size)
 
-    async def run(self, desc: str, fn: Callable[..., Awaitable[Any]], *args, **kwargs) -> Any:
+    async def run(self, desc: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         holder: list[Transaction] = []
 
-        async def body(txn: Transaction):
+        async def body(txn: Transaction) -> Any:
             result = await fn(txn, *args, **kwargs)
             await txn._send_notifications()
+            txn.committing = True
             return result
 
-        def interaction(cursor):
+        def interaction(cursor: _Cursor) -> defer.Deferred[Any]:
             txn = Transaction(cursor)
             holder.append(txn)
             return defer.ensureDeferred(body(txn))
 
-        result = await self._retrying(desc, lambda: self._pool.runInteraction(interaction))
+        def uncommitted() -> bool:
+            return not holder or not holder[-1].committing
+
+        def attempt_once() -> defer.Deferred[Any]:
+            holder.clear()
+            return self._pool.runInteraction(interaction)
+
+        result = await self._retrying(desc, attempt_once, uncommitted)
         await self._after(desc, holder[-1])
         return result
 
-    async def _retrying(self, desc: str, attempt_once: Callable[[], defer.Deferred]) -> Any:
+    async def _retrying(self, desc: str, attempt_once: Callable[[], defer.Deferred[Any]],
+                        uncommitted: Callable[[], bool] = lambda: False) -> Any:
+        """
+        ``attempt_once()``'s result, trying again when that cannot do twice what was meant once:
+
+        - after a serialization failure or a deadlock (the server rolled the transaction back);
+        - when nothing was sent (``ConnectionDead``: the connection was known dead, or found
+          ended just before; ``_NotSent``: psycopg2 refused the statement before sending it);
+        - when the connection was lost (``_connection_lost``) while ``uncommitted()`` holds: in
+          a transaction whose body had not returned yet, so COMMIT was never sent and the server
+          discarded the transaction with its session.
+
+        A connection lost on COMMIT, or on an autocommit statement after it was sent, is raised as
+        it is: the server may have committed it just before the connection went, so running it
+        again could do it twice (one more message, one more charge). The caller hears of it.
+        """
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 return await attempt_once()
@@ -340,19 +455,26 @@ class Database:
                 if attempt == _ATTEMPTS:
                     raise
                 log.info("transaction {desc} conflicted; retrying", desc=desc)
+                continue
             except txpostgres.RollbackFailed as e:
                 # The statement that failed says what happened; the rollback failed because of it.
-                e.originalFailure.raiseException()
-            except reconnection.ConnectionDead:
-                # The connection was already known dead before anything was sent, so the
-                # statement never ran: it is safe to try again once the connection is back.
-                # Not while the server is silent: that takes seconds at least, and callers that
-                # wait for one another (a shared lease, a group) would add up the retries.
-                if self._pool.silent:
-                    raise DatabaseUnavailable(f"{desc}: database not answering") from None
-                if attempt == _ATTEMPTS:
-                    raise DatabaseUnavailable(f"{desc}: database connection lost") from None
-                await task.deferLater(self._reactor, 0.2 * attempt, lambda: None)
+                error = e.originalFailure.value
+                if not (_connection_lost(error) and uncommitted()):
+                    e.originalFailure.raiseException()
+            except (reconnection.ConnectionDead, _NotSent):
+                pass
+            except psycopg2.Error as e:
+                if not (_connection_lost(e) and uncommitted()):
+                    raise
+            # Not while the server is silent: that takes seconds at least, and callers that
+            # wait for one another (a shared lease, a group) would add up the retries.
+            if self._pool.silent:
+                raise DatabaseUnavailable(f"{desc}: database not answering") from None
+            if attempt == _ATTEMPTS:
+                raise DatabaseUnavailable(f"{desc}: database connection lost") from None
+            log.info("transaction {desc} met a lost connection before anything was committed; retrying",
+                     desc=desc)
+            await task.deferLater(self._reactor, 0.2 * attempt, lambda: None)
         raise AssertionError("unreachable")
 
     async def _after(self, desc: str, txn: Transaction) -> None:
@@ -362,12 +484,12 @@ class Database:
             except Exception:
                 log.failure("after-commit hook of {desc} failed", desc=desc)
 
-    async def fetchall(self, sql: str, args: Any = None, desc: str = "query") -> list[dict]:
+    async def fetchall(self, sql: str, args: Any = None, desc: str = "query") -> list[dict[str, Any]]:
         """One statement in autocommit mode (no BEGIN/COMMIT round trips)."""
         rows = await self._retrying(desc, lambda: self._pool.runQuery(sql, args))
         return [dict(row) for row in rows]
 
-    async def fetchone(self, sql: str, args: Any = None, desc: str = "query") -> dict | None:
+    async def fetchone(self, sql: str, args: Any = None, desc: str = "query") -> dict[str, Any] | None:
         rows = await self.fetchall(sql, args, desc)
         return rows[0] if rows else None
 

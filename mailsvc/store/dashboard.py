@@ -70,7 +70,7 @@ async def delete_user(txn: Transaction | Database, tenant_id: uuid.UUID, user_id
 
 
 async def owners_left(txn: Transaction | Database, tenant_id: uuid.UUID) -> int:
-    row = await txn.fetchone(
+    row = await txn.fetchrow(
         "SELECT count(*) AS n FROM users WHERE tenant_id = %s AND role = 'owner' AND password_hash IS NOT NULL",
         (tenant_id,),
     )

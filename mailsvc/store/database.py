@@ -318,6 +318,10 @@ class Transaction:
         rows = await self.fetchall(sql, args)
         return rows[0] if rows else None
 
+    async def fetchrow(self, sql: str, args: Any = None) -> dict[str, Any]:
+        """The row a statement always returns (an aggregate, an INSERT's RETURNING)."""
+        return _the_row(await self.fetchall(sql, args), sql)
+
     async def lift_deadlines(self) -> None:
         """For statements that may rightly run long (migrations, which also wait for another
         node's): no ``statement_timeout`` and no client deadline for the rest of the transaction."""
@@ -342,6 +346,12 @@ class Transaction:
             pairs = list(self._notifications)
             calls = ", ".join("pg_notify(%s, %s)" for _ in pairs)
             await self._cursor.execute(f"SELECT {calls}", [value for pair in pairs for value in pair])
+
+
+def _the_row(rows: list[dict[str, Any]], sql: str) -> dict[str, Any]:
+    if not rows:
+        raise LookupError(f"no row from a statement that always returns one: {sql[:80]}")
+    return rows[0]
 
 
 def _rows(cursor: _Cursor) -> list[dict[str, Any]]:
@@ -492,6 +502,10 @@ class Database:
     async def fetchone(self, sql: str, args: Any = None, desc: str = "query") -> dict[str, Any] | None:
         rows = await self.fetchall(sql, args, desc)
         return rows[0] if rows else None
+
+    async def fetchrow(self, sql: str, args: Any = None, desc: str = "query") -> dict[str, Any]:
+        """The row a statement always returns (an aggregate, an INSERT's RETURNING)."""
+        return _the_row(await self.fetchall(sql, args, desc), sql)
 
     async def execute(self, sql: str, args: Any = None, desc: str = "statement") -> None:
         """One statement in autocommit mode whose result is not needed."""

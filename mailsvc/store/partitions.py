@@ -506,7 +506,7 @@ async def maintain(db: Database, now: datetime) -> list[dict]:
     Premake and retention when the tables are partitioned (nothing otherwise): what was created
     and dropped, as ``{"action", "partition_name"}``.
     """
-    present = await db.fetchone("SELECT to_regclass('storage_settings') IS NOT NULL AS present",
+    present = await db.fetchrow("SELECT to_regclass('storage_settings') IS NOT NULL AS present",
                                 desc="time partitions present")
     if not present["present"]:
         return []

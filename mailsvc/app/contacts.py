@@ -11,6 +11,7 @@ and audiences").
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from datetime import datetime
 from typing import Any
@@ -209,7 +210,7 @@ class Contacts:
         return row
 
     async def list(self, tenant_id: uuid.UUID, page: Page, q: str | None = None,
-                   segment_id: str | None = None, kind: str = SEGMENT) -> tuple[list[dict], bool]:
+                   segment_id: str | None = None, kind: str = SEGMENT) -> tuple[builtins.list[dict], bool]:
         """A page of the account's contacts (of one segment; matching ``q``)."""
         prefix = search_prefix(q)
         parsed = None
@@ -249,7 +250,7 @@ class Contacts:
 
         return await self._db.run("remove contact from segment", remove)
 
-    async def segments(self, tenant_id: uuid.UUID, key: str, page: Page) -> tuple[list[dict], bool]:
+    async def segments(self, tenant_id: uuid.UUID, key: str, page: Page) -> tuple[builtins.list[dict], bool]:
         contact = await self.get(tenant_id, key)
         return await rows.segments_of_contact(self._db, contact["id"], page)
 

@@ -6,6 +6,7 @@ provider set-up, and ``sending_domain``, the lookup the sending path signs with.
 
 from __future__ import annotations
 
+import builtins
 import math
 import secrets
 import string
@@ -337,7 +338,7 @@ class Domains:
         )
         return self._view(row, keys), [findings[r.key] for r in records]
 
-    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[builtins.list[dict], bool]:
         return await store.list_domains(self._db, tenant_id, page)
 
     async def update(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, body: dict) -> dict:
@@ -391,7 +392,7 @@ class Domains:
                 data["reason"] = reason
             await events.record(txn, self._clock, row["tenant_id"], "domain.updated", data)
 
-    def _records(self, row: dict, keys: list[dict]) -> tuple[list[Record], dict[str, DkimKey]]:
+    def _records(self, row: dict, keys: builtins.list[dict]) -> tuple[builtins.list[Record], dict[str, DkimKey]]:
         dkim_keys = {
             f"dkim:{k['selector']}": DkimKey(k["selector"], k["algorithm"], k["public_key"]) for k in keys
         }
@@ -401,7 +402,7 @@ class Domains:
         )
         return records, dkim_keys
 
-    def _view(self, row: dict, keys: list[dict]) -> DomainView:
+    def _view(self, row: dict, keys: builtins.list[dict]) -> DomainView:
         records, _ = self._records(row, keys)
         statuses = row["record_status"] or {}
         return DomainView(row, [(r, statuses.get(r.key, "not_started")) for r in records])

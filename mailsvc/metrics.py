@@ -144,7 +144,8 @@ class Metrics:
     async def share_gauges(self) -> None:
         """Write this worker's gauges where the node's /metrics reads them."""
         for gauge in (self.deliveries_in_flight, self.in_flight):
-            gauge.share()
+            if isinstance(gauge, _SharedGauge):
+                gauge.share()
 
     @staticmethod
     def process_gone(shared_dir: str, pid: int) -> None:

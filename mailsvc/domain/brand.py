@@ -555,7 +555,7 @@ def _measure_svg(body: bytes) -> Measured | None:
                 width, height = bw, bh
             elif width is None and height is not None:
                 width = height * bw / bh
-            else:
+            elif width is not None:
                 height = width * bh / bw
     counts: Counter[str] = Counter()
     for element in root.iter():

@@ -86,7 +86,8 @@ class KeyRing:
                 return None
         if not hmac.compare_digest(cached.secret_hmac, self._mac(token.secret)):
             return None
-        self._used[cached.caller.key_id] = timefmt.from_seconds(now)
+        if cached.caller.key_id is not None:  # always, for a key's caller
+            self._used[cached.caller.key_id] = timefmt.from_seconds(now)
         return cached.caller
 
     async def _load(self, prefix: str, now: float) -> _Cached | None:

@@ -13,7 +13,7 @@ import string
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import attrs
 from psycopg2 import errors as pgerrors
@@ -172,6 +172,10 @@ def _seconds(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
+@overload
+def _at(seconds: float) -> datetime: ...
+@overload
+def _at(seconds: float | None) -> datetime | None: ...
 def _at(seconds: float | None) -> datetime | None:
     return timefmt.from_seconds(seconds) if seconds is not None else None
 
@@ -499,6 +503,7 @@ class Domains:
             if step.action == "created":
                 await session.create(zone_id, step.type, step.name, step.content, step.priority)
             elif step.action == "updated":
+                assert step.record_id is not None  # an update names the record it replaces
                 await session.update(zone_id, step.record_id, step.content)
         await self.verify(tenant_id, domain_id)
         return {"object": "dns_setup", "zone": zone_name, "records": [s.as_dict() for s in steps]}

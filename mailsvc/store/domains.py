@@ -19,9 +19,9 @@ _COLUMNS = (
 _KEY_COLUMNS = "id, domain_id, selector, algorithm, public_key, created_at"
 
 
-async def lock_tenant(txn: Transaction, tenant_id: uuid.UUID) -> dict | None:
+async def lock_tenant(txn: Transaction, tenant_id: uuid.UUID) -> dict:
     """The tenant's domain limit, its row locked so that concurrent creations count in turn."""
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "SELECT max_domains FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,)
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Literal
 
 import attrs
 
@@ -91,7 +92,8 @@ class EmailsResource:
         return f"{'https' if request.isSecure() else 'http'}://{host}"
 
     async def _submitted(self, request, caller: Caller, scope: str, body, items: list[Item],
-                         respond: Callable[[Outcome], Reply], batch: str | None = None) -> Reply:
+                         respond: Callable[[Outcome], Reply],
+                         batch: Literal["strict", "permissive"] | None = None) -> Reply:
         result = await self._submitter.submit(
             caller, items, "api", _idempotency_key(request, scope, body),
             answers=_Answers(respond, request.surface, request.request_id), batch=batch,
@@ -118,7 +120,7 @@ class EmailsResource:
            multi_line=tuple(f"[].{path}" for path in SEND_TEXTS))
     async def send_batch(self, request, caller: Caller):
         body = read_json_value(request, empty=[])
-        # The native batch is atomic (SPEC "Native API"): the main surface's header does not apply.
+        # The native batch is atomic (docs/decisions.md): the main surface's header does not apply.
         permissive = request.surface != NATIVE and (
             (request.getHeader(b"x-batch-validation") or b"strict").lower() == b"permissive")
         if not isinstance(body, list):
@@ -135,7 +137,7 @@ class EmailsResource:
             failures = [{"index": index, "message": error.message} for index, error in outcome.refused]
             return Reply(200, {"data": data, "errors": failures})
 
-        mode = "permissive" if permissive else "strict"
+        mode: Literal["strict", "permissive"] = "permissive" if permissive else "strict"
         scope = f"batch {request.surface} {mode}"
         items = [_batch_item(item) for item in body]
         return await self._submitted(request, caller, scope, body, items, respond, batch=mode)

@@ -6,6 +6,8 @@ Two-factor sign-in and one's own sessions, for the dashboard (``/auth/login/two-
 
 from __future__ import annotations
 
+import uuid
+
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.audit import AuditLog
@@ -93,7 +95,7 @@ class DashboardSecurity:
     @route("POST", "/dashboard/two-factor/disable", access=SESSION)
     async def disable(self, request, caller: Caller):
         """With the ``password`` and a ``code`` (or a ``recovery_code``)."""
-        await self._dashboard.disable_two_factor(caller.user_id, read_json(request), client_of(request))
+        await self._dashboard.disable_two_factor(_user_of(caller), read_json(request), client_of(request))
         return {"object": "two_factor", "enabled": False}
 
     @route("PATCH", "/dashboard/security", access=SESSION)
@@ -105,18 +107,18 @@ class DashboardSecurity:
 
     @route("GET", "/dashboard/sessions", access=SESSION)
     async def sessions(self, request, caller: Caller):
-        rows = await self._dashboard.sessions(caller.user_id)
+        rows = await self._dashboard.sessions(_user_of(caller))
         return {"object": "list", "has_more": False, "data": [session_json(r, caller.session_id) for r in rows]}
 
     @route("DELETE", "/dashboard/sessions/<session_id>", access=SESSION)
     async def revoke(self, request, caller: Caller, session_id: str):
-        await self._dashboard.revoke_own_session(caller.user_id, parse_uuid(session_id))
+        await self._dashboard.revoke_own_session(_user_of(caller), parse_uuid(session_id))
         return {"object": "session", "id": session_id, "deleted": True}
 
     @route("POST", "/dashboard/sessions/sign-out-others", access=SESSION)
     async def sign_out_others(self, request, caller: Caller):
         """Sign out everywhere but this session."""
-        ended = await self._dashboard.revoke_other_sessions(caller.user_id, caller.session_id)
+        ended = await self._dashboard.revoke_other_sessions(_user_of(caller), _session_of(caller))
         return {"object": "list", "revoked": ended}
 
 
@@ -158,3 +160,15 @@ class ConsoleSecurity:
                                                client_of(request))
         return {"object": "two_factor", "enabled": False}
 
+
+def _user_of(caller: Caller) -> uuid.UUID:
+    """The user of a dashboard session (what a SESSION route's caller always is)."""
+    if caller.user_id is None:
+        raise AssertionError("a SESSION route called without a dashboard session")
+    return caller.user_id
+
+
+def _session_of(caller: Caller) -> uuid.UUID:
+    if caller.session_id is None:
+        raise AssertionError("a SESSION route called without a dashboard session")
+    return caller.session_id

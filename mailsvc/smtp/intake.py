@@ -82,7 +82,8 @@ def _replayed(replay: Replay) -> str:
 
 class SmtpIntake:
     def __init__(self, submitter: Submitter, limiter: RateLimiter,
-                 sending_domain: Callable[[uuid.UUID, str], Awaitable[SendingDomain | None]], tests: TestAddresses | None = None,
+                 sending_domain: Callable[[uuid.UUID, str], Awaitable[SendingDomain | None]],
+                 tests: TestAddresses | None = None,
                  limits: MimeLimits = MimeLimits()):
         self._submitter = submitter
         self._limits = limits

@@ -183,7 +183,7 @@ class Pace:
     """
 
     rate: float
-    burst: int
+    burst: float
     tat: float = float("-inf")
 
     def wait(self, now: float) -> float:

@@ -236,7 +236,7 @@ class SubmissionProtocol(ESMTPServerProtocol):
             self._close(421, "4.7.0", "Too many failed authentications, closing connection")
 
     def _client(self) -> str:
-        return network_of(self._client_key())
+        return network_of(super()._client_key())  # the peer's address
 
     # The transaction: only after AUTH; the message goes to accept().
 

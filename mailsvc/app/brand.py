@@ -1,5 +1,5 @@
 """
-Brand import (``POST /brand/import``, issue 19): the account's website read through the one
+Brand import (``POST /brand/import``): the account's website read through the one
 gate to outside addresses (``outside.fetch.follow``: public addresses only, ports 80 and 443,
 every redirect checked again), within 20 fetches and 20 s (``brand.*``), HTML up to 2 MiB
 and images up to 5 MiB; the candidates read by ``domain.brand``; the chosen logos stored in

@@ -1,11 +1,11 @@
 """
-The template builder (issue 18): what the account's plan allows (``GET /template-builder``),
+The template builder: what the account's plan allows (``GET /template-builder``),
 its saved theme and brand profile (``GET``/``PATCH /template-builder/theme``), and a live
 rendering of an unsaved document (``POST /template-builder/render``, an extension for the
 editor's preview). Saving the theme re-renders, in the same transaction, every template draft
 that holds the renderer's output of its document; published versions keep their bytes.
 
-The AI figures of the capabilities come from the AI helper (issue 19, ``app/ai.py``); brand
+The AI figures of the capabilities come from the AI helper (``app/ai.py``); brand
 import is offered on the top plan.
 """
 

@@ -300,7 +300,7 @@ def resource(row: dict, object_name: str = "contact") -> dict:
 
 
 def list_item(row: dict) -> dict:
-    """A contact in a list; like ``resource``, a name never set is ``""`` (SPEC types it string)."""
+    """A contact in a list; like ``resource``, a name never set is ``""`` (the served OpenAPI types it string)."""
     return {
         "id": str(row["id"]),
         "email": row["email"],

@@ -50,7 +50,7 @@ from mailsvc.store.database import Database, Transaction
 
 log = Logger()
 
-#: SPEC §Limits: DNS set-ups per minute per organisation.
+#: The served limits (docs/operations.md): DNS set-ups per minute per organisation.
 SETUPS_PER_MINUTE = 10
 #: How long a node holds the domains it claimed for a check (a check takes a few seconds).
 CLAIM_SECONDS = 120
@@ -386,7 +386,7 @@ class Domains:
     async def _status_changed(self, txn: Transaction, row: dict, status: str, reason: str | None = None) -> None:
         """
         ``domain.updated`` for a change of status, ``previous`` one of ``pending``, ``verified``,
-        ``failed`` (SPEC Events): leaving ``not_started`` (the first verify) reports nothing, the
+        ``failed`` (the served OpenAPI's events): leaving ``not_started`` (the first verify) reports nothing, the
         first event is the first check's outcome (from ``pending``). ``reason``: why a domain
         failed other than by its DNS records, added to the event.
         """

@@ -1,5 +1,5 @@
 """
-The delivery queue in the operator's hands (issue 31, docs/operations.md "The queue"): its
+The delivery queue in the operator's hands (docs/operations.md "The queue"): its
 summary and list, and retry, hold, release and bounce, each written to the audit log with the
 operator token's name, the filter and how many deliveries it touched.
 """

@@ -1,5 +1,5 @@
 """
-The spam score before sending (issue 23): ``POST /emails/check``, the template and broadcast
+The spam score before sending: ``POST /emails/check``, the template and broadcast
 previews (``preview_score``), and at a broadcast's send ``spam_check`` then
 ``refuse_over_threshold`` (``app/broadcasts.py``). Scoring never runs on the plain send path.
 """

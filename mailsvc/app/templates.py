@@ -37,7 +37,7 @@ from mailsvc.store import templates as rows
 from mailsvc.store.database import Database, Transaction
 
 KIND = "Template"
-#: The plan builder documents need (SPEC: the top plan).
+#: The plan builder documents need (the top plan).
 TOP_PLAN = "scale"
 #: How long a process keeps a published version it looked up (``PublishedCache``).
 PUBLISHED_CACHE_SECONDS = 5.0
@@ -299,7 +299,7 @@ class Templates:
 
 def resource(row: dict, published: dict | None) -> dict:
     """
-    The template as ``GET /templates/{key}`` shows its draft. What SPEC types as a string is
+    The template as ``GET /templates/{key}`` shows its draft. What the served OpenAPI types as a string is
     never null (unset is ``""``, ``reply_to`` ``[]``); ``alias`` and ``current_version_id`` may be.
     """
     return {

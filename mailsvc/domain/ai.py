@@ -1,5 +1,5 @@
 """
-The AI helper's rules (SPEC "Template builder and brand"): what the model is asked, the JSON
+The AI helper's rules (the served OpenAPI): what the model is asked, the JSON
 schema of its answer, and how an answer is read into ``{subject, preview_text, document}``
 (a builder document checked by ``documents.document_of``, using only declared variables).
 Also the AI pick among brand-import candidates. Pure: no I/O.
@@ -69,7 +69,7 @@ class Request:
 
 
 def request_of(body: Any) -> Request:
-    """The generate body checked (SPEC: prompt up to 2,000 characters, language, theme, variables)."""
+    """The generate body checked (the served OpenAPI: prompt up to 2,000 characters, language, theme, variables)."""
     if not isinstance(body, dict):
         raise Invalid("body", "body must be a JSON object")
     prompt = body.get("prompt")

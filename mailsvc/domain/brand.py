@@ -1,7 +1,7 @@
 """
-Brand import's reading of a website (SPEC "Brand import result"): the page is parsed with a
+Brand import's reading of a website (the served OpenAPI's brand import result): the page is parsed with a
 real HTML parser (html5lib, the WHATWG parsing algorithm browsers use), and its ``<head>`` and
-header give the candidates: logos from every source the SPEC names, colours (CSS custom
+header give the candidates: logos from every source the API names, colours (CSS custom
 properties, ``theme-color``, buttons, the logos), fonts (Google Fonts detected), social links
 and the postal address. Logos are measured with Pillow (SVG by reading its XML) and scored;
 colours are ranked into roles; the palette is derived with WCAG contrast. Pure: no I/O.
@@ -316,7 +316,7 @@ def _link(page: Page, element, tag: str, url: str) -> None:
 
 
 def social_of(href: str) -> dict[str, str] | None:
-    """``{network, url}`` for a profile link of one of the SPEC's networks (as https)."""
+    """``{network, url}`` for a profile link of one of the networks the API names (as https)."""
     try:
         parts = urlsplit(href)
     except ValueError:

@@ -1,8 +1,7 @@
 """
-Broadcasts (issue 17): the rules of a broadcast's fields (SPEC "Broadcast", "Broadcasts",
-COMPAT.md §10), of its states, and the personalisation of its message for one contact through
-the one placeholder scanner (``mailsvc.domain.placeholders``). Pure: no I/O.
-"""
+Broadcasts: the rules of a broadcast's fields (the served OpenAPI), of its states, and the
+personalisation of its message for one contact through the one placeholder scanner
+(``mailsvc.domain.placeholders``). Pure: no I/O. """
 
 from __future__ import annotations
 

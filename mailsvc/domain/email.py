@@ -37,13 +37,13 @@ MAX_SCHEDULE_CHARS = 256
 SCHEDULE_HORIZON = timedelta(days=30)
 STREAMS = ("transactional", "broadcast")
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-#: Placeholders of the per-recipient unsubscribe link (SPEC broadcasts: ours and the vendor alias).
+#: Placeholders of the per-recipient unsubscribe link (broadcasts: ours and the vendor alias).
 UNSUBSCRIBE_KEYS = frozenset({"SVC_UNSUBSCRIBE_URL", "RESEND_UNSUBSCRIBE_URL"})
 #: Set by the platform on the broadcast stream (RFC 8058): a client may not set them there.
 LIST_UNSUBSCRIBE_HEADERS = frozenset({"list-unsubscribe", "list-unsubscribe-post"})
 _FIELD_NAME = re.compile(r"^[\x21-\x39\x3b-\x7e]{1,76}$")
 
-#: Headers the platform writes itself; a client may not set them (SPEC send body `headers`),
+#: Headers the platform writes itself; a client may not set them (the send body's `headers`),
 #: nor any other ``Resent-*`` field (a resending identity nothing checks, as over SMTP).
 MANAGED_HEADERS = frozenset(
     name.lower()
@@ -449,7 +449,7 @@ def with_unsubscribe_url(submission: Submission, url: str) -> Submission:
 
 
 def submission_from_json(body: dict, now: datetime, allow_attachments: bool = True) -> Submission:
-    """Validate a send body (SPEC send body and rules 2, 3); errors name the field first."""
+    """Validate a send body (the served OpenAPI's send body); errors name the field first."""
     if body.get("template") is not None:
         raise Invalid("template", "template: templates are not available yet; send `html` or `text`")
     topic = body.get("topic_id")

@@ -1,5 +1,5 @@
 """
-The operator's view of the delivery queue (issue 31): the states a queued delivery can be in,
+The operator's view of the delivery queue: the states a queued delivery can be in,
 and the filter that the list and every action take (docs/operations.md "The queue").
 """
 

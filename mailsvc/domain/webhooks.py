@@ -14,7 +14,7 @@ import attrs
 
 from mailsvc.domain.errors import Invalid
 
-#: Every event type a subscription may name (SPEC §Events: sent ones, then accepted but
+#: Every event type a subscription may name (the served OpenAPI's events: sent ones, then accepted but
 #: never sent ones). Subscriptions are stored under these names.
 EVENT_TYPES = (
     "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced",
@@ -54,7 +54,7 @@ STATUSES = ("enabled", "disabled")
 ENDPOINT_MAX = 2048
 
 #: Seconds to wait after failed attempt n (1-based) before attempt n + 1: the first attempt
-#: is immediate, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (COMPAT.md §12).
+#: is immediate, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
 RETRY_DELAYS = (5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600)
 MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
 #: A Retry-After beyond this is not believed (a receiver cannot park an event for days).

@@ -1,5 +1,5 @@
 """
-The operator console's own routes (issue 31 §3; docs/decisions.md, "Operator console"):
+The operator console's own routes (docs/decisions.md, "Operator console"):
 operators' accounts over the operator API, and the console's sign-in, sign-out and ``/me``.
 What the console shows and does is the operator API itself, served to a console session at
 ``/console/admin/v1/...`` by the same handlers (``Router.mount``).

@@ -39,7 +39,7 @@ NATIVE = "native"
 #: says more (``domain_not_verified`` for a ``validation_error``), so that the page can name it.
 DASHBOARD = "dashboard"
 
-#: Native codes that differ from the main surface's names (SPEC §Errors, "codes seen").
+#: Native codes that differ from the main surface's names (the served OpenAPI's errors).
 _NATIVE_CODES = {
     "rate_limit_exceeded": "rate_limited",
     "restricted_api_key": "insufficient_scope",
@@ -126,7 +126,7 @@ _TABLE: dict[type, tuple[int, str | Callable, str | Callable | None]] = {
 }
 
 
-#: The AI helper's failures that are not the provider's (502): SPEC "Template builder and brand".
+#: The AI helper's failures that are not the provider's (502) (the served OpenAPI).
 AI_STATUS = {"ai_disabled": 403, "ai_refused": 422, "ai_rate_limited": 429, "ai_quota_exceeded": 429}
 
 

@@ -30,7 +30,7 @@ from mailsvc.http.errors import ApiError, surface_of
 
 MIB = 1024 * 1024
 
-#: The largest body of a request whose route says nothing else (SPEC §Limits "Body size": each
+#: The largest body of a request whose route says nothing else (docs/operations.md; each
 #: route's own is in the route table, ``mailsvc.http.router.route``).
 DEFAULT_BODY_LIMIT = 1 * MIB
 

@@ -3,7 +3,7 @@ DKIM (RFC 6376) signing with relaxed/relaxed canonicalization, RSA-SHA256 and Ed
 (RFC 8463), and the key pairs a domain signs with.
 
 The arithmetic is OpenSSL's through ``cryptography``: dkimpy signs RSA in pure Python at about
-160 signatures a second (DESIGN.md, Known traps), which would cap signed mail. dkimpy is only
+160 signatures a second (a known trap), which would cap signed mail. dkimpy is only
 the independent verifier of the tests.
 """
 

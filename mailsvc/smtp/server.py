@@ -1,9 +1,9 @@
 """
-The ESMTP server both SMTP listeners are made of (submission and the return path): our own
-protocol on Twisted's LineReceiver, not ``twisted.mail.smtp.ESMTP``, which offers AUTH before
-TLS and answers pipelined commands out of order when a step is asynchronous (DESIGN.md, Known
-traps). Every command is answered strictly in order: while a reply waits on an asynchronous
-step, reading pauses, so PIPELINING is safe to offer.
+The ESMTP server both SMTP listeners are made of (submission and the return path): our own protocol
+on Twisted's LineReceiver, not ``twisted.mail.smtp.ESMTP``, which offers AUTH before TLS and
+answers pipelined commands out of order when a step is asynchronous. Every command is answered
+strictly in order: while a reply waits on an asynchronous step, reading pauses, so PIPELINING is
+safe to offer.
 
 A listener subclasses ``ESMTPServerProtocol`` and supplies what differs: the grammar of
 ``MAIL FROM:`` and ``RCPT TO:`` (``_mail_from``, ``_rcpt_to``, ``_recipient_address``), whether

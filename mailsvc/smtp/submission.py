@@ -5,7 +5,7 @@ a finished message enters the same ``accept()`` path as ``POST /emails``. Guessi
 slowed by closing a connection (421) at its third failed AUTH, and by answering 421 to a client
 address (IPv6 by /64) that failed too often in the last minute on any node, counted in
 PostgreSQL before the credentials are checked (docs/decisions.md, "Sign-in and SMTP AUTH
-throttles"). Twisted's ``ESMTP`` is not used (DESIGN.md, Known traps).
+throttles"). Twisted's ``ESMTP`` is not used (a known trap).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rows of the operator's audit log and of the named operator tokens (issue 31)."""
+"""Rows of the operator's audit log and of the named operator tokens."""
 
 from __future__ import annotations
 

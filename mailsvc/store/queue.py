@@ -1,5 +1,5 @@
 """
-The delivery queue as the operator sees it (issue 31): the summary, the list and the actions
+The delivery queue as the operator sees it: the summary, the list and the actions
 on queued deliveries, and the standing holds the claim consults (``deliveries._claim``).
 
 Only queued and deferred rows are the queue (index ``deliveries_queue``). A row in flight (its
@@ -161,7 +161,7 @@ async def release(txn: Transaction, clock, found: QueueFilter) -> int:
 
 
 async def bounce(txn: Transaction, clock, found: QueueFilter) -> int:
-    """Failed (``content_expired``), with the SPEC's ``email.failed``; rows kept, nobody suppressed."""
+    """Failed (``content_expired``), with ``email.failed``; rows kept, nobody suppressed."""
     now = timefmt.from_seconds(clock.seconds())
     rows = await _chosen(txn, found, now)
     if not rows:

@@ -47,7 +47,7 @@ SAFETY_INTERVAL = 10
 #: others, so that they make one step (one round trip) between them. Wake-ups of the
 #: dispatcher's own (a finished request, a retry due) do not wait. Every worker of a node runs
 #: a dispatcher, each woken by every NOTIFY: at 10 ms, SMTP submission on 2 workers ran about
-#: 20 % slower than at 50 ms (docs/benchmarks.md, "Throughput (issue 29)").
+#: 20 % slower than at 50 ms (docs/benchmarks.md, "Throughput").
 WAKE_GATHER = 0.05
 FAN_OUT_BATCH = 500
 #: Seconds a stop waits for attempts in flight before abandoning (and releasing) them.

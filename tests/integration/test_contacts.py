@@ -1,5 +1,5 @@
 """
-Contacts, segments and audiences (issue 16) on the real database through the official Python
+Contacts, segments and audiences on the real database through the official Python
 SDK (``resend.Contacts``, ``resend.Contacts.Segments``, ``resend.Segments``, ``resend.Audiences``)
 and plain HTTP: upsert by address, typed properties, keys by id or address, segments in both
 shapes, membership, the legacy audience paths, topics, the batch (and its statement count),
@@ -420,7 +420,7 @@ async def test_a_batch_takes_the_same_few_statements_for_1_or_1000_rows(api):
 
 @pt.ensureDeferred
 async def test_names_never_set_read_as_empty_strings(api):
-    """SPEC types first_name and last_name as string: never null, in responses and in events."""
+    """The served OpenAPI types first_name and last_name as string: never null, in responses and in events."""
     _, key = await api.tenant()
     code, created, _ = await api.json("POST", "/contacts", key, json={"email": "ann@example.com"})
     assert code == 201, created

@@ -1,7 +1,8 @@
 """
 Broadcasts: the rules of a broadcast's fields (the served OpenAPI), of its states, and the
 personalisation of its message for one contact through the one placeholder scanner
-(``mailsvc.domain.placeholders``). Pure: no I/O. """
+(``mailsvc.domain.placeholders``). Pure: no I/O.
+"""
 
 from __future__ import annotations
 

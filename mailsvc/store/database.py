@@ -2,10 +2,8 @@
 The one door to PostgreSQL: named transactions with after-commit hooks over a txpostgres pool
 whose connections come back by themselves after the server went away or stopped answering.
 
-Every connection carries TCP keepalives and a server-side ``statement_timeout``, and every
-statement a client-side deadline a little longer: a server that does not answer at all (it is
-stopped, or its host is gone and nothing tells the socket) fails the statement with
-``QueryTimedOut``, and the connection is dropped and replaced with backoff.
+Each connection (``mailsvc.store.connection``) carries TCP keepalives, a server-side
+``statement_timeout`` and a client-side deadline a little longer on every statement.
 """
 
 from __future__ import annotations
@@ -20,8 +18,18 @@ import psycopg2.extras
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from txpostgres import reconnection, txpostgres
+
+from mailsvc.store.connection import (
+    DEADLINE_GRACE,
+    Connection,
+    Cursor,
+    DatabaseUnavailable,
+    NotSent,
+    QueryTimedOut,
+    connection_dsn,
+    connection_lost,
+)
 
 psycopg2.extras.register_uuid()
 # timestamptz comes back as an aware datetime; jsonb as Python values.
@@ -31,213 +39,11 @@ log = Logger()
 #: SQLSTATEs after which the whole transaction may simply run again.
 _RETRYABLE = (psycopg2.errors.SerializationFailure, psycopg2.errors.DeadlockDetected)
 _ATTEMPTS = 5
-
-#: TCP keepalives (a DSN may set its own): an idle connection whose peer vanished (host down,
-#: a NAT or firewall forgot it) is noticed after 10 + 3 × 5 = 25 s. Unix sockets ignore them.
-KEEPALIVES = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
-#: How much longer than ``statement_timeout`` the client waits for an answer: the server's own
-#: cancel (which leaves the connection usable) comes first whenever the server runs at all.
-DEADLINE_GRACE = 5.0
-#: A connection not established by then is closed and tried again later (libpq's
-#: ``connect_timeout`` does not apply to the non-blocking connections txpostgres makes).
-CONNECT_DEADLINE = 10.0
-
-
-class DatabaseUnavailable(Exception):
-    """The database could not be reached (at start, or after repeated reconnection)."""
-
-
-class QueryTimedOut(DatabaseUnavailable):
-    """PostgreSQL did not answer in time; the connection was dropped and is being replaced."""
-
-
-def connection_dsn(dsn: str, statement_timeout: float) -> str:
-    """``dsn`` with the keepalives (unless it sets them) and the ``statement_timeout``."""
-    params = psycopg2.extensions.parse_dsn(dsn)
-    for key, value in KEEPALIVES.items():
-        params.setdefault(key, value)
-    setting = f"-c statement_timeout={round(statement_timeout * 1000)}"
-    params["options"] = f"{params.get('options', '')} {setting}".strip()
-    return psycopg2.extensions.make_dsn(**params)
-
-
-class _NotSent(Exception):
-    """psycopg2 refused a statement before any of it reached the server (its connection is gone)."""
-
-
-def _connection_lost(error: BaseException | None) -> bool:
-    """
-    Whether ``error`` says the connection itself is gone: a client-side error ("connection
-    already closed"), or an error of the connection-exception (08) or operator-intervention (57P)
-    classes, or one without a SQLSTATE ("server closed the connection unexpectedly"). The
-    server's answers to a statement (a serialization failure, a cancelled statement) are not.
-    """
-    if isinstance(error, psycopg2.InterfaceError | _NotSent):
-        return True
-    if isinstance(error, psycopg2.OperationalError):
-        code = error.pgcode
-        return code is None or code.startswith(("08", "57P"))
-    return False
-
-
-def _is_dead(failure: Failure) -> bool:
-    """
-    Whether a failure means the connection cannot serve another statement: a missed deadline,
-    a failed rollback, or a lost connection (``_connection_lost``).
-    """
-    if failure.check(QueryTimedOut, txpostgres.RollbackFailed):
-        return True
-    return _connection_lost(failure.value)
-
-
-def _within(running: defer.Deferred[Any], seconds: float, clock: IReactorTime, give_up: Callable[[], None],
-            what: str) -> defer.Deferred[Any]:
-    """
-    ``running``'s outcome, or ``QueryTimedOut`` after ``seconds`` once ``give_up()`` has closed
-    the connection. ``running`` itself is never cancelled: txpostgres would call libpq's
-    PQcancel, which blocks the reactor until the server answers, and a stopped one never does.
-    """
-    outcome: defer.Deferred[Any] = defer.Deferred(lambda _: give_up())
-
-    def relay(result: object) -> None:
-        if not outcome.called:
-            if isinstance(result, Failure):
-                outcome.errback(result)
-            else:
-                outcome.callback(result)
-        # else: the caller was told of the deadline; the late outcome is the drop's echo.
-
-    running.addBoth(relay)
-
-    def timed_out(_result: object, _seconds: float) -> Failure:
-        return Failure(QueryTimedOut(f"PostgreSQL did not answer {what} within {seconds:g} s"))
-
-    return outcome.addTimeout(seconds, clock, onTimeoutCancel=timed_out)
-
-
-class _Detector(reconnection.DeadConnectionDetector):
-    """txpostgres' reconnection with backoff, on a missed deadline too, until the owner closes."""
-
-    def __init__(self, reactor: IReactorTime) -> None:
-        super().__init__(deathChecker=_is_dead, reactor=reactor)
-        self.abandoned = False
-
-    def reconnect(self) -> defer.Deferred[Any] | None:
-        if self.abandoned:
-            return None
-        return super().reconnect()
-
-
-class _Cursor(txpostgres.Cursor):
-    """A cursor whose every statement has its connection's deadline (None: no deadline)."""
-
-    def __init__(self, cursor: Any, connection: _Connection) -> None:
-        super().__init__(cursor, connection)
-        self._owner = connection
-        self.deadline = connection.deadline
-
-    def execute(self, query: str, params: Any = None) -> defer.Deferred[Any]:
-        running = super().execute(query, params)
-        if running.called:
-            # Fired before any polling: psycopg2 raised while sending, so the server never got
-            # the statement (txpostgres reports that at once, and only that).
-            return running.addErrback(_unsent)
-        if self.deadline is None:
-            return running
-        return _within(running, self.deadline, self._owner.clock, self._owner.missed_deadline, "a statement")
-
-    def _handleCancellation(self, failure: Failure) -> Failure:  # noqa: N802 (txpostgres' name)
-        # txpostgres reads QueryCanceled as its own cancel, never used here: it is the server's
-        # statement_timeout (or an operator's pg_cancel_backend), and says so as it is.
-        return failure
-
-
-def _unsent(failure: Failure) -> Failure:
-    """A statement's failure to be sent, as ``_NotSent`` when the connection is what failed."""
-    if _connection_lost(failure.value):
-        return Failure(_NotSent(str(failure.value).strip() or type(failure.value).__name__))
-    return failure
-
-
-class _Connection(txpostgres.Connection):
-    """
-    A txpostgres connection with keepalives, ``statement_timeout`` and deadlines on connecting
-    and on every statement; it reconnects by itself after an error or a missed deadline.
-    """
-
-    cursorFactory = _Cursor  # noqa: N815 (txpostgres' name)
-
-    def __init__(self, reactor: IReactorTime, clock: IReactorTime, statement_timeout: float,
-                 cooperator: Any = None, on_missed_deadline: Callable[[], None] | None = None) -> None:
-        super().__init__(reactor, cooperator, detector=_Detector(reactor))
-        self._on_missed_deadline = on_missed_deadline
-        #: What the deadlines are measured on.
-        self.clock = clock
-        self._statement_timeout = statement_timeout
-        #: The client-side deadline of a statement (None: statement_timeout is off, so is this).
-        self.deadline = statement_timeout + DEADLINE_GRACE if statement_timeout else None
-
-    def connect(self, dsn: str, **kwargs: Any) -> defer.Deferred[Any]:
-        connecting = super().connect(connection_dsn(dsn, self._statement_timeout), **kwargs)
-        self.detector.setReconnectable(self, dsn, **kwargs)  # reconnect from the DSN as given
-        return _within(connecting, CONNECT_DEADLINE, self.clock, self.close, "a connection")
-
-    def drop(self) -> None:
-        """Give the connection up as dead: close it and reconnect with backoff."""
-        self.detector.checkForDeadConnection(Failure(QueryTimedOut("no answer within the deadline")))
-
-    def missed_deadline(self) -> None:
-        # The others first: dropping this one fails its statement, and what waited for that
-        # runs at once and would take an idle connection not yet dropped.
-        if self._on_missed_deadline is not None:
-            self._on_missed_deadline()
-        self.drop()
-
-    def close_for_good(self) -> None:
-        """Close the connection and stop any reconnection under way."""
-        self.detector.abandoned = True
-        if self.pollable() is not None:
-            self.close()
-
-    def runQuery(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
-        return self._unless_ended() or super().runQuery(*args, **kwargs)
-
-    def runOperation(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
-        return self._unless_ended() or super().runOperation(*args, **kwargs)
-
-    def runInteraction(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
-        return self._unless_ended() or super().runInteraction(*args, **kwargs)
-
-    def _unless_ended(self) -> defer.Deferred[Any] | None:
-        """
-        ``ConnectionDead`` (nothing sent) when the server has already ended this idle session,
-        else None. A backend that is terminated or shut down sends a FATAL message before it
-        closes the socket; until the reactor reads that, the connection looks usable, and a
-        statement sent on it would fail with no way to tell whether it ran. Reading what is
-        waiting first (libpq keeps the unsolicited FATAL as a notice, or reports the closed
-        socket) tells it before anything is sent, so the caller may safely try again.
-        """
-        pg = self.pollable()
-        if pg is None or self.detector.connectionIsDead:
-            return None  # not connected yet, or known dead: txpostgres fails it the same way
-        try:
-            if not pg.closed and not pg.isexecuting():
-                pg.poll()
-            # A FATAL message always ends its session (libpq writes its severity untranslated
-            # only with lc_messages C, the embedded cluster's; otherwise the closed socket tells).
-            ended = bool(pg.closed) or any(n.startswith("FATAL:") for n in pg.notices)
-        except psycopg2.Error as e:
-            if not _connection_lost(e):
-                raise
-            ended = True
-        if not ended:
-            return None
-        self.detector.checkForDeadConnection(Failure(_NotSent("the server ended the session")))
-        return defer.fail(reconnection.ConnectionDead())
-
+#: What the store's callers import from here too.
+__all__ = ["DEADLINE_GRACE", "Database", "DatabaseUnavailable", "QueryTimedOut", "Transaction", "connection_dsn"]
 
 class _Pool(txpostgres.ConnectionPool):
-    """A txpostgres pool of ``_Connection`` on an injected reactor, counting its own calls."""
+    """A txpostgres pool of ``Connection`` on an injected reactor, counting its own calls."""
 
     def __init__(self, reactor: IReactorTime, clock: IReactorTime, dsn: str, size: int,
                  statement_timeout: float) -> None:
@@ -255,8 +61,8 @@ class _Pool(txpostgres.ConnectionPool):
         for connection in self._every:
             connection.detector.addRecoveryHandler(self._answered)
 
-    def connectionFactory(self, reactor: IReactorTime, cooperator: Any) -> _Connection:  # noqa: N802 (txpostgres' name)
-        return _Connection(reactor, self._clock, self._statement_timeout, cooperator, self._deadline_missed)
+    def connectionFactory(self, reactor: IReactorTime, cooperator: Any) -> Connection:  # noqa: N802 (txpostgres' name)
+        return Connection(reactor, self._clock, self._statement_timeout, cooperator, self._deadline_missed)
 
     def runQuery(self, *args: Any, **kwargs: Any) -> defer.Deferred[Any]:  # noqa: N802 (txpostgres' name)
         return self._counted(super().runQuery(*args, **kwargs))
@@ -298,7 +104,7 @@ class _Pool(txpostgres.ConnectionPool):
 class Transaction:
     """What a named transaction's body sees: statements, and hooks that run after COMMIT."""
 
-    def __init__(self, cursor: _Cursor) -> None:
+    def __init__(self, cursor: Cursor) -> None:
         self._cursor = cursor
         self._after_commit: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._notifications: dict[tuple[str, str], None] = {}
@@ -354,7 +160,7 @@ def _the_row(rows: list[dict[str, Any]], sql: str) -> dict[str, Any]:
     return rows[0]
 
 
-def _rows(cursor: _Cursor) -> list[dict[str, Any]]:
+def _rows(cursor: Cursor) -> list[dict[str, Any]]:
     if cursor.description is None:
         return []
     return [dict(row) for row in cursor.fetchall()]
@@ -426,7 +232,7 @@ class Database:
             txn.committing = True
             return result
 
-        def interaction(cursor: _Cursor) -> defer.Deferred[Any]:
+        def interaction(cursor: Cursor) -> defer.Deferred[Any]:
             txn = Transaction(cursor)
             holder.append(txn)
             return defer.ensureDeferred(body(txn))
@@ -449,8 +255,8 @@ class Database:
 
         - after a serialization failure or a deadlock (the server rolled the transaction back);
         - when nothing was sent (``ConnectionDead``: the connection was known dead, or found
-          ended just before; ``_NotSent``: psycopg2 refused the statement before sending it);
-        - when the connection was lost (``_connection_lost``) while ``uncommitted()`` holds: in
+          ended just before; ``NotSent``: psycopg2 refused the statement before sending it);
+        - when the connection was lost (``connection_lost``) while ``uncommitted()`` holds: in
           a transaction whose body had not returned yet, so COMMIT was never sent and the server
           discarded the transaction with its session.
 
@@ -469,12 +275,12 @@ class Database:
             except txpostgres.RollbackFailed as e:
                 # The statement that failed says what happened; the rollback failed because of it.
                 error = e.originalFailure.value
-                if not (_connection_lost(error) and uncommitted()):
+                if not (connection_lost(error) and uncommitted()):
                     e.originalFailure.raiseException()
-            except (reconnection.ConnectionDead, _NotSent):
+            except (reconnection.ConnectionDead, NotSent):
                 pass
             except psycopg2.Error as e:
-                if not (_connection_lost(e) and uncommitted()):
+                if not (connection_lost(e) and uncommitted()):
                     raise
             # Not while the server is silent: that takes seconds at least, and callers that
             # wait for one another (a shared lease, a group) would add up the retries.
@@ -511,8 +317,8 @@ class Database:
         """One statement in autocommit mode whose result is not needed."""
         await self._retrying(desc, lambda: self._pool.runOperation(sql, args))
 
-    def listener(self) -> _Connection:
+    def listener(self) -> Connection:
         """A dedicated connection for LISTEN, with the pool's settings and deadlines (harmless
         there: LISTEN is instant, and time spent idle is no statement); it reconnects, and the
         caller re-LISTENs (``detector.addRecoveryHandler``) and stops it with ``close_for_good``."""
-        return _Connection(self._reactor, self._clock, self._statement_timeout)
+        return Connection(self._reactor, self._clock, self._statement_timeout)

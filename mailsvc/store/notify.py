@@ -15,7 +15,8 @@ from collections.abc import Callable
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from mailsvc.store.database import Database, _Connection
+from mailsvc.store.connection import Connection
+from mailsvc.store.database import Database
 
 log = Logger()
 
@@ -28,7 +29,7 @@ class Notifications:
     def __init__(self, db: Database):
         self._db = db
         self._callbacks: dict[str, list[Callback]] = {}
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._lock = defer.DeferredLock()
 
     async def listen(self, channel: str, callback: Callback) -> None:

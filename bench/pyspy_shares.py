@@ -27,7 +27,7 @@ GROUPS = [
     ("validation/addresses", r"mailsvc/domain/(email|addresses)\.py|idna/|email/(_header_value_parser|headerregistry)"),
     ("accept rows/statement assembly", r"mailsvc/store/(accept|events|groupcommit)\.py|_rows_of|Submitter\._write"
                                        r"|mailsvc/ids\.py|mailsvc/timefmt\.py|mailsvc/domain/delivery\.py"),
-    ("txpostgres/psycopg2", r"txpostgres|psycopg2|mailsvc/store/database\.py"),
+    ("txpostgres/psycopg2", r"txpostgres|psycopg2|mailsvc/store/(database|connection)\.py"),
     ("rate limit", r"mailsvc/app/ratelimit\.py|mailsvc/store/api_rate"),
     ("auth/keyring", r"mailsvc/app/apikeys\.py"),
     ("logging/metrics", r"prometheus_client|mailsvc/metrics\.py|twisted/logger|Site\.log"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -9,10 +11,15 @@ from twisted.python.failure import Failure
 log = Logger()
 
 
-def when_done(d: defer.Deferred) -> defer.Deferred:
+def when_done(d: defer.Deferred[Any]) -> defer.Deferred[None]:
     """A Deferred firing (with None) when ``d`` fires, leaving ``d``'s result alone."""
-    waiter: defer.Deferred = defer.Deferred()
-    d.addBoth(lambda result: (waiter.callback(None), result)[1])
+    waiter: defer.Deferred[None] = defer.Deferred()
+
+    def tell(result: object) -> object:
+        waiter.callback(None)
+        return result
+
+    d.addBoth(tell)
     return waiter
 
 

@@ -114,7 +114,7 @@ class LeasedEngine:
         # Cancelling the wait fails each of its waiters, not the work: nothing to report.
         waiting = defer.DeferredList([when_done(d) for d, _ in self._in_flight.values()], consumeErrors=True)
         if cancel:
-            timer = self._clock.callLater(seconds, lambda: [d.cancel() for d, _ in list(self._in_flight.values())])
+            timer = self._clock.callLater(seconds, self._cancel_in_flight)
         else:
             timer = self._clock.callLater(seconds, waiting.cancel)
         try:
@@ -124,3 +124,7 @@ class LeasedEngine:
         if timer.active():
             timer.cancel()
         return self._held()
+
+    def _cancel_in_flight(self) -> None:
+        for d, _ in list(self._in_flight.values()):
+            d.cancel()

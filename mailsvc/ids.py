@@ -9,17 +9,18 @@ _last = [0, 0]  # (milliseconds, 12-bit counter) of the previous id of this proc
 #: Random bytes drawn from the OS in blocks, 10 taken by each id: one ``getrandom`` call per id
 #: was most of an id's cost (a contacts batch makes 2,000). A forked child draws its own.
 _POOL_BYTES = 4000
-_pool = [b"", 0]  # (block, bytes of it taken)
-os.register_at_fork(after_in_child=lambda: _pool.__setitem__(slice(None), [b"", 0]))
+_pool: list[bytes] = [b""]  # the block
+_taken = [0]  # bytes of it taken
+os.register_at_fork(after_in_child=lambda: (_pool.__setitem__(0, b""), _taken.__setitem__(0, 0)))
 
 
 def _random80() -> int:
     """80 fresh random bits."""
-    block, taken = _pool
+    block, taken = _pool[0], _taken[0]
     if taken + 10 > len(block):
         block, taken = os.urandom(_POOL_BYTES), 0
         _pool[0] = block
-    _pool[1] = taken + 10
+    _taken[0] = taken + 10
     return int.from_bytes(block[taken:taken + 10], "big")
 
 

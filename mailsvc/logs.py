@@ -15,12 +15,14 @@ import sys
 
 from twisted.logger import (
     FilteringLogObserver,
+    ILogFilterPredicate,
     LogLevel,
     PredicateResult,
     jsonFileLogObserver,
     textFileLogObserver,
 )
 from twisted.python.reflect import namedAny
+from zope.interface import provider
 
 #: {"request_id": ..., "tenant": ...} of the request being handled, where there is one.
 REQUEST: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mailsvc_request", default=None)
@@ -48,6 +50,7 @@ def json_observer():
 PARENT_LOGGER = {"name": ""}
 
 
+@provider(ILogFilterPredicate)
 def _says_the_parents_part(event: dict) -> PredicateResult:
     """Twisted's own info lines (twistd starting up, factories starting, the resolver reading
     resolv.conf, shutting down) are the parent's to say, once for the node."""

@@ -3,7 +3,8 @@ failures are logged and counted but never stop it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -19,7 +20,7 @@ class Loop:
         clock,
         desc: str,
         interval: float,
-        step: Callable[[], Awaitable[object]],
+        step: Callable[[], Coroutine[Any, Any, object]],
         on_failure: Callable[[str], None] | None = None,
     ):
         self._clock = clock

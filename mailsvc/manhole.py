@@ -9,6 +9,7 @@ once into ``<state.dir>/manhole_host_key``. No key ships with the code.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import stat
@@ -114,13 +115,18 @@ class AuthorizedKeysFile:
 def factory(namespace: dict, state_dir: Path) -> manhole_ssh.ConchFactory:
     """An SSH server factory whose sessions are a Python prompt over ``namespace``."""
     realm = manhole_ssh.TerminalRealm()
-    realm.chainedProtocolFactory = lambda: insults.ServerProtocol(manhole.ColoredManhole, namespace)
+    # Twisted infers the class it defaults to as this attribute's type, yet calls any factory
+    # (its own manhole service sets one like this).
+    realm.chainedProtocolFactory = functools.partial(  # type: ignore[assignment]
+        insults.ServerProtocol, manhole.ColoredManhole, namespace)
     checker = SSHPublicKeyChecker(AuthorizedKeysFile(state_dir / AUTHORIZED_KEYS))
-    ssh_factory = manhole_ssh.ConchFactory(portal.Portal(realm, [checker]))
+    # TerminalRealm is a realm (requestAvatar) that Twisted does not declare as IRealm.
+    ssh_factory = manhole_ssh.ConchFactory(portal.Portal(realm, [checker]))  # type: ignore[arg-type]
     key = host_key(state_dir / HOST_KEY)
     # Instance attributes: ConchFactory's class-level dicts would be shared by every factory.
     ssh_factory.publicKeys = {key.sshType(): key.public()}
-    ssh_factory.privateKeys = {key.sshType(): key}
+    # Twisted types these as bytes, but SSHFactory reads Key objects from them (getPrivateKeys' docs).
+    ssh_factory.privateKeys = {key.sshType(): key}  # type: ignore[dict-item]
     return ssh_factory
 
 

@@ -110,7 +110,7 @@ class Metrics:
             " sent, deferred, bounced, complained, failed, queued, scheduled, canceled.",
             ["plan", "state"], registry=self.registry, multiprocess_mode="livemax",
         )
-        self._mail_today_labels: set[tuple[str, str]] = set()
+        self._mail_today_labels: set[tuple[str, ...]] = set()
         self.queue = Gauge(
             "mailsvc_queue", "Delivery queue (deliveries due) and webhook backlog (requests pending):"
             " depth (count) and age (seconds since the oldest was due or created).",
@@ -145,7 +145,8 @@ class Metrics:
     async def share_gauges(self) -> None:
         """Write this worker's gauges where the node's /metrics reads them."""
         for gauge in (self.deliveries_in_flight, self.in_flight):
-            gauge.share()
+            if isinstance(gauge, _SharedGauge):
+                gauge.share()
 
     @staticmethod
     def process_gone(shared_dir: str, pid: int) -> None:

@@ -12,7 +12,8 @@ import signal
 from collections.abc import Callable, Iterable
 
 import attrs
-from twisted.internet import abstract, defer, endpoints, error, fdesc, protocol
+from twisted.internet import abstract, defer, endpoints, error, fdesc, protocol, tcp
+from twisted.internet.interfaces import IDelayedCall, IProcessTransport
 from twisted.logger import Logger
 
 log = Logger()
@@ -82,12 +83,12 @@ def _take_turns(port) -> None:
     port.doRead = read_one
 
 
-async def open_sockets(reactor, listeners: Iterable[tuple[str, str]]) -> dict[str, object]:
+async def open_sockets(reactor, listeners: Iterable[tuple[str, str]]) -> dict[str, tcp.Port]:
     """
     The parent's listening ports, one per (kind, description), by name: bound and listening
     (the kernel queues connections until a worker accepts them), never read by the parent.
     """
-    ports: dict[str, object] = {}
+    ports: dict[str, tcp.Port] = {}
     try:
         for kind, description in listeners:
             stream = stream_description(kind, description)
@@ -97,6 +98,8 @@ async def open_sockets(reactor, listeners: Iterable[tuple[str, str]]) -> dict[st
             placeholder = protocol.Factory.forProtocol(protocol.Protocol)
             placeholder.noisy = False  # the node's listeners are told once, by name
             port = await endpoints.serverFromString(reactor, stream).listen(placeholder)
+            if not isinstance(port, tcp.Port):  # what a tcp or tcp6 endpoint listens with
+                raise TypeError(f"{kind} listener {description}: not a TCP port")
             port.stopReading()
             ports[listener(kind, description)] = port
     except BaseException:
@@ -105,9 +108,10 @@ async def open_sockets(reactor, listeners: Iterable[tuple[str, str]]) -> dict[st
     return ports
 
 
-def worker_sockets(ports: dict[str, object]) -> tuple[dict[str, tuple[int, int]], dict[int, int]]:
+def worker_sockets(ports: dict[str, tcp.Port]) -> tuple[dict[str, tuple[int, int]], dict[int, int]]:
     """What a worker is told of its sockets, and the childFDs that put them at those descriptors."""
-    sockets, child_fds = {}, {}
+    sockets: dict[str, tuple[int, int]] = {}
+    child_fds: dict[int, int] = {}
     for n, (name, port) in enumerate(ports.items()):
         child_fd = FIRST_SOCKET_FD + n
         sockets[name] = (child_fd, port.socket.family)
@@ -174,10 +178,13 @@ class Backoff:
 
 
 class _Worker(protocol.ProcessProtocol):
+    #: Set by spawnProcess, before anything here runs.
+    transport: IProcessTransport
+
     def __init__(self, supervisor: Supervisor, slot: int, started: float):
         self.supervisor, self.slot, self.started = supervisor, slot, started
         self.pid: int | None = None  # kept: the transport forgets it once the process ended
-        self.ended = defer.Deferred()
+        self.ended: defer.Deferred[None] = defer.Deferred()
 
     def processEnded(self, reason):  # noqa: N802 (Twisted's name)
         self.supervisor._ended(self, reason.value)
@@ -199,13 +206,13 @@ class Supervisor:
         self._backoff = backoff
         self._on_exit = on_exit
         self._running: dict[int, _Worker] = {}
-        self._restarts: dict[int, object] = {}
+        self._restarts: dict[int, IDelayedCall] = {}
         self._quick_deaths = [0] * count
         self._stopping = False
 
     @property
     def pids(self) -> list[int]:
-        return [worker.pid for worker in self._running.values()]
+        return [worker.pid for worker in self._running.values() if worker.pid is not None]
 
     def start(self) -> None:
         for slot in range(self._count):
@@ -230,7 +237,8 @@ class Supervisor:
         pid = worker.pid
         if self._running.get(worker.slot) is worker:
             del self._running[worker.slot]
-        self._on_exit(pid)
+        if pid is not None:
+            self._on_exit(pid)
         if self._stopping:
             return
         lived = self._clock.seconds() - worker.started

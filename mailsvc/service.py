@@ -6,7 +6,8 @@ registers how to stop it, and a stop undoes the parts in reverse order.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from twisted.application import service
 from twisted.internet import defer
@@ -24,7 +25,7 @@ class Node(service.Service):
 
     def __init__(
         self,
-        start: Callable[[Node], Awaitable[None]],
+        start: Callable[[Node], Coroutine[Any, Any, None]],
         on_failure: Callable[[str], None],
         expected_failures: tuple[type[BaseException], ...] = (OSError, ValueError),
     ):
@@ -35,7 +36,7 @@ class Node(service.Service):
         self._stoppers: list[tuple[str, Stopper]] = []
         self._starting: defer.Deferred | None = None
         self.parts: dict[str, object] = {}
-        self.ready = defer.Deferred()
+        self.ready: defer.Deferred[Node] = defer.Deferred()
 
     def on_stop(self, desc: str, stopper: Stopper) -> None:
         """Register how to undo a part that just started (undone in reverse order)."""
@@ -50,8 +51,8 @@ class Node(service.Service):
         self.ready.callback(self)
 
     def _failed(self, failure):
-        reason = str(failure.value).strip().splitlines()
-        reason = reason[0] if reason else failure.type.__name__
+        lines = str(failure.value).strip().splitlines()
+        reason = lines[0] if lines else failure.type.__name__
         if not failure.check(*self.expected_failures):
             log.failure("start failed", failure)
         self.ready.errback(failure)

@@ -40,9 +40,10 @@ class Accounts:
         fields = new_tenant_fields(body, self._api_rate_per_sec)
         tenant_id = uuid7(self._clock.seconds())
         if body.get("id") is not None:
-            tenant_id = parse_uuid(body["id"])
-            if tenant_id is None:
+            given = parse_uuid(body["id"])
+            if given is None:
                 raise Invalid("id", "id must be a valid UUID")
+            tenant_id = given
 
         async def create(txn: Transaction):
             tenant = await accounts.insert_tenant(txn, tenant_id, fields, self._now())

@@ -12,6 +12,7 @@ gathered in memory and written in one statement per flush instead of once per re
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import uuid
@@ -85,7 +86,8 @@ class KeyRing:
                 return None
         if not hmac.compare_digest(cached.secret_hmac, self._mac(token.secret)):
             return None
-        self._used[cached.caller.key_id] = timefmt.from_seconds(now)
+        if cached.caller.key_id is not None:  # always, for a key's caller
+            self._used[cached.caller.key_id] = timefmt.from_seconds(now)
         return cached.caller
 
     async def _load(self, prefix: str, now: float) -> _Cached | None:
@@ -165,7 +167,7 @@ class KeyRing:
                 )
         return await self._db.run("create_api_key", self.issue, tenant_id, key, creator)
 
-    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[builtins.list[dict], bool]:
         rows, has_more = await accounts.list_keys(self._db, tenant_id, page)
         for row in rows:
             pending = self._used.get(row["id"])
@@ -191,7 +193,7 @@ class KeyRing:
             raise NotFound("API key")
         self._forget([row])
 
-    async def revoke_made_by(self, txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
+    async def revoke_made_by(self, txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> builtins.list[dict]:
         """Revoke, inside ``txn``, every key of the account that ``user_id`` made; their rows (id, prefix)."""
         rows = await accounts.delete_keys_made_by(txn, tenant_id, user_id)
         if rows:
@@ -199,7 +201,7 @@ class KeyRing:
         txn.after_commit(self._forget, rows)
         return rows
 
-    def _forget(self, rows: list[dict]) -> None:
+    def _forget(self, rows: builtins.list[dict]) -> None:
         """Revoked keys: refused by this process at once (by the others when they hear the NOTIFY)."""
         for row in rows:
             self._cache.pop(row["prefix"], None)

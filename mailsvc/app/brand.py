@@ -10,6 +10,7 @@ among the candidates when asked and available; a theme and brand proposed, saved
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -251,7 +252,7 @@ class _Import:
                 body = await self._resource(candidate.url, MAX_IMAGE, "the logo")
                 if body is None:
                     continue
-            figures = await self.importer._blocking(lambda b=body: reading.measure(b))
+            figures = await self.importer._blocking(functools.partial(reading.measure, body))
             if figures is None:
                 self.warnings.append(f"the logo {candidate.url} is not an image that could be read")
                 continue

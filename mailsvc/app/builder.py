@@ -109,7 +109,7 @@ class Builder:
             before = await rows.lock_profile(txn, tenant.id)
             theme = _saved_fields(before and before["theme"], given_theme, checked_theme)
             brand = None
-            if checked_brand is not None:
+            if given_brand is not None and checked_brand is not None:
                 brand = _saved_fields(before and before["brand"], given_brand, _json_brand(checked_brand))
             saved = await rows.save_profile(txn, tenant.id, theme, brand, now)
             await self._rerender(txn, tenant.id, themes.theme_of(saved["theme"]), themes.brand_of(saved["brand"]),

@@ -11,6 +11,7 @@ and audiences").
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from datetime import datetime
 from typing import Any
@@ -42,6 +43,13 @@ from mailsvc.store.database import Database, Transaction
 
 #: Origins a contact's ``unsubscribed: false`` may lift; the others are evidence, not a wish.
 LIFTED_BY_CONTACT = ("unsubscribe", "manual")
+
+
+def _address(write: ContactWrite) -> str:
+    """The address a create or a batch row names (contact_write requires it of them)."""
+    if write.email is None:
+        raise AssertionError("a contact saved without its address")
+    return write.email
 
 
 @attrs.define
@@ -102,7 +110,9 @@ class Contacts:
     async def _save(self, txn: Transaction, tenant_id: uuid.UUID, writes: list[tuple[int, ContactWrite]],
                     extra_segment: uuid.UUID | None, batch: bool = False) -> Saved:
         now = self._now()
-        existing = {row["email"]: row for row in await rows.lock(txn, tenant_id, sorted({w.email for _, w in writes}))}
+        # What is saved names its address (a PATCH of a contact by id is read into one first).
+        emails = {index: _address(w) for index, w in writes}
+        existing = {row["email"]: row for row in await rows.lock(txn, tenant_id, sorted(set(emails.values())))}
         keys = {key for _, w in writes for key in w.properties.set}
         known = await rows.property_types(txn, tenant_id, keys)
         wanted = {s for _, w in writes for s in w.segments} | ({extra_segment} if extra_segment else set())
@@ -116,11 +126,12 @@ class Contacts:
         errors: dict[int, DomainError] = {}
         for index, write in writes:
             prefix = f"contacts[{index}]." if batch else ""
-            state = states.get(write.email)
+            email = emails[index]
+            state = states.get(email)
             if state is None:
-                old = existing.get(write.email)
-                state = states[write.email] = _State(
-                    id=old["id"] if old else uuid7(self._clock.seconds()), email=write.email,
+                old = existing.get(email)
+                state = states[email] = _State(
+                    id=old["id"] if old else uuid7(self._clock.seconds()), email=email,
                     first_name=old["first_name"] if old else None, last_name=old["last_name"] if old else None,
                     properties=dict(old["properties"]) if old else {})
             try:
@@ -136,7 +147,7 @@ class Contacts:
                 first_types.setdefault(key, kind)
             _apply(state, write)
             state.segments |= set(write.segments) | ({extra_segment} if extra_segment else set())
-            ids[index] = write.email
+            ids[index] = email
 
         await self._claim_types(txn, tenant_id, {k: t for k, t in first_types.items() if k not in known})
         touched = [state for state in states.values() if state.saved]
@@ -209,7 +220,7 @@ class Contacts:
         return row
 
     async def list(self, tenant_id: uuid.UUID, page: Page, q: str | None = None,
-                   segment_id: str | None = None, kind: str = SEGMENT) -> tuple[list[dict], bool]:
+                   segment_id: str | None = None, kind: str = SEGMENT) -> tuple[builtins.list[dict], bool]:
         """A page of the account's contacts (of one segment; matching ``q``)."""
         prefix = search_prefix(q)
         parsed = None
@@ -249,7 +260,7 @@ class Contacts:
 
         return await self._db.run("remove contact from segment", remove)
 
-    async def segments(self, tenant_id: uuid.UUID, key: str, page: Page) -> tuple[list[dict], bool]:
+    async def segments(self, tenant_id: uuid.UUID, key: str, page: Page) -> tuple[builtins.list[dict], bool]:
         contact = await self.get(tenant_id, key)
         return await rows.segments_of_contact(self._db, contact["id"], page)
 

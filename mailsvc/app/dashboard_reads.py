@@ -70,7 +70,7 @@ class DashboardReads:
 
     async def _email_html(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> str:
         row = await reads.email_html(self._db, tenant_id, email_id) if email_id is not None else None
-        if row is None:
+        if row is None or email_id is None:
             raise NotFound("Email")
         if row["broadcast_id"] is not None:
             # As its recipient got it (``app/messages``); none once the broadcast is deleted.

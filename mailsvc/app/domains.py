@@ -6,13 +6,14 @@ provider set-up, and ``sending_domain``, the lookup the sending path signs with.
 
 from __future__ import annotations
 
+import builtins
 import math
 import secrets
 import string
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import attrs
 from twisted.internet import defer
@@ -170,6 +171,10 @@ def _seconds(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
+@overload
+def _at(seconds: float) -> datetime: ...
+@overload
+def _at(seconds: float | None) -> datetime | None: ...
 def _at(seconds: float | None) -> datetime | None:
     return timefmt.from_seconds(seconds) if seconds is not None else None
 
@@ -336,7 +341,7 @@ class Domains:
         )
         return self._view(row, keys), [findings[r.key] for r in records]
 
-    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[builtins.list[dict], bool]:
         return await store.list_domains(self._db, tenant_id, page)
 
     async def update(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, body: dict) -> dict:
@@ -390,7 +395,7 @@ class Domains:
                 data["reason"] = reason
             await events.record(txn, self._clock, row["tenant_id"], "domain.updated", data)
 
-    def _records(self, row: dict, keys: list[dict]) -> tuple[list[Record], dict[str, DkimKey]]:
+    def _records(self, row: dict, keys: builtins.list[dict]) -> tuple[builtins.list[Record], dict[str, DkimKey]]:
         dkim_keys = {
             f"dkim:{k['selector']}": DkimKey(k["selector"], k["algorithm"], k["public_key"]) for k in keys
         }
@@ -400,7 +405,7 @@ class Domains:
         )
         return records, dkim_keys
 
-    def _view(self, row: dict, keys: list[dict]) -> DomainView:
+    def _view(self, row: dict, keys: builtins.list[dict]) -> DomainView:
         records, _ = self._records(row, keys)
         statuses = row["record_status"] or {}
         return DomainView(row, [(r, statuses.get(r.key, "not_started")) for r in records])
@@ -497,6 +502,7 @@ class Domains:
             if step.action == "created":
                 await session.create(zone_id, step.type, step.name, step.content, step.priority)
             elif step.action == "updated":
+                assert step.record_id is not None  # an update names the record it replaces
                 await session.update(zone_id, step.record_id, step.content)
         await self.verify(tenant_id, domain_id)
         return {"object": "dns_setup", "zone": zone_name, "records": [s.as_dict() for s in steps]}

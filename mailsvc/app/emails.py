@@ -5,6 +5,7 @@ mail, attachments behind signed links, and releasing scheduled mail when its tim
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -87,10 +88,10 @@ class Emails:
                 row = {**row, "html": shown.html, "text": shown.text}
         return row
 
-    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[builtins.list[dict], bool]:
         return await rows.page(self.db, tenant_id, page)
 
-    async def deliveries(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> list[dict]:
+    async def deliveries(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> builtins.list[dict]:
         return [
             {"id": str(r["id"]), "recipient": r["recipient"], "status": r["status"], "attempts": r["attempts"],
              "last_response": r["last_response"], "updated_at": timefmt.resource(r["updated_at"])}
@@ -156,16 +157,16 @@ class Emails:
         due = await rows.claim_due(txn, now, RELEASE_BATCH)
         if not due:
             return 0
-        deliveries: dict[uuid.UUID, list[dict]] = {email["id"]: [] for email in due}
+        deliveries: dict[uuid.UUID, builtins.list[dict]] = {email["id"]: [] for email in due}
         for d in await rows.scheduled_deliveries(txn, [email["id"] for email in due]):
             deliveries[d["email_id"]].append(d)
         recipients: dict[uuid.UUID, set[str]] = {}
         for email in due:
             recipients.setdefault(email["tenant_id"], set()).update(d["recipient"] for d in deliveries[email["id"]])
         suppressed_by_tenant = await self._suppressed_for(txn, recipients)
-        entries: list[tuple[uuid.UUID, str, dict]] = []
-        delivery_states: list[rows.ReleasedDelivery] = []
-        email_states: list[rows.ReleasedEmail] = []
+        entries: builtins.list[tuple[uuid.UUID, str, dict]] = []
+        delivery_states: builtins.list[rows.ReleasedDelivery] = []
+        email_states: builtins.list[rows.ReleasedEmail] = []
         for email in due:
             tenant_id = email["tenant_id"]
             suppressed = {a.lower(): origin for a, origin in suppressed_by_tenant.get(tenant_id, {}).items()}
@@ -190,7 +191,8 @@ class Emails:
 
     # Attachments
 
-    async def attachments(self, tenant_id: uuid.UUID, email_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+    async def attachments(self, tenant_id: uuid.UUID, email_id: uuid.UUID,
+                          page: Page) -> tuple[builtins.list[dict], bool]:
         await self.get(tenant_id, email_id)
         return await rows.attachments(self.db, tenant_id, email_id, page)
 

@@ -6,7 +6,8 @@ operator token's name, the filter and how many deliveries it touched.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -60,7 +61,7 @@ class _Group:
 
 class Queue:
     def __init__(self, clock, db: Database, log: AuditLog,
-                 mx_of: Callable[[str], Awaitable[str | None]] | None = None):
+                 mx_of: Callable[[str], Coroutine[Any, Any, str | None]] | None = None):
         #: The MX host a destination resolves to, as delivery resolves it (its cached routes); the
         #: summary shows those known (destination → (when, host)) and never waits on DNS.
         self._mx_of = mx_of
@@ -92,11 +93,11 @@ class Queue:
             known = self._mx.get(destination)
             if self._mx_of is not None and destination not in self._looking and (
                     known is None or now - known[0] >= MX_SECONDS):
-                self._look_up(destination)
+                self._look_up(destination, self._mx_of)
         return {**summary, "by_destination": [
             {**d, "mx": self._mx[d["destination"]][1] if d["destination"] in self._mx else None} for d in shown]}
 
-    def _look_up(self, destination: str) -> None:
+    def _look_up(self, destination: str, mx_of: Callable[[str], Coroutine[Any, Any, str | None]]) -> None:
         def found(host: str | None) -> None:
             if host is not None:
                 if len(self._mx) > 10_000:
@@ -104,7 +105,7 @@ class Queue:
                 self._mx[destination] = (self._clock.seconds(), host)
 
         self._looking.add(destination)
-        looking = defer.ensureDeferred(self._mx_of(destination)).addCallback(found)
+        looking = defer.ensureDeferred(mx_of(destination)).addCallback(found)
         looking.addErrback(lambda failure: log.failure("MX of {destination}", failure, destination=destination))
         looking.addBoth(lambda _: self._looking.discard(destination))
 

@@ -85,7 +85,7 @@ class People:
     by_email: Callable[[Database, str], Awaitable[dict | None]]
     set_password: Callable[[Transaction, uuid.UUID, int, str, Any], Awaitable[dict | None]]
     rehash: Callable[[Database, uuid.UUID, str, str], Awaitable[None]]
-    insert_session: Callable[[Database, uuid.UUID, bytes, dict, Any, Any], Awaitable[None]]
+    insert_session: Callable[[Database, uuid.UUID, bytes, dict, Any, Any, str | None, str | None], Awaitable[None]]
     live_session: Callable[[Database, bytes, Any, Any], Awaitable[dict | None]]
     touch_session: Callable[[Database, uuid.UUID, Any], Awaitable[None]]
     revoke_session: Callable[[Database, bytes, Any], Awaitable[None]]
@@ -193,12 +193,13 @@ class PasswordSignIn:
         row = await self._people.by_email(self._db, address)
         stored = row["password_hash"] if row is not None else None
         # An unknown address costs the same hash as a known one.
-        ok = await self.verify(stored or await self._dummy(), password if isinstance(password, str) else "")
-        if not ok or stored is None:
+        typed = password if isinstance(password, str) else ""
+        ok = await self.verify(stored or await self._dummy(), typed)
+        if not ok or row is None or stored is None:
             raise SignInRefused(REFUSED)
         await self._throttle.give_back(limits)
         if self._hasher.check_needs_rehash(stored):
-            await self._people.rehash(self._db, row["id"], stored, await self._hash(password))
+            await self._people.rehash(self._db, row["id"], stored, await self._hash(typed))
         if row.get("two_factor"):
             return self.challenge(row)
         return await self.open_session(row, user_agent, client)

@@ -6,12 +6,18 @@ previews (``preview_score``), and at a broadcast's send ``spam_check`` then
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from mailsvc.domain.errors import Invalid, NotAllowed, SpamCheckUnavailable
 from mailsvc.mail.spam import SpamAssassin, SpamCheckFailed, SpamScore, scoring_message
 
 MAX_FIELD_CHARS = 1024 * 1024
 
 
+@overload
+def _string(body: dict, field: str, required: Literal[True]) -> str: ...
+@overload
+def _string(body: dict, field: str, required: bool = False) -> str | None: ...
 def _string(body: dict, field: str, required: bool = False) -> str | None:
     value = body.get(field)
     if value is None or value == "":

@@ -85,9 +85,12 @@ _RETRY_LATER = (QuotaExceeded, RateLimited, IdempotencyKeyInFlight)
 class Sender(Protocol):
     """Who submits: an API key's caller, or the service itself for an account (a broadcast)."""
 
-    tenant: Tenant
-    #: The only sending domain allowed, or None for any of the account's.
-    domain_id: uuid.UUID | None
+    @property
+    def tenant(self) -> Tenant: ...
+
+    @property
+    def domain_id(self) -> uuid.UUID | None:
+        """The only sending domain allowed, or None for any of the account's."""
 
 
 @attrs.frozen

@@ -75,7 +75,7 @@ def _variables(given: tuple[Variable, ...], before: list[dict], now: datetime, c
             "id": previous["id"] if previous else str(uuid7(clock.seconds())),
             "key": v.key, "type": v.type, "fallback_value": v.fallback_value,
             "created_at": previous["created_at"] if previous else stamp,
-            "updated_at": previous["updated_at"] if same else stamp,
+            "updated_at": previous["updated_at"] if previous is not None and same else stamp,
         })
     return result
 

@@ -80,7 +80,11 @@ class TwoFactor:
             raise Invalid("code", WRONG_CODE)
         await self._throttle.give_back(limits)
         codes = [totp.recovery_code(secrets.token_bytes(8)) for _ in range(totp.RECOVERY_CODES)]
-        digests = [totp.recovery_digest(person_id, c) for c in codes]
+        digests = []
+        for code_given in codes:
+            digest = totp.recovery_digest(person_id, code_given)
+            assert digest is not None  # recovery_code made it
+            digests.append(digest)
         now = timefmt.from_seconds(self._clock.seconds())
         if not await store.enable(self._db, self._tables, person_id, bytes(row["totp_pending"]), step, digests, now):
             raise Conflict("The enrolment changed meanwhile; begin again.")

@@ -14,6 +14,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from mailsvc.config import Config, ConfigError, load
@@ -42,13 +43,13 @@ class ApiError(CliError):
         self.code = code
 
 
-def read_config(path: str | None, environ: dict[str, str]) -> Config:
+def read_config(path: str | None, environ: Mapping[str, str]) -> Config:
     """The node's configuration: ``--config``, else /etc/mailsvc/mailsvc.conf if there is one,
     with the daemon's own ``MAILSVC_<SECTION>_<KEY>`` overrides."""
     if path is None and Path(DEFAULT_CONFIG).exists():
         path = DEFAULT_CONFIG
     try:
-        return load(path, environ)
+        return load(path, dict(environ))
     except ConfigError as e:
         raise CliError(f"{e} (run as root or a member of the mailsvc group, or set MAILSVC_URL and "
                        "MAILSVC_OPERATOR_TOKEN)") from None
@@ -81,7 +82,7 @@ def url_of_listener(config: Config) -> str:
     return f"http://{host}:{port}"
 
 
-def operator_token(config: Config, environ: dict[str, str], token_file: str | None) -> str:
+def operator_token(config: Config, environ: Mapping[str, str], token_file: str | None) -> str:
     """``--token-file``, else ``MAILSVC_OPERATOR_TOKEN`` or ``operator.token`` (the daemon's own
     setting and override), else ``<state dir>/operator-token``; never an argument, which ``ps``
     and the shell's history would keep."""
@@ -235,15 +236,15 @@ def _api_error(status: int, raw: bytes) -> ApiError:
         return ApiError(status, "http_error", raw[:200].decode("utf-8", "replace"))
 
 
-def connect(config_path: str | None, token_file: str | None, environ: dict[str, str] | None = None) -> Client:
+def connect(config_path: str | None, token_file: str | None, environ: Mapping[str, str] | None = None) -> Client:
     """The client the operator's settings name: ``MAILSVC_URL`` or the node's listener."""
     environ = os.environ if environ is None else environ
     url = environ.get("MAILSVC_URL")
-    token = environ.get("MAILSVC_OPERATOR_TOKEN")
-    if url and (token or token_file):
+    given = environ.get("MAILSVC_OPERATOR_TOKEN")
+    if url and (given or token_file):
         # Everything is given: the configuration (perhaps unreadable here) is not needed.
-        if token_file:
-            token = operator_token(Config(), environ, token_file)
+        token = operator_token(Config(), environ, token_file) if token_file else given
+        assert token is not None  # given, as the condition says
         return Client(url, token, environ.get("MAILSVC_CA_FILE"))
     config = read_config(config_path, environ)
     token = operator_token(config, environ, token_file)

@@ -139,7 +139,7 @@ def _json_of(content: str) -> Any:
         text = re.sub(r"\A```[a-zA-Z]*\s*|\s*```\Z", "", text)
     try:
         return json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise Invalid("output", f"the answer is not JSON ({e.msg} at character {e.pos})") from None
 
 
@@ -160,6 +160,7 @@ def output_of(content: str, variables: tuple[str, ...]) -> Generated:
     if isinstance(raw, dict) and "preview_text" not in raw and preview:
         raw = {**raw, "preview_text": preview}
     document = document_of(raw, "document.")
+    assert isinstance(raw, dict)  # document_of refuses anything else
     if not document.blocks:
         raise Invalid("document.blocks", "document.blocks must hold at least one block")
     allowed = set(variables) | set(ALWAYS)

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, unquote, urljoin, urlsplit
 
 import attrs
 import html5lib
-from PIL import Image
+from PIL import IcoImagePlugin, Image
 
 from mailsvc.domain import themes
 from mailsvc.domain.errors import BrandFailed
@@ -50,7 +50,7 @@ MAX_DEPTH = 512
 #: Nesting beyond which an inline SVG is not kept as a logo (serialising it recurses; logos are shallow).
 MAX_SVG_DEPTH = 64
 
-_EtreeBuilder = html5lib.getTreeBuilder("etree")
+_EtreeBuilder: Any = html5lib.getTreeBuilder("etree")  # a class html5lib makes at run time
 
 
 class _BoundedTreeBuilder(_EtreeBuilder):
@@ -498,7 +498,7 @@ def measure(body: bytes) -> Measured | None:
         if image.width * image.height > MAX_PIXELS:
             return None
         kind = image.format
-        if kind == "ICO":  # stored as PNG: every client shows it
+        if isinstance(image, IcoImagePlugin.IcoImageFile):  # stored as PNG: every client shows it
             image.size = max(image.info.get("sizes") or [image.size])  # the largest frame
             image.load()
             out = io.BytesIO()
@@ -507,7 +507,7 @@ def measure(body: bytes) -> Measured | None:
         image.load()
     except Exception:
         return None
-    content_type = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}.get(kind)
+    content_type = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}.get(kind or "")
     if content_type is None:
         return None
     rgba = image.convert("RGBA")
@@ -553,9 +553,9 @@ def _measure_svg(body: bytes) -> Measured | None:
         if bw > 0 and bh > 0:
             if width is None and height is None:
                 width, height = bw, bh
-            elif width is None:
+            elif width is None and height is not None:
                 width = height * bw / bh
-            else:
+            elif width is not None:
                 height = width * bh / bw
     counts: Counter[str] = Counter()
     for element in root.iter():
@@ -580,7 +580,7 @@ def _measure_svg(body: bytes) -> Measured | None:
 
 def score(source: str, measured: Measured) -> float:
     """A logo's score, 0 to 100 (docs/decisions.md): its source, size, transparency, shape, use in e-mail."""
-    points = SOURCE_POINTS.get(source, 0)
+    points: float = SOURCE_POINTS.get(source, 0)
     size = min(measured.width, 400) / 400 if measured.width else 0.3
     points += 15 * size
     if measured.width and measured.width < 48:

@@ -72,7 +72,7 @@ def _segment(body: dict) -> uuid.UUID | None:
         if value in (None, ""):
             continue
         try:
-            return uuid.UUID(value) if isinstance(value, str) else None  # type: ignore[return-value]
+            return uuid.UUID(value) if isinstance(value, str) else None
         except ValueError:
             pass
         raise Invalid(field, f"{field} must be a segment id (UUID)")
@@ -252,7 +252,8 @@ def personalised(content: Content, contact: Contact | None) -> Content:
 
 def used_fields(content: Content) -> tuple[frozenset[str], frozenset[str]]:
     """The contact's own fields and the properties that ``content``'s placeholders name."""
-    fields, properties = set(), set()
+    fields: set[str] = set()
+    properties: set[str] = set()
     for body in (content.subject, content.html, content.text, content.preview_text):
         for key, _ in placeholders.keys_in(body) if body else ():
             field = UPPER_KEYS.get(key)

@@ -45,7 +45,8 @@ class Step:
     record_id: str | None = None  # the record an update replaces
 
     def as_dict(self) -> dict:
-        out = {"purpose": self.purpose, "type": self.type, "name": self.name, "content": self.content}
+        out: dict[str, object] = {"purpose": self.purpose, "type": self.type, "name": self.name,
+                                  "content": self.content}
         if self.priority is not None:
             out["priority"] = self.priority
         out["action"] = self.action

@@ -177,7 +177,7 @@ def parse_mailbox(field: str, text: Any) -> Mailbox:
     try:
         token, rest = _address_parser.get_mailbox(text.strip())
         # The obsolete forms RFC 5322 §4 still reads (a period in a name, a route) are one mailbox.
-        defects = [d for d in token.all_defects if not isinstance(d, email_errors.ObsoleteHeaderDefect)]
+        defects: list[object] = [d for d in token.all_defects if not isinstance(d, email_errors.ObsoleteHeaderDefect)]
         name = token.display_name or ""
         if not token.domain:
             defects.append("no domain")
@@ -213,7 +213,7 @@ def _unique_mailboxes(field: str, items: list) -> tuple[Mailbox, ...]:
     an earlier one (ignoring case and surrounding spaces) is skipped unread; at most
     ``MAX_RECIPIENTS`` different entries are read, which bounds the parsing a request can ask for.
     """
-    read: set[str] = set()
+    read: set[str | None] = set()  # None: an item that is not a string (parse_mailbox refuses it)
     unique: dict[str, Mailbox] = {}
     for item in items:
         seen_key = item.strip().lower() if isinstance(item, str) else None

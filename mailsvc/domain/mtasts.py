@@ -39,7 +39,7 @@ class StsPolicy:
 
 
 def _tags(record: str) -> dict[str, str]:
-    tags = {}
+    tags: dict[str, str] = {}
     for part in record.split(";"):
         key, sep, value = part.strip().partition("=")
         if sep:

@@ -110,7 +110,8 @@ class Holds:
     @classmethod
     def of(cls, rows: Iterable[tuple[str, str, str]]) -> Holds:
         """From ``(kind, value, reason)`` rows, ``kind`` being ``tenant`` or ``destination``."""
-        accounts, destinations = {}, {}
+        accounts: dict[str, str] = {}
+        destinations: dict[str, str] = {}
         for kind, value, reason in rows:
             (accounts if kind == "tenant" else destinations)[value] = reason
         return cls(accounts, destinations)

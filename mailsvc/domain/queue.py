@@ -44,7 +44,7 @@ class QueueFilter:
     def standing(self) -> tuple[str, str] | None:
         """The standing hold a hold with this filter also makes: exactly a destination or a tenant."""
         given = self.as_json()
-        if set(given) == {"destination"}:
+        if set(given) == {"destination"} and self.destination is not None:
             return ("destination", self.destination)
         if set(given) == {"tenant_id"}:
             return ("tenant", str(self.tenant_id))

@@ -186,7 +186,7 @@ class Pace:
     """
 
     rate: float
-    burst: int
+    burst: float
     tat: float = float("-inf")
     _gcra: Gcra = attrs.field(init=False)
 

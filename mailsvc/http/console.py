@@ -102,11 +102,21 @@ class ConsoleResource:
                         responses={200: obj(("object", "deleted"), object={"const": "session"},
                                      deleted={"const": True})}))
     async def logout(self, request, operator: Operator):
-        await self._console.logout(console_token(request))
+        await self._console.logout(_token_of(request))
         return Reply(200, {"object": "session", "deleted": True}, headers={"Set-Cookie": self._cookies.clear(request)})
 
     @route("GET", "/console/me", access=OPERATOR_SESSION,
            op=Operation("The signed-in operator and the session's CSRF token", responses={200: OPERATOR_SIGNED_IN}))
     async def me(self, request, operator: Operator):
+        if operator.email is None:
+            raise AssertionError("an OPERATOR_SESSION route called without a console session")
         row = await self._console.operator(operator.email)
-        return {**operator_json(row), "csrf_token": self._console.csrf_token(console_token(request))}
+        return {**operator_json(row), "csrf_token": self._console.csrf_token(_token_of(request))}
+
+
+def _token_of(request) -> str:
+    """The console session's token (what an OPERATOR_SESSION route's request always carries)."""
+    token = console_token(request)
+    if token is None:
+        raise AssertionError("an OPERATOR_SESSION route called without a console session")
+    return token

@@ -70,6 +70,7 @@ class ApiError(Exception):
         self.native_code = native_code or _NATIVE_CODES.get(name, name)
 
     def body(self, surface: str, request_id: str) -> bytes:
+        payload: dict[str, object]
         if surface == NATIVE:
             payload = {
                 "error": {

@@ -6,6 +6,8 @@ and replies are built of. ``mailsvc.http.schemas`` holds the named schemas sever
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 STR = {"type": "string"}
@@ -17,7 +19,7 @@ NULLABLE_STR = {"type": ["string", "null"]}
 STR_OR_LIST = {"oneOf": [STR, {"type": "array", "items": STR}]}
 
 
-def obj(required: tuple[str, ...] = (), **properties) -> dict:
+def obj(required: tuple[str, ...] = (), /, **properties: Any) -> dict:
     """An object with these properties (others allowed: the SDKs ignore unknown keys)."""
     schema: dict = {"type": "object", "properties": properties}
     if required:

@@ -34,8 +34,9 @@ from mailsvc.http.schemas import TENANT
 from mailsvc.ids import parse_uuid
 
 QUEUE_STATES = {"enum": ["due", "deferred", "in_flight", "held"]}
-QUEUE_FILTERS = dict(destination=STR, tenant_id=UUID, state=QUEUE_STATES, code={"type": "integer", "minimum": 200,
-                     "maximum": 599}, min_age_seconds={"type": "integer", "minimum": 0})
+QUEUE_FILTERS: dict[str, dict] = dict(
+    destination=STR, tenant_id=UUID, state=QUEUE_STATES, code={"type": "integer", "minimum": 200,
+    "maximum": 599}, min_age_seconds={"type": "integer", "minimum": 0})
 QUEUE_QUERY = tuple((name, schema) for name, schema in QUEUE_FILTERS.items())
 QUEUE_ACTION_BODY = obj(**QUEUE_FILTERS, ids={"type": "array", "items": UUID, "minItems": 1, "maxItems": 1000})
 QUEUE_HOLD = obj(("reason", "created_at", "created_by"), reason=STR, created_at=STR, created_by=STR)

@@ -19,10 +19,11 @@ from mailsvc.http.operation import (
 
 CONTACT = obj(email=STR, first_name=NULLABLE_STR, last_name=NULLABLE_STR, unsubscribed=BOOL,
               properties=OBJECT, segments={"type": "array", "items": obj(id=STR)})
-TENANT_FIELDS = dict(name=STR, status=STR, status_reason=NULLABLE_STR, daily_quota=INT, monthly_quota=INT,
-                     send_rate_per_sec=INT, api_rate_per_sec=INT, delivery_mode=STR,
-                     max_domains={"type": ["integer", "null"]},
-                     plan={"enum": ["free", "starter", "growth", "scale"]})
+TENANT_FIELDS: dict[str, dict] = dict(
+    name=STR, status=STR, status_reason=NULLABLE_STR, daily_quota=INT, monthly_quota=INT,
+    send_rate_per_sec=INT, api_rate_per_sec=INT, delivery_mode=STR,
+    max_domains={"type": ["integer", "null"]},
+    plan={"enum": ["free", "starter", "growth", "scale"]})
 USAGE = ref("Usage")
 TENANT = obj(("object", "id", "name", "plan", "status"), object={"const": "tenant"}, id=UUID, **TENANT_FIELDS)
 ROLE = {"enum": ["owner", "member"]}

@@ -6,6 +6,8 @@ Two-factor sign-in and one's own sessions, for the dashboard (``/auth/login/two-
 
 from __future__ import annotations
 
+import uuid
+
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.audit import AuditLog
@@ -123,7 +125,7 @@ class DashboardSecurity:
                         {200: TURNED_OFF}, errors=(422, 429)))
     async def disable(self, request, caller: Caller):
         """With the ``password`` and a ``code`` (or a ``recovery_code``)."""
-        await self._dashboard.disable_two_factor(caller.user_id, read_json(request), client_of(request))
+        await self._dashboard.disable_two_factor(_user_of(caller), read_json(request), client_of(request))
         return {"object": "two_factor", "enabled": False}
 
     @route("PATCH", "/dashboard/security", access=SESSION,
@@ -142,13 +144,13 @@ class DashboardSecurity:
                         responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "data": {
                             "type": "array", "items": SESSION_ROW}}}}))
     async def sessions(self, request, caller: Caller):
-        rows = await self._dashboard.sessions(caller.user_id)
+        rows = await self._dashboard.sessions(_user_of(caller))
         return {"object": "list", "has_more": False, "data": [session_json(r, caller.session_id) for r in rows]}
 
     @route("DELETE", "/dashboard/sessions/<session_id>", access=SESSION,
            op=Operation("End one of the user's sessions", responses={200: DELETED}))
     async def revoke(self, request, caller: Caller, session_id: str):
-        await self._dashboard.revoke_own_session(caller.user_id, parse_uuid(session_id))
+        await self._dashboard.revoke_own_session(_user_of(caller), parse_uuid(session_id))
         return {"object": "session", "id": session_id, "deleted": True}
 
     @route("POST", "/dashboard/sessions/sign-out-others", access=SESSION,
@@ -156,7 +158,7 @@ class DashboardSecurity:
                ("object", "revoked"), object={"const": "list"}, revoked=INT)}))
     async def sign_out_others(self, request, caller: Caller):
         """Sign out everywhere but this session."""
-        ended = await self._dashboard.revoke_other_sessions(caller.user_id, caller.session_id)
+        ended = await self._dashboard.revoke_other_sessions(_user_of(caller), _session_of(caller))
         return {"object": "list", "revoked": ended}
 
 
@@ -210,3 +212,15 @@ class ConsoleSecurity:
                                                client_of(request))
         return {"object": "two_factor", "enabled": False}
 
+
+def _user_of(caller: Caller) -> uuid.UUID:
+    """The user of a dashboard session (what a SESSION route's caller always is)."""
+    if caller.user_id is None:
+        raise AssertionError("a SESSION route called without a dashboard session")
+    return caller.user_id
+
+
+def _session_of(caller: Caller) -> uuid.UUID:
+    if caller.session_id is None:
+        raise AssertionError("a SESSION route called without a dashboard session")
+    return caller.session_id

@@ -19,8 +19,10 @@ from collections.abc import Callable
 from http import HTTPStatus
 
 from twisted.internet import defer
-from twisted.internet.interfaces import ITCPTransport
+from twisted.internet.interfaces import IPushProducer, ITCPTransport, ITransport
+from twisted.internet.protocol import connectionDone
 from twisted.protocols import basic
+from twisted.python.failure import Failure
 from twisted.web import http, server
 from twisted.web.http_headers import Headers
 
@@ -67,6 +69,10 @@ class Request(server.Request):
 
     body_too_large = False
 
+    #: When the site was handed it (``Site.started``).
+    started_at: float | None = None
+    channel: Channel
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         #: Its id, route, surface, the check of its credentials and its caller.
@@ -88,7 +94,8 @@ class Request(server.Request):
         self._body_seen += len(data)
         if self._body_seen > self._body_limit:
             self.body_too_large = True
-            self.content.close()
+            if self.content is not None:
+                self.content.close()
             self.content = io.BytesIO()
             return
         super().handleContentChunk(data)
@@ -131,6 +138,10 @@ class Channel(http.HTTPChannel):
     _closing = False
     _linger = None
     _secure: bool | None = None
+    #: Set by the site that builds it (``Site.buildProtocol``).
+    site: Site
+    #: Set by makeConnection before anything here runs.
+    transport: ITransport
 
     def isSecure(self):  # noqa: N802 (Twisted's name)
         """Whether the transport is TLS, found once per connection (Twisted adapts on every call,
@@ -288,16 +299,18 @@ class Channel(http.HTTPChannel):
         self.paused = True
         self._cancel_deadline()
         self.setTimeout(None)
-        self._networkProducer.unregisterProducer()
+        # HTTPChannel keeps the transport here adapted to IPushProducer; it is the consumer this
+        # channel was registered with, which the attribute's annotation (the producer) omits.
+        self._networkProducer.unregisterProducer()  # type: ignore[attr-defined]
         if self.isSecure() or not ITCPTransport.providedBy(self.transport):
             # TLS forwards a half-close to the socket beneath it, past its own buffer.
             self.transport.loseConnection()
             return
         self.transport.loseWriteConnection()
-        self.transport.resumeProducing()
+        IPushProducer(self.transport).resumeProducing()
         self._linger = self.callLater(LINGER_SECONDS, self.transport.abortConnection)
 
-    def connectionLost(self, reason):  # noqa: N802
+    def connectionLost(self, reason: Failure = connectionDone):  # noqa: N802
         self._cancel_deadline()
         if self._linger is not None and self._linger.active():
             self._linger.cancel()
@@ -314,7 +327,9 @@ class Site(server.Site):
     """
 
     requestFactory = Request
-    protocol = Channel
+    # Plain HTTP/1.1 channels: HTTPFactory's annotation names the wrapper that would negotiate
+    # HTTP/2, but buildProtocol takes any channel class.
+    protocol = Channel  # type: ignore[assignment]
     displayTracebacks = False
 
     def __init__(
@@ -355,7 +370,7 @@ class Site(server.Site):
 
     def started(self, request: Request) -> None:
         self._in_flight.add(request)
-        request._started_at = self._clock.seconds()
+        request.started_at = self._clock.seconds()
         request.notifyFinish().addBoth(self._ended, request)
 
     def _ended(self, _, request: Request) -> None:
@@ -367,7 +382,7 @@ class Site(server.Site):
 
     def log(self, request):
         """Called by twisted.web when a response is finished: record it (no access-log line)."""
-        started = getattr(request, "_started_at", None)
+        started = getattr(request, "started_at", None)
         if started is not None:
             self._metrics.observe(
                 request.context.route, request.method.decode("latin-1"), request.code,
@@ -382,6 +397,6 @@ class Site(server.Site):
         """Fires once no request is in flight."""
         if not self._in_flight:
             return defer.succeed(None)
-        d = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         self._drained.append(d)
         return d

@@ -55,6 +55,7 @@ class KeyPair:
 
 
 def generate(selector: str, algorithm: str) -> KeyPair:
+    key: rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
     if algorithm == RSA:
         key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS)
     elif algorithm == ED25519:

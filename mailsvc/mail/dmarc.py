@@ -55,7 +55,9 @@ def documents(message: bytes, max_xml: int) -> list[bytes]:
     for part in parsed.walk():
         if part.is_multipart():
             continue
-        payload = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)  # bytes (or None) for a part that is not multipart
+        if not isinstance(payload, bytes):
+            payload = b""
         name = (part.get_filename() or "").lower()
         kind = part.get_content_type().lower()
         if payload[:2] == b"\x1f\x8b" or name.endswith(".gz") or "gzip" in kind:
@@ -128,7 +130,7 @@ def parse(document: bytes) -> AggregateReport:
         end = datetime.fromtimestamp(int(_text(root, "report_metadata/date_range/end")), UTC)
     except (ValueError, OverflowError, OSError):
         raise ReportRefused("the report has no valid date range") from None
-    rows = []
+    rows: list[ReportRow] = []
     for record in root.iter("record"):
         if len(rows) >= MAX_RECORDS:
             raise ReportRefused("too many records")

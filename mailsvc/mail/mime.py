@@ -16,9 +16,11 @@ import random
 import re
 import secrets
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from email import policy
-from email.message import EmailMessage
+from email.headerregistry import HeaderRegistry
+from email.message import EmailMessage, MIMEPart
 from email.utils import encode_rfc2231, format_datetime
 from email.utils import quote as _quote_param
 
@@ -59,7 +61,7 @@ _Q_TABLE = {b: ("_" if b == 0x20 else chr(b) if b in _Q_LITERAL else f"={b:02X}"
 #: Bytes a "Q" word writes as one character (a space as "_"); any other takes three ("=XX").
 _Q_ONE_CHAR = _Q_LITERAL + b" "
 #: Header names the email package parses by their own grammar (a client may set Orig-Date).
-_STRUCTURED = frozenset(_POLICY.header_factory.registry)
+_STRUCTURED = frozenset(HeaderRegistry().registry)  # the policy's own, as policy.SMTP makes it
 
 
 def _by_email_package(name: str, value: str) -> str:
@@ -291,7 +293,7 @@ def build(
     *,
     message_id: str,
     date: datetime,
-    attachments: list[tuple[str | None, bytes, str, str | None]] = (),
+    attachments: Sequence[tuple[str | None, bytes, str, str | None]] = (),
     seed: bytes | None = None,
 ) -> bytes:
     """
@@ -359,7 +361,7 @@ def _build(submission: Submission, message_id: str, date: datetime, attachments,
     return top + b"\r\n" + body
 
 
-def part_count(submission: Submission, attachments: list[tuple[str | None, bytes, str, str | None]] = ()) -> int:
+def part_count(submission: Submission, attachments: Sequence[tuple[str | None, bytes, str, str | None]] = ()) -> int:
     """
     At least the number of MIME parts (the message itself included) ``build`` makes: the text
     and html parts and their ``multipart/alternative``, the inline attachments and their
@@ -371,7 +373,7 @@ def part_count(submission: Submission, attachments: list[tuple[str | None, bytes
     return (3 if both else 1) + (inline + 1 if inline else 0) + (regular + 1 if regular else 0)
 
 
-def size_bound(submission: Submission, attachments: list[tuple[str | None, bytes, str, str | None]] = ()) -> int:
+def size_bound(submission: Submission, attachments: Sequence[tuple[str | None, bytes, str, str | None]] = ()) -> int:
     """
     At least the size of the message ``build`` makes (with any Message-ID and unsubscribe link
     of usual length): a check against a limit that needs no build. A body grows at most threefold
@@ -393,7 +395,7 @@ def build_with_email_package(
     *,
     message_id: str,
     date: datetime,
-    attachments: list[tuple[str | None, bytes, str, str | None]] = (),
+    attachments: Sequence[tuple[str | None, bytes, str, str | None]] = (),
     seed: bytes | None = None,
 ) -> bytes:
     """``build`` by Python's ``email`` package (the SMTP policy): the reference, and the fallback."""
@@ -423,7 +425,7 @@ def build_with_email_package(
     inline = [a for a in attachments if a[3] is not None]
     regular = [a for a in attachments if a[3] is None]
     if inline:
-        html_part = message
+        html_part: MIMEPart = message
         if message.is_multipart():
             html_part = next(p for p in message.iter_parts() if p.get_content_type() == "text/html")
         for filename, content, content_type, content_id in inline:

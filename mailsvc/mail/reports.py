@@ -152,8 +152,12 @@ def parse_or_raise(raw: bytes) -> DeliveryReport | FeedbackReport | None:
     parts = report.get_payload()
     if not isinstance(parts, list):
         return None
-    status_part = feedback_part = original = None
+    status_part: Message | None = None
+    feedback_part: Message | None = None
+    original: Message | None = None
     for part in parts:
+        if not isinstance(part, Message):
+            continue
         ctype = part.get_content_type()
         if ctype in ("message/delivery-status", "message/global-delivery-status") and status_part is None:
             status_part = part
@@ -186,6 +190,8 @@ def _find_report(msg: Message, depth: int) -> Message | None:
     if msg.get_content_maintype() != "multipart":
         return None
     for part in msg.get_payload():
+        if not isinstance(part, Message):
+            continue
         found = _find_report(part, depth + 1)
         if found is not None:
             return found
@@ -291,8 +297,9 @@ def _original_headers(part: Message | None) -> Message | None:
         text = inner.as_bytes() if isinstance(inner, Message) else b""
         data = _decode(text, cte)
     else:
-        data = part.get_payload(decode=True)
-    if not isinstance(data, bytes) or not data.strip():
+        decoded = part.get_payload(decode=True)
+        data = decoded if isinstance(decoded, bytes) else b""
+    if not data.strip():
         return None
     return BytesHeaderParser(policy=compat32).parsebytes(data.lstrip(b"\r\n"))
 

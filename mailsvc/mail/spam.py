@@ -16,6 +16,7 @@ from email.utils import format_datetime, make_msgid
 
 import attrs
 from twisted.internet import defer, endpoints, protocol
+from twisted.internet.interfaces import ITCPTransport
 
 from mailsvc.dns.resolver import parse_server
 
@@ -97,10 +98,13 @@ def scoring_message(sender: str, to: list[str], subject: str, html: str | None, 
 
 
 class _Exchange(protocol.Protocol):
+    #: Set by makeConnection before anything here runs.
+    transport: ITCPTransport
+
     def __init__(self, request: bytes):
         self._request = request
         self._reply = bytearray()
-        self.done = defer.Deferred()
+        self.done: defer.Deferred[bytes] = defer.Deferred()
 
     def connectionMade(self):  # noqa: N802
         self.transport.write(self._request)

@@ -24,7 +24,7 @@ from twisted.internet import defer, endpoints, error
 # The interface a trust root provides is only exported from here; implementing it is the
 # documented way to trust the system's roots plus extra ones.
 from twisted.internet._sslverify import IOpenSSLTrustRoot
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.ssl import TLSVersion, optionsForClientTLS
 from twisted.python.failure import Failure
 from twisted.web._newclient import ParseError
@@ -144,7 +144,7 @@ class _BoundedRead(Protocol):
         if self._idle is not None and self._idle.active():
             self._idle.reset(self._idle_seconds)
 
-    def connectionLost(self, reason):  # noqa: N802
+    def connectionLost(self, reason: Failure = connectionDone):  # noqa: N802
         if self.finished.called:
             return
         if reason.check(ResponseDone, PotentialDataLoss):
@@ -171,7 +171,9 @@ class _BoundedRead(Protocol):
         if self._idle is not None and self._idle.active():
             self._idle.cancel()
         if self.transport is not None:
-            self.transport.stopProducing()
+            # A response body's transport is an IPushProducer (IResponse.deliverBody), which
+            # Protocol's annotation (an ITransport) does not say.
+            self.transport.stopProducing()  # type: ignore[attr-defined]
 
 
 def _failure_reason(e: Exception) -> FetchFailed:

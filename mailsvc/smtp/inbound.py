@@ -55,6 +55,10 @@ class InboundProtocol(ESMTPServerProtocol):
                          session_seconds=factory.max_session_seconds)
         self._factory = factory
 
+    def callLater(self, period, func):  # noqa: N802 (TimeoutMixin's name)
+        """TimeoutMixin's timer and the session's deadlines, on the listener's clock."""
+        return self._factory.clock.callLater(period, func)
+
     def lineReceived(self, line: bytes):  # noqa: N802
         super().lineReceived(line.removesuffix(b"\r"))
 
@@ -166,7 +170,6 @@ class InboundFactory(protocol.Factory):
 
     def buildProtocol(self, addr):  # noqa: N802
         p = InboundProtocol(self)
-        p.callLater = self.clock.callLater  # TimeoutMixin's timer runs on our clock
         p.factory = self
         return p
 

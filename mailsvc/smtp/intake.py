@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from mailsvc.app import idempotency
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.domains import SendingDomain
 from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Item, Outcome, Submitter
@@ -81,7 +82,8 @@ def _replayed(replay: Replay) -> str:
 
 class SmtpIntake:
     def __init__(self, submitter: Submitter, limiter: RateLimiter,
-                 sending_domain: Callable[[uuid.UUID, str], Awaitable[object]], tests: TestAddresses | None = None,
+                 sending_domain: Callable[[uuid.UUID, str], Awaitable[SendingDomain | None]],
+                 tests: TestAddresses | None = None,
                  limits: MimeLimits = MimeLimits()):
         self._submitter = submitter
         self._limits = limits

@@ -101,7 +101,7 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
                                          " first), not a header field")
             if not line.strip(b" \t"):
                 raise Invalid("headers", f"headers: line {number} of the header section is white space only")
-            if number == break_line:
+            if breaking is not None and number == break_line:
                 _refuse_break(read[-1][0], breaking.group())
             read[-1][1].append(line.decode("ascii", "surrogateescape"))
             continue
@@ -113,7 +113,7 @@ def header_fields(raw: bytes) -> dict[str, list[str]]:
                                      f" (Name: value, no white space in the name or before the colon):"
                                      f" {_shown(line)}")
         name = line[:found.end() - 1].decode("ascii").lower()
-        if number == break_line:
+        if breaking is not None and number == break_line:
             _refuse_break(name, breaking.group())
         read.append((name, [line[found.end():].decode("ascii", "surrogateescape").lstrip(" \t")]))
     fields: dict[str, list[str]] = {}
@@ -195,6 +195,8 @@ def _text_body(raw: bytes, fields: dict[str, list[str]]) -> tuple[str | None, st
     # The body decoded as the parser's message would decode it, for a plain token (the header
     # section it reads is the one read here: header_fields refused any line it reads otherwise).
     data = BytesParser(policy=policy.compat32).parsebytes(raw).get_payload(decode=True)
+    if not isinstance(data, bytes):  # bytes for a message that is not multipart, as this one is
+        return None
     content = data.decode(charsets[0] if charsets else "ASCII", errors="replace").replace("\r\n", "\n")
     return (content, None) if subtype == "html" else (None, content)
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 from twisted.internet import defer
-from twisted.internet.interfaces import ISSLTransport
+from twisted.internet.interfaces import ISSLTransport, ITLSTransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 
@@ -201,6 +201,8 @@ class OutboundSMTP(LineOnlyReceiver):
 
     delimiter = b"\n"
     MAX_LENGTH = 8192
+    #: Set by makeConnection before anything here runs: TCP, and TLS once STARTTLS is done.
+    transport: ITLSTransport
 
     def __init__(self, clock, helo_name: str, tls_policy: str = OPPORTUNISTIC,
                  tls_options=None, command_timeout: float = 300, data_timeout: float = 600,
@@ -279,8 +281,8 @@ class OutboundSMTP(LineOnlyReceiver):
         """Open, and its session has not ended (a failed one is closing): fit for reuse."""
         return self._connected and self._ended is None
 
-    def when_closed(self) -> defer.Deferred:
-        d = defer.Deferred()
+    def when_closed(self) -> defer.Deferred[None]:
+        d: defer.Deferred[None] = defer.Deferred()
         if self._finished and not self._connected:
             d.callback(None)
         else:
@@ -402,6 +404,7 @@ class OutboundSMTP(LineOnlyReceiver):
 
     def _deadline_passed(self, job: _Job):
         """The job may be awaiting ``may_send`` rather than a reply: it is failed here too."""
+        failure: DeadlinePassed
         if job.asking:
             failure = DeadlinePassedUnsent("the check before DATA; connection aborted")
         else:
@@ -423,7 +426,7 @@ class OutboundSMTP(LineOnlyReceiver):
     def _enqueue(self, job: _Job):
         self._jobs.append(job)
         if self._finished:
-            self._drain()
+            self._drain(self._ended or ConnectionFault("the SMTP session has ended"))
         else:
             self._wake()
 
@@ -440,10 +443,10 @@ class OutboundSMTP(LineOnlyReceiver):
             await self._wakeup
         return self._jobs.popleft()
 
-    def _drain(self):
+    def _drain(self, failure: Exception) -> None:
         jobs, self._jobs = self._jobs, deque()
         for job in jobs:
-            job.end(self._ended)
+            job.end(failure)
 
     # -- the session --------------------------------------------------------------------
 
@@ -473,7 +476,7 @@ class OutboundSMTP(LineOnlyReceiver):
             if self._ended is not None:  # None only when the coroutine is garbage-collected
                 if job is not None:
                     job.end(self._ended)
-                self._drain()
+                self._drain(self._ended)
 
     async def _open(self):
         greeting = await self._reply(self._expect("the greeting"))
@@ -502,7 +505,7 @@ class OutboundSMTP(LineOnlyReceiver):
         if self.peer_policy is not None:
             self._check_peer()
         if self._auth is not None:
-            await self._authenticate(tls_refusal)
+            await self._authenticate(self._auth, tls_refusal)
 
     def _check_peer(self):
         """
@@ -527,7 +530,7 @@ class OutboundSMTP(LineOnlyReceiver):
             log.info("{policy} policy (testing) not met by {host}: {why}", policy=policy.name,
                      host=getattr(policy, "host", "?"), why=failure)
 
-    async def _authenticate(self, tls_refusal: Reply | None):
+    async def _authenticate(self, auth: tuple[str, str], tls_refusal: Reply | None):
         """
         AUTH PLAIN (with an initial response) when offered, else AUTH LOGIN. Credentials go
         only over an encrypted connection unless ``allow_plaintext_auth``. Any failure ends
@@ -544,7 +547,7 @@ class OutboundSMTP(LineOnlyReceiver):
             self._quit_now()
             raise SessionDeferral(Reply(450, "4.7.0", f"{why}; credentials not sent"), "blocked")
         mechanisms = _auth_mechanisms(self.extensions)
-        username, password = (part.encode("utf-8") for part in self._auth)
+        username, password = (part.encode("utf-8") for part in auth)
         if "PLAIN" in mechanisms:
             mechanism = "PLAIN"
             first = b"AUTH PLAIN " + base64.b64encode(b"\x00" + username + b"\x00" + password)
@@ -576,7 +579,7 @@ class OutboundSMTP(LineOnlyReceiver):
             self.authenticated_with = mechanism
             return
         log.warn("smarthost refused AUTH {mechanism} for {user}: {code} {text}",
-                 mechanism=mechanism, user=self._auth[0], code=reply.code, text=reply.text)
+                 mechanism=mechanism, user=auth[0], code=reply.code, text=reply.text)
         self._quit_now()
         raise SessionDeferral(reply, "transient" if 400 <= code < 500 else "blocked")
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Coroutine
+from typing import Any
 
 from twisted.internet import defer, protocol
+from twisted.internet.interfaces import ITLSTransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineReceiver
 from twisted.protocols.policies import TimeoutMixin
@@ -67,6 +69,12 @@ class ConnectionLimits:
             del self._by_client[client]
 
 
+def _closing(transport: object) -> bool:
+    """Whether the connection is being closed: Twisted's connections say so in ``disconnecting``,
+    which none of its interfaces declares."""
+    return bool(getattr(transport, "disconnecting", False))
+
+
 class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     delimiter = b"\r\n"
     #: Longest line read at all; a longer one ends the connection. DATA lines may exceed 998
@@ -76,6 +84,8 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
     max_errors: int | None = None
     #: Recipients one transaction may name; each listener sets its own.
     max_recipients: int
+    #: TCP (TLS once STARTTLS is done); None until makeConnection.
+    transport: ITLSTransport | None
 
     log = Logger()  # its namespace is the listener's class
 
@@ -127,12 +137,13 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             if call is not None and call.active():
                 call.cancel()
         self._session_ends = self._line_ends = None
-        if self._counted_as is not None:
+        if self._counted_as is not None and self._limits is not None:
             self._limits.closed(self._counted_as)
             self._counted_as = None
 
     def _client_key(self) -> str:
         """What the connection caps count a client by: its address."""
+        assert self.transport is not None  # connectionMade runs once it is set
         peer = self.transport.getPeer()
         return getattr(peer, "host", str(peer))
 
@@ -157,7 +168,7 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
             self.transport.write(f"{code}{sep}{body}\r\n".encode("utf-8", "replace"))
 
     def _close(self, code: int, enhanced: str, text: str) -> None:
-        if self.transport is None or self.transport.disconnecting:
+        if self.transport is None or _closing(self.transport):
             return
         self._reply(code, enhanced, text)
         self.transport.loseConnection()
@@ -175,10 +186,10 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         self._data: list[bytes] | None = None
         self._data_size = 0
 
-    def _pending(self, work: Awaitable, what: str) -> None:
+    def _pending(self, work: Coroutine[Any, Any, object], what: str) -> None:
         """Run an asynchronous step; no further line is read until it has answered."""
         self.pauseProducing()
-        d = defer.ensureDeferred(work)
+        d: defer.Deferred[object] = defer.ensureDeferred(work)
 
         def failed(failure):
             if failure.check(Refusal):
@@ -192,7 +203,7 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         d.addBoth(lambda _: self._resume())
 
     def _resume(self) -> None:
-        if self.transport is not None and not self.transport.disconnecting:
+        if self.transport is not None and not _closing(self.transport):
             self.resumeProducing()
 
     # Lines
@@ -202,7 +213,7 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         # Bytes of a command line not yet ended: its deadline runs from the first of them (it
         # is not restarted by more of them, only stopped by the line's end).
         if (self._command_line_seconds is not None and self._line_ends is None and self._data is None
-                and self._buffer and self.transport is not None and not self.transport.disconnecting):
+                and self._buffer and self.transport is not None and not _closing(self.transport)):
             self._line_ends = self.callLater(self._command_line_seconds, self._line_deadline)
 
     def _line_deadline(self) -> None:
@@ -269,6 +280,7 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         # Anything the client pipelined after STARTTLS was sent in clear: drop it (RFC 3207 §6).
         self.clearLineBuffer()
         self._reply(220, "2.0.0", "Ready to start TLS")
+        assert self.transport is not None  # a command came over it
         self.transport.startTLS(self._tls_options)
         self._encrypted = True
         self._helo = None
@@ -328,6 +340,8 @@ class ESMTPServerProtocol(LineReceiver, TimeoutMixin):
         self._reply(354, None, "End data with <CR><LF>.<CR><LF>")
 
     def _data_line(self, line: bytes) -> None:
+        # Lines are read as data between DATA, after MAIL FROM, and the lone period.
+        assert self._data is not None and self._sender is not None
         if line == b".":
             lines, sender, recipients = self._data, self._sender, self._recipients
             too_big = self._data_size > self._max_message_bytes

@@ -105,8 +105,9 @@ class SubmissionProtocol(ESMTPServerProtocol):
                          command_line_seconds=service.command_line_timeout)
         self._service = service
         self._clock = clock
-        self._caller = None
-        self._auth_state = None
+        self._caller: object | None = None
+        #: Where an AUTH exchange is: the mechanism, and LOGIN's user once given.
+        self._auth_state: tuple[str] | tuple[str, bytes] | None = None
         self._auth_failures = 0
 
     # Replies its clients have always seen, kept as they were.
@@ -165,8 +166,13 @@ class SubmissionProtocol(ESMTPServerProtocol):
             return self._reply(334, None, base64.b64encode(b"Username:").decode())
         self._reply(504, "5.5.4", "Unrecognized authentication mechanism")
 
+    def callLater(self, period, func):  # noqa: N802 (TimeoutMixin's name)
+        """TimeoutMixin's timer and the session's deadlines, on the listener's clock."""
+        return self._clock.callLater(period, func)
+
     def _auth_line(self, line: bytes) -> None:
         state, self._auth_state = self._auth_state, None
+        assert state is not None  # lines come here only during an AUTH exchange
         if line.strip() == b"*":
             return self._auth_failed(501, "5.0.0", "Authentication aborted")
         if state[0] == "PLAIN":
@@ -230,7 +236,7 @@ class SubmissionProtocol(ESMTPServerProtocol):
             self._close(421, "4.7.0", "Too many failed authentications, closing connection")
 
     def _client(self) -> str:
-        return network_of(self.transport.getPeer().host)
+        return network_of(super()._client_key())  # the peer's address
 
     # The transaction: only after AUTH; the message goes to accept().
 
@@ -286,6 +292,5 @@ class SubmissionFactory(protocol.Factory):
 
     def buildProtocol(self, addr):  # noqa: N802
         p = SubmissionProtocol(self._service, self._tls_options, self._implicit_tls, self._clock)
-        p.callLater = self._clock.callLater  # TimeoutMixin's timer runs on our clock
         p.factory = self
         return p

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import attrs
 from psycopg2 import errors as pgerrors
@@ -209,7 +210,10 @@ def columnar(columns: str, types: Sequence[str], rows: Sequence[tuple]) -> tuple
     """
     if columns.count(",") + 1 != len(types) or any(len(row) != len(types) for row in rows):
         raise ValueError("the columns, their types and the rows' values differ in number")
-    selected, arrays, scalars, parameters = [], [], [], []
+    selected: list[str] = []
+    arrays: list[tuple[str, str, object]] = []
+    scalars: list[object] = []
+    parameters: list[object] = []
     for n, (kind, values) in enumerate(zip(types, zip(*rows, strict=True), strict=True)):
         first = values[0]
         if all(v is first or (v == first and type(v) is type(first)) for v in values):
@@ -218,9 +222,8 @@ def columnar(columns: str, types: Sequence[str], rows: Sequence[tuple]) -> tuple
             continue
         selected.append(f"v.c{n}")
         if kind in _AS_JSON:
-            if kind == "uuid":
-                values = [None if v is None else str(v) for v in values]
-            arrays.append((json_array(kind), f"c{n}", json.dumps(values, ensure_ascii=False)))
+            shown = [None if v is None else str(v) for v in values] if kind == "uuid" else list(values)
+            arrays.append((json_array(kind), f"c{n}", json.dumps(shown, ensure_ascii=False)))
         else:
             arrays.append((f"%s::{kind}[]", f"c{n}", list(values)))
     sql = "SELECT " + ", ".join(selected)
@@ -280,11 +283,14 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
 
     Raises QuotaExceeded, IdempotencyClaimLost or SendingDomainGone for what refused it.
     """
-    parts = [("new_emails", "emails", EMAIL_COLUMNS, EMAIL_TYPES, rows.emails, _email_values),
-             ("new_deliveries", "deliveries", DELIVERY_COLUMNS, DELIVERY_TYPES, rows.deliveries, _delivery_values),
-             ("new_attachments", "attachments", ATTACHMENT_COLUMNS, ATTACHMENT_TYPES, rows.attachments,
-              _attachment_values)]
-    ctes, parameters, inserted = [], [], []
+    parts: list[tuple[str, str, str, Sequence[str], Sequence[Any], Callable[[Any], tuple]]] = [
+        ("new_emails", "emails", EMAIL_COLUMNS, EMAIL_TYPES, rows.emails, _email_values),
+        ("new_deliveries", "deliveries", DELIVERY_COLUMNS, DELIVERY_TYPES, rows.deliveries, _delivery_values),
+        ("new_attachments", "attachments", ATTACHMENT_COLUMNS, ATTACHMENT_TYPES, rows.attachments,
+         _attachment_values)]
+    ctes: list[str] = []
+    parameters: list[object] = []
+    inserted: list[str] = []
     for name, table, columns, types, typed, values_of in parts:
         if typed:
             select, values = columnar(columns, types, [values_of(one) for one in typed])

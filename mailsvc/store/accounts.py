@@ -27,7 +27,7 @@ def tenant_of(row: dict) -> Tenant:
     return Tenant(**{k: row[k] for k in _TENANT_COLUMNS.replace(" ", "").split(",")})
 
 
-async def insert_tenant(txn: Transaction, tenant_id: uuid.UUID, fields: dict, now: datetime) -> Tenant:
+async def insert_tenant(txn: Transaction, tenant_id: uuid.UUID, fields: dict, now: datetime) -> Tenant | None:
     columns = ["id", *fields, "created_at", "updated_at"]
     row = await txn.fetchone(
         f"INSERT INTO tenants ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
@@ -97,7 +97,7 @@ async def insert_key(
     created_by_user_id: uuid.UUID | None,
 ) -> dict:
     """The new key; made by a user, it keeps their address as it is now."""
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_hmac, permission, domain_id, created_at,"
         " created_by, created_by_user_id, created_by_email)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, (SELECT email FROM users WHERE id = %s))"

@@ -19,7 +19,7 @@ async def take_window(txn: Transaction, tenant_id: uuid.UUID, kind: str, now: fl
     await txn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s || ':' || %s::text, 0))", (kind, tenant_id))
     await txn.execute("DELETE FROM minute_window WHERE tenant_id = %s AND kind = %s AND at <= %s",
                       (tenant_id, kind, now - period))
-    row: dict[str, Any] = await txn.fetchone(
+    row: dict[str, Any] = await txn.fetchrow(
         "SELECT count(*) AS n, min(at) AS oldest FROM minute_window WHERE tenant_id = %s AND kind = %s",
         (tenant_id, kind))
     if row["n"] >= limit:
@@ -38,7 +38,7 @@ async def hold(txn: Transaction, tenant_id: uuid.UUID, month: date, quota: int, 
     """One unit of the month's quota held for ``hold_id``, if used + live holds stay below ``quota``."""
     await txn.execute("SELECT pg_advisory_xact_lock(hashtextextended('ai_quota:' || %s::text, 0))", (tenant_id,))
     await txn.execute("DELETE FROM ai_holds WHERE tenant_id = %s AND expires_at <= %s", (tenant_id, now))
-    row: dict[str, Any] = await txn.fetchone(
+    row: dict[str, Any] = await txn.fetchrow(
         "SELECT COALESCE((SELECT used FROM ai_usage WHERE tenant_id = %(t)s AND month = %(m)s), 0)"
         " + (SELECT count(*) FROM ai_holds WHERE tenant_id = %(t)s AND month = %(m)s) AS n",
         {"t": tenant_id, "m": month})
@@ -64,7 +64,7 @@ async def release(db: Database, hold_id: uuid.UUID) -> None:
 async def save_file(db: Database, file_id: uuid.UUID, tenant_id: uuid.UUID, digest: bytes, content_type: str,
                     body: bytes, now: datetime) -> uuid.UUID:
     """A brand file stored (once per account and content): its id."""
-    row = await db.fetchone(
+    row = await db.fetchrow(
         "INSERT INTO brand_files (id, tenant_id, sha256, content_type, body, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (tenant_id, sha256) DO UPDATE SET content_type = brand_files.content_type RETURNING id",

@@ -23,7 +23,8 @@ async def write(db: Database | Transaction, entry_id: uuid.UUID, at: datetime, a
 async def entries(db: Database, page: Page, found: AuditFilter = AuditFilter()) -> tuple[list[dict], bool]:
     """A page of entries; of one kind of actor (by the prefix it writes), about one tenant (the
     ``tenant_id`` of its detail, or of the queue filter it acted on)."""
-    conditions, values = [], []
+    conditions: list[str] = []
+    values: list[object] = []
     if found.actor_kind is not None:
         prefixes = [prefix + "%" for prefix in ACTOR_PREFIXES.values()]
         if found.actor_kind == "token":

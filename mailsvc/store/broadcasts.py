@@ -50,7 +50,7 @@ async def insert(db: Database | Transaction, broadcast_id: uuid.UUID, tenant_id:
     columns = [c for c in fields if c in WRITABLE]
     names = "".join(f", {c}" for c in columns)
     marks = "".join(", %s" for _ in columns)
-    return await db.fetchone(
+    return await db.fetchrow(
         "INSERT INTO broadcasts (id, tenant_id, status, scheduled_at, links_base, created_at, updated_at"
         f"{names}) VALUES (%s, %s, %s, %s, %s, %s, %s{marks}) RETURNING {COLUMNS}",
         [broadcast_id, tenant_id, status, scheduled_at, links_base, now, now, *(fields[c] for c in columns)],

@@ -22,7 +22,7 @@ async def profile(db: Database | Transaction, tenant_id: uuid.UUID) -> dict | No
 async def save_profile(txn: Transaction, tenant_id: uuid.UUID, theme: dict, brand: dict | None,
                        now: datetime) -> dict:
     """The account's theme (and brand, unless None: the saved one is kept) written."""
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "INSERT INTO builder_profiles (tenant_id, theme, brand, updated_at) VALUES (%s, %s, %s, %s)"
         " ON CONFLICT (tenant_id) DO UPDATE SET theme = EXCLUDED.theme,"
         " brand = COALESCE(EXCLUDED.brand, builder_profiles.brand), updated_at = EXCLUDED.updated_at"

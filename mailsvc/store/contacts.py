@@ -14,7 +14,7 @@ their memberships in one statement (docs/decisions.md, "Contacts, segments and a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +48,7 @@ async def get(db: Database | Transaction, tenant_id: uuid.UUID, key: uuid.UUID |
     )
 
 
-async def lock(txn: Transaction, tenant_id: uuid.UUID, emails: list[str] = (),
+async def lock(txn: Transaction, tenant_id: uuid.UUID, emails: Sequence[str] = (),
                key: uuid.UUID | str | None = None) -> list[dict]:
     """
     The account's contacts with these addresses (or this key), locked, in one lock order.
@@ -186,7 +186,8 @@ async def page(db: Database, tenant_id: uuid.UUID, page: Page, prefix: str | Non
     address, first or last name starts with ``prefix`` (a LIKE pattern, lower case).
     """
     where, order, params = clause(page, "c.id")
-    conditions, values = ["c.tenant_id = %s"], [tenant_id]
+    conditions: list[str] = ["c.tenant_id = %s"]
+    values: list[object] = [tenant_id]
     source = "contacts c"
     if segment_id is not None:
         source = "segment_contacts m JOIN contacts c ON c.id = m.contact_id"

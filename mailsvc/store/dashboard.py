@@ -70,7 +70,7 @@ async def delete_user(txn: Transaction | Database, tenant_id: uuid.UUID, user_id
 
 
 async def owners_left(txn: Transaction | Database, tenant_id: uuid.UUID) -> int:
-    row = await txn.fetchone(
+    row = await txn.fetchrow(
         "SELECT count(*) AS n FROM users WHERE tenant_id = %s AND role = 'owner' AND password_hash IS NOT NULL",
         (tenant_id,),
     )
@@ -215,7 +215,7 @@ async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uui
 async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:
     """Of the webhook's deliveries last attempted at ``since`` or later: how many were delivered,
     and how many were attempted at all."""
-    return await db.fetchone(
+    return await db.fetchrow(
         "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS attempted"
         " FROM webhook_deliveries WHERE tenant_id = %s AND webhook_id = %s AND last_attempt_at >= %s",
         (tenant_id, webhook_id, since), desc="webhook outcomes",

@@ -102,7 +102,7 @@ _FAIL_SUSPENDED_CHUNK = (
 async def _fail_suspended_chunk(txn: Transaction, clock, tenant_id: uuid.UUID, chunk: int) -> int:
     now = clock.seconds()
     at = timefmt.from_seconds(now)
-    row = await txn.fetchone(_FAIL_SUSPENDED_CHUNK, {
+    row = await txn.fetchrow(_FAIL_SUSPENDED_CHUNK, {
         "tenant": tenant_id, "at": at, "chunk": chunk, "response": "account suspended",
         "ids": [uuid7(now) for _ in range(chunk)], "created_at": timefmt.iso(at), "reason": ACCOUNT_SUSPENDED,
         "order": list(LAST_EVENT_ORDER),

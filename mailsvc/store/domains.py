@@ -21,15 +21,15 @@ _COLUMNS = (
 _KEY_COLUMNS = "id, domain_id, selector, algorithm, public_key, created_at"
 
 
-async def lock_tenant(txn: Transaction, tenant_id: uuid.UUID) -> dict | None:
+async def lock_tenant(txn: Transaction, tenant_id: uuid.UUID) -> dict:
     """The tenant's domain limit, its row locked so that concurrent creations count in turn."""
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "SELECT max_domains FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,)
     )
 
 
 async def count_domains(txn: Transaction, tenant_id: uuid.UUID) -> int:
-    row = await txn.fetchone("SELECT count(*) AS n FROM domains WHERE tenant_id = %s", (tenant_id,))
+    row = await txn.fetchrow("SELECT count(*) AS n FROM domains WHERE tenant_id = %s", (tenant_id,))
     return row["n"]
 
 
@@ -44,7 +44,7 @@ async def insert_domain(
     tls: str, region: str, now: datetime,
 ) -> dict:
     try:
-        return await txn.fetchone(
+        return await txn.fetchrow(
             "INSERT INTO domains (id, tenant_id, name, status, return_path, tls, region, created_at,"
             " updated_at) VALUES (%s, %s, %s, 'not_started', %s, %s, %s, %s, %s)"
             f" RETURNING {_COLUMNS}",
@@ -58,7 +58,7 @@ async def insert_key(
     txn: Transaction, key_id: uuid.UUID, domain_id: uuid.UUID, selector: str, algorithm: str,
     public_key: str, sealed: bytes, now: datetime,
 ) -> dict:
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "INSERT INTO dkim_keys (id, domain_id, selector, algorithm, public_key, private_key,"
         f" created_at) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {_KEY_COLUMNS}",
         (key_id, domain_id, selector, algorithm, public_key, sealed, now),
@@ -115,7 +115,7 @@ async def plan_check(
     txn: Transaction, domain_id: uuid.UUID, status: str, now: datetime, new_window: bool
 ) -> dict:
     """Check now; a check under way for the domain loses its claim (its result is dropped)."""
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "UPDATE domains SET status = %(status)s, next_check_at = %(now)s, claim = NULL,"
         " claimed_until = NULL, updated_at = %(now)s,"
         " window_started = CASE WHEN %(new_window)s THEN %(now)s ELSE window_started END,"
@@ -179,7 +179,7 @@ async def take_setup(txn: Transaction, tenant_id: uuid.UUID, now: float, limit: 
     await txn.execute(
         "DELETE FROM dns_setups WHERE tenant_id = %s AND at <= %s", (tenant_id, now - period)
     )
-    row: dict[str, Any] = await txn.fetchone(
+    row: dict[str, Any] = await txn.fetchrow(
         "SELECT count(*) AS n, min(at) AS oldest FROM dns_setups WHERE tenant_id = %s", (tenant_id,)
     )
     if row["n"] >= limit:

@@ -70,7 +70,7 @@ async def sender(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID) -> tup
     return (False, None) if row is None else (True, row["sender"])
 
 
-async def reschedule(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, scheduled_at: datetime) -> bool:
+async def reschedule(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID, scheduled_at: datetime | None) -> bool:
     """Give a scheduled email another time; False when it is absent or no longer scheduled."""
     row = await db.fetchone(
         "UPDATE emails SET scheduled_at = %s WHERE tenant_id = %s AND id = %s AND status = 'scheduled' RETURNING id",

@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from twisted.internet import threads
 from twisted.logger import Logger
@@ -91,7 +92,7 @@ class EmbeddedCluster:
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         owner = self._owner
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if owner is not None and os.geteuid() != owner.pw_uid:
             kwargs = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
         env = dict(os.environ, LC_ALL="C.UTF-8", HOME=str(self._root))

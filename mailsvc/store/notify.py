@@ -15,6 +15,7 @@ from collections.abc import Callable
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from mailsvc.store.connection import Connection
 from mailsvc.store.database import Database
 
 log = Logger()
@@ -28,7 +29,7 @@ class Notifications:
     def __init__(self, db: Database):
         self._db = db
         self._callbacks: dict[str, list[Callback]] = {}
-        self._connection = None
+        self._connection: Connection | None = None
         self._lock = defer.DeferredLock()
 
     async def listen(self, channel: str, callback: Callback) -> None:
@@ -58,6 +59,8 @@ class Notifications:
                 log.failure("NOTIFY callback on {channel} failed", channel=notify.channel)
 
     async def _recovered(self) -> None:
+        if self._connection is None:  # the recovery handler is added with the connection
+            return
         for channel in self._callbacks:
             await self._connection.runOperation(f"LISTEN {channel}")
         log.info("LISTEN connection is back; waking every listener")

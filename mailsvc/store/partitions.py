@@ -12,9 +12,10 @@ import re
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg2
+import psycopg2.extensions
 from psycopg2 import errors as pgerrors
 from psycopg2 import sql
 
@@ -229,10 +230,10 @@ def drop_old(dsn: str, lock_timeout: float = 10, say: Callable[[str], None] = pr
             _act_as_owner(cur)
             for table in TABLES:
                 cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table + "_old",))
-                if cur.fetchone()[0]:
+                if _the_row(cur)[0]:
                     cur.execute(sql.SQL("SELECT (SELECT count(*) FROM {}), (SELECT count(*) FROM {})").format(
                         sql.Identifier(table + "_old"), sql.Identifier(table)))
-                    old, new = cur.fetchone()
+                    old, new = _the_row(cur)
                     say(f"{table}_old: {old} rows ({table}: {new}); dropped")
             conn.commit()
             _bounded(conn, cur, lock_timeout, lambda: cur.execute(
@@ -260,6 +261,14 @@ def _check_schema(cur) -> None:
         raise PartitionError(
             f"the database has schema version {version}; this step was written for {WRITTEN_FOR_SCHEMA}"
             " (start the nodes of this version first, or use the step of the database's version)")
+
+
+def _the_row(cur: psycopg2.extensions.cursor) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, a function's value)."""
+    row = cur.fetchone()
+    if row is None:
+        raise LookupError("no row from a statement that always returns one")
+    return row
 
 
 def _act_as_owner(cur) -> None:
@@ -506,7 +515,7 @@ async def maintain(db: Database, now: datetime) -> list[dict]:
     Premake and retention when the tables are partitioned (nothing otherwise): what was created
     and dropped, as ``{"action", "partition_name"}``.
     """
-    present = await db.fetchone("SELECT to_regclass('storage_settings') IS NOT NULL AS present",
+    present = await db.fetchrow("SELECT to_regclass('storage_settings') IS NOT NULL AS present",
                                 desc="time partitions present")
     if not present["present"]:
         return []

@@ -38,7 +38,7 @@ GROUPS_SHOWN = 100
 
 
 def _where(found: QueueFilter, now: datetime) -> tuple[str, dict]:
-    conditions, params = [_QUEUED], {"now": now}
+    conditions, params = [_QUEUED], dict[str, object](now=now)
     if found.ids is not None:
         conditions.append("d.id = ANY(%(ids)s::uuid[])")
         params["ids"] = list(found.ids)

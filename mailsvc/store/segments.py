@@ -14,7 +14,7 @@ COLUMNS = "id, name, created_at, updated_at"
 
 async def insert(db: Database | Transaction, segment_id: uuid.UUID, tenant_id: uuid.UUID, name: str,
                  now: datetime) -> dict:
-    return await db.fetchone(
+    return await db.fetchrow(
         f"INSERT INTO segments (id, tenant_id, name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
         f" RETURNING {COLUMNS}",
         (segment_id, tenant_id, name, now, now),

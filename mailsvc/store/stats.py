@@ -22,7 +22,7 @@ async def mail_today(db: Database, day: datetime) -> list[dict]:
 
 async def queues(db: Database) -> dict:
     """Deliveries due and not done, webhook requests pending: how many, and the oldest's age in seconds."""
-    row = await db.fetchone(
+    row = await db.fetchrow(
         "SELECT"
         " (SELECT count(*) FROM deliveries WHERE due_at <= now() AND status IN ('queued', 'deferred'))"
         "   AS queue_depth,"

@@ -47,7 +47,7 @@ async def insert(txn: Transaction, template_id: uuid.UUID, tenant_id: uuid.UUID,
     names = "".join(f", {c}" for c in columns)
     marks = "".join(", %s" for _ in columns)
     try:
-        return await txn.fetchone(
+        return await txn.fetchrow(
             f"INSERT INTO templates (id, tenant_id, created_at, updated_at{names})"
             f" VALUES (%s, %s, %s, %s{marks}) RETURNING {COLUMNS}",
             [template_id, tenant_id, now, now, *(_value(c, fields[c]) for c in columns)],
@@ -98,7 +98,7 @@ async def update(txn: Transaction, template_id: uuid.UUID, fields: dict[str, Any
     columns = [c for c in fields if c in WRITABLE]
     assignments = "".join(f"{c} = %s, " for c in columns)
     try:
-        return await txn.fetchone(
+        return await txn.fetchrow(
             f"UPDATE templates SET {assignments}updated_at = %s WHERE id = %s RETURNING {COLUMNS}",
             [*(_value(c, fields[c]) for c in columns), now, template_id],
         )
@@ -115,7 +115,7 @@ async def publish(txn: Transaction, template: dict, version_id: uuid.UUID, now: 
         " FROM templates WHERE id = %s",
         (version_id, now, template["id"]),
     )
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "UPDATE templates SET current_version_id = %s, published_at = %s, updated_at = %s WHERE id = %s"
         f" RETURNING {COLUMNS}",
         (version_id, now, now, template["id"]),

@@ -55,7 +55,7 @@ async def enable(db: Database, t: Tables, person_id: uuid.UUID, pending: bytes, 
     return row is not None
 
 
-async def disable(db: Database, t: Tables, person_id: uuid.UUID) -> None:
+async def disable(db: Database | Transaction, t: Tables, person_id: uuid.UUID) -> None:
     await db.execute(
         f"UPDATE {t.people} SET totp_secret = NULL, totp_pending = NULL, totp_enabled_at = NULL,"
         " totp_last_step = NULL, recovery_codes = NULL WHERE id = %s", (person_id,),

@@ -19,7 +19,7 @@ async def counts(db: Database, tenant_id: uuid.UUID, day: datetime, month: datet
     (midnights UTC). E-mails are counted by id: UUIDv7 ids sort by time of acceptance, so the
     ``emails_tenant`` index bounds the scan to the period.
     """
-    row = await db.fetchone(
+    row = await db.fetchrow(
         "SELECT"
         " (SELECT coalesce(max(count), 0) FROM usage WHERE tenant_id = %(t)s AND period = %(dp)s) AS day_recipients,"
         " (SELECT coalesce(max(count), 0) FROM usage WHERE tenant_id = %(t)s AND period = %(mp)s) AS month_recipients,"

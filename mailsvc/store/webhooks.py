@@ -22,7 +22,7 @@ async def insert(
     txn: Transaction, webhook_id: uuid.UUID, tenant_id: uuid.UUID, endpoint: str,
     events: tuple[str, ...], naming: str, sealed_secret: bytes, now: datetime,
 ) -> dict:
-    return await txn.fetchone(
+    return await txn.fetchrow(
         "INSERT INTO webhooks (id, tenant_id, endpoint, events, naming, secret, created_at, updated_at)"
         f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
         (webhook_id, tenant_id, endpoint, list(events), naming, sealed_secret, now, now),
@@ -32,7 +32,7 @@ async def insert(
 async def count_locking_tenant(txn: Transaction, tenant_id: uuid.UUID) -> int:
     """The account's webhooks, counted with its row locked: concurrent creations count in turn."""
     await txn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
-    row = await txn.fetchone("SELECT count(*) AS n FROM webhooks WHERE tenant_id = %s", (tenant_id,))
+    row = await txn.fetchrow("SELECT count(*) AS n FROM webhooks WHERE tenant_id = %s", (tenant_id,))
     return row["n"]
 
 
@@ -169,7 +169,7 @@ def _outcome_params(outcomes: list[tuple]) -> dict[str, list]:
 
 async def fan_out(txn: Transaction, now: datetime, limit: int) -> int:
     """Fan out up to ``limit`` events; returns how many were taken."""
-    row = await txn.fetchone(_FAN_OUT, {"fan_out": limit, "now": now})
+    row = await txn.fetchrow(_FAN_OUT, {"fan_out": limit, "now": now})
     return row["taken"]
 
 

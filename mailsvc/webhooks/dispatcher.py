@@ -101,7 +101,7 @@ class HostLimits:
             if len(self._hosts) >= HOSTS_KEPT:
                 self._forget_idle()
             entry = self._hosts[host] = _Host(Pace(self._rate, max(self._rate, 1)))
-        turn = defer.Deferred(entry.waiting.remove)
+        turn: defer.Deferred[None] = defer.Deferred(entry.waiting.remove)
         entry.waiting.append(turn)
         self._admit(entry)
         return turn

@@ -317,6 +317,10 @@ class CountingDatabase(Database):
                 outer.statements += 1
                 return await self._txn.fetchone(*a)
 
+            async def fetchrow(self, *a):
+                outer.statements += 1
+                return await self._txn.fetchrow(*a)
+
         async def counted(txn, *a, **kw):
             return await fn(Counted(txn), *a, **kw)
 

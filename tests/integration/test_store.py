@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 from contextlib import closing
 
 import psycopg2
@@ -145,6 +146,78 @@ async def test_pool_recovers_after_its_connections_are_killed(db):
         [defer.ensureDeferred(db.fetchone("SELECT 1 AS one")) for _ in range(16)]
     )
     assert all(r["one"] == 1 for r in results)
+
+
+def _terminate_and_wait(dsn: str, pid: int) -> None:
+    """Ends backend ``pid`` and waits until it is gone, blocking: the reactor reads nothing meanwhile."""
+    with closing(psycopg2.connect(dsn)) as conn, conn.cursor() as cur:
+        conn.autocommit = True
+        cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for _ in range(500):
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+            if cur.fetchone()[0] == 0:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"backend {pid} still there")
+
+
+@pt.ensureDeferred
+async def test_a_connection_killed_between_two_uses_serves_the_next_query_anew(fresh_dsn):
+    db = Database(reactor, fresh_dsn, 1)
+    await db.start()
+    try:
+        first = await db.fetchone("SELECT pg_backend_pid() AS pid")
+        # Killed and gone before the reactor could read the server's goodbye: the pool's one
+        # connection still looks usable when the next query takes it.
+        _terminate_and_wait(fresh_dsn, first["pid"])
+        second = await db.fetchone("SELECT pg_backend_pid() AS pid")
+        assert second["pid"] != first["pid"]
+        assert db.pool_use() == (1, 0, 0)
+    finally:
+        db.stop()
+
+
+@pt.ensureDeferred
+async def test_a_transaction_whose_connection_dies_before_commit_runs_again(fresh_dsn):
+    db = Database(reactor, fresh_dsn, 1)
+    await db.start()
+    await db.execute("CREATE TABLE t (x int)")
+    attempts = []
+
+    async def body(txn):
+        attempts.append((await txn.fetchone("SELECT pg_backend_pid() AS pid"))["pid"])
+        await txn.execute("INSERT INTO t VALUES (%s)", (len(attempts),))
+        if len(attempts) == 1:
+            await threads.deferToThread(_terminate_and_wait, fresh_dsn, attempts[0])
+            await txn.execute("INSERT INTO t VALUES (0)")  # sent on the dead connection
+        return len(attempts)
+
+    try:
+        assert await db.run("twice", body) == 2
+        assert attempts[0] != attempts[1]
+        assert [r["x"] for r in await db.fetchall("SELECT x FROM t")] == [2]
+    finally:
+        db.stop()
+
+
+@pt.ensureDeferred
+async def test_the_pool_counts_its_connections_in_use_and_its_waiting_callers(fresh_dsn):
+    db = Database(reactor, fresh_dsn, 2)
+    await db.start()
+    try:
+        release: defer.Deferred = defer.Deferred()
+
+        async def hold(txn):
+            await when_done(release)
+
+        holders = [defer.ensureDeferred(db.run("hold", hold)) for _ in range(3)]
+        await async_until(lambda: db.pool_use()[1] == 2, 5, "two connections in use", interval=0.01)
+        assert db.pool_use() == (2, 2, 1)
+        release.callback(None)
+        await defer.gatherResults(holders)
+        assert db.pool_use() == (2, 0, 0)
+    finally:
+        db.stop()
 
 
 @pytest.mark.parametrize(("dsn", "expected"), [

@@ -33,7 +33,7 @@ from mailsvc.http.schemas import PREVIEW_SPAM
 
 BROADCAST_STATUS = {"enum": ["draft", "scheduled", "queued", "sending", "sent", "canceled", "failed"]}
 #: A broadcast's create and PATCH body (domain/broadcasts.py ``broadcast_fields``).
-BROADCAST_FIELDS = dict(segment_id=UUID, audience_id=UUID, name=STR, **{"from": STR}, subject=STR,
+BROADCAST_FIELDS: dict[str, dict] = dict(segment_id=UUID, audience_id=UUID, name=STR, **{"from": STR}, subject=STR,
                         reply_to=STR_OR_LIST, preview_text=STR, html=STR, text=STR,
                         topic_id={"enum": [None, ""]})
 #: A broadcast as ``GET /broadcasts/{id}`` shows it (app/broadcasts.py ``resource``).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Literal
 
 import attrs
 
@@ -98,7 +99,8 @@ class EmailsResource:
         self._public_url = PublicUrl(public_url)
 
     async def _submitted(self, request, caller: Caller, scope: str, body, items: list[Item],
-                         respond: Callable[[Outcome], Reply], batch: str | None = None) -> Reply:
+                         respond: Callable[[Outcome], Reply],
+                         batch: Literal["strict", "permissive"] | None = None) -> Reply:
         result = await self._submitter.submit(
             caller, items, "api", _idempotency_key(request, scope, body),
             answers=_Answers(respond, context_of(request).surface, context_of(request).request_id), batch=batch,
@@ -148,7 +150,7 @@ class EmailsResource:
             failures = [{"index": index, "message": error.message} for index, error in outcome.refused]
             return Reply(200, {"data": data, "errors": failures})
 
-        mode = "permissive" if permissive else "strict"
+        mode: Literal["strict", "permissive"] = "permissive" if permissive else "strict"
         scope = f"batch {context_of(request).surface} {mode}"
         items = [_batch_item(item) for item in body]
         return await self._submitted(request, caller, scope, body, items, respond, batch=mode)
@@ -192,7 +194,7 @@ class EmailsResource:
     async def attachments(self, request, caller: Caller, email_id: str):
         page = page_of(request.args, None)
         rows, has_more = await self._emails.attachments(caller.tenant.id, _email_id(email_id), page)
-        return envelope([self._emails.attachment_item(row, self._base_url(request)) for row in rows], has_more)
+        return envelope([self._emails.attachment_item(row, self._public_url.of(request)) for row in rows], has_more)
 
     @route("GET", "/emails/<email_id>/attachments/<attachment_id>", access=FULL, op=Operation("Retrieve an attachment"))
     async def attachment(self, request, caller: Caller, email_id: str, attachment_id: str):
@@ -200,7 +202,7 @@ class EmailsResource:
         if attachment_uuid is None:
             raise NotFound("Attachment")
         row = await self._emails.attachment(caller.tenant.id, _email_id(email_id), attachment_uuid)
-        return {"object": "attachment", **self._emails.attachment_item(row, self._base_url(request))}
+        return {"object": "attachment", **self._emails.attachment_item(row, self._public_url.of(request))}
 
     @route("GET", "/public/attachments/<token>", access=PUBLIC,
            op=Operation("Download an attachment through its signed link", responses={200: None},

@@ -18,10 +18,11 @@ from mailsvc.http.router import FULL, TEMPLATE_BODY_LIMIT, Reply, route
 from mailsvc.http.schemas import PREVIEW_SPAM
 
 #: A template's create and PATCH body (domain/templates.py ``FIELDS``).
-TEMPLATE_FIELDS = dict(name=STR, alias=STR, **{"from": STR}, subject=STR, reply_to=STR_OR_LIST, html=STR, text=STR,
-                       builder=OBJECT, variables={"type": "array", "items": obj(
-                           ("key",), key=STR, type={"enum": ["string", "number"]},
-                           fallback_value={"type": ["string", "number"]})})
+TEMPLATE_FIELDS: dict[str, dict] = dict(
+    name=STR, alias=STR, **{"from": STR}, subject=STR, reply_to=STR_OR_LIST, html=STR, text=STR,
+    builder=OBJECT, variables={"type": "array", "items": obj(
+        ("key",), key=STR, type={"enum": ["string", "number"]},
+        fallback_value={"type": ["string", "number"]})})
 
 #: The fields of a template whose strings may hold line breaks (every other is one line).
 TEMPLATE_TEXTS = ("html", "text", "builder.**", "variables[].fallback_value")

@@ -58,7 +58,9 @@ class Group(service.MultiService):
 
     async def _stop_children(self) -> None:
         for child in reversed(list(self)):
-            if child.running:  # a loop or engine a test started by itself is running too
+            # A group is gone through even when not started as a whole: a loop or engine in it
+            # may run on its own (started by a test).
+            if child.running or isinstance(child, service.MultiService):
                 try:
                     await defer.maybeDeferred(child.stopService)
                 except Exception:

@@ -253,7 +253,7 @@ def serve(state_dir: str, settings: dict, inherit: bool = True, on_ready: Callab
     from twisted.internet import reactor
     from twisted.logger import globalLogBeginner, jsonFileLogObserver
 
-    from mailsvc import compose
+    from mailsvc import root
     from mailsvc.config import load
 
     inherited = {k: v for k, v in os.environ.items() if k.startswith("MAILSVC_")} if inherit else {}
@@ -261,7 +261,7 @@ def serve(state_dir: str, settings: dict, inherit: bool = True, on_ready: Callab
                                  "MAILSVC_STATE_DIR": state_dir})
     log_file = open(Path(state_dir).parent / "server.log", "a", encoding="utf-8")
     globalLogBeginner.beginLoggingTo([jsonFileLogObserver(log_file)], redirectStandardIO=False)
-    node = compose.build(config)
+    node = root.build(config)
     if on_ready is not None:
         node.ready.addCallback(on_ready)
     node.ready.addCallback(lambda _: (Path(state_dir).parent / "ready").write_text("ok"))

@@ -2,7 +2,7 @@
 Contacts: loading contacts through ``POST /contacts/batch``, and listing them
 (``GET /contacts?q=`` and ``GET /segments/{id}/contacts``) on an account of a million.
 
-Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
+Starts a node the way the daemon does (``root.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, the HTTP listener on
 127.0.0.1; roles ``api, webhooks, scheduler``, nothing delivered) in a process of its own. The
 tenants are made through the operator API (``api_rate_per_sec`` raised).

@@ -1,7 +1,7 @@
 """
 Authenticated HTTP requests per second.
 
-Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
+Starts a node the way the daemon does (``root.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, HTTP listener) in a
 process of its own, creates a tenant with an unlimited API rate through the operator API, and
 drives ``GET /api-keys`` and an authenticated no-op route (registered only in this benchmark's
@@ -36,7 +36,7 @@ def serve(state_dir: str, port: int) -> None:
             async def noop(self, request, caller):
                 return {}
 
-        node.parts["assembled"].router.mount(Noop())
+        node.parts.assembled.router.mount(Noop())
 
     common.serve(state_dir, {"MAILSVC_HTTP_LISTEN": f"tcp:{port}:interface=127.0.0.1"}, inherit=False,
                  on_ready=add_noop_route)

@@ -2,7 +2,7 @@
 The operator's queue: ``GET /admin/v1/queue`` (the summary) and a filtered
 ``GET /admin/v1/queue/deliveries`` on a queue of ``--rows`` (1,000,000) deliveries.
 
-Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
+Starts a node the way the daemon does (``root.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, the HTTP listener on
 127.0.0.1; roles ``api, webhooks, scheduler``: nothing is delivered, the queue stays as made)
 in a process of its own. ``--tenants`` (20) tenants are made through the operator API; their

@@ -1,7 +1,7 @@
 """
 Sending throughput: ``POST /emails``, ``POST /emails/batch`` and SMTP submission.
 
-Starts a node the way the daemon does (``compose.build``: embedded PostgreSQL with its default
+Starts a node the way the daemon does (``root.build``: embedded PostgreSQL with its default
 durable settings in a throw-away state directory, migrations, loops, the HTTP listener and a
 STARTTLS submission listener on 127.0.0.1) in a process of its own; with ``--processes 1,2``
 the measurements are repeated with a second API-only process on the same database (same master

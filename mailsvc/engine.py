@@ -5,6 +5,8 @@ number of instances, on one node or many, take disjoint rows) and starts their w
 on the engine's channel wakes it; work still running between steps is tracked until it lands;
 a stop claims no more, waits a while for that work and hands what is left to the engine to give
 back. Each engine's own claims, renewals and outcomes sit on top, with their SQL in ``store/``.
+An engine is a service of the node's tree (``mailsvc.service``), started after the LISTEN
+that wakes it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from twisted.application import service
 from twisted.internet import defer
 
 from mailsvc.deferreds import when_done
 from mailsvc.loop import Loop
 
 
-class LeasedEngine:
+class LeasedEngine(service.Service):
     #: What the node log and the loop-failure metric call it.
     desc: str
     #: The node role that runs it (``node.roles``); each process given the role runs its own.
@@ -34,6 +37,7 @@ class LeasedEngine:
 
     def __init__(self, clock, loop_desc: str, interval: float, on_failure: Callable[[str], None] | None = None):
         self._clock = clock
+        self.name = self.desc
         self._loop = Loop(clock, loop_desc, interval, self.step, on_failure)
         #: Work started by a step and not landed yet: its Deferred and what it holds (leased rows).
         self._in_flight: dict[Hashable, tuple[defer.Deferred, Any]] = {}
@@ -44,10 +48,20 @@ class LeasedEngine:
         raise NotImplementedError
 
     def start(self) -> None:
+        self.running = 1
         self._stopping = False
         self._loop.start()
         if self.step_at_start:
             self._loop.wake()
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    def startService(self):  # noqa: N802 (Twisted's name)
+        self.start()
+
+    def stopService(self):  # noqa: N802
+        return defer.ensureDeferred(self.stop())
 
     def wake(self, *_: object) -> None:
         """A step now (after the one under way): work landed, or more is due."""
@@ -99,6 +113,7 @@ class LeasedEngine:
 
     async def _stop_claiming(self) -> None:
         """No more steps or claims: the loop stopped (after its step under way), no step planned."""
+        self.running = 0
         self._stopping = True
         await self._loop.stop()
         self._wake_at(None)

@@ -1,11 +1,13 @@
 """The one runner of background work: a step every interval, woken early on demand, whose
-failures are logged and counted but never stop it."""
+failures are logged and counted but never stop it. A loop is a service of the node's tree
+(``mailsvc.service``), named by its ``desc``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from twisted.application import service
 from twisted.internet import defer
 from twisted.logger import Logger
 
@@ -14,7 +16,7 @@ from mailsvc.deferreds import when_done
 log = Logger()
 
 
-class Loop:
+class Loop(service.Service):
     def __init__(
         self,
         clock,
@@ -25,6 +27,7 @@ class Loop:
     ):
         self._clock = clock
         self.desc = desc
+        self.name = desc
         self._interval = interval
         self._step = step
         self._on_failure = on_failure
@@ -35,8 +38,15 @@ class Loop:
         self._stopped = True
 
     def start(self) -> None:
+        self.running = 1
         self._stopped = False
         self._schedule(self._interval)
+
+    def startService(self):  # noqa: N802 (Twisted's name)
+        self.start()
+
+    def stopService(self):  # noqa: N802
+        return defer.ensureDeferred(self.stop())
 
     def wake(self, gather: float = 0) -> None:
         """
@@ -77,6 +87,7 @@ class Loop:
 
     async def stop(self) -> None:
         """Stop scheduling and wait for a run under way."""
+        self.running = 0
         self._stopped = True
         if self._timer is not None and self._timer.active():
             self._timer.cancel()

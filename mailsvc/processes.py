@@ -19,7 +19,7 @@ from twisted.logger import Logger
 log = Logger()
 
 #: Roles every worker runs (each delivery worker and dispatcher with its share of the node's
-#: limits, ``domain.shares``); the others run in the first worker only.
+#: limits, ``domain.shares``); the others run in the first worker only (``parent.worker_roles``).
 EVERY_WORKER = frozenset({"api", "delivery", "webhooks"})
 #: The first inherited socket's descriptor in a worker (0-2 are stdin, stdout, stderr).
 FIRST_SOCKET_FD = 3
@@ -117,12 +117,6 @@ def worker_sockets(ports: dict[str, tcp.Port]) -> tuple[dict[str, tuple[int, int
         sockets[name] = (child_fd, port.socket.family)
         child_fds[child_fd] = port.fileno()
     return sockets, child_fds
-
-
-def worker_roles(roles: tuple[str, ...], slot: int) -> tuple[str, ...]:
-    """The first worker runs every role of the node; the others serve requests, deliver and
-    dispatch webhooks, leaving the scheduler and the broadcast fan-out to the first."""
-    return roles if slot == 0 else tuple(role for role in roles if role in EVERY_WORKER)
 
 
 class _ParentPipe(abstract.FileDescriptor):

@@ -38,7 +38,7 @@ def worker_command(options: Options) -> list[str]:
 
 
 def makeService(options: Options):  # noqa: N802 (twistd's name)
-    from mailsvc import compose, processes
+    from mailsvc import processes, root
     from mailsvc.config import ConfigError, load
 
     try:
@@ -49,5 +49,5 @@ def makeService(options: Options):  # noqa: N802 (twistd's name)
         from mailsvc import logs
 
         logs.PARENT_LOGGER["name"] = options["parent-logger"]  # read by logs.worker_observer, next
-        return compose.build(config, inherited=processes.Inherited.from_json(options["worker"]))
-    return compose.build(config, worker_command=worker_command(options))
+        return root.build(config, inherited=processes.Inherited.from_json(options["worker"]))
+    return root.build(config, worker_command=worker_command(options))

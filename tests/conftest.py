@@ -28,10 +28,10 @@ from mailsvc.store.migrate import migrate
 from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
 from tests.helpers.browser import browser, daemon  # noqa: F401 (fixtures: headless Chromium, a browser walk's node)
 from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
+from tests.helpers.mta import start_mta, stop_mta
 from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching MTA-STS policies)
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
 from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook dispatch nodes)
-from tests.mta import start_mta, stop_mta
 from tests.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
 
@@ -175,13 +175,12 @@ async def api(db, config, tmp_path):
     yield app
     await app.pool.closeCachedConnections()
     await port.stopListening()
-    for loop in parts.loops:
-        await loop.stop()
+    await parts.service.stopService()  # what of the tree a test started (loops, engines)
 
 
 @pytest_twisted.async_yield_fixture
 async def mta(db, dns_server, smtp_sink):  # noqa: F811 (fixtures imported above)
-    """The application with its delivery worker running, aimed at ``smtp_sink`` (tests/mta.py)."""
+    """The application with its delivery worker running, aimed at ``smtp_sink`` (tests/helpers/mta.py)."""
     running = await start_mta(Api, db, dns_server, smtp_sink)
     yield running
     await stop_mta(running)

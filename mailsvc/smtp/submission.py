@@ -14,7 +14,7 @@ import base64
 import binascii
 import re
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from twisted.internet import protocol
 
@@ -71,7 +71,7 @@ class Submission:
     def __init__(
         self,
         authenticate: Callable[[str], Awaitable[object | None]],
-        accept_message: Callable[[object, bytes, list[str], list[str]], Awaitable[str]],
+        accept_message: Callable[[Any, bytes, list[str], list[str]], Awaitable[str]],
         hostname: str,
         idle_timeout: float = 300,
         first_command_timeout: float = FIRST_COMMAND_TIMEOUT,

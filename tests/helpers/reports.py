@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.mta import DOMAIN
+from tests.helpers.mta import DOMAIN
 
 
 def dsn(to: str, *failed: str, original: str = "") -> bytes:

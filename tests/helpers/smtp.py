@@ -8,7 +8,7 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor
 
-from mailsvc import compose
+from mailsvc import listeners
 from mailsvc.crypto import tls
 
 
@@ -23,7 +23,7 @@ def smtp_ports(api, pem):
     ports = []
     for description in ("tcp:0:interface=127.0.0.1", "ssl:0:interface=127.0.0.1"):
         ports.append(pt.blockon(defer.ensureDeferred(
-            compose.listen_submission(reactor, description, api.parts.submission, options))))
+            listeners.listen_submission(reactor, description, api.parts.submission, options))))
     yield {"starttls": ports[0].getHost().port, "implicit": ports[1].getHost().port}
     for port in ports:
         pt.blockon(port.stopListening())

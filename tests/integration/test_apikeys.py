@@ -215,7 +215,7 @@ async def two_apps(db, config):
     apps = []
     for _ in range(2):
         parts = compose.assemble(reactor, config, db, master, operator_token)
-        await compose.follow_key_changes(parts)
+        await parts.keyring.follow(parts.notifications)  # as the tree starts it
         apps.append(Api(parts, reactor.listenTCP(0, parts.site, interface="127.0.0.1"), operator_token))
     yield apps
     for app in apps:

@@ -20,8 +20,8 @@ from mailsvc.domain.documents import document_of
 from mailsvc.domain.emailhtml import BuilderRenderer, esc
 from mailsvc.domain.themes import brand_of, theme_of
 from tests.helpers.builder import EVERY_BLOCK
+from tests.helpers.mta import DOMAIN
 from tests.helpers.sending import sending_tenant
-from tests.mta import DOMAIN
 from tests.sdk import call
 
 DOCUMENT = {"version": 1, "preview_text": "Your receipt", "blocks": [

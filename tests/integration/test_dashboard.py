@@ -19,7 +19,7 @@ from twisted.internet import defer, reactor, task
 from twisted.names.dns import TXT
 
 import mailsvc.web
-from mailsvc import compose
+from mailsvc import first_account, runners
 from mailsvc.config import load
 from mailsvc.http.access.base import SAFE_METHODS
 from mailsvc.http.router import SESSION
@@ -586,7 +586,7 @@ def first_start(config, state_dir, **dashboard):
 @pt.ensureDeferred
 async def test_a_development_start_keeps_the_first_accounts_key_in_a_private_file_once(api, db, config, tmp_path):
     development = first_start(config, tmp_path, first_key_file=True)
-    first, path = await compose.first_account(development, api.parts.dashboard, db,
+    first, path = await first_account.first_account(development, api.parts.dashboard, db,
                                               api.parts.accounts.create_tenant)
     assert path == tmp_path / "api-key" and oct(path.stat().st_mode & 0o777) == "0o600"
     key = path.read_text().strip()
@@ -598,7 +598,7 @@ async def test_a_development_start_keeps_the_first_accounts_key_in_a_private_fil
 
     # A second start: the same account and file, neither made again; the link while no password.
     written, mtime = path.read_bytes(), path.stat().st_mtime_ns
-    again, path_again = await compose.first_account(development, api.parts.dashboard, db,
+    again, path_again = await first_account.first_account(development, api.parts.dashboard, db,
                                                     api.parts.accounts.create_tenant)
     assert again.api_key is None and again.user["id"] == first.user["id"] and again.password_token
     assert path_again == path and path.read_bytes() == written and path.stat().st_mtime_ns == mtime
@@ -613,7 +613,7 @@ async def test_no_account_key_is_written_to_disk_but_by_a_development_start_on_t
         api, db, config, tmp_path, settings):
     start = first_start(config, tmp_path, first_key_file=settings["first_key_file"])
     start = attrs.evolve(start, database=attrs.evolve(start.database, dsn=settings.get("dsn", "")))
-    first, path = await compose.first_account(start, api.parts.dashboard, db, api.parts.accounts.create_tenant)
+    first, path = await first_account.first_account(start, api.parts.dashboard, db, api.parts.accounts.create_tenant)
     assert first.password_token is not None and path is None and list(tmp_path.iterdir()) == []
     code, keys, _ = await api.json("GET", "/api-keys", first.api_key)
     assert [k["name"] for k in keys["data"]] == ["Default"]
@@ -731,11 +731,11 @@ async def test_inbox_reads_of_the_largest_allowed_message_leave_the_reactor_free
     """More reads at once than the pools have threads or processes: /healthz still answers at once."""
     tenant, _, session = await signed_in(api)
     inbox_id = await _kept_in_the_inbox(api, tenant, largest_allowed())
-    count = max(reactor.getThreadPool().max, compose.PARSE_PROCESSES) + 2
+    count = max(reactor.getThreadPool().max, runners.PARSE_PROCESSES) + 2
     # The parsing processes started (by a node's first reads: they compete for the cores while
     # they start), then the reads at once.
     await defer.gatherResults([defer.ensureDeferred(session.json("GET", f"/dashboard/inbox/{inbox_id}"))
-                               for _ in range(compose.PARSE_PROCESSES)])
+                               for _ in range(runners.PARSE_PROCESSES)])
     # Bytes only while the reads run (the client's JSON parse would be this reactor's work too).
     cookie = {"Cookie": f"mailsvc_session={session.token}"}
     reads = [defer.ensureDeferred(api.request("GET", f"/dashboard/inbox/{inbox_id}", headers=cookie))

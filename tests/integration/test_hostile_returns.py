@@ -17,9 +17,9 @@ from twisted.internet import reactor, threads
 from mailsvc.mail import reports, verp
 from mailsvc.smtp import inbound
 from mailsvc.store import returns as return_queries
+from tests.helpers.mta import DOMAIN
 from tests.helpers.reports import arf, dsn
 from tests.helpers.sending import sending_tenant
-from tests.mta import DOMAIN
 
 HOST = f"bounces.{DOMAIN}"
 OTHER_DOMAIN = "other.example.com"

@@ -14,7 +14,8 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor, threads
 
-from mailsvc import compose, manhole
+from mailsvc import manhole
+from mailsvc import node as node_start
 from mailsvc.config import load
 from mailsvc.service import Node
 from tests.helpers.manhole import client_key
@@ -65,15 +66,15 @@ async def test_listed_key_gets_a_prompt_in_the_running_node_and_others_are_refus
         "MAILSVC_NODE_ROLES": "api",
     })
     failures = []
-    node = Node(lambda node: compose.start(reactor, config, node), failures.append)
+    node = Node(lambda node: node_start.start(reactor, config, node), failures.append)
     node.startService()
     try:
         await node.ready
-        port = node.parts["manhole_address"].port
+        port = node.parts.manhole_address.port
         host_key_file = state / manhole.HOST_KEY
         assert oct(host_key_file.stat().st_mode & 0o777) == "0o600"
         host_key = paramiko.Ed25519Key.from_private_key_file(str(host_key_file))
-        accounts = node.parts["assembled"].accounts
+        accounts = node.parts.assembled.accounts
         for name in ("A", "B"):
             await accounts.create_tenant({"name": name})
 
@@ -87,7 +88,7 @@ async def test_listed_key_gets_a_prompt_in_the_running_node_and_others_are_refus
         )
         assert "called back: {'n': 2}" in screen
         screen = await threads.deferToThread(
-            evaluate, port, host_key, listed, "parts.db is db and node.parts['assembled'] is parts", "True"
+            evaluate, port, host_key, listed, "parts.db is db and node.parts.assembled is parts", "True"
         )
         assert "True" in screen
 

@@ -17,14 +17,14 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import reactor, threads
 
-from mailsvc import compose
+from mailsvc import listeners
 from mailsvc.app.domains import SigningKeys
 from mailsvc.crypto import credentials, tls
 from mailsvc.mail import dkim
+from tests.helpers.mta import DOMAIN
 from tests.helpers.sending import message_of
 from tests.helpers.signing import signatures, signing_sender, verdicts
 from tests.helpers.smtp import message, submit, tls_context
-from tests.mta import DOMAIN
 from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
@@ -203,7 +203,7 @@ def pem():
 async def test_smtp_submitted_mail_with_its_own_headers_verifies(mta, pem):
     mta.route("example.net")
     _, key, _ = await signing_sender(mta)
-    port = await compose.listen_submission(reactor, "ssl:0:interface=127.0.0.1", mta.parts.submission,
+    port = await listeners.listen_submission(reactor, "ssl:0:interface=127.0.0.1", mta.parts.submission,
                                            tls.server_options(*pem))
     try:
         # A client's own headers travel; its DKIM-Signature does not (we sign, once).
@@ -239,7 +239,7 @@ async def test_the_from_delivered_is_the_from_checked(mta, pem):
     _, key, _ = await signing_sender(mta)
     raw = (f"From: News\r\n <news@{DOMAIN}>\r\nSender: Desk\r\n\t<desk@{DOMAIN}>\r\nTo: ann@example.net\r\n"
            "X-Junk: y\r\nSubject: checked\r\n\r\nbody\r\n").encode()
-    port = await compose.listen_submission(reactor, "ssl:0:interface=127.0.0.1", mta.parts.submission,
+    port = await listeners.listen_submission(reactor, "ssl:0:interface=127.0.0.1", mta.parts.submission,
                                            tls.server_options(*pem))
     try:
         await threads.deferToThread(submit_raw, port.getHost().port, pem, key, raw, ["ann@example.net"])

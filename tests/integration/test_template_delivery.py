@@ -11,8 +11,8 @@ import email.policy
 import pytest_twisted as pt
 import resend
 
+from tests.helpers.mta import DOMAIN
 from tests.helpers.signing import signatures, signing_sender, verdicts
-from tests.mta import DOMAIN
 from tests.sdk import call
 
 

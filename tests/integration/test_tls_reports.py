@@ -53,8 +53,8 @@ async def test_a_report_to_a_mailto_rua_is_mailed_signed_through_the_mta(start_m
     import email
     import email.policy
 
+    from tests.helpers.mta import DOMAIN
     from tests.helpers.signing import signing_sender, verdicts
-    from tests.mta import DOMAIN
 
     first = await start_mta_with()
     tenant, _, _ = await signing_sender(first)  # the operator's own account, its domain verified

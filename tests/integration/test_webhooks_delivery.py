@@ -19,6 +19,7 @@ import standardwebhooks
 import svix.webhooks
 from twisted.internet import defer, reactor, task
 
+from mailsvc import service
 from mailsvc.config import load
 from mailsvc.domain.webhooks import NATIVE_NAMING, RETRY_DELAYS, new_webhook, webhook_change
 from mailsvc.store import events
@@ -545,7 +546,6 @@ async def test_the_assembled_dispatcher_is_woken_by_notify(api, dns_server, http
     """The node's own wiring: the role part starts LISTEN and the loop; NOTIFY wakes it long
     before its 10 s safety timer would."""
     dns_server.a("hooks.example.com", "127.0.0.1")
-    (part,) = [p for p in api.parts.role_parts if p.role == "webhooks"]
     _, key = await api.tenant()
     code, created, _ = await api.json("POST", "/webhooks", key, json={
         "endpoint": f"https://hooks.example.com:{https_receiver.number}/hook", "events": ["domain.updated"],
@@ -560,7 +560,8 @@ async def test_the_assembled_dispatcher_is_woken_by_notify(api, dns_server, http
         return await api.parts.db.run("event", body)
 
     await write("pending")  # waiting for the dispatcher's start
-    await part.start()
+    for part in (api.parts.listen_connection, api.parts.engines.webhooks):  # as the node's tree starts them
+        await service.start(part)
     try:
         # The step at the start delivers what waited; after it only a NOTIFY, or the 10 s timer, wakes it.
         await https_receiver.receiver.wait_for(1, timeout=5)
@@ -570,6 +571,5 @@ async def test_the_assembled_dispatcher_is_woken_by_notify(api, dns_server, http
         assert request.headers["webhook-id"] == "evt_" + event_id.hex
         assert _verify(created["signing_secret"], request)["data"] == {"status": "verified"}
     finally:
-        await part.stop()
-        api.parts.notifications.stop()
+        await api.parts.service.stopService()
         await api.parts.fetcher.close()

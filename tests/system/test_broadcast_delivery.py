@@ -21,9 +21,9 @@ import treq
 from twisted.internet import defer
 
 from tests.helpers.broadcasts import contacts, run_fanout
+from tests.helpers.mta import DOMAIN
 from tests.helpers.node_sdk import run_node
 from tests.helpers.signing import signing_sender, verdicts
-from tests.mta import DOMAIN
 from tests.sdk import call
 
 CONTACTS = 500

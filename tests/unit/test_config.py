@@ -104,7 +104,7 @@ def test_the_mail_hostname_defaults_to_the_machines_fully_qualified_name():
 
 
 def test_only_a_development_start_asks_for_the_first_accounts_key_file():
-    from mailsvc.compose import keeps_first_key
+    from mailsvc.first_account import keeps_first_key
 
     assert not keeps_first_key(load(None, environ={"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com"}))
     development = {"MAILSVC_DASHBOARD_FIRST_USER": "a@example.com", "MAILSVC_DASHBOARD_FIRST_KEY_FILE": "true"}

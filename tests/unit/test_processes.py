@@ -13,7 +13,7 @@ from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from mailsvc import processes
+from mailsvc import parent, processes
 from mailsvc.config import ConfigError, load
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +119,9 @@ def test_a_restart_waiting_is_cancelled_by_stop():
     (3, ("api", "delivery", "webhooks")),
 ])
 def test_the_first_worker_runs_the_once_per_node_roles(slot, roles):
-    assert processes.worker_roles(("api", "delivery", "webhooks", "scheduler"), slot) == roles
+    config = load(None, environ={"MAILSVC_NODE_PROCESSES": "4", "MAILSVC_STATE_DIR": "/nonexistent",
+                                 "MAILSVC_NODE_ROLES": "api,delivery,webhooks,scheduler"})
+    assert parent.worker_roles(config, slot) == roles
 
 
 @pytest.mark.parametrize("kind, description, stream", [

@@ -9,7 +9,7 @@ import pytest
 from twisted.internet import defer
 from twisted.internet.task import Clock
 
-from mailsvc import compose, processes
+from mailsvc import node, parent, processes
 from mailsvc.config import load
 from mailsvc.delivery.shaping import Shaper
 from mailsvc.domain.shaping import Limits
@@ -40,8 +40,8 @@ def test_a_slot_beyond_the_workers_is_refused():
 
 def test_a_worker_takes_its_slot_of_the_configured_processes():
     config = load(None, environ={"MAILSVC_NODE_PROCESSES": "3", "MAILSVC_STATE_DIR": "/nonexistent"})
-    assert compose.worker_share(config, processes.Inherited(2, {})) == Share(2, 3)
-    assert compose.worker_share(config, None) == Share()  # one process: the node's whole
+    assert node.worker_share(config, processes.Inherited(2, {})) == Share(2, 3)
+    assert node.worker_share(config, None) == Share()  # one process: the node's whole
 
 
 @pytest.mark.parametrize(("settings", "roles"), [
@@ -53,7 +53,7 @@ def test_a_worker_takes_its_slot_of_the_configured_processes():
 def test_a_worker_runs_delivery_and_webhooks_only_with_a_share_of_their_caps(settings, roles):
     config = load(None, environ={"MAILSVC_NODE_PROCESSES": "2", "MAILSVC_STATE_DIR": "/nonexistent",
                                  "MAILSVC_NODE_ROLES": "api,delivery,webhooks,scheduler", **settings})
-    assert [compose.worker_roles(config, slot) for slot in range(2)] == roles
+    assert [parent.worker_roles(config, slot) for slot in range(2)] == roles
 
 
 def test_a_destination_throttled_below_the_worker_count_keeps_one_connection_a_worker():

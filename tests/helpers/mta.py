@@ -10,7 +10,7 @@ import secrets
 
 from twisted.internet import reactor
 
-from mailsvc import compose
+from mailsvc import compose, service
 from mailsvc.config import load
 from mailsvc.crypto import credentials
 from tests.helpers.sending import sending_tenant
@@ -85,16 +85,15 @@ async def start_mta(api_type, db, dns_server, smtp_sink, master: bytes | None = 
     master = master or secrets.token_bytes(32)
     parts = compose.assemble(reactor, config, db, master, operator_token)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
-    (delivery,) = [part for part in parts.role_parts if part.role == "delivery"]
-    await delivery.start()  # LISTEN and the worker, as the node starts them
+    # Of the node's tree: the LISTEN connection, and the delivery worker after its LISTEN.
+    for part in (parts.listen_connection, parts.engines.delivery):
+        await service.start(part)
     return Mta(api_type(parts, port, operator_token), dns_server, smtp_sink, master)
 
 
 async def stop_mta(mta: Mta) -> None:
-    await mta.parts.delivery.stop()
-    mta.parts.notifications.stop()
+    """The tree stopped as a node stops it: whatever of it runs (the worker, loops a test started)."""
+    await mta.parts.service.stopService()
     await mta.pool.closeCachedConnections()
     await mta.port.stopListening()
-    for loop in mta.parts.loops:
-        await loop.stop()
 

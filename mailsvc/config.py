@@ -15,7 +15,7 @@ import configparser
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +377,8 @@ _TYPES: dict[str, tuple[Callable[[str], Any], str]] = {
 
 
 def _parse_value(path: str, field: attrs.Attribute, raw: str) -> Any:
+    # Annotations here are postponed (``from __future__ import annotations``): attrs keeps them as text.
+    assert isinstance(field.type, str)
     parse, expected = _TYPES[field.type]
     raw = raw.strip()
     try:
@@ -424,11 +426,11 @@ def load(path: str | os.PathLike | None, environ: dict[str, str] | None = None) 
     environment, raise ConfigError naming the key path: a typo must not silently fall back
     to a default.
     """
-    environ = os.environ if environ is None else environ
+    variables: Mapping[str, str] = os.environ if environ is None else environ
     values: dict[str, dict[str, str]] = {name: {} for name in SECTIONS}
     if path is not None:
         _read_file(path, values)
-    for var, raw in environ.items():
+    for var, raw in variables.items():
         if not var.startswith("MAILSVC_"):
             continue
         rest = var[len("MAILSVC_") :].lower()

@@ -82,6 +82,7 @@ class Dashboard(PasswordSignIn):
         if row is None:
             raise Conflict("email: a user with this address already exists")
         if audit is not None:
+            assert txn is not None  # an audited creation re-entered above with its transaction
             await audit.write_in(txn, **link_detail(row))
         return row
 
@@ -177,7 +178,9 @@ class Dashboard(PasswordSignIn):
     async def authenticate(self, token: str) -> Caller | None:
         """The caller a session cookie stands for; None when it is unknown, expired, idle or revoked."""
         row = await self.live_session(token)
-        tenant = await accounts.get_tenant(self._db, row["tenant_id"]) if row is not None else None
+        if row is None:
+            return None
+        tenant = await accounts.get_tenant(self._db, row["tenant_id"])
         if tenant is None:
             return None
         return Caller(tenant=tenant, key_id=None, permission="full_access", domain_id=None,
@@ -191,6 +194,7 @@ class Dashboard(PasswordSignIn):
         _owner(caller)
         if not isinstance(required, bool):
             raise Invalid("require_two_factor", "require_two_factor must be true or false")
+        assert caller.user_id is not None  # a role (an owner's) comes only with a session's user
         if required and not (await self.user(caller.user_id))["two_factor"]:
             raise NotAllowed("Turn on two-factor sign-in for yourself first.", reason="two_factor_required")
         await two_factor.require(self._db, caller.tenant.id, required)

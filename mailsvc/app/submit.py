@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 import attrs
 from twisted.internet import defer
@@ -245,6 +245,20 @@ class Submitter:
         """Requests whose emails wait for an accept statement (group commit)."""
         return self._writes.waiting
 
+    @overload
+    async def submit(
+        self, sender: Sender, items: Sequence[Item], source: str, idempotency_key: None = None, *,
+        answers: Answers | None = None, batch: Literal["strict", "permissive"] | None = None,
+        links_base: str | None = None, also: Callable[[Outcome], Guard | None] | None = None,
+    ) -> Outcome: ...
+
+    @overload
+    async def submit(
+        self, sender: Sender, items: Sequence[Item], source: str, idempotency_key: IdempotencyKey | None = None,
+        *, answers: Answers | None = None, batch: Literal["strict", "permissive"] | None = None,
+        links_base: str | None = None, also: Callable[[Outcome], Guard | None] | None = None,
+    ) -> Outcome | Replay: ...
+
     async def submit(
         self,
         sender: Sender,
@@ -314,6 +328,7 @@ class Submitter:
         if not prepared:
             outcome = Outcome([], refused)
             if claim is not None:
+                assert answers is not None  # ``submit`` claims a key only with its answers
                 await self._keys.complete(self._db, claim, *answers.accepted(outcome))
             return outcome
         request = _Request(sender, prepared, source, claim, answers, refused, also)
@@ -374,12 +389,12 @@ class Submitter:
             base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
             if links is None or not base:
                 raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
-        parts = [(a.filename, a.content, a.content_type, a.content_id) for a in attachments]
+        parts = [(a.filename, _fetched_content(a), a.content_type, a.content_id) for a in attachments]
         if mime.size_bound(submission, parts) > MAX_MESSAGE_BYTES and len(mime.build(
                 submission, message_id=message_id, date=self.now(), attachments=parts)) > MAX_MESSAGE_BYTES:
             # Built here only when the bound passes the limit: whether the message really does.
             raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        stored = len(submission.subject) + sum(len(a.content) for a in attachments)
+        stored = len(submission.subject) + sum(len(_fetched_content(a)) for a in attachments)
         if item.broadcast_id is None:
             stored += len(submission.html or "") + len(submission.text or "")
         return Prepared(submission, domain.id, domain.name, message_id, None, attachments, stored, base,
@@ -408,15 +423,19 @@ class Submitter:
         except defer.FirstError as e:
             for other in fetches:
                 other.cancel()
-            raise e.subFailure.value from None
+            error = e.subFailure.value
+            assert error is not None  # a Failure always holds its exception
+            raise error from None
         if inline + sum(map(len, bodies)) > MAX_ATTACHMENT_BYTES:
             raise Invalid("attachments", f"attachments: more than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MiB together")
         fetched = iter(bodies)
         return tuple(a if a.content is not None else attrs.evolve(a, content=next(fetched)) for a in attachments)
 
     async def _fetch_one(self, a: Attachment, max_bytes: int) -> bytes:
+        fetch, path = self._fetch, a.path
+        assert fetch is not None and path is not None  # ``_fetched`` calls it with a fetcher, for a path
         try:
-            status, _, body = await self._fetch(a.path, max_bytes, ATTACHMENT_FETCH_SECONDS)
+            status, _, body = await fetch(path, max_bytes, ATTACHMENT_FETCH_SECONDS)
         except (FetchFailed, TargetRefused) as e:
             # A refused address, a redirect, an oversized body, a timeout: the request's
             # fault, not ours (422, never 500).
@@ -451,6 +470,7 @@ class Submitter:
                 if guard is not None:
                     rows.guards.append(guard)
             if one.claim is not None:
+                assert one.answers is not None  # ``submit`` claims a key only with its answers
                 status, body = one.answers.accepted(Outcome(accepted, one.refused))
                 rows.completions.append(Completion(one.claim.tenant_id, one.claim.key, one.claim.token, status, body))
         await accept.write(self._db, self._clock, rows, now)
@@ -460,8 +480,10 @@ class Submitter:
                  suppressed: dict[str, str], now: datetime, rows: AcceptRows) -> AcceptedEmail:
         """The rows of one email (added to ``rows``) and what its sender is answered."""
         s = p.submission
+        at = s.scheduled_at
+        assert not isinstance(at, SchedulePhrase)  # ``_submit`` read every phrase before preparing
         email_id = uuid7(self._clock.seconds())
-        scheduled = s.scheduled_at is not None and s.scheduled_at > now
+        scheduled = at is not None and at > now
         recipients = s.recipients
         live = [r for r in recipients if r.lower() not in suppressed]
         last_event = first_last_event(bool(live), scheduled)
@@ -474,15 +496,15 @@ class Submitter:
             # point: both are the broadcast's, and derived from it where read (docs/decisions.md,
             # "Content stored once").
             tags=tags if p.broadcast_id is None else [], stream=s.stream, source=source,
-            scheduled_at=s.scheduled_at, status="scheduled" if scheduled else "queued", last_event=last_event,
+            scheduled_at=at, status="scheduled" if scheduled else "queued", last_event=last_event,
             message=p.message, created_at=now, headers=s.headers if p.message is None else (),
             links_base=p.links_base if p.broadcast_id is None else None, broadcast_id=p.broadcast_id))
         for a in p.attachments:
             rows.attachments.append(AttachmentRow(
                 id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,
-                content_type=a.content_type, inline=a.inline, content_id=a.content_id, content=a.content))
+                content_type=a.content_type, inline=a.inline, content_id=a.content_id, content=_fetched_content(a)))
         if live and not scheduled:
-            sent = sent_event(email_id, str(s.sender), s.subject, tags, s.scheduled_at, live, now)
+            sent = sent_event(email_id, str(s.sender), s.subject, tags, at, live, now)
             rows.events.append(EventRow(tenant.id, "email.sent", sent))
         base = {"email_id": str(email_id), "created_at": timefmt.iso(now), "to": live}
         for recipient in recipients:
@@ -499,10 +521,18 @@ class Submitter:
         return AcceptedEmail(email_id, last_event)
 
 
+def _fetched_content(a: Attachment) -> bytes:
+    """An attachment's bytes once ``Submitter._fetched`` has run (a ``path`` one's fetched by then)."""
+    assert a.content is not None  # ``_fetched`` filled in every path attachment's content
+    return a.content
+
+
 def check_account(tenant: Tenant) -> None:
     """A paused or suspended account sends nothing (the delivery policy's admission)."""
     admitted = policy.resolve(tenant).admission
     if not admitted.sends:
+        # Resolved without holds: a refusal is the account status's, which says why.
+        assert admitted.message is not None and admitted.reason is not None
         raise NotAllowed(admitted.message, reason=admitted.reason)
 
 

@@ -130,7 +130,7 @@ class Fanout(LeasedEngine):
             return []
         if b.wait_reason is not None:
             await rows.wait(self._db, b.id, None, None, now)
-        leases = []
+        leases: list[tuple[uuid.UUID, list[ClaimedRecipient]]] = []
         while len(leases) < parallel and left > 0:
             lease = uuid.uuid4()
             after = self._keyset.get(b.id)

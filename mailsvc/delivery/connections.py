@@ -7,7 +7,8 @@ deadline covers all of it: the wait for a connection, connecting, and the sessio
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.internet import defer
@@ -16,6 +17,9 @@ from twisted.python.failure import Failure
 
 from mailsvc.delivery.shaping import TooLateForSlot
 from mailsvc.smtp.outbound import OutboundSMTP, TransactionResult
+
+if TYPE_CHECKING:  # delivery.policy builds destinations: imported at run time it would be a cycle
+    from mailsvc.delivery.policy import Authentication
 
 log = Logger()
 
@@ -29,7 +33,7 @@ class Destination:
     relay: bool = False
     #: How the MX host's certificate is authenticated (``delivery.policy.Authentication``:
     #: DANE or MTA-STS); None: not at all.
-    auth: object = None
+    auth: Authentication | None = None
 
 
 class ConnectFailed(Exception):
@@ -51,7 +55,7 @@ class Connections:
     def __init__(
         self,
         clock,
-        connect: Callable[[Destination], Awaitable[OutboundSMTP]],
+        connect: Callable[[Destination], Coroutine[Any, Any, OutboundSMTP]],
         per_destination: int,
         idle_seconds: float = 5,
         shaper=None,

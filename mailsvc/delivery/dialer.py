@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from twisted.internet import endpoints
+from twisted.internet.interfaces import IStreamClientEndpoint
 
 from mailsvc.crypto import tls
 from mailsvc.crypto.peers import RecordingClientTLS, TrustStore
@@ -51,7 +52,7 @@ class Dialer:
         return protocol
 
     def _relay(self, destination: Destination):
-        endpoint = endpoints.HostnameEndpoint(self._clock, destination.host, destination.port,
+        endpoint: IStreamClientEndpoint = endpoints.HostnameEndpoint(self._clock, destination.host, destination.port,
                                               timeout=CONNECT_TIMEOUT)
         verified = tls.verified_client_options(destination.host, self._trust_roots)
         if self._relay_tls == "implicit":

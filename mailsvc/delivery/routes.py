@@ -49,7 +49,7 @@ class Routes:
         self._rng = rng or random.Random()
         self._cache: dict[str, tuple[float, list[tuple[int, str]] | NoRoute]] = {}
         self._bad: dict[str, float] = {}
-        self._resolving: dict[str, list[defer.Deferred]] = {}
+        self._resolving: dict[str, list[defer.Deferred[list[tuple[int, str]] | NoRoute]]] = {}
 
     def mark_bad(self, host: str) -> None:
         now = self._clock.seconds()
@@ -87,11 +87,11 @@ class Routes:
         except (NoRoute, RouteUnknown, IndexError):
             return None
 
-    async def _shared_lookup(self, domain: str):
+    async def _shared_lookup(self, domain: str) -> list[tuple[int, str]] | NoRoute:
         """Concurrent deliveries to one domain share one query."""
         waiting = self._resolving.get(domain)
         if waiting is not None:
-            d = defer.Deferred()
+            d: defer.Deferred[list[tuple[int, str]] | NoRoute] = defer.Deferred()
             waiting.append(d)
             return await d
         self._resolving[domain] = []

@@ -41,7 +41,7 @@ class TooLateForSlot(Exception):
 class _Gate:
     def __init__(self):
         self.in_use = 0
-        self.waiters: list[defer.Deferred] = []
+        self.waiters: list[defer.Deferred[None]] = []
         self.next_start = 0.0
 
 
@@ -165,7 +165,7 @@ class Shaper:
         destination = destination_of(host)
         gate = self._gates.setdefault(destination, _Gate())
         while gate.in_use >= self.own(destination).concurrency:
-            waiting = defer.Deferred()
+            waiting: defer.Deferred[None] = defer.Deferred()
             gate.waiters.append(waiting)
             left = deadline - self._clock.seconds()
             if left <= 0:

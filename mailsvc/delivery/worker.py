@@ -218,6 +218,7 @@ class DeliveryWorker(LeasedEngine):
                 domain, signers = self._door.test_domain, [self._door.test_signer]
             else:
                 domain = t.email["domain"]
+                assert t.keys is not None  # not the test sender: a message without keys left unsigned above
                 signers = [self._keys.signer(k["id"], k["selector"], k["algorithm"], k["private_key"])
                            for k in t.keys]
             return dkim.sign(t.message, domain, signers, timestamp=int(self._clock.seconds())) + t.message

@@ -64,7 +64,7 @@ class EmailRow:
 
     id: uuid.UUID
     tenant_id: uuid.UUID
-    domain_id: uuid.UUID
+    domain_id: uuid.UUID | None  # None: the test sender
     message_id: str
     sender: str
     to: Sequence[Mailbox]
@@ -96,7 +96,7 @@ class AttachmentRow:
     id: uuid.UUID
     email_id: uuid.UUID
     tenant_id: uuid.UUID
-    filename: str
+    filename: str | None
     content_type: str | None
     inline: bool
     content_id: str | None

@@ -432,6 +432,7 @@ async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Sup
             " test_complained = s.test_complained + excluded.test_complained",
         )
     for (tenant_id, email_id, origin), addresses in to_suppress.items():
+        assert suppress is not None  # only ``record`` writes bounces and complaints, with its ``suppress``
         await suppress(txn, clock, tenant_id, _valid(addresses), origin, email_id)
     for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:  # guarded bounces or complaints
         await _guard(txn, tenant_id, at)
@@ -453,7 +454,7 @@ def _valid(addresses: list[str]) -> list[str]:
 async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
     """The reputation guard: an active tenant paused when the delivery policy says its 7-day
     rates call for it (``policy.reputation_pause``)."""
-    row = await txn.fetchone(
+    row = await txn.fetchrow(
         "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
         " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
         (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),

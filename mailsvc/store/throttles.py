@@ -26,7 +26,8 @@ async def reserve(txn: Transaction | Database, key: str, now: float, rate: Gcra)
     params = {"key": key, "now": now, "interval": rate.interval, "window": rate.window}
     if await txn.fetchone(_RESERVE, params) is not None:
         return None
-    row = await txn.fetchone("SELECT tat FROM login_throttle WHERE key = %s", (key,))
+    # Refused by the upsert's WHERE: the row is there (and locked).
+    row = await txn.fetchrow("SELECT tat FROM login_throttle WHERE key = %s", (key,))
     return float(row["tat"])
 
 

@@ -149,7 +149,9 @@ class AuthResource:
                         responses={200: obj(("object", "deleted"), object={"const": "session"},
                                             deleted={"const": True})}))
     async def logout(self, request, caller: Caller):
-        await self._dashboard.logout(session_token(request))
+        token = session_token(request)
+        assert token is not None  # a SESSION route's caller was found by this cookie
+        await self._dashboard.logout(token)
         return Reply(200, {"object": "session", "deleted": True},
                      headers={"Set-Cookie": self._cookies.clear(request)})
 
@@ -175,12 +177,14 @@ class AuthResource:
                                             usage=DASHBOARD_USAGE, csrf_token=STR)}))
     async def me(self, request, caller: Caller):
         user = await self._dashboard.tenant_user(caller.tenant.id, caller.user_id)
+        token = session_token(request)
+        assert token is not None  # a SESSION route's caller was found by this cookie
         return {
             **user_json(user),
             "two_factor_enrolment_required": caller.two_factor_pending,
             "account": tenant_summary(caller.tenant),
             "usage": await self._dashboard.usage(caller.tenant),
-            "csrf_token": self._dashboard.csrf_token(session_token(request)),
+            "csrf_token": self._dashboard.csrf_token(token),
         }
 
     # Users and invitations

@@ -8,7 +8,7 @@ process starts that tree and its listeners: node.py, parent.py, root.py.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 import attrs
@@ -309,6 +309,19 @@ def _mount_inbox(shared: Shared, mta: Delivery, spam: SpamChecks) -> None:
                                             spam, process_pool_runner(shared.clock), MimeLimits.of(config.mail))))
 
 
+def _mx_of(shared: Shared) -> Callable[[str], Coroutine[Any, Any, str | None]]:
+    """The host a domain's mail goes to, as the operator's queue groups it: the smarthost for
+    every domain when there is one."""
+    relay = shared.config.delivery.relay_host
+    if relay:
+
+        async def smarthost(_domain: str) -> str | None:
+            return relay
+
+        return smarthost
+    return Routes(shared.clock, shared.outside.resolver).first_host
+
+
 def _operator(shared: Shared, people: People, node_info: dict, audit_log: AuditLog,
               operator_tokens: OperatorTokens) -> None:
     """Accounts and their API keys, and the operator API (the queue, its audit log and named tokens)."""
@@ -317,13 +330,7 @@ def _operator(shared: Shared, people: People, node_info: dict, audit_log: AuditL
     router.mount(ApiKeysResource(people.keyring))
     router.mount(OperatorResource(accounts, Destinations(db, config.delivery.source), shared.metrics, audit_log,
                                   node_info))
-    mx_of = Routes(clock, shared.outside.resolver).first_host
-    if config.delivery.relay_host:  # every destination's mail goes to the smarthost
-
-        async def mx_of(_domain: str) -> str:
-            return config.delivery.relay_host
-
-    router.mount(QueueResource(Queue(clock, db, audit_log, mx_of), operator_tokens, audit_log, accounts))
+    router.mount(QueueResource(Queue(clock, db, audit_log, _mx_of(shared)), operator_tokens, audit_log, accounts))
     router.mount(UsageResource(accounts))
     router.mount(WaitlistResource(accounts))
 

@@ -74,7 +74,7 @@ class PeerPolicy:
 
 
 class Policies:
-    def __init__(self, clock, db: Database, resolver, secure: SecureResolver | None, fetcher: Fetcher,
+    def __init__(self, clock, db: Database, resolver, secure: SecureResolver | None, fetcher: Fetcher | NoFetcher,
                  sts_port: int = 443, report=None):
         self._clock = clock
         self._db = db

@@ -42,9 +42,8 @@ from mailsvc.http.access import (
     SIGN_IN,
     Access,
 )
-from mailsvc.http.access.admission import Admission
 from mailsvc.http.access.base import Cors
-from mailsvc.http.context import Operator, context_of
+from mailsvc.http.context import Admission, Operator, context_of
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
 from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from mailsvc.http.errors import MAIN, NATIVE
-from mailsvc.http.operation import INT, NULLABLE_STR, OBJECT, STR, Operation, obj, ref
-from mailsvc.http.router import (
+from mailsvc.http.access import (
     CONSOLE_SIGN_IN,
     OPERATOR,
     OPERATOR_SESSION,
@@ -24,10 +22,10 @@ from mailsvc.http.router import (
     SESSION,
     SESSION_FRAME,
     SIGN_IN,
-    Mounted,
-    Reply,
-    route,
 )
+from mailsvc.http.errors import MAIN, NATIVE
+from mailsvc.http.operation import INT, NULLABLE_STR, OBJECT, STR, Operation, obj, ref
+from mailsvc.http.router import Mounted, Reply, route
 
 #: The version of the published interface description.
 VERSION = "1.0.0"

@@ -346,7 +346,8 @@ SECTIONS: dict[str, type] = {f.name: type(f.default) for f in attrs.fields(Confi
 
 #: Rules that tie keys of two sections together: (the key path named, the test, what is wrong).
 _ACROSS: tuple[tuple[str, Callable[[Config], bool], str], ...] = (
-    ("api.rate_per_sec", lambda c: c.api.rate_per_sec >= 1 and c.api.burst_factor >= 1, "must be at least 1"),
+    ("api.rate_per_sec", lambda c: c.api.rate_per_sec >= 1, "must be at least 1"),
+    ("api.burst_factor", lambda c: c.api.burst_factor >= 1, "must be at least 1"),
     ("ai.timeout", lambda c: c.ai.timeout < c.http.request_timeout, "must be below http.request_timeout"),
     ("ai.base_url", lambda c: bool(c.ai.base_url or not c.ai.provider), "required when ai.provider is set"),
     ("brand.timeout", lambda c: 1 <= c.brand.timeout < c.http.request_timeout,

@@ -7,11 +7,13 @@ reputation pauses its sending, and how recipients' outcomes sum up to the email'
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 import attrs
 
 from mailsvc import timefmt
+from mailsvc.domain.gcra import Gcra
 
 #: Temporary failures are retried for this long after the mail was queued (docs/contract/main-api.md,
 #: "Limits"; when, the delivery policy's ``RetrySchedule`` says: ``domain/policy.py``).
@@ -126,8 +128,9 @@ class Reputation:
 @attrs.frozen
 class Pace:
     """
-    GCRA pacing of one tenant's deliveries at ``rate`` per second: ``tat`` is when the next
-    message may start. Up to one second's worth may start at once; the rest wait their turn.
+    The pacing of one tenant's deliveries at ``rate`` per second, on the service's one ``Gcra``:
+    ``tat`` is when the next message may start. Up to one second's worth (at least one) may
+    start at once; the rest wait their turn.
     """
 
     rate: float
@@ -138,14 +141,13 @@ class Pace:
         How many of ``wanted`` messages may start now, the new ``tat``, and when the next one
         may start (the time to come back for the rest).
         """
-        interval = 1.0 / max(self.rate, 0.001)
-        tat = max(self.tat, now)
-        burst_ends = now + max(1.0, interval)
-        admitted = 0
-        while admitted < wanted and tat < burst_ends:
-            tat += interval
-            admitted += 1
-        next_start = max(now, tat - max(1.0, interval) + interval) if admitted < wanted else tat
+        rate = max(self.rate, 0.001)
+        gcra = Gcra.per_second(rate, max(1.0, rate))
+        ahead = max(self.tat, now) - now
+        room = math.floor((gcra.window - ahead) / gcra.interval + 1e-9)
+        admitted = max(0, min(wanted, room))
+        tat = gcra.counted(self.tat, now, admitted)
+        next_start = now + gcra.wait(tat, now) if admitted < wanted else tat
         return admitted, tat, next_start
 
 

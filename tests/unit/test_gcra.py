@@ -3,6 +3,7 @@
 import pytest
 
 from mailsvc.app.accounts import WAITLIST
+from mailsvc.domain.delivery import Pace as DeliveryPace
 from mailsvc.domain.gcra import Gcra
 from mailsvc.domain.webhooks import Pace
 
@@ -66,3 +67,22 @@ def test_a_webhook_hosts_pace_is_the_gcra():
         assert pace.tat == tat
     assert pace.wait(3) == pytest.approx(0.5)
     assert not pace.idle(3) and pace.idle(5)
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(7, 7), (10, 10), (3, 3), (0.5, 1), (1000, 1000)])
+def test_a_delivery_pace_starts_one_seconds_worth_then_one_per_interval(rate, burst):
+    now = 1_000.0
+    count, tat, next_start = DeliveryPace(rate, now).admit(now, 10_000)
+    assert count == burst
+    assert next_start == pytest.approx(now + 1 / rate)
+    # One interval later exactly one more may start, and the remainder waits again.
+    later = now + 1 / rate
+    count, _, _ = DeliveryPace(rate, tat).admit(later, 10_000)
+    assert count == 1
+
+
+def test_a_delivery_pace_admits_no_more_than_asked_and_stays_put_when_none_are():
+    count, tat, _ = DeliveryPace(7, 0.0).admit(100.0, 3)
+    assert (count, tat) == (3, pytest.approx(100.0 + 3 / 7))
+    count, tat_after, _ = DeliveryPace(7, tat).admit(100.0, 0)
+    assert (count, tat_after) == (0, tat)

@@ -14,15 +14,9 @@ import re
 from email import policy
 from email.parser import BytesParser
 
-from mailsvc.domain.email import (
-    MAX_RECIPIENTS,
-    Mailbox,
-    Submission,
-    parse_mailbox,
-    parse_mailboxes,
-    simple_mailbox,
-)
+from mailsvc.domain.email import Submission
 from mailsvc.domain.errors import Invalid, NotAllowed, OverMimeLimit
+from mailsvc.domain.headers import MAX_RECIPIENTS, Mailbox, parse_mailbox, parse_mailboxes, simple_mailbox
 from mailsvc.mail.limits import MimeLimits, exceeded
 
 #: ``Content-Type`` of a single text part with simple parameters (read without the parser).

@@ -26,7 +26,6 @@ LONG_FUNCTIONS = {
     "delivery/worker.py:_deliver": "to split: signing and the destinations' loop apart",
     "domain/htmltext.py:html_to_text": "one pass over the parser's events, by tag",
     "mail/limits.py:exceeded": "one pass over the bytes without recursion (the bounded parse)",
-    "smtp/message.py:submission_from_message": "to split: headers apart from parts",
     "smtp/outbound.py:_transaction": "one SMTP transaction's steps in order",
     "store/accept.py:write": "one statement's parameters, column by column",
     "store/deliveries.py:_write": "to split: outcomes, events and suppressions of a step",

@@ -22,7 +22,6 @@ LONG_FUNCTIONS = {
     "cli/__init__.py:parser": "a table: every command's arguments, one after the other",
     "metrics.py:__init__": "a table: every metric's declaration",
     "domain/documents.py:_block": "a table: one branch per builder block type",
-    "http/openapi.py:_operation": "to split: security, statuses and descriptions apart",
     "delivery/worker.py:_deliver": "to split: signing and the destinations' loop apart",
     "domain/htmltext.py:html_to_text": "one pass over the parser's events, by tag",
     "mail/limits.py:exceeded": "one pass over the bytes without recursion (the bounded parse)",

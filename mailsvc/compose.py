@@ -28,6 +28,7 @@ from mailsvc.app.console import Console
 from mailsvc.app.contacts import Contacts
 from mailsvc.app.dashboard import Dashboard, LinkCaps
 from mailsvc.app.dashboard_reads import DashboardReads
+from mailsvc.app.dnssetup import CloudflareSetup
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.app.emails import Emails
 from mailsvc.app.health import Health
@@ -432,11 +433,11 @@ def _domains(shared: Shared, keys: SigningKeys, tests: TestAddresses) -> Domains
         config.domains.verification_window, config.domains.recheck_interval,
         tests,
     )
-    domains = Domains(
-        clock, shared.db, keys, shared.outside.resolver, Cloudflare(clock, http, config.domains.cloudflare_base_url),
-        settings, check.wake, run_blocking=shared.run_blocking,
-    )
-    shared.router.mount(DomainsResource(domains))
+    domains = Domains(clock, shared.db, keys, shared.outside.resolver, settings, check.wake,
+                      run_blocking=shared.run_blocking)
+    cloudflare = Cloudflare(clock, http, config.domains.cloudflare_base_url)
+    shared.router.mount(DomainsResource(domains, CloudflareSetup(clock, shared.db, domains, cloudflare,
+                                                                 config.spf_include)))
     return DomainsBundle(domains, Group("domains", by_role(config, {"scheduler": [check]})))
 
 

@@ -2,7 +2,8 @@
 Brand import (``POST /brand/import``): the account's website read through the one
 gate to outside addresses (``outside.fetch.follow``: public addresses only, ports 80 and 443,
 every redirect checked again), within 20 fetches and 20 s (``brand.*``), HTML up to 2 MiB
-and images up to 5 MiB; the candidates read by ``domain.brand``; the chosen logos stored in
+and images up to 5 MiB; the candidates read by ``domain.brandpage`` and chosen by
+``domain.brand``; the chosen logos stored in
 PostgreSQL (``brand_files``, served by every node at ``/files/brand/<id>.<ext>``); an AI pick
 among the candidates when asked and available; a theme and brand proposed, saved only with
 ``apply: true``.
@@ -26,8 +27,8 @@ from mailsvc.app.ai import AiHelper
 from mailsvc.app.builder import Builder
 from mailsvc.app.templates import TOP_PLAN
 from mailsvc.config import BrandConfig
-from mailsvc.domain import brand as reading
-from mailsvc.domain import themes
+from mailsvc.domain import brand as choosing
+from mailsvc.domain import brandpage, themes
 from mailsvc.domain.ai import language_of
 from mailsvc.domain.domains import registered_domain
 from mailsvc.domain.errors import AiFailed, BrandFailed, Invalid, PlanRequired, RateLimited
@@ -112,7 +113,7 @@ class BrandImporter:
             raise Invalid("url", "url must be a website address such as acme.com or https://acme.com")
         return given
 
-    async def save_logo(self, tenant: Tenant, measured: reading.Measured, base_url: str) -> str:
+    async def save_logo(self, tenant: Tenant, measured: choosing.Measured, base_url: str) -> str:
         now = self._clock.seconds()
         file_id = await rows.save_file(self._db, ids.uuid7(now), tenant.id, hashlib.sha256(measured.body).digest(),
                                        measured.content_type, measured.body, timefmt.from_seconds(now))
@@ -172,7 +173,30 @@ class _Import:
         return fetched.body
 
     async def run(self, use_ai: bool, language: str) -> dict[str, Any]:
-        importer = self.importer
+        final_url, page = await self._page()
+        logos, css = await self._resources(page)
+        styles = choosing.read_styles(css)
+        colors = choosing.rank_colors(self._colors_found(page, styles, logos), styles.hints)
+        fonts = choosing.fonts_of(styles, page.google_fonts)
+        if not logos:
+            self.warnings.append("no logo could be read")
+        if not colors:
+            self.warnings.append("no brand colour was found; the default palette is proposed")
+        if not fonts:
+            self.warnings.append("no font was found")
+
+        picked, ai_shown = await self._pick(use_ai, language, page, logos, colors, fonts)
+        palette = choosing.palette_of(colors, picked.get("primary"), picked.get("accent"))
+        light_logo, dark_logo = _light_and_dark(picked, logos)
+        theme = self._theme(palette, fonts, light_logo, dark_logo, page.name)
+        brand = self._brand(page, final_url)
+        return {"object": "brand_import", "url": final_url, "name": page.name, "logos": logos, "colors": colors,
+                "palette": palette, "fonts": fonts, "socials": page.socials[:themes.MAX_SOCIALS],
+                "address": page.address, "theme": theme, "brand": brand, "ai": ai_shown,
+                "warnings": self.warnings, "applied": False}
+
+    async def _page(self) -> tuple[str, brandpage.Page]:
+        """The site's page (where it was read after redirects, and what it holds), or BrandFailed."""
         try:
             final_url, fetched = await self._get(self.url, MAX_HTML, truncate=True)
         except TargetRefused as e:
@@ -188,16 +212,19 @@ class _Import:
         if len(fetched.body) >= MAX_HTML:
             self.warnings.append("the page is larger than 2 MiB: only its first 2 MiB were read")
         charset = re.search(r"charset=([\w.:-]+)", content_type)
-        page = await importer._blocking(
-            lambda: reading.read_page(fetched.body, final_url, charset.group(1) if charset else None))
+        page = await self.importer._blocking(
+            lambda: brandpage.read_page(fetched.body, final_url, charset.group(1) if charset else None))
+        return final_url, page
 
+    async def _resources(self, page: brandpage.Page) -> tuple[list[dict[str, Any]], str]:
+        """What the page points at: its logos (the manifest's icons among them), and all its CSS."""
         # The manifest's icons join the logo candidates.
         if page.manifest:
             manifest = await self._resource(page.manifest, MAX_CSS, "the web manifest")
             if manifest is not None:
-                icons = reading.manifest_icons(manifest, page.manifest)
+                icons = brandpage.manifest_icons(manifest, page.manifest)
                 if icons:
-                    page.logos.append(reading.LogoSource("manifest", icons[0]))
+                    page.logos.append(brandpage.LogoSource("manifest", icons[0]))
         logos = await self._logos(page)
         css = page.css
         for sheet in page.stylesheets[:MAX_STYLESHEETS]:
@@ -206,42 +233,25 @@ class _Import:
                 css += "\n" + body.decode("utf-8", "replace")
         if self.skipped:
             self.warnings.append(f"{self.skipped} resources were not fetched: an import makes at most "
-                                 f"{importer._settings.max_fetches} fetches")
-        styles = reading.read_styles(css)
+                                 f"{self.importer._settings.max_fetches} fetches")
+        return logos, css
+
+    @staticmethod
+    def _colors_found(page: brandpage.Page, styles: choosing.Styles,
+                      logos: list[dict[str, Any]]) -> list[tuple[str, str, float]]:
+        """Every colour candidate with its source and weight: the CSS's, the page's, the best logos'."""
         found = list(styles.colors)
         if page.theme_color:
             found.append((page.theme_color, "theme_color", 30))
         found += [(c, "button", 25) for c in page.button_colors]
         for logo in logos[:2]:
             found += [(c, "logo", 14 - 2 * i) for i, c in enumerate(logo["colors"][:3])
-                      if not reading.neutral(c)]
-        colors = reading.rank_colors(found, styles.hints)
-        fonts = reading.fonts_of(styles, page.google_fonts)
-        if not logos:
-            self.warnings.append("no logo could be read")
-        if not colors:
-            self.warnings.append("no brand colour was found; the default palette is proposed")
-        if not fonts:
-            self.warnings.append("no font was found")
+                      if not choosing.neutral(c)]
+        return found
 
-        picked, ai_shown = await self._pick(use_ai, language, page, logos, colors, fonts)
-        palette = reading.palette_of(colors, picked.get("primary"), picked.get("accent"))
-        light = picked.get("logo")
-        light_logo = logos[light] if light is not None else next((x for x in logos if x["on_light"]), None)
-        dark = picked.get("dark_logo")
-        dark_logo = logos[dark] if dark is not None else None
-        if dark_logo is None and light_logo is not None and not light_logo["on_dark"]:
-            dark_logo = next((x for x in logos if x["on_dark"] and not x["on_light"]), None)
-        theme = self._theme(palette, fonts, light_logo, dark_logo, page.name)
-        brand = self._brand(page, final_url)
-        return {"object": "brand_import", "url": final_url, "name": page.name, "logos": logos, "colors": colors,
-                "palette": palette, "fonts": fonts, "socials": page.socials[:themes.MAX_SOCIALS],
-                "address": page.address, "theme": theme, "brand": brand, "ai": ai_shown,
-                "warnings": self.warnings, "applied": False}
-
-    async def _logos(self, page: reading.Page) -> list[dict[str, Any]]:
-        candidates = sorted(page.logos, key=lambda c: -reading.SOURCE_POINTS[c.source])
-        measured: list[tuple[reading.LogoSource, reading.Measured]] = []
+    async def _logos(self, page: brandpage.Page) -> list[dict[str, Any]]:
+        candidates = sorted(page.logos, key=lambda c: -choosing.SOURCE_POINTS[c.source])
+        measured: list[tuple[brandpage.LogoSource, choosing.Measured]] = []
         fetched_count = 0
         for candidate in candidates:
             body = candidate.inline
@@ -252,12 +262,12 @@ class _Import:
                 body = await self._resource(candidate.url, MAX_IMAGE, "the logo")
                 if body is None:
                     continue
-            figures = await self.importer._blocking(functools.partial(reading.measure, body))
+            figures = await self.importer._blocking(functools.partial(choosing.measure, body))
             if figures is None:
                 self.warnings.append(f"the logo {candidate.url} is not an image that could be read")
                 continue
             measured.append((candidate, figures))
-        scored = sorted(measured, key=lambda m: -reading.score(m[0].source, m[1]))
+        scored = sorted(measured, key=lambda m: -choosing.score(m[0].source, m[1]))
         kept, seen = [], set()
         for candidate, figures in scored:
             digest = hashlib.sha256(figures.body).digest()
@@ -269,7 +279,7 @@ class _Import:
                 "source_url": candidate.url, "source": candidate.source, "content_type": figures.content_type,
                 "width": figures.width, "height": figures.height, "transparent": figures.transparent,
                 "on_light": figures.on_light, "on_dark": figures.on_dark, "email_safe": figures.email_safe,
-                "colors": list(figures.colors), "score": reading.score(candidate.source, figures)})
+                "colors": list(figures.colors), "score": choosing.score(candidate.source, figures)})
             if len(kept) >= LOGOS_KEPT:
                 break
         return kept
@@ -335,3 +345,14 @@ class _Import:
             except Invalid as e:
                 self.warnings.append(f"the brand's {key} was left out: {e.message}")
         return shown
+
+
+def _light_and_dark(picked: dict, logos: list[dict[str, Any]]) -> tuple[dict | None, dict | None]:
+    """The logos for a light and a dark background: the AI's picks, else the best that read on each."""
+    light = picked.get("logo")
+    light_logo = logos[light] if light is not None else next((x for x in logos if x["on_light"]), None)
+    dark = picked.get("dark_logo")
+    dark_logo = logos[dark] if dark is not None else None
+    if dark_logo is None and light_logo is not None and not light_logo["on_dark"]:
+        dark_logo = next((x for x in logos if x["on_dark"] and not x["on_light"]), None)
+    return light_logo, dark_logo

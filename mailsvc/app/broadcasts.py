@@ -23,8 +23,8 @@ from mailsvc.app.emails import Schedules
 from mailsvc.app.spam import SpamChecks
 from mailsvc.domain import broadcasts as rules
 from mailsvc.domain.broadcasts import Contact, Content, personalised
-from mailsvc.domain.email import parse_mailbox
 from mailsvc.domain.errors import Invalid, NotAllowed, NotFound
+from mailsvc.domain.headers import parse_mailbox
 from mailsvc.domain.htmltext import html_to_text
 from mailsvc.domain.tenant import Tenant
 from mailsvc.ids import parse_uuid, uuid7

@@ -1,13 +1,13 @@
 """
 Sending domains: creation with their DKIM keys, reads and writes of the API, verification
-(asked for, then re-run by the scheduler with exactly one node checking a domain), the DNS
-provider set-up, and ``sending_domain``, the lookup the sending path signs with.
+(asked for, then re-run by the scheduler with exactly one node checking a domain), and
+``sending_domain``, the lookup the sending path signs with. The DNS provider set-up is
+``app.dnssetup``.
 """
 
 from __future__ import annotations
 
 import builtins
-import math
 import secrets
 import string
 import uuid
@@ -22,8 +22,6 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.verify import check_records
-from mailsvc.dnsprov.cloudflare import Cloudflare, ProviderError, Unavailable
-from mailsvc.domain import dnsplan
 from mailsvc.domain.domains import (
     CheckState,
     DkimKey,
@@ -34,10 +32,9 @@ from mailsvc.domain.domains import (
     judge,
     new_domain,
     records_of,
-    registered_domain,
     unpublishable_reason,
 )
-from mailsvc.domain.errors import DnsProviderFailed, NotAllowed, NotFound, RateLimited, Taken
+from mailsvc.domain.errors import NotAllowed, NotFound, Taken
 from mailsvc.domain.paging import Page
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.ids import uuid7
@@ -49,8 +46,6 @@ from mailsvc.store.database import Database, Transaction
 
 log = Logger()
 
-#: DNS set-ups per minute per account (docs/contract/main-api.md, "Limits").
-SETUPS_PER_MINUTE = 10
 #: How long a node holds the domains it claimed for a check (a check takes a few seconds).
 CLAIM_SECONDS = 120
 #: Domains one scheduler run checks at once.
@@ -190,7 +185,6 @@ class Domains:
         db: Database,
         keys: SigningKeys,
         resolver,
-        cloudflare: Cloudflare,
         settings: Settings,
         wake: Callable[[], None],
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = _run_here,
@@ -199,7 +193,6 @@ class Domains:
         self._db = db
         self._keys = keys
         self._resolver = resolver
-        self._cloudflare = cloudflare
         self._settings = settings
         self._run_blocking = run_blocking
         #: Called when a check is due now (the check loop's ``wake``).
@@ -335,7 +328,7 @@ class Domains:
         if row is None:
             raise NotFound("Domain")
         keys = await store.keys_of(self._db, domain_id)
-        records, dkim_keys = self._records(row, keys)
+        records, dkim_keys = self.records(row, keys)
         findings = await check_records(
             self._resolver, row["name"], records, dkim_keys, self._settings.mx_host, self._settings.spf_include,
         )
@@ -395,7 +388,8 @@ class Domains:
                 data["reason"] = reason
             await events.record(txn, self._clock, row["tenant_id"], "domain.updated", data)
 
-    def _records(self, row: dict, keys: builtins.list[dict]) -> tuple[builtins.list[Record], dict[str, DkimKey]]:
+    def records(self, row: dict, keys: builtins.list[dict]) -> tuple[builtins.list[Record], dict[str, DkimKey]]:
+        """The records the domain ``row`` with the DKIM ``keys`` publishes, and those keys by record key."""
         dkim_keys = {
             f"dkim:{k['selector']}": DkimKey(k["selector"], k["algorithm"], k["public_key"]) for k in keys
         }
@@ -406,7 +400,7 @@ class Domains:
         return records, dkim_keys
 
     def _view(self, row: dict, keys: builtins.list[dict]) -> DomainView:
-        records, _ = self._records(row, keys)
+        records, _ = self.records(row, keys)
         statuses = row["record_status"] or {}
         return DomainView(row, [(r, statuses.get(r.key, "not_started")) for r in records])
 
@@ -420,13 +414,14 @@ class Domains:
             self._db, _at(now), _at(now + CLAIM_SECONDS), claim, CHECK_BATCH
         )
         await defer.DeferredList(
-            [defer.ensureDeferred(self._check(row, claim)) for row in rows], consumeErrors=True
+            [defer.ensureDeferred(self.check_claimed(row, claim)) for row in rows], consumeErrors=True
         )
         if len(rows) == CHECK_BATCH:
             self._wake()
         return len(rows)
 
-    async def _check(self, row: dict, claim: uuid.UUID) -> None:
+    async def check_claimed(self, row: dict, claim: uuid.UUID) -> None:
+        """Check ``row``, a domain claimed by ``claim`` (``check_due`` claims them); a failure is logged."""
         try:
             await self._check_one(row, claim)
         except Exception:
@@ -434,7 +429,7 @@ class Domains:
             log.failure("checking domain {name} failed", name=row["name"])
 
     async def _check_one(self, row: dict, claim: uuid.UUID) -> None:
-        records, dkim_keys = self._records(row, await store.keys_of(self._db, row["id"]))
+        records, dkim_keys = self.records(row, await store.keys_of(self._db, row["id"]))
         now = self._clock.seconds()
         # A name added before the test domain was refused at creation: it fails whatever its DNS says.
         refused = self._settings.tests.not_a_sending_domain(row["name"])
@@ -472,51 +467,8 @@ class Domains:
         else:
             log.info("domain {name} checked: {status}", name=row["name"], status=verdict.status)
 
-    # DNS provider set-up
-
-    async def setup_cloudflare(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, token: str) -> dict:
-        """Write the domain's records into its Cloudflare zone, then plan a check."""
-        try:
-            return await self._setup_cloudflare(tenant_id, domain_id, token)
-        except ProviderError as e:
-            raise DnsProviderFailed(e.name, e.message, unavailable=isinstance(e, Unavailable)) from None
-
-    async def _setup_cloudflare(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, token: str) -> dict:
-        view = await self.get(tenant_id, domain_id)
-        wait = await self._db.run(
-            "take_dns_setup", store.take_setup, tenant_id, self._clock.seconds(), SETUPS_PER_MINUTE, 60
-        )
-        if wait is not None:
-            raise RateLimited(f"Too many DNS set-ups: at most {SETUPS_PER_MINUTE} a minute.", max(1, math.ceil(wait)))
-        name = view.row["name"]
-        records, dkim_keys = self._records(view.row, await store.keys_of(self._db, domain_id))
-
-        session = self._cloudflare.session(token)
-        await session.verify_token()
-        zone_id, zone_name = await session.find_zone(_zones_around(name))
-        existing = {}
-        for fqdn in dict.fromkeys(r.fqdn(name) for r in records):
-            existing[fqdn] = await session.records(zone_id, fqdn)
-        steps = dnsplan.plan(name, records, dkim_keys, existing, self._settings.spf_include)
-        for step in steps:
-            if step.action == "created":
-                await session.create(zone_id, step.type, step.name, step.content, step.priority)
-            elif step.action == "updated":
-                assert step.record_id is not None  # an update names the record it replaces
-                await session.update(zone_id, step.record_id, step.content)
-        await self.verify(tenant_id, domain_id)
-        return {"object": "dns_setup", "zone": zone_name, "records": [s.as_dict() for s in steps]}
-
 
 _TAKEN = "name: the domain {} has already been added by another account"
-
-
-def _zones_around(name: str) -> list[str]:
-    """``name`` and its parents down to the registered domain: where its zone may start."""
-    top = registered_domain(name)
-    labels = name.split(".")
-    candidates = [".".join(labels[i:]) for i in range(len(labels))]
-    return candidates[: candidates.index(top) + 1] if top in candidates else [name]
 
 
 def _rate(part: int, whole: int) -> float | None:

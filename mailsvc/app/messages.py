@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mailsvc.domain.broadcasts import Content, contact_from_snapshot, personalised
-from mailsvc.domain.email import Submission, has_unsubscribe_placeholder, parse_mailbox, with_unsubscribe_url
+from mailsvc.domain.email import Submission, has_unsubscribe_placeholder, with_unsubscribe_url
+from mailsvc.domain.headers import parse_mailbox
 from mailsvc.mail import mime
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ surface follows the same rules. A message is stored as content and built at deli
 (``app/messages``), except one submitted over SMTP, stored as it came (unsigned: signed at
 delivery). What a key keeps, the broadcast stream and content stored once: docs/decisions.md.
 Test addresses (``domain/testaddresses.py``): a ``from`` on the test domain needs no verified
-domain when every recipient is a test address.
+domain when every recipient is a test address. The ``path`` attachments are fetched by
+``app/attachments.py``; the message's size and parts are checked by ``app/mimebudget.py``.
 """
 
 from __future__ import annotations
@@ -17,27 +18,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 import attrs
-from twisted.internet import defer
 
 from mailsvc import timefmt
+from mailsvc.app.attachments import AttachmentFetch, Fetch, fetched_content
 from mailsvc.app.emails import Schedules
 from mailsvc.app.idempotency import Claim, IdempotencyKey, IdempotencyKeys, Replay
+from mailsvc.app.mimebudget import MimeBudget
 from mailsvc.domain import policy
 from mailsvc.domain.delivery import first_event, first_last_event, first_status, first_times, sent_event
-from mailsvc.domain.email import (
-    MAX_ATTACHMENT_BYTES,
-    Attachment,
-    SchedulePhrase,
-    Submission,
-    check_attachment_content,
-)
+from mailsvc.domain.email import Attachment, SchedulePhrase, Submission
 from mailsvc.domain.errors import (
     DomainError,
     IdempotencyKeyInFlight,
     Invalid,
     ItemRefused,
     NotAllowed,
-    OverMimeLimit,
     QuotaExceeded,
     RateLimited,
     SendingDomainGone,
@@ -48,7 +43,6 @@ from mailsvc.domain.testaddresses import TestAddresses, check_reserved
 from mailsvc.ids import uuid7
 from mailsvc.mail import mime
 from mailsvc.mail.limits import MimeLimits
-from mailsvc.outside.fetch import FetchFailed, TargetRefused
 from mailsvc.store import accept
 from mailsvc.store.accept import (
     DELIVERIES,
@@ -68,10 +62,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DELIVERIES", "Submitter", "Item", "Outcome", "AcceptedEmail", "Sender", "Answers"]
 
-MAX_MESSAGE_BYTES = 40 * 1024 * 1024
-#: All of a request's ``path`` attachments are fetched at once, within this many seconds:
-#: well inside the 60 s request timeout and the 90 s idempotency claim.
-ATTACHMENT_FETCH_SECONDS = 30
 #: Accept statements a node runs at once; the requests that arrive meanwhile are written
 #: together in the next one (``GroupCommit``), at most so many, with messages of at most
 #: so many bytes (a request larger than that alone).
@@ -216,7 +206,7 @@ class Submitter:
         keys: IdempotencyKeys,
         sending_domain: Callable[[uuid.UUID, str], Awaitable[object]],
         suppressed_for: Callable[[Database, Mapping[uuid.UUID, set[str]]], Awaitable[dict[uuid.UUID, dict[str, str]]]],
-        fetch_attachment: Callable[[str, int, float], Awaitable[tuple[int, dict, bytes]]] | None,
+        fetch_attachment: Fetch | None,
         schedules: Schedules,
         unsubscribes: Unsubscribes | None = None,
         templates: Callable[[uuid.UUID, str], Awaitable[Version]] | None = None,
@@ -228,12 +218,12 @@ class Submitter:
         self._keys = keys
         self._sending_domain = sending_domain
         self._suppressed_for = suppressed_for
-        self._fetch = fetch_attachment
+        self._fetched = AttachmentFetch(fetch_attachment)
         self._schedules = schedules
         self._unsubscribes = unsubscribes
         self._templates = templates
         self._tests = tests or TestSends()
-        self._limits = limits or MimeLimits()
+        self._budget = MimeBudget(limits or MimeLimits())
         self._writes: GroupCommit[_Request, list[AcceptedEmail]] = GroupCommit(
             self._write, CONCURRENT_WRITES, GROUP_REQUESTS, GROUP_BYTES)
 
@@ -375,13 +365,12 @@ class Submitter:
             )
         raw = item.raw
         if raw is None:
-            self._check_parts(submission)
+            self._budget.check_parts(submission)
         attachments = await self._fetched(submission.attachments)
         message_id = mime.new_message_id(domain.name)
         if raw is not None:
             message = mime.resubmitted(raw, message_id, self.now())
-            if len(message) > MAX_MESSAGE_BYTES:
-                raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
+            self._budget.check_message(message)
             return Prepared(submission, domain.id, domain.name, message_id, message, attachments, len(message))
         base = None
         if submission.stream == "broadcast":
@@ -389,61 +378,13 @@ class Submitter:
             base = (links_base or (links.public_url if links is not None else "")).rstrip("/")
             if links is None or not base:
                 raise Invalid("stream", "stream: `broadcast` needs the server's public URL (http.public_url)")
-        parts = [(a.filename, _fetched_content(a), a.content_type, a.content_id) for a in attachments]
-        if mime.size_bound(submission, parts) > MAX_MESSAGE_BYTES and len(mime.build(
-                submission, message_id=message_id, date=self.now(), attachments=parts)) > MAX_MESSAGE_BYTES:
-            # Built here only when the bound passes the limit: whether the message really does.
-            raise Invalid("attachments", "attachments: the built message exceeds 40 MiB")
-        stored = len(submission.subject) + sum(len(_fetched_content(a)) for a in attachments)
+        parts = [(a.filename, fetched_content(a), a.content_type, a.content_id) for a in attachments]
+        self._budget.check_built(submission, message_id, self.now(), parts)
+        stored = len(submission.subject) + sum(len(fetched_content(a)) for a in attachments)
         if item.broadcast_id is None:
             stored += len(submission.html or "") + len(submission.text or "")
         return Prepared(submission, domain.id, domain.name, message_id, None, attachments, stored, base,
                         item.broadcast_id)
-
-    def _check_parts(self, submission: Submission) -> None:
-        """The MIME parts the message would have, against the limit a submitted message has too."""
-        most = self._limits.parts
-        parts = mime.part_count(submission, [(a.filename, b"", a.content_type, a.content_id)
-                                             for a in submission.attachments])
-        if parts > most:
-            raise OverMimeLimit("attachments", f"attachments: the message would have {parts} MIME parts, more than"
-                                               f" {most} (mail.max_mime_parts is {most})", "max_mime_parts")
-
-    async def _fetched(self, attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
-        """The ``path`` attachments fetched, all at once, within ATTACHMENT_FETCH_SECONDS."""
-        inline = sum(len(a.content) for a in attachments if a.content is not None)
-        paths = [a for a in attachments if a.content is None]
-        if not paths:
-            return attachments
-        if self._fetch is None:
-            raise Invalid("attachments", "attachments: `path` is not available on this server")
-        fetches = [defer.ensureDeferred(self._fetch_one(a, MAX_ATTACHMENT_BYTES - inline)) for a in paths]
-        try:
-            bodies = await defer.gatherResults(fetches, consumeErrors=True)
-        except defer.FirstError as e:
-            for other in fetches:
-                other.cancel()
-            error = e.subFailure.value
-            assert error is not None  # a Failure always holds its exception
-            raise error from None
-        if inline + sum(map(len, bodies)) > MAX_ATTACHMENT_BYTES:
-            raise Invalid("attachments", f"attachments: more than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MiB together")
-        fetched = iter(bodies)
-        return tuple(a if a.content is not None else attrs.evolve(a, content=next(fetched)) for a in attachments)
-
-    async def _fetch_one(self, a: Attachment, max_bytes: int) -> bytes:
-        fetch, path = self._fetch, a.path
-        assert fetch is not None and path is not None  # ``_fetched`` calls it with a fetcher, for a path
-        try:
-            status, _, body = await fetch(path, max_bytes, ATTACHMENT_FETCH_SECONDS)
-        except (FetchFailed, TargetRefused) as e:
-            # A refused address, a redirect, an oversized body, a timeout: the request's
-            # fault, not ours (422, never 500).
-            raise Invalid("attachments", f"attachments: fetching {a.path} failed: {e.message}") from None
-        if not 200 <= status < 300:
-            raise Invalid("attachments", f"attachments: fetching {a.path} answered HTTP {status}")
-        check_attachment_content(a.filename, body)
-        return body
 
     async def _write(self, group: list[_Request]) -> list[list[AcceptedEmail]]:
         """
@@ -502,7 +443,7 @@ class Submitter:
         for a in p.attachments:
             rows.attachments.append(AttachmentRow(
                 id=uuid7(self._clock.seconds()), email_id=email_id, tenant_id=tenant.id, filename=a.filename,
-                content_type=a.content_type, inline=a.inline, content_id=a.content_id, content=_fetched_content(a)))
+                content_type=a.content_type, inline=a.inline, content_id=a.content_id, content=fetched_content(a)))
         if live and not scheduled:
             sent = sent_event(email_id, str(s.sender), s.subject, tags, at, live, now)
             rows.events.append(EventRow(tenant.id, "email.sent", sent))
@@ -519,12 +460,6 @@ class Submitter:
             if event is not None:
                 rows.events.append(EventRow(tenant.id, *event))
         return AcceptedEmail(email_id, last_event)
-
-
-def _fetched_content(a: Attachment) -> bytes:
-    """An attachment's bytes once ``Submitter._fetched`` has run (a ``path`` one's fetched by then)."""
-    assert a.content is not None  # ``_fetched`` filled in every path attachment's content
-    return a.content
 
 
 def check_account(tenant: Tenant) -> None:

@@ -25,8 +25,9 @@ from mailsvc.config import BroadcastsConfig
 from mailsvc.domain import broadcasts as rules
 from mailsvc.domain import policy
 from mailsvc.domain.broadcasts import Contact, Content, personalised, snapshot, used_fields
-from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, parse_mailbox, parse_mailboxes
+from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission
 from mailsvc.domain.errors import Invalid, LeaseLost, NotAllowed, QuotaExceeded
+from mailsvc.domain.headers import parse_mailbox, parse_mailboxes
 from mailsvc.domain.tenant import Tenant
 from mailsvc.engine import LeasedEngine
 from mailsvc.store import accounts

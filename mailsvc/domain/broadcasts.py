@@ -16,13 +16,9 @@ from typing import Any
 import attrs
 
 from mailsvc.domain import placeholders
-from mailsvc.domain.email import (
-    MAX_SUBJECT_BYTES,
-    UNSUBSCRIBE_KEYS,
-    parse_mailbox,
-    parse_mailboxes,
-)
+from mailsvc.domain.email import MAX_SUBJECT_BYTES, UNSUBSCRIBE_KEYS
 from mailsvc.domain.errors import BroadcastInProgress, BroadcastNotCancelable, BroadcastNotDraft, Invalid
+from mailsvc.domain.headers import parse_mailbox, parse_mailboxes
 from mailsvc.domain.templates import duplicate_name
 from mailsvc.domain.text import checked_string, refuse_control
 

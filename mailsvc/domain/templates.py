@@ -17,14 +17,9 @@ from typing import Any
 import attrs
 
 from mailsvc.domain import documents, placeholders
-from mailsvc.domain.email import (
-    MAX_SUBJECT_BYTES,
-    Submission,
-    parse_mailbox,
-    parse_mailboxes,
-    submission_from_json,
-)
+from mailsvc.domain.email import MAX_SUBJECT_BYTES, Submission, submission_from_json
 from mailsvc.domain.errors import Invalid
+from mailsvc.domain.headers import parse_mailbox, parse_mailboxes
 from mailsvc.domain.htmltext import html_to_text
 from mailsvc.domain.text import checked_string, refuse_control
 

@@ -113,23 +113,47 @@ def _operation_id(method: str, oas_path: str) -> str:
 
 def _operation(mounted: Mounted, op: Operation, params: list[str]) -> dict:
     native = mounted.surface == NATIVE
-    envelope = ref("NativeError" if native else "DashboardError"
-                   if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN, CONSOLE_SIGN_IN, OPERATOR_SESSION)
-                   else "MainError")
     oas_path, _ = openapi_path(mounted.path)
     operation: dict = {
         "operationId": _operation_id(mounted.method, oas_path),
         "summary": op.summary,
         "tags": [_surface_tag(mounted)],
     }
-    parameters = [{"name": name, "in": "path", "required": True, "schema": STR} for name in params]
-    parameters += [{"name": name, "in": "query", "required": False, "schema": schema} for name, schema in op.query]
-    parameters += [{"name": name, "in": "header", "required": False, "schema": schema}
-                   for name, schema in op.headers if not (native and name in op.main_only_headers)]
+    parameters = _parameters(op, params, native)
     if parameters:
         operation["parameters"] = parameters
     if op.request is not None:
         operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": op.request}}}
+    responses = _successes(op, native)
+    security, statuses = _security(mounted)
+    operation["security"] = security
+    statuses |= {500, *op.errors}
+    if params or mounted.access not in (OPERATOR, OPERATOR_SESSION):
+        statuses.add(404)  # an id that is not one; a path segment that leads nowhere
+    if op.request is not None or op.query or params:
+        statuses.add(422)
+    description = _description(mounted)
+    if description is not None:
+        operation["description"] = description
+    envelope = _error_envelope(mounted)
+    for status in sorted(statuses):
+        responses[str(status)] = {"description": _ERROR_TEXT[status],
+                                  "content": {"application/json": {"schema": envelope}}}
+    operation["responses"] = responses
+    return operation
+
+
+def _parameters(op: Operation, params: list[str], native: bool) -> list[dict]:
+    """The path parameters, then the query's, then the headers (those of the main surface only left out of /v1)."""
+    parameters = [{"name": name, "in": "path", "required": True, "schema": STR} for name in params]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": schema} for name, schema in op.query]
+    parameters += [{"name": name, "in": "header", "required": False, "schema": schema}
+                   for name, schema in op.headers if not (native and name in op.main_only_headers)]
+    return parameters
+
+
+def _successes(op: Operation, native: bool) -> dict:
+    """The replies of a route that did what it was asked, by status (``/v1``'s where they differ)."""
     responses: dict = {}
     ok = op.native_responses if native and op.native_responses is not None else op.responses
     for status, schema in ok.items():
@@ -141,45 +165,49 @@ def _operation(mounted: Mounted, op: Operation, params: list[str]) -> dict:
             responses[str(status)] = {"description": "Done", "content": {op.content_type: {"schema": schema}}}
         for other in op.also:
             responses[str(status)].setdefault("content", {})[other] = {}
-    statuses = {500, *op.errors}
+    return responses
+
+
+def _security(mounted: Mounted) -> tuple[list[dict], set[int]]:
+    """How a caller of the route authenticates, and the error statuses that follows from it."""
+    safe = mounted.method in ("GET", "HEAD")
     if mounted.access in (SESSION, SESSION_FRAME):
-        statuses |= {401, 403}  # no live session; a missing or wrong CSRF token
+        statuses = {401, 403}  # no live session; a missing or wrong CSRF token
         if mounted.access == SESSION:
             statuses.add(429)  # the account's rate
-        safe = mounted.method in ("GET", "HEAD")
-        operation["security"] = [{"sessionCookie": []} if safe else {"sessionCookie": [], "csrfToken": []}]
-    elif mounted.access == OPERATOR_SESSION:
-        statuses |= {401, 403}  # no live console session; a missing or wrong CSRF token
-        safe = mounted.method in ("GET", "HEAD")
-        operation["security"] = [{"consoleCookie": []} if safe else {"consoleCookie": [], "csrfToken": []}]
-    elif mounted.access in (SIGN_IN, CONSOLE_SIGN_IN):
-        statuses.add(403)  # a state-changing request from another site
-        operation["security"] = []
-    elif mounted.access != PUBLIC:
-        statuses |= {401, 403}
-        operation["security"] = [{"admin": []}] if mounted.access == OPERATOR else [{"bearer": []}]
-        if mounted.access != OPERATOR:
-            statuses.add(429)
-    else:
-        operation["security"] = []
-    if params or mounted.access not in (OPERATOR, OPERATOR_SESSION):
-        statuses.add(404)  # an id that is not one; a path segment that leads nowhere
-    if op.request is not None or op.query or params:
-        statuses.add(422)
+        return [{"sessionCookie": []} if safe else {"sessionCookie": [], "csrfToken": []}], statuses
+    if mounted.access == OPERATOR_SESSION:
+        # No live console session; a missing or wrong CSRF token.
+        return [{"consoleCookie": []} if safe else {"consoleCookie": [], "csrfToken": []}], {401, 403}
+    if mounted.access in (SIGN_IN, CONSOLE_SIGN_IN):
+        return [], {403}  # a state-changing request from another site
+    if mounted.access == PUBLIC:
+        return [], set()
+    if mounted.access == OPERATOR:
+        return [{"admin": []}], {401, 403}
+    return [{"bearer": []}], {401, 403, 429}
+
+
+def _description(mounted: Mounted) -> str | None:
+    """What the route's summary does not say: whose copy a mirror is, or that a sending key may call it."""
     if mounted.mirror_of is not None and mounted.access == OPERATOR_SESSION:
-        operation["description"] = (f"The operator console's copy of `{mounted.method}"
-                                    f" {openapi_path(mounted.mirror_of)[0]}`: the same handler, body and replies,"
-                                    " for a signed-in operator (audited as `operator:<email>`).")
-    elif mounted.mirror_of is not None:
-        operation["description"] = (f"The dashboard's copy of `{mounted.method} {openapi_path(mounted.mirror_of)[0]}`:"
-                                    " the same handler, body and replies, for a signed-in session.")
-    elif mounted.access == SENDING:
-        operation["description"] = "A `sending_access` key may call it."
-    for status in sorted(statuses):
-        responses[str(status)] = {"description": _ERROR_TEXT[status],
-                                  "content": {"application/json": {"schema": envelope}}}
-    operation["responses"] = responses
-    return operation
+        return (f"The operator console's copy of `{mounted.method} {openapi_path(mounted.mirror_of)[0]}`:"
+                " the same handler, body and replies, for a signed-in operator (audited as `operator:<email>`).")
+    if mounted.mirror_of is not None:
+        return (f"The dashboard's copy of `{mounted.method} {openapi_path(mounted.mirror_of)[0]}`:"
+                " the same handler, body and replies, for a signed-in session.")
+    if mounted.access == SENDING:
+        return "A `sending_access` key may call it."
+    return None
+
+
+def _error_envelope(mounted: Mounted) -> dict:
+    """The schema of the route's error replies: native, the dashboard's and console's, or main."""
+    if mounted.surface == NATIVE:
+        return ref("NativeError")
+    if mounted.access in (SESSION, SESSION_FRAME, SIGN_IN, CONSOLE_SIGN_IN, OPERATOR_SESSION):
+        return ref("DashboardError")
+    return ref("MainError")
 
 
 def _surface_tag(mounted: Mounted) -> str:

@@ -30,7 +30,6 @@ from mailsvc.app.domains import SendingDomain
 from mailsvc.app.idempotency import IdempotencyKey, Replay
 from mailsvc.app.ratelimit import RateLimiter
 from mailsvc.app.submit import Item, Outcome, Submitter
-from mailsvc.domain.email import Mailbox
 from mailsvc.domain.errors import (
     DomainError,
     IdempotencyKeyInFlight,
@@ -39,6 +38,7 @@ from mailsvc.domain.errors import (
     QuotaExceeded,
     RateLimited,
 )
+from mailsvc.domain.headers import Mailbox
 from mailsvc.domain.testaddresses import TestAddresses
 from mailsvc.mail.limits import MimeLimits
 from mailsvc.smtp.message import check_structure, header_fields, sender_header, submission_from_message

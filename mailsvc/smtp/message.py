@@ -14,15 +14,9 @@ import re
 from email import policy
 from email.parser import BytesParser
 
-from mailsvc.domain.email import (
-    MAX_RECIPIENTS,
-    Mailbox,
-    Submission,
-    parse_mailbox,
-    parse_mailboxes,
-    simple_mailbox,
-)
+from mailsvc.domain.email import Submission
 from mailsvc.domain.errors import Invalid, NotAllowed, OverMimeLimit
+from mailsvc.domain.headers import MAX_RECIPIENTS, Mailbox, parse_mailbox, parse_mailboxes, simple_mailbox
 from mailsvc.mail.limits import MimeLimits, exceeded
 
 #: ``Content-Type`` of a single text part with simple parameters (read without the parser).
@@ -212,39 +206,10 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str],
     if fields is None:
         fields = header_fields(raw)
     _check_read_size(fields)
-
-    def parsed_header(name: str, value):
-        try:
-            return policy.default.header_fetch_parse(name, value)
-        except Exception:
-            raise Invalid("headers", "headers: the message headers cannot be parsed") from None
-
     # Every header is read (a malformed one refuses the message) before any is judged.
+    to_found, cc_found = _addresses(fields, "To"), _addresses(fields, "Cc")
+    subject = _subject(fields)
     senders = fields.get("from")
-
-    def addresses(name: str) -> list[str]:
-        found = []
-        for value in fields.get(name.lower(), ()):
-            simple = _simple_addresses(value)
-            if simple is not None:
-                found += [str(m) for m in simple]
-                continue
-            for address in getattr(parsed_header(name, value), "addresses", ()):
-                found.append(str(address))
-        return found
-
-    to_found, cc_found = addresses("To"), addresses("Cc")
-    subjects = fields.get("subject")
-    if not subjects:
-        subject = ""
-    elif _plain(subjects[0]):
-        subject = subjects[0]
-    else:
-        subject = str(parsed_header("Subject", subjects[0]))
-    breaking = re.search("[\x85\u2028\u2029]", subject)
-    if breaking is not None:  # from an encoded word; the raw ones header_fields refused
-        raise Invalid("subject", f"subject: the Subject header holds U+{ord(breaking.group()):04X}, a line break"
-                                 " for some receivers")
     if not senders:
         raise Invalid("from", "from: the message has no From header")
     if len(senders) > 1:
@@ -252,6 +217,50 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str],
     sender = parse_mailbox("from", _text(senders[0]))
     to, cc, bcc = envelope_split(envelope_recipients, tuple(parse_mailbox("to", t) for t in to_found),
                                  tuple(parse_mailbox("cc", c) for c in cc_found))
+    html, text = _bodies(raw, fields)
+    submission = Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)
+    check_storable(submission)
+    return submission
+
+
+def _parsed_header(name: str, value: str):
+    try:
+        return policy.default.header_fetch_parse(name, value)
+    except Exception:
+        raise Invalid("headers", "headers: the message headers cannot be parsed") from None
+
+
+def _addresses(fields: dict[str, list[str]], name: str) -> list[str]:
+    """The addresses the ``name`` headers hold, as text (each read without the parser if it can be)."""
+    found = []
+    for value in fields.get(name.lower(), ()):
+        simple = _simple_addresses(value)
+        if simple is not None:
+            found += [str(m) for m in simple]
+            continue
+        for address in getattr(_parsed_header(name, value), "addresses", ()):
+            found.append(str(address))
+    return found
+
+
+def _subject(fields: dict[str, list[str]]) -> str:
+    """The first Subject header's text (encoded words decoded), without a line break of any kind."""
+    subjects = fields.get("subject")
+    if not subjects:
+        subject = ""
+    elif _plain(subjects[0]):
+        subject = subjects[0]
+    else:
+        subject = str(_parsed_header("Subject", subjects[0]))
+    breaking = re.search("[\x85\u2028\u2029]", subject)
+    if breaking is not None:  # from an encoded word; the raw ones header_fields refused
+        raise Invalid("subject", f"subject: the Subject header holds U+{ord(breaking.group()):04X}, a line break"
+                                 " for some receivers")
+    return subject
+
+
+def _bodies(raw: bytes, fields: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    """(html, text) of the message: read without the parser for one text part, else through it."""
     try:
         bodies = _text_body(raw, fields)
     except (LookupError, ValueError):
@@ -261,9 +270,7 @@ def submission_from_message(raw: bytes, envelope_recipients: list[str],
     html, text = bodies
     if text is None and html:
         text = ""  # the client sent no plain part: none is generated
-    submission = Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)
-    check_storable(submission)
-    return submission
+    return html, text
 
 
 def envelope_split(envelope_recipients: list[str], to: tuple[Mailbox, ...], cc: tuple[Mailbox, ...]

@@ -254,8 +254,8 @@ class SubmissionProtocol(ESMTPServerProtocol):
         return None if match is None else match.group(1)
 
     def _recipient_address(self, path: bytes) -> str | None:
-        from mailsvc.domain.email import parse_mailbox
         from mailsvc.domain.errors import Invalid
+        from mailsvc.domain.headers import parse_mailbox
 
         try:
             return parse_mailbox("to", path.decode("utf-8")).address

@@ -17,8 +17,8 @@ from psycopg2 import errors as pgerrors
 from psycopg2.extensions import adapt
 from psycopg2.extras import Json
 
-from mailsvc.domain.email import Mailbox
 from mailsvc.domain.errors import IdempotencyClaimLost, LeaseLost, QuotaExceeded, SendingDomainGone
+from mailsvc.domain.headers import Mailbox
 from mailsvc.store import events
 from mailsvc.store.database import Database
 from mailsvc.store.idempotency import COMPLETE

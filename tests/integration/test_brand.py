@@ -13,7 +13,7 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.config import load
-from mailsvc.domain.brand import MAX_DEPTH, read_page
+from mailsvc.domain.brandpage import MAX_DEPTH, read_page
 from mailsvc.domain.errors import BrandFailed
 from mailsvc.domain.themes import contrast
 from tests.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)

@@ -18,7 +18,8 @@ import pytest_twisted as pt
 from twisted.internet import threads
 from twisted.names import dns
 
-from mailsvc.cli import CONFIRM_ABOVE, main, parser
+from mailsvc.cli import main, parser
+from mailsvc.cli.queue import CONFIRM_ABOVE
 from mailsvc.crypto.tls import self_signed
 from tests.fake_operator import Delivery, FakeOperatorApi
 from tests.outside import ThrowawayCA

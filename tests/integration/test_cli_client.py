@@ -254,7 +254,7 @@ def test_a_usage_error_shows_what_it_echoes_neutralised(capsys):
 
 
 def test_the_secrets_of_a_command_line():
-    from mailsvc.cli import secrets_in
+    from mailsvc.cli.parsing import secrets_in
 
     assert secrets_in(["tenants", "--token", "a", "--token=b", "--api-token", "c", "--token-file", "f",
                        "--token-file=g", "--token"]) == ["a", "b", "c"]

@@ -27,7 +27,7 @@ def node(clock, db, dns_server) -> Domains:
     """One node's domain service: its own clock for time, real lookups through the reactor."""
     settings = Settings("local", MX_HOST, SPF_INCLUDE, WINDOW, DAY)
     resolver = build_resolver(reactor, (dns_server.address,))
-    return Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), resolver, None, settings, wake=lambda: None)
+    return Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), resolver, settings, wake=lambda: None)
 
 
 async def tenant(clock, db, plan="scale"):
@@ -231,12 +231,12 @@ async def test_a_check_overtaken_by_a_new_request_is_dropped(db, dns_server):
     [row] = await store.claim_due(db, at(START), at(START + 120), claim, 5)
     clock.advance(WINDOW + 1)  # this claimed check would fail the domain...
     await domains.verify(tenant_id, view.row["id"])  # ...but a new window was asked for
-    await domains._check(row, claim)
+    await domains.check_claimed(row, claim)
     assert (await state(db, view.row["id"]))["status"] == "pending"
     # A deleted domain's check is dropped too.
     [row] = await store.claim_due(db, at(clock.seconds()), at(clock.seconds() + 120), claim, 5)
     await domains.delete(tenant_id, view.row["id"])
-    await domains._check(row, claim)
+    await domains.check_claimed(row, claim)
     assert await db.fetchall("SELECT id FROM domains") == []
 
 
@@ -247,7 +247,7 @@ async def test_a_domain_under_the_test_domain_fails_at_its_next_check(db, dns_se
     # Added and verified before the test domain was refused as a sending domain: a node whose test
     # domain is another name lets it in.
     before = Domains(clock, db, SigningKeys(KeyVault(b"m" * 32)), build_resolver(reactor, (dns_server.address,)),
-                     None, Settings("local", MX_HOST, SPF_INCLUDE, WINDOW, DAY, TestAddresses("other.example")),
+                     Settings("local", MX_HOST, SPF_INCLUDE, WINDOW, DAY, TestAddresses("other.example")),
                      wake=lambda: None)
     tenant_id = await tenant(clock, db)
     views = [await before.create(tenant_id, {"name": name}) for name in ("resend.dev", "mail.resend.dev")]

@@ -14,6 +14,7 @@ import resend
 import resend.exceptions
 from twisted.internet import defer, reactor, threads
 
+from mailsvc.app import mimebudget
 from mailsvc.app import submit as accept
 from mailsvc.app.emails import Emails, Schedules
 from mailsvc.config import load
@@ -63,7 +64,7 @@ async def test_send_get_list_with_the_sdk(api):
 async def test_the_size_limit_is_the_built_messages(api, monkeypatch):
     """Checked against a bound of the built size; past the bound, the message is built to know."""
     _, key, _ = await sending_tenant(api)
-    monkeypatch.setattr(accept, "MAX_MESSAGE_BYTES", 3000)
+    monkeypatch.setattr(mimebudget, "MAX_MESSAGE_BYTES", 3000)
     code, body, _ = await api.json("POST", "/emails", key, json={**BODY, "html": "<p>x</p>" * 500})
     assert (code, body["message"]) == (422, "attachments: the built message exceeds 40 MiB")
     code, sent, _ = await api.json("POST", "/emails", key, json=BODY)  # its bound passes 3000; itself not

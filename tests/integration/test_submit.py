@@ -12,8 +12,9 @@ from twisted.internet import reactor, threads
 from mailsvc import timefmt
 from mailsvc.app.idempotency import IdempotencyKey, IdempotencyKeys
 from mailsvc.app.submit import Item, ServiceSender
-from mailsvc.domain.email import Mailbox, submission_from_json
+from mailsvc.domain.email import submission_from_json
 from mailsvc.domain.errors import IdempotencyClaimLost
+from mailsvc.domain.headers import Mailbox
 from mailsvc.store import accept, accounts
 from mailsvc.store.accept import AcceptRows, AttachmentRow, Completion, DeliveryRow, EmailRow, EventRow
 from tests.helpers.sending import BODY, sending_tenant

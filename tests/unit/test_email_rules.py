@@ -8,17 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mailsvc.domain.email import (
-    MAX_HEADERS,
     MAX_PATH_ATTACHMENTS,
-    MAX_RECIPIENTS,
     MAX_TAGS,
     SchedulePhrase,
-    parse_mailbox,
     read_phrase,
     schedule_within,
     submission_from_json,
 )
 from mailsvc.domain.errors import Invalid, InvalidAttachment
+from mailsvc.domain.headers import MAX_HEADERS, MAX_RECIPIENTS, parse_mailbox
 from mailsvc.domain.text import MultiLine, check_texts
 from mailsvc.mail.mime import build, new_message_id, resubmitted
 
@@ -361,7 +359,7 @@ def test_common_addresses_are_read_as_the_email_packages_parser_reads_them(monke
     """``parse_mailbox`` reads ``a@b`` and ``Name <a@b>`` itself: the same outcome as the parser's."""
     import random
 
-    from mailsvc.domain import email as rules
+    from mailsvc.domain import headers as rules
 
     def outcome(text):
         try:
@@ -393,7 +391,7 @@ def test_mailboxes_are_written_as_the_email_packages_address_writes_them():
     import random
     from email.headerregistry import Address
 
-    from mailsvc.domain.email import Mailbox
+    from mailsvc.domain.headers import Mailbox
 
     rng = random.Random(3)
     for _ in range(5000):

@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from mailsvc.domain.email import Mailbox, Submission, parse_mailbox, parse_mailboxes
+from mailsvc.domain.email import Submission
 from mailsvc.domain.errors import Invalid, NotAllowed
+from mailsvc.domain.headers import Mailbox, parse_mailbox, parse_mailboxes
 from mailsvc.mail import dkim
 from mailsvc.mail.mime import resubmitted
 from mailsvc.smtp.message import _bodies_by_email_package, header_fields, sender_header, submission_from_message

@@ -157,7 +157,8 @@ def test_20000_parts_are_refused_quickly():
 def test_the_parts_counted_for_an_api_email_are_those_its_built_message_has(html, text, inline, regular):
     from datetime import UTC, datetime
 
-    from mailsvc.domain.email import Submission, parse_mailbox
+    from mailsvc.domain.email import Submission
+    from mailsvc.domain.headers import parse_mailbox
     from mailsvc.mail import mime
 
     submission = Submission(sender=parse_mailbox("from", "a@example.com"), to=(parse_mailbox("to", "b@example.net"),),

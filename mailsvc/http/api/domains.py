@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
+from mailsvc.app.dnssetup import CloudflareSetup
 from mailsvc.app.domains import Domains, DomainView
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.http.body import read_json
@@ -59,8 +60,9 @@ def _full(view: DomainView) -> dict:
 
 
 class DomainsResource:
-    def __init__(self, domains: Domains):
+    def __init__(self, domains: Domains, setup_cloudflare: CloudflareSetup):
         self._domains = domains
+        self._setup_cloudflare = setup_cloudflare
 
     @route("POST", "/domains", access=FULL, native=True,
            op=Operation("Add a sending domain", obj(("name",), name=STR, custom_return_path=STR, region=STR),
@@ -130,4 +132,4 @@ class DomainsResource:
         token = read_json(request).get("api_token")
         if not isinstance(token, str) or not token.strip():
             raise Invalid("api_token", "api_token is required and must be a non-empty string")
-        return await self._domains.setup_cloudflare(caller.tenant.id, parsed, token.strip())
+        return await self._setup_cloudflare(caller.tenant.id, parsed, token.strip())

@@ -106,12 +106,13 @@ def test_an_outer_boundary_ends_the_parts_inside_it():
     assert exceeded(raw, MimeLimits(parts=3)).setting == "max_mime_parts"
 
 
-def test_1200_levels_deep_is_a_clean_refusal_in_a_few_milliseconds():
-    # The email package recurses into it (a RecursionError after some 5 s): the scan stops at the limit.
-    started = time.perf_counter()
+def test_1200_levels_deep_is_a_clean_refusal_without_recursion():
+    # The email package recurses into it (a RecursionError after some 5 s of CPU): the scan stops
+    # at the limit (CPU time of this process, so a busy machine does not fail it).
+    started = time.process_time()
     over = exceeded(nested(1200), MimeLimits())
     assert over.setting == "max_mime_depth"
-    assert time.perf_counter() - started < 0.05
+    assert time.process_time() - started < 0.5
 
 
 def test_header_fields_of_every_part_count_together():
@@ -137,17 +138,19 @@ def test_header_bytes_just_under_and_just_over():
     assert over.setting == "max_header_bytes" and over.limit == 1024 * 1024
 
 
-def test_20000_parts_are_refused_quickly():
+def test_20000_parts_are_refused_without_a_pass_per_part():
+    # CPU time of this process, so a busy machine does not fail it: a scan that went over the
+    # message once per part would take seconds here, the bounded one takes milliseconds.
     raw = flat(20_000)
-    started = time.perf_counter()
+    started = time.process_time()
     assert exceeded(raw, MimeLimits()).setting == "max_mime_parts"
-    assert time.perf_counter() - started < 0.05
-    # The largest allowed message of plain lines is scanned fast too.
+    assert time.process_time() - started < 0.5
+    # The largest allowed message of plain lines is scanned in one pass too.
     body = b"line of text that is no boundary\r\n" * 200_000
     raw = HEAD + b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n\r\n' + body
-    started = time.perf_counter()
+    started = time.process_time()
     assert exceeded(raw, MimeLimits()) is None
-    assert time.perf_counter() - started < 0.2
+    assert time.process_time() - started < 2
 
 
 @pytest.mark.parametrize("html, text, inline, regular", [

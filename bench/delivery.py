@@ -7,7 +7,7 @@ the same sink; and the daemon's RSS with a million deliveries queued.
 Processes (each stopped at the end): an API node (roles api,scheduler) that owns an embedded
 PostgreSQL cluster with its default durable settings in a throw-away directory; 1 or 2
 delivery nodes (role delivery, same database and master key); a loopback DNS server
-(tests/dnsserver.py: MX of example.net → mx.example.net → 127.0.0.1); ``smtp-sink -c``.
+(tests/helpers/dnsserver.py: MX of example.net → mx.example.net → 127.0.0.1); ``smtp-sink -c``.
 
 - phase: N messages accepted while no delivery node runs, then the delivery nodes start; timed
   from the first message at the sink to the last outcome written (all N ``delivered``).
@@ -60,7 +60,7 @@ def serve_dns() -> None:
     """The tests' loopback DNS server with the recipients' MX; prints its port."""
     from twisted.internet import reactor
 
-    from tests.dnsserver import DNSServer
+    from tests.helpers.dnsserver import DNSServer
 
     server = DNSServer()
     server.start()

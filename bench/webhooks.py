@@ -111,7 +111,7 @@ async def run(reactor, args, root: Path) -> None:
     from mailsvc.store.embedded import EmbeddedCluster, find_bindir
     from mailsvc.store.migrate import migrate
     from mailsvc.webhooks.dispatcher import Dispatcher
-    from tests.outside import ThrowawayCA
+    from tests.helpers.outside import ThrowawayCA
 
     class Loopback(common.ResolverBase):
         """Every name is 127.0.0.1 (answers are kept 30 s by the address check anyway)."""

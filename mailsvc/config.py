@@ -368,7 +368,7 @@ def _flag(raw: str) -> bool:
 
 #: Each type a key may have (its annotation): how its text is read, and what a text that is
 #: not of it is told. An empty number is 0, as an empty flag is false.
-_TYPES: dict[str, tuple[Callable[[str], Any], str]] = {
+KEY_TYPES: dict[str, tuple[Callable[[str], Any], str]] = {
     "str": (str, ""),
     "int": (int, "expected an integer"),
     "float": (lambda raw: float(raw) if raw else 0.0, "expected a number"),
@@ -380,7 +380,7 @@ _TYPES: dict[str, tuple[Callable[[str], Any], str]] = {
 def _parse_value(path: str, field: attrs.Attribute, raw: str) -> Any:
     # Annotations here are postponed (``from __future__ import annotations``): attrs keeps them as text.
     assert isinstance(field.type, str)
-    parse, expected = _TYPES[field.type]
+    parse, expected = KEY_TYPES[field.type]
     raw = raw.strip()
     try:
         return parse(raw)

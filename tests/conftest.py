@@ -25,15 +25,15 @@ from mailsvc.config import Config, load
 from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
-from tests.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
 from tests.helpers.browser import browser, daemon  # noqa: F401 (fixtures: headless Chromium, a browser walk's node)
 from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
+from tests.helpers.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
 from tests.helpers.mta import start_mta, stop_mta
 from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching MTA-STS policies)
+from tests.helpers.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
 from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook dispatch nodes)
-from tests.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
 
 # The tests send to reserved names (example.com, *.example, *.test) routed to loopback peers:
 # nodes they start as processes (which inherit the environment) do not refuse them.

@@ -266,7 +266,7 @@ def _bodies(raw: bytes, fields: dict[str, list[str]]) -> tuple[str | None, str |
     except (LookupError, ValueError):
         bodies = (None, None)  # an unknown charset: stored as submitted, shown without bodies
     if bodies is None:
-        bodies = _bodies_by_email_package(raw)
+        bodies = bodies_by_email_package(raw)
     html, text = bodies
     if text is None and html:
         text = ""  # the client sent no plain part: none is generated
@@ -325,7 +325,9 @@ def sender_header(fields: dict[str, list[str]]) -> Mailbox | None:
     return parse_mailbox("sender", _text(values[0]))
 
 
-def _bodies_by_email_package(raw: bytes) -> tuple[str | None, str | None]:
+def bodies_by_email_package(raw: bytes) -> tuple[str | None, str | None]:
+    """(html, text) as the email package reads them: the reading of the messages the intake's
+    own reader leaves (``None`` from it), and the reference that reader is checked against."""
     message = BytesParser(policy=policy.default).parsebytes(raw)
     html = text = None
     try:

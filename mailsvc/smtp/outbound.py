@@ -281,6 +281,11 @@ class OutboundSMTP(LineOnlyReceiver):
         """Open, and its session has not ended (a failed one is closing): fit for reuse."""
         return self._connected and self._ended is None
 
+    @property
+    def unread(self) -> bytes:
+        """What the server sent past the last line read (let go at once when the connection is aborted)."""
+        return self._buffer
+
     def when_closed(self) -> defer.Deferred[None]:
         d: defer.Deferred[None] = defer.Deferred()
         if self._finished and not self._connected:

@@ -2,7 +2,7 @@
 
 import pytest_twisted as pt
 
-from tests.outside import HttpsReceiver, Reply
+from tests.helpers.outside import HttpsReceiver, Reply
 
 DOMAIN = "sts.example.org"
 MX = f"mx.{DOMAIN}"

@@ -7,8 +7,8 @@ import re
 import dns.resolver
 from twisted.internet import threads
 
-from tests.domainsupport import publish
 from tests.helpers.dkim import verify_all
+from tests.helpers.domainsupport import publish
 
 
 async def signing_sender(mta, **fields) -> tuple[dict, str, str]:

@@ -1,5 +1,5 @@
 """
-AI generation against a fake provider on loopback (tests/fake_ai.py) that speaks the
+AI generation against a fake provider on loopback (tests/helpers/fake_ai.py) that speaks the
 chat-completions wire format: a valid document; invalid JSON then valid after the repair;
 invalid twice; a refusal (both the wire's ``refusal`` and the model's JSON one); the deadline;
 429 and 5xx answers; a slow answer while the node's cap is full; quota and minute-rate
@@ -18,7 +18,7 @@ from twisted.internet import defer, reactor
 from mailsvc import compose
 from mailsvc.config import load
 from tests.conftest import Api
-from tests.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
+from tests.helpers.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
 from tests.helpers.polling import async_until
 
 QUOTA = 5

@@ -12,7 +12,7 @@ from mailsvc import compose
 from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.apikeys import API, NewKey
 from tests.conftest import Api
-from tests.sdk import call
+from tests.helpers.sdk import call
 
 
 @pt.ensureDeferred

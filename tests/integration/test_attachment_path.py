@@ -16,8 +16,8 @@ from twisted.internet import protocol, reactor
 
 from mailsvc.config import load
 from mailsvc.domain.email import MAX_ATTACHMENT_BYTES
+from tests.helpers.httpfiles import file_server  # noqa: F401 (a fixture)
 from tests.helpers.sending import BODY, message_of, sending_tenant
-from tests.httpfiles import file_server  # noqa: F401 (a fixture)
 
 PDF = b"%PDF-1.4\n" + b"0123456789" * 500 + b"\n%%EOF\n"
 CSV = b"name,amount\nann,12\n"

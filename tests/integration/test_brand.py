@@ -1,5 +1,5 @@
 """
-Brand import against a fixture website on loopback (tests/fixture_site.py): with
+Brand import against a fixture website on loopback (tests/helpers/fixture_site.py): with
 ``security.allow_private_targets`` (which lifts the address rule only; the site's port is let
 through by the test-only ``security.test_extra_ports``), the result is checked field by field,
 the logos are served from /files/brand/..., ``apply`` saves, the AI pick (the fake provider)
@@ -16,8 +16,8 @@ from mailsvc.config import load
 from mailsvc.domain.brandpage import MAX_DEPTH, read_page
 from mailsvc.domain.errors import BrandFailed
 from mailsvc.domain.themes import contrast
-from tests.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
-from tests.fixture_site import ACCENT, BUTTON, PRIMARY, FixtureSite
+from tests.helpers.fake_ai import Turn, fake_ai  # noqa: F401 (a fixture)
+from tests.helpers.fixture_site import ACCENT, BUTTON, PRIMARY, FixtureSite
 
 
 @pt.async_yield_fixture

@@ -11,7 +11,7 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.config import load
-from tests.fixture_site import FixtureSite
+from tests.helpers.fixture_site import FixtureSite
 
 
 @pt.async_yield_fixture

@@ -28,9 +28,9 @@ from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
 from tests.conftest import Api
 from tests.helpers.broadcasts import FROM, HTML, contacts, create, get, run_fanout
+from tests.helpers.sdk import call
 from tests.helpers.sending import sending_tenant
 from tests.helpers.unsubscribe import deliveries
-from tests.sdk import call
 
 
 def parse(raw) -> email.message.EmailMessage:

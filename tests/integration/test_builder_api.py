@@ -21,8 +21,8 @@ from mailsvc.domain.emailhtml import BuilderRenderer, esc
 from mailsvc.domain.themes import brand_of, theme_of
 from tests.helpers.builder import EVERY_BLOCK
 from tests.helpers.mta import DOMAIN
+from tests.helpers.sdk import call
 from tests.helpers.sending import sending_tenant
-from tests.sdk import call
 
 DOCUMENT = {"version": 1, "preview_text": "Your receipt", "blocks": [
     {"type": "heading", "text": "Thanks, {{{NAME}}}!"},

@@ -1,6 +1,6 @@
 """
 The ``mailsvc`` command line: against a real node for the routes it has (tenants, user links,
-and everything ``mailsvc doctor`` asks), against tests/fake_operator.py for the operator's queue,
+and everything ``mailsvc doctor`` asks), against tests/helpers/fake_operator.py for the operator's queue,
 operator tokens, audit log and tenants list. The command is synchronous: it runs in a thread,
 so that the reactor (the node, the DNS server) keeps serving it.
 """
@@ -21,8 +21,8 @@ from twisted.names import dns
 from mailsvc.cli import main, parser
 from mailsvc.cli.queue import CONFIRM_ABOVE
 from mailsvc.crypto.tls import self_signed
-from tests.fake_operator import Delivery, FakeOperatorApi
-from tests.outside import ThrowawayCA
+from tests.helpers.fake_operator import Delivery, FakeOperatorApi
+from tests.helpers.outside import ThrowawayCA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ async def mailsvc(*argv: str, environ: dict, stdin: str = "") -> tuple[int, str,
 
 @pt.async_yield_fixture
 async def fake_api():
-    """tests/fake_operator.py running on loopback (its token: ``op_fake``)."""
+    """tests/helpers/fake_operator.py running on loopback (its token: ``op_fake``)."""
     running = FakeOperatorApi("op_fake")
     running.start()
     yield running
@@ -185,7 +185,7 @@ async def test_operators_create_makes_a_console_account_whose_link_signs_in(api)
     assert code == 200 and body["email"] == "olga@ops.example", body
 
 
-# -- the queue, operator tokens, the audit log, the tenants list (tests/fake_operator.py) ----
+# -- the queue, operator tokens, the audit log, the tenants list (tests/helpers/fake_operator.py) ----
 
 
 @pt.ensureDeferred

@@ -17,7 +17,7 @@ from twisted.internet import reactor
 
 from mailsvc.app.contacts import Contacts
 from mailsvc.store.database import Database
-from tests.sdk import call
+from tests.helpers.sdk import call
 
 
 def _body(reply: dict) -> dict:

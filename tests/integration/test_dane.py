@@ -12,7 +12,7 @@ from twisted.internet import reactor, ssl
 from mailsvc.crypto import peers
 from mailsvc.dns.secure import TLSA, SecureResolver
 from tests.helpers.mta_sts import policy, serve
-from tests.outside import ThrowawayCA
+from tests.helpers.outside import ThrowawayCA
 
 DOMAIN = "dane.example.org"
 MX = f"mx.{DOMAIN}"

@@ -28,9 +28,9 @@ from mailsvc.mail import inspection
 from mailsvc.store import accounts
 from mailsvc.store import inbox as inbox_store
 from mailsvc.store.notify import Notifications
-from tests.domainsupport import publish
 from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, first_user, link_token, signed_in
+from tests.helpers.domainsupport import publish
 from tests.helpers.mime_limits import largest_allowed, too_many_parts
 from tests.helpers.sending import BODY, sending_tenant
 

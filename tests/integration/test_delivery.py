@@ -21,7 +21,7 @@ from mailsvc.mail import dkim as signing
 from mailsvc.mail import simulated, verp
 from mailsvc.store.deliveries import ClaimedAccount, ClaimedDelivery
 from tests.helpers.polling import async_until
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
 @pt.ensureDeferred

@@ -9,7 +9,7 @@ import pytest
 import pytest_twisted as pt
 
 from tests.helpers.polling import async_until
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 TEST_FROM = "Acme <onboarding@resend.dev>"
 BACKLOG = 10_000

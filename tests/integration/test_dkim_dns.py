@@ -12,9 +12,9 @@ import resend
 from twisted.internet import threads
 
 from mailsvc.mail import dkim
-from tests.domainsupport import domain_config, publish
 from tests.helpers.dkim import MESSAGE, verify_all
-from tests.sdk import call
+from tests.helpers.domainsupport import domain_config, publish
+from tests.helpers.sdk import call
 
 
 @pytest.fixture

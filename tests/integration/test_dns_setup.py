@@ -10,9 +10,9 @@ import pytest_twisted as pt
 import resend
 from twisted.logger import globalLogPublisher
 
-from tests.domainsupport import MX_HOST, SPF_INCLUDE, domain_config
-from tests.fake_cloudflare import cloudflare  # noqa: F401 (fixture)
-from tests.sdk import call
+from tests.helpers.domainsupport import MX_HOST, SPF_INCLUDE, domain_config
+from tests.helpers.fake_cloudflare import cloudflare  # noqa: F401 (fixture)
+from tests.helpers.sdk import call
 
 TOKEN = "cf-secret-token-4c7e9a1b2d3f"
 

@@ -16,7 +16,7 @@ from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.domain.testaddresses import TestAddresses
-from tests.domainsupport import MX_HOST, SPF_INCLUDE
+from tests.helpers.domainsupport import MX_HOST, SPF_INCLUDE
 
 WINDOW = 72 * 3600
 DAY = 86400

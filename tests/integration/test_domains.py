@@ -8,9 +8,9 @@ import resend
 import resend.exceptions
 
 from mailsvc.app import domains as domains_module
-from tests.domainsupport import MX_HOST, SPF_INCLUDE, domain_config, publish
+from tests.helpers.domainsupport import MX_HOST, SPF_INCLUDE, domain_config, publish
 from tests.helpers.polling import async_until
-from tests.sdk import call
+from tests.helpers.sdk import call
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """
 Hostile values over HTTP, as an attacker or a careless client sends them: each is
 refused with its 4xx and error name, nothing is stored for the sender, and another tenant's
-sends made at the same moment all succeed (``tests.hostile.attack``).
+sends made at the same moment all succeed (``tests.helpers.hostile.attack``).
 """
 
 import json
@@ -11,7 +11,7 @@ import pytest_twisted as pt
 from twisted.python import threadable
 
 from mailsvc.app import emails as email_use_case
-from tests.hostile import attack, bystander, victim  # noqa: F401 (fixtures)
+from tests.helpers.hostile import attack, bystander, victim  # noqa: F401 (fixtures)
 
 NUL = "\u0000"
 #: A natural-language date of 256 characters (the most accepted) that dateparser reads.

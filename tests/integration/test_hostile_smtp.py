@@ -1,7 +1,7 @@
 """
 Hostile SMTP submission, driven as a client would over implicit TLS, raw lines on a
 socket: each case gets its reply, nothing is stored for the sender, and another tenant's sends
-made at the same moment all succeed (``tests.hostile.attack``). The envelope decides who
+made at the same moment all succeed (``tests.helpers.hostile.attack``). The envelope decides who
 receives, line endings are normalised before signing (dkimpy verifies), and failed AUTHs end
 the connection.
 """
@@ -22,8 +22,8 @@ from mailsvc.app.throttle import SmtpAuthFailures, Throttle
 from mailsvc.crypto import tls
 from mailsvc.mail import dkim
 from mailsvc.smtp.submission import Submission, SubmissionFactory
+from tests.helpers.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
 from tests.helpers.smtp import tls_context
-from tests.hostile import Tenant, attack, bystander, bystander_sends_during, victim  # noqa: F401 (fixtures)
 
 
 class Wire:

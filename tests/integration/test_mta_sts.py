@@ -7,7 +7,7 @@ import pytest
 import pytest_twisted as pt
 
 from tests.helpers.mta_sts import DOMAIN, MX, policy, serve
-from tests.outside import Reply, ThrowawayCA
+from tests.helpers.outside import Reply, ThrowawayCA
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from mailsvc.domain.queue import QueueFilter
 from mailsvc.store import webhooks
 from tests.helpers.dashboard import signed_in
 from tests.helpers.sending import sending_tenant
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 OTHER = "other.example.com"
 

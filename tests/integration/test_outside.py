@@ -11,7 +11,7 @@ from twisted.names.error import DNSQueryTimeoutError
 from mailsvc.dns.resolver import build_resolver, system_servers
 from mailsvc.outside.addresses import PublicAddresses, TargetRefused, Unresolvable, refusal
 from mailsvc.outside.fetch import Fetcher, FetchFailed
-from tests.outside import Reply
+from tests.helpers.outside import Reply
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,8 @@ from mailsvc.mail import dkim
 from mailsvc.store import suppressions
 from mailsvc.store.groupcommit import GroupCommit
 from tests.helpers.polling import async_until
+from tests.helpers.sdk import call
 from tests.helpers.sending import BODY, message_of, sending_tenant
-from tests.sdk import call
 
 
 def another_node(api, clock, config) -> Emails:
@@ -552,8 +552,8 @@ async def test_sent_mail_verifies_with_dkimpy_through_the_loopback_dns(api, dns_
     import dns.resolver
     from twisted.internet import threads
 
-    from tests.domainsupport import publish
     from tests.helpers.dkim import verify_all
+    from tests.helpers.domainsupport import publish
 
     tenant, key = await api.tenant()
     created = await call(api, key, resend.Domains.create, {"name": "signed.example.com"})

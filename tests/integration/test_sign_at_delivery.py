@@ -25,7 +25,7 @@ from tests.helpers.mta import DOMAIN
 from tests.helpers.sending import message_of
 from tests.helpers.signing import signatures, signing_sender, verdicts
 from tests.helpers.smtp import message, submit, tls_context
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
 def selectors(raw: bytes) -> set[str]:

@@ -25,7 +25,7 @@ from tests.helpers.esmtp import (  # noqa: F401 (close_connections: a fixture)
     close_connections,
     opened,
 )
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture: the scriptable SMTP sink)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture: the scriptable SMTP sink)
 
 # -- real TLS over loopback, with the real reactor ---------------------------------------
 

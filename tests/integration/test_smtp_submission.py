@@ -14,7 +14,7 @@ from mailsvc.smtp.submission import Submission, SubmissionFactory
 from tests.helpers.polling import async_until
 from tests.helpers.sending import sending_tenant
 from tests.helpers.smtp import message, submit, tls_context
-from tests.smtpwire import TLSStringTransport
+from tests.helpers.smtpwire import TLSStringTransport
 
 
 @pt.ensureDeferred

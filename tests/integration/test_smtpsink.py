@@ -1,5 +1,5 @@
 """
-The scriptable SMTP sink (tests/smtpsink.py): every knob, with Python's smtplib (in a thread),
+The scriptable SMTP sink (tests/helpers/smtpsink.py): every knob, with Python's smtplib (in a thread),
 raw sockets (pipelining, STARTTLS injection) and the project's own OutboundSMTP.
 """
 # ruff: noqa: F811 (every test takes the smtp_sink fixture imported below)
@@ -16,7 +16,7 @@ import pytest_twisted as pt
 from twisted.internet import defer, endpoints, reactor, ssl, threads
 
 from mailsvc.smtp.outbound import OutboundSMTP, normalise_lines
-from tests.smtpsink import Received, Sink, smtp_sink  # noqa: F401 (smtp_sink is a fixture)
+from tests.helpers.smtpsink import Received, Sink, smtp_sink  # noqa: F401 (smtp_sink is a fixture)
 
 
 def in_thread(f, *args, **kwargs):

@@ -120,7 +120,7 @@ async def test_the_accept_statement_encodes_typed_rows_itself(api):
         id=delivery_id, email_id=email_id, tenant_id=tenant_id, recipient="ann@example.com", status="queued",
         due_at=now, updated_at=now, retry_until=None))
     rows.events.append(EventRow(tenant_id, "email.sent", {"email_id": str(email_id)}))
-    await accept.write(api.parts.db, api.parts.submitter._clock, rows, now)
+    await accept.write(api.parts.db, reactor, rows, now)
     email = await api.parts.db.fetchone(
         "SELECT recipients, tags, signed, status, last_event, convert_from(message, 'UTF8') AS message, headers"
         " FROM emails WHERE id = %s", (email_id,))

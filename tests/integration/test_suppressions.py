@@ -13,7 +13,7 @@ from twisted.internet import defer, task
 from mailsvc.app import suppressions
 from mailsvc.domain.suppression import normal_form
 from mailsvc.store import suppressions as suppression_rows
-from tests.sdk import call
+from tests.helpers.sdk import call
 
 
 async def _tenant_id(api, key) -> uuid.UUID:

@@ -12,8 +12,8 @@ import pytest_twisted as pt
 import resend
 
 from tests.helpers.mta import DOMAIN
+from tests.helpers.sdk import call
 from tests.helpers.signing import signatures, signing_sender, verdicts
-from tests.sdk import call
 
 
 @pt.ensureDeferred

@@ -14,8 +14,8 @@ import resend
 import resend.exceptions
 
 from tests.helpers.dashboard import signed_in
+from tests.helpers.sdk import call
 from tests.helpers.sending import message_of, sending_tenant
-from tests.sdk import call
 
 FROM = "Acme <news@acme.example.com>"
 TEMPLATE = {

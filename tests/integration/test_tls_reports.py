@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest_twisted as pt
 
 from mailsvc.delivery.policy import Authentication
-from tests.outside import HttpsReceiver, Reply, ThrowawayCA
+from tests.helpers.outside import HttpsReceiver, Reply, ThrowawayCA
 
 
 @pt.ensureDeferred

@@ -10,7 +10,7 @@ import resend.exceptions
 import standardwebhooks
 
 from mailsvc.config import load
-from tests.sdk import call
+from tests.helpers.sdk import call
 
 UNKNOWN = "0190a2b4-0000-7000-8000-000000000000"
 

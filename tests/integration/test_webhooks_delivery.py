@@ -26,8 +26,8 @@ from mailsvc.store import events
 from mailsvc.store import webhooks as rows
 from mailsvc.store.database import Database
 from mailsvc.webhooks.dispatcher import HOST_WAIT_SECONDS, LEASE_SECONDS, HostLimits
+from tests.helpers.outside import Reply
 from tests.helpers.webhooks import webhook_tenant
-from tests.outside import Reply
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

@@ -8,7 +8,7 @@ directory is Debian's ``/var/run/postgresql``), ``--auth trust --no-ssl`` on loo
 second node joins as a synchronous standby (``ANY 1 (pgautofailover_standby_2)``). Two
 nodes of mailsvc (``twistd mailsvc``, every role, one process each) use the URI that
 ``pg_autoctl show uri --formation default`` prints, with ``user=mailsvc`` added, and deliver
-to the in-process SMTP sink. Under load (tests/failover_load.py) the primary's ``pg_autoctl``
+to the in-process SMTP sink. Under load (tests/helpers/failover_load.py) the primary's ``pg_autoctl``
 and PostgreSQL are killed at once (SIGKILL, as when the machine dies); the standby is read
 (the deliveries in flight) and the test waits, with pg_auto_failover's default timeouts,
 for the monitor to promote it. Then, as in tests/system/test_failover.py, every e-mail a node
@@ -34,11 +34,11 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.store.embedded import find_bindir
-from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.helpers.daemon import free_port
 from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
+from tests.helpers.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.helpers.polling import until
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A formation, two nodes, a 50 s outage: about 85 s.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -23,8 +23,8 @@ from twisted.internet import defer
 from tests.helpers.broadcasts import contacts, run_fanout
 from tests.helpers.mta import DOMAIN
 from tests.helpers.node_sdk import run_node
+from tests.helpers.sdk import call
 from tests.helpers.signing import signing_sender, verdicts
-from tests.sdk import call
 
 CONTACTS = 500
 HTML = ('<html><body><p>Dear {{{contact.first_name|friend}}} {{{LAST_NAME}}} ({{{EMAIL}}}),</p>'

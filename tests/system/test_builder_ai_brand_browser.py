@@ -2,7 +2,7 @@
 The builder's "Generate with AI" and "Import from website", and the pages waiting out
 the account's shared API rate (429), in Debian's headless Chromium against the real daemon,
 PostgreSQL and the SMTP sink of tests/system/test_content_ui_browser.py. The fake AI provider
-(tests/fake_ai.py) and the fixture website (tests/fixture_site.py) are Twisted servers: they run
+(tests/helpers/fake_ai.py) and the fixture website (tests/helpers/fixture_site.py) are Twisted servers: they run
 in a process of their own on loopback, and the test scripts the provider's next answers through
 that process's stdin. Screenshots go to test-output/content/.
 """
@@ -18,10 +18,10 @@ import psycopg2
 import pytest
 import requests
 
-from tests.fixture_site import ACCENT, BUTTON, PRIMARY
 from tests.helpers.browser import drive, go, set_first_password
 from tests.helpers.content_ui import OUTPUT, Session, daemon, shoot, sink  # noqa: F401 (fixtures)
 from tests.helpers.daemon import ROOT
+from tests.helpers.fixture_site import ACCENT, BUTTON, PRIMARY
 from tests.helpers.polling import until
 
 pytestmark = pytest.mark.slow
@@ -30,8 +30,8 @@ FAKES = """
 import json, sys, threading
 sys.path.insert(0, {root!r})
 from twisted.internet import reactor
-from tests.fake_ai import FakeProvider, Turn
-from tests.fixture_site import FixtureSite
+from tests.helpers.fake_ai import FakeProvider, Turn
+from tests.helpers.fixture_site import FixtureSite
 
 provider, site = FakeProvider(), FixtureSite()
 print(json.dumps({{"ai": provider.base_url, "site": site.number}}), flush=True)
@@ -68,7 +68,7 @@ class Fakes:
         self.ai_url, self.site_port = started["ai"], started["site"]
 
     def script(self, **turn) -> None:
-        """The provider's next answer (a tests.fake_ai.Turn's fields), in place before the call."""
+        """The provider's next answer (a tests.helpers.fake_ai.Turn's fields), in place before the call."""
         self.process.stdin.write(json.dumps(turn) + "\n")
         self.process.stdin.flush()
         assert self.process.stdout.readline().strip() == "scripted"

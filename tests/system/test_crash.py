@@ -43,7 +43,7 @@ from twisted.internet import reactor
 
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Kills and restarts daemons and PostgreSQL: tens of seconds.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -40,7 +40,7 @@ def test_the_package_installs_sends_mail_and_purges_cleanly(pg_dsn):
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-5000:]
     assert "deb install test: ok" in run.stdout
     # One e-mail through POST /emails and one through SMTP submission reached the sink, each with
-    # its DKIM signatures verified by dkimpy (tests/deb_send.py).
+    # its DKIM signatures verified by dkimpy (tests/helpers/deb_send.py).
     assert "sent: 2" in run.stdout.splitlines()
     assert run.stdout.count("verified by dkimpy") == 2
     assert "purge kept the mailsvc user it did not create" in run.stdout

@@ -1,6 +1,6 @@
 """
 Deliverability in the dashboard in Debian's headless Chromium against the real daemon,
-PostgreSQL and SpamAssassin's spamd (tests/spamd.py): a DMARC aggregate report (Google's zip,
+PostgreSQL and SpamAssassin's spamd (tests/helpers/spamd.py): a DMARC aggregate report (Google's zip,
 tests/samples/dmarc) arrives by SMTP at the daemon's own return-path listener for the account's
 verified domain, and the domain page's card shows its sources and counts; a template's preview
 shows the spam score, the threshold and the rules that hit.
@@ -19,7 +19,7 @@ from tests.helpers.browser import Daemon, api_key_of, drive, go, output_dir, set
 from tests.helpers.daemon import free_port, wait_until_listening
 from tests.helpers.dmarc import report_message, xml, zipped
 from tests.helpers.spam import SPAMMY
-from tests.spamd import spamd  # noqa: F401 (a fixture)
+from tests.helpers.spamd import spamd  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -32,11 +32,11 @@ import psycopg2
 import pytest
 import pytest_twisted as pt
 
-from tests.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
+from tests.helpers.failover_load import Load, caught_up, converge, none_lost, two_nodes
+from tests.helpers.pgcluster import FAST, Cluster
 from tests.helpers.polling import until
-from tests.pgcluster import FAST, Cluster
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Two clusters, two daemons, a failover: about a minute.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -14,7 +14,7 @@ import pytest_twisted as pt
 
 from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant
 from tests.helpers.polling import async_until
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Nodes, leases that must run out, a daemon killed and started again: tens of seconds.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

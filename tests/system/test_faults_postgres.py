@@ -32,7 +32,7 @@ from mailsvc.store.database import DEADLINE_GRACE
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.helpers.polling import async_until
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Stops PostgreSQL for a minute under load.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -25,8 +25,8 @@ import svix.webhooks
 from tests.helpers.browser import PASSWORD, Daemon, drive, go, output_dir
 from tests.helpers.content_ui import shoot
 from tests.helpers.daemon import wait_until_listening
+from tests.helpers.outside import ThrowawayCA
 from tests.helpers.polling import until
-from tests.outside import ThrowawayCA
 
 pytestmark = pytest.mark.slow
 

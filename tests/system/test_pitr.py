@@ -30,9 +30,9 @@ import pytest_twisted as pt
 import requests
 
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.pgcluster import FAST, Cluster
 from tests.helpers.polling import until
-from tests.pgcluster import FAST, Cluster
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A cluster, a base backup, a restore and three nodes: about 10 s, longer on a loaded machine.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -27,7 +27,7 @@ from twisted.internet import reactor
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.daemon import serving_pid
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 

@@ -1,4 +1,4 @@
-"""schemathesis against the live daemon, from its own /openapi.json (tests/fuzz_node.py)."""
+"""schemathesis against the live daemon, from its own /openapi.json (tests/helpers/fuzz_node.py)."""
 
 import os
 import subprocess
@@ -16,8 +16,9 @@ def test_schemathesis_finds_nothing_on_the_live_daemon():
     assert os.geteuid() == 0, "the fuzzer runs in a network namespace of its own (unshare --net): run as root"
     # The node and the fuzzer share a fresh network namespace with loopback only: no fuzzed
     # address or URL can leave the machine.
+    fuzz = f"ip link set lo up && exec {sys.executable} -m tests.helpers.fuzz_node"
     run = subprocess.run(
-        ["unshare", "--net", "--", "bash", "-c", f"ip link set lo up && exec {sys.executable} -m tests.fuzz_node"],
+        ["unshare", "--net", "--", "bash", "-c", fuzz],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=360,
     )
     print(run.stdout[-20000:])

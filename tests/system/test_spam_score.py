@@ -1,5 +1,5 @@
 """The spam score before sending: SpamAssassin's spamd (Debian's package and rules, network
-tests off, tests/spamd.py) scores a clean message low and a spammy fixture (it carries GTUBE,
+tests off, tests/helpers/spamd.py) scores a clean message low and a spammy fixture (it carries GTUBE,
 SpamAssassin's own test string, among ordinary spam phrases) high, through POST /emails/check and
 the template preview; the broadcasts' hook refuses a send over the operator's threshold."""
 
@@ -15,7 +15,7 @@ from mailsvc.domain.errors import NotAllowed, SpamCheckUnavailable
 from mailsvc.mail.spam import SpamAssassin, SpamCheckFailed, SpamScore, parse_report
 from tests.helpers.openapi import reply_schema
 from tests.helpers.spam import SPAMMY
-from tests.spamd import spamd  # noqa: F401 (a fixture)
+from tests.helpers.spamd import spamd  # noqa: F401 (a fixture)
 
 CLEAN = {
     "from": "Acme <news@acme.example.com>", "to": ["ann@example.net"], "subject": "Your invoice for March",

@@ -127,13 +127,13 @@ def test_every_key_is_declared_once_with_its_type_and_doc():
 
     import attrs
 
-    from mailsvc.config import _TYPES, SECTIONS
+    from mailsvc.config import KEY_TYPES, SECTIONS
 
     shipped = (Path(__file__).parent.parent.parent / "etc" / "mailsvc.conf").read_text()
     for name, cls in SECTIONS.items():
         section = shipped.split(f"[{name}]\n", 1)[1].split("\n[", 1)[0]
         for field in attrs.fields(cls):
-            assert field.type in _TYPES, (name, field.name)
+            assert field.type in KEY_TYPES, (name, field.name)
             assert field.metadata["doc"], (name, field.name)
             assert re.search(rf"^{field.name} =", section, re.M), f"etc/mailsvc.conf lacks {name}.{field.name}"
 

@@ -132,6 +132,20 @@ class Sender(LeasedEngine):
         await self._stop_claiming()
         self.rows.give_back(await self._drain(5, cancel=self.drain_cancels))
 
+    # What a real engine does from its step (plan the step for its next due row; count its
+    # work), here for the test to call: the base class gives these to its subclasses only.
+
+    def plan(self, at: float | None) -> None:
+        self._wake_at(at)
+
+    def planned(self) -> float | None:
+        return self._wake_planned()
+
+    @property
+    def in_flight(self) -> list[int]:
+        """The rows being sent (their work not landed yet)."""
+        return sorted(self._in_flight)
+
 
 def test_an_engine_steps_at_start_then_on_notify_after_gathering():
     clock = task.Clock()
@@ -167,7 +181,7 @@ def test_work_landing_frees_room_and_wakes_a_step():
     assert sorted(engine.sending) == [0, 1] and rows.free == [2]
     engine.sending[0].callback(None)
     clock.advance(0)
-    assert engine.steps == [0, 0] and sorted(engine._in_flight) == [1, 2]
+    assert engine.steps == [0, 0] and engine.in_flight == [1, 2]
 
 
 def test_a_planned_wake_replaces_the_last_and_none_is_planned_while_stopping():
@@ -175,19 +189,19 @@ def test_a_planned_wake_replaces_the_last_and_none_is_planned_while_stopping():
     engine = Sender(clock, Rows(0))
     engine.start()
     clock.advance(0)
-    engine._wake_at(7)
-    engine._wake_at(3)
-    assert engine._wake_planned() == 3
+    engine.plan(7)
+    engine.plan(3)
+    assert engine.planned() == 3
     clock.advance(3)
-    assert engine.steps == [0, 3] and engine._wake_planned() is None
-    engine._wake_at(1)  # already past: at once
+    assert engine.steps == [0, 3] and engine.planned() is None
+    engine.plan(1)  # already past: at once
     clock.advance(0)
     assert engine.steps == [0, 3, 3]
-    engine._wake_at(6)
+    engine.plan(6)
     defer.ensureDeferred(engine.stop())
-    assert engine._wake_planned() is None
-    engine._wake_at(8)
-    assert engine._wake_planned() is None
+    assert engine.planned() is None
+    engine.plan(8)
+    assert engine.planned() is None
 
 
 def test_a_stop_waits_for_work_then_gives_back_what_still_runs():
@@ -214,7 +228,7 @@ def test_a_stop_that_cancels_waits_for_the_work_to_give_itself_back():
     clock.advance(0)
     stopped = defer.ensureDeferred(engine.stop())
     clock.advance(5)
-    assert stopped.called and sorted(rows.free) == [0, 1] and not engine._in_flight
+    assert stopped.called and sorted(rows.free) == [0, 1] and not engine.in_flight
 
 
 def test_engines_in_one_process_lease_disjoint_rows():

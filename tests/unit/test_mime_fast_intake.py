@@ -23,7 +23,7 @@ from mailsvc.domain.errors import Invalid, NotAllowed
 from mailsvc.domain.headers import Mailbox, parse_mailbox, parse_mailboxes
 from mailsvc.mail import dkim
 from mailsvc.mail.mime import resubmitted
-from mailsvc.smtp.message import _bodies_by_email_package, header_fields, sender_header, submission_from_message
+from mailsvc.smtp.message import bodies_by_email_package, header_fields, sender_header, submission_from_message
 
 
 def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
@@ -53,7 +53,7 @@ def reference(raw: bytes, envelope_recipients: list[str]) -> Submission:
     cc = tuple(m for m in mailboxes("cc", cc_header) if m.address.lower() in envelope)
     named = {m.address.lower() for m in (*to, *cc)}
     bcc = parse_mailboxes("bcc", [r for r in envelope_recipients if r.lower() not in named])
-    html, text = _bodies_by_email_package(raw)  # the bodies as they were always read
+    html, text = bodies_by_email_package(raw)  # the bodies as they were always read
     if text is None and html:
         text = ""
     return Submission(sender=sender, to=to, cc=cc, bcc=bcc, subject=subject, html=html, text=text)
@@ -197,7 +197,7 @@ def test_the_common_messages_need_no_full_parse(monkeypatch):
     def refuse(*args):
         raise AssertionError("parsed by the email package")
 
-    monkeypatch.setattr(intake, "_bodies_by_email_package", refuse)
+    monkeypatch.setattr(intake, "bodies_by_email_package", refuse)
     from types import SimpleNamespace
 
     monkeypatch.setattr(intake, "policy", SimpleNamespace(compat32=policy.compat32,

@@ -10,7 +10,7 @@ from twisted.internet.testing import StringTransport
 from mailsvc.mail import verp
 from mailsvc.smtp.inbound import InboundFactory
 from tests.helpers.inbound import VERP, Recorder
-from tests.smtpwire import connected, send
+from tests.helpers.smtpwire import connected, send
 
 
 def connect(tls_options=None, asynchronous=True, accepts=None, **kwargs):

@@ -463,7 +463,7 @@ def test_an_endless_reply_line_drops_the_connection_at_the_line_limit():
     assert f"longer than {client.MAX_LENGTH} bytes" in str(failure.value)
     for _ in range(100):  # the rest of what it sends is not read
         client.dataReceived(b"x" * 1024 + b"\r\n250 ok\r\n")
-    assert transport.value() == b"" and client._buffer == b""
+    assert transport.value() == b"" and client.unread == b""
 
 
 @pytest.mark.parametrize("line, lines", [

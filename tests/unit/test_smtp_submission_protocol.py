@@ -7,7 +7,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 
 from mailsvc.smtp.server import Refusal
 from mailsvc.smtp.submission import Submission, SubmissionFactory
-from tests.smtpwire import TLSStringTransport, connected, send
+from tests.helpers.smtpwire import TLSStringTransport, connected, send
 
 KEY = "re_goodkey1_secret"
 

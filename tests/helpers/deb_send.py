@@ -1,9 +1,9 @@
 """
 The mail half of scripts/deb-install-test: the installed package's daemon sends real e-mail.
 
-Run from the checkout's .venv as a coprocess of the script (``python -m tests.deb_send``), it
-serves the daemon's outside world on loopback: the tests' DNS server (tests/dnsserver.py) and
-SMTP sink (tests/smtpsink.py). Then, as a user would, it adds a sending domain, publishes the
+Run from the checkout's .venv as a coprocess of the script (``python -m tests.helpers.deb_send``), it
+serves the daemon's outside world on loopback: the tests' DNS server (tests/helpers/dnsserver.py) and
+SMTP sink (tests/helpers/smtpsink.py). Then, as a user would, it adds a sending domain, publishes the
 records the API lists, has the daemon verify them, and sends one e-mail through ``POST /emails``
 and one through SMTP submission (STARTTLS against the daemon's certificate, AUTH with the API
 key) to a domain whose MX is 127.0.0.1. Each must reach the sink as sent, DKIM-signed for the
@@ -35,10 +35,10 @@ import dns.resolver
 import treq
 from twisted.internet import defer, reactor, task, threads
 
-from tests.dnsserver import DNSServer
-from tests.domainsupport import publish
+from tests.helpers.dnsserver import DNSServer
+from tests.helpers.domainsupport import publish
 from tests.helpers.polling import async_until
-from tests.smtpsink import Received, Sink
+from tests.helpers.smtpsink import Received, Sink
 
 SENDER_DOMAIN = "deb.example.com"
 RECIPIENT_DOMAIN = "sink.example.net"

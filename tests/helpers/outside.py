@@ -1,5 +1,5 @@
 """
-The outside world on loopback, for tests of outbound requests (with ``tests.dnsserver`` for
+The outside world on loopback, for tests of outbound requests (with ``tests.helpers.dnsserver`` for
 names): a throw-away certificate authority, and an HTTPS receiver that records every request
 and answers as told.
 """

@@ -1,5 +1,5 @@
 """
-Runs schemathesis against a live node: ``python -m tests.fuzz_node``, inside a network
+Runs schemathesis against a live node: ``python -m tests.helpers.fuzz_node``, inside a network
 namespace of its own (tests/system/test_schemathesis.py starts it under ``unshare --net``, with only
 the loopback interface up), so that whatever address or URL the fuzzer makes up, nothing
 outside the machine can be reached: the daemon's DNS is the tests' loopback server (every name
@@ -30,7 +30,7 @@ import requests
 
 from tests.helpers.polling import until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 #: Examples per operation and per phase. 255 operations fuzzed (the dashboard's copies of the
 #: API routes included; broadcasts, the spam check, DMARC and shaping since 218); schemathesis's
@@ -50,7 +50,7 @@ DNS = """
 import sys
 from twisted.internet import reactor
 sys.path.insert(0, {root!r})
-from tests.dnsserver import DNSServer
+from tests.helpers.dnsserver import DNSServer
 server = DNSServer()
 server.start()
 print(server.address, flush=True)

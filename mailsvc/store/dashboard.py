@@ -200,16 +200,20 @@ async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str)
     return {row["period"]: int(row["count"]) for row in rows}
 
 
-async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, limit: int) -> list[dict]:
-    """The webhook's latest deliveries, each with its event (type, time, data) and the webhook's
-    naming, from which its payload is built again as it was sent."""
-    return await db.fetchall(
+async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID,
+                             page: Page) -> tuple[list[dict], bool]:
+    """A page of the webhook's deliveries, newest event first (the event's id is the cursor), each
+    with its event (type, time, data) and the webhook's naming, from which its payload is built
+    again as it was sent."""
+    where, order, params = clause(page, "w.event_id")
+    rows = await db.fetchall(
         "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
         " w.created_at, e.created_at AS event_created_at, e.data, h.naming"
         " FROM webhook_deliveries w JOIN events e ON e.id = w.event_id JOIN webhooks h ON h.id = w.webhook_id"
-        " WHERE w.tenant_id = %s AND w.webhook_id = %s ORDER BY w.created_at DESC, w.event_id DESC LIMIT %s",
-        (tenant_id, webhook_id, limit),
+        f" WHERE w.tenant_id = %s AND w.webhook_id = %s AND {where} {order}",
+        [tenant_id, webhook_id, *params],
     )
+    return page.finish(rows)
 
 
 async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:

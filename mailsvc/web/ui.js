@@ -98,6 +98,14 @@ export function opener(label, card, open = false) {
   return button;
 }
 
+/** The links to a list's newer and older pages ({newer, older}: hashes, or null where there is
+ *  no such page); nothing when the list is one page. */
+export function pager(label, { newer, older }) {
+  if (!newer && !older) return null;
+  return h("div.pager", { role: "navigation", "aria-label": label },
+    newer ? h("a.button", { href: newer }, "← Newer") : null, older ? h("a.button", { href: older }, "Older →") : null);
+}
+
 function render(nodes) {
   app.replaceChildren(...[nodes].flat());
   const target = document.querySelector("main h1");

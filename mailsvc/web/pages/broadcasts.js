@@ -3,7 +3,8 @@
 // schedule, a live progress bar, the stats by outcome as a chart, cancel and duplicate.
 
 import { del, get, post } from "/ui/api.js";
-import { badge, field, h, svg, table, when } from "/ui/dom.js";
+import { ago, badge, field, h, svg, table, when } from "/ui/dom.js";
+import { apiQuery, listState, pagesOf } from "/ui/listing.js";
 import { previewFrame, spamScoreView } from "/ui/content.js";
 import { PLACEHOLDERS, insertPlaceholder } from "/ui/placeholders.js";
 import * as ui from "/ui/ui.js";
@@ -19,7 +20,7 @@ const CANCEL_WHY = {
 export const nav = ["#/broadcasts", "Broadcasts"];
 export const routes = [
   [/^#\/broadcasts\/([\w-]+)$/, (m) => broadcastPage(ui, m[1])],
-  [/^#\/broadcasts$/, () => broadcastsPage(ui)],
+  [/^#\/broadcasts(?:\?(.*))?$/, (m) => broadcastsPage(ui, m[1] || "")],
 ];
 
 function insertAtCursor(area, text) {
@@ -29,8 +30,12 @@ function insertAtCursor(area, text) {
   area.focus();
 }
 
-async function broadcastsPage(ui) {
-  const [list, sizes, domains, templates] = await Promise.all([get("/dashboard/broadcasts"), get("/dashboard/segment-sizes"),
+const BROADCASTS_PAGE = 50;
+
+async function broadcastsPage(ui, query) {
+  const state = listState(query);
+  const [list, sizes, domains, templates] = await Promise.all([get(`/dashboard/broadcasts?${apiQuery(state, BROADCASTS_PAGE)}`),
+    get("/dashboard/segment-sizes"),
     get("/dashboard/domains"), get("/dashboard/templates?limit=100")]);
   const verified = domains.data.filter((d) => d.status === "verified").map((d) => d.name);
   const names = Object.fromEntries(sizes.data.map((s) => [s.id, s.name]));
@@ -65,11 +70,14 @@ async function broadcastsPage(ui) {
       h("button.secondary.small", { type: "button", onclick: () => insertAtCursor(html, menu.value) }, "Insert")),
     field("HTML", html),
     h("button.primary", { type: "submit" }, "Create draft")));
-  return ui.shell("#/broadcasts", ui.heading("Broadcasts", ui.opener("New broadcast", card, !list.data.length)), card,
+  const first = !state.after && !state.before;
+  return ui.shell("#/broadcasts", ui.heading("Broadcasts", ui.opener("New broadcast", card, first && !list.data.length)), card,
     h("section.card", ui.wide(table(["Name", "Segment", "Status", "Created", "Sent"], list.data.map((b) => h("tr",
-      h("td", h("a", { href: `#/broadcasts/${b.id}` }, b.name || "(unnamed)")), h("td", names[b.segment_id] || "—"),
-      h("td", badge(b.status)), h("td", when(b.created_at)), h("td", when(b.sent_at)))), "Broadcasts",
-      "No broadcast yet: write one (New broadcast); it goes to every contact of a segment."))));
+      h("td", h("a.clip", { href: `#/broadcasts/${b.id}`, title: b.name || "(unnamed)" }, b.name || "(unnamed)")),
+      h("td", names[b.segment_id] || "—"),
+      h("td", badge(b.status)), h("td.nowrap", ago(b.created_at)), h("td.nowrap", ago(b.sent_at)))), "Broadcasts",
+      first ? "No broadcast yet: write one (New broadcast); it goes to every contact of a segment." : "No broadcast on this page."),
+    ui.pager("Pages of broadcasts", pagesOf("#/broadcasts", state, list.data, list.has_more))));
 }
 
 function statsChart(stats) {

@@ -3,18 +3,24 @@
 // against the published version, duplicate, delete, and a test sent to the user's own address.
 
 import { del, get, patch, post, session } from "/ui/api.js";
-import { badge, field, h, table, when } from "/ui/dom.js";
+import { ago, badge, clip, field, h, table } from "/ui/dom.js";
+import { apiQuery, listState, pagesOf } from "/ui/listing.js";
 import { diffView, previewFrame, spamScoreView } from "/ui/content.js";
 import * as ui from "/ui/ui.js";
 
 export const nav = ["#/templates", "Templates"];
 export const routes = [
   [/^#\/templates\/([\w-]+)$/, (m) => templatePage(ui, m[1])],
-  [/^#\/templates$/, () => templatesPage(ui)],
+  [/^#\/templates(?:\?(.*))?$/, (m) => templatesPage(ui, m[1] || "")],
 ];
 
-async function templatesPage(ui) {
-  const [list, caps] = await Promise.all([get("/dashboard/templates?limit=100"), get("/dashboard/template-builder")]);
+const TEMPLATES_PAGE = 50;
+
+async function templatesPage(ui, query) {
+  const state = listState(query);
+  const [list, caps] = await Promise.all([get(`/dashboard/templates?${apiQuery(state, TEMPLATES_PAGE)}`),
+    get("/dashboard/template-builder")]);
+  const first = !state.after && !state.before;
   const card = h("section.card", h("h2", "New template"), ui.form(async (data) => {
       const body = { name: data.get("name") };
       if (data.get("alias")) body.alias = data.get("alias");
@@ -26,12 +32,14 @@ async function templatesPage(ui) {
       field("Alias", ui.input("alias", { pattern: "[A-Za-z0-9][A-Za-z0-9_.\\-]{0,99}" }), "Optional; usable instead of the id"),
       h("button.primary", { type: "submit" }, "Create with HTML")),
     caps.builder ? null : h("p.muted", `The visual builder comes with the ${caps.required_plan} plan.`)));
-  return ui.shell("#/templates", ui.heading("Templates", ui.opener("New template", card, !list.data.length),
+  return ui.shell("#/templates", ui.heading("Templates", ui.opener("New template", card, first && !list.data.length),
     caps.builder ? h("a.button", { href: "#/builder" }, "Design one in the visual builder") : null), card,
     h("section.card", ui.wide(table(["Name", "Alias", "Status", "Changes", "Updated"], list.data.map((t) => h("tr",
-      h("td", h("a", { href: `#/templates/${t.id}` }, t.name)), h("td", t.alias || "—"), h("td", badge(t.status)),
-      h("td", t.has_unpublished_versions ? "unpublished changes" : "—"), h("td", when(t.updated_at)))), "Templates",
-      "No template yet: create one (New template), then send it by its id or alias."))));
+      h("td", h("a.clip", { href: `#/templates/${t.id}`, title: t.name }, t.name)), h("td", t.alias ? clip(t.alias) : "—"),
+      h("td", badge(t.status)), h("td", t.has_unpublished_versions ? "unpublished changes" : "—"),
+      h("td.nowrap", ago(t.updated_at)))), "Templates",
+      first ? "No template yet: create one (New template), then send it by its id or alias." : "No template on this page."),
+    ui.pager("Pages of templates", pagesOf("#/templates", state, list.data, list.has_more))));
 }
 
 function variableRow(v = {}) {

@@ -76,7 +76,7 @@ async function broadcastsPage(ui, query) {
       h("td", h("a.clip", { href: `#/broadcasts/${b.id}`, title: b.name || "(unnamed)" }, b.name || "(unnamed)")),
       h("td", names[b.segment_id] || "—"),
       h("td", badge(b.status)), h("td.nowrap", ago(b.created_at)), h("td.nowrap", ago(b.sent_at)))), "Broadcasts",
-      first ? "No broadcast yet: write one (New broadcast); it goes to every contact of a segment." : "No broadcast on this page."),
+      first ? "No broadcast yet: write one (New broadcast); it goes to every contact of a segment." : "No broadcast on this page.")),
     ui.pager("Pages of broadcasts", pagesOf("#/broadcasts", state, list.data, list.has_more))));
 }
 

@@ -38,7 +38,7 @@ async function templatesPage(ui, query) {
       h("td", h("a.clip", { href: `#/templates/${t.id}`, title: t.name }, t.name)), h("td", t.alias ? clip(t.alias) : "—"),
       h("td", badge(t.status)), h("td", t.has_unpublished_versions ? "unpublished changes" : "—"),
       h("td.nowrap", ago(t.updated_at)))), "Templates",
-      first ? "No template yet: create one (New template), then send it by its id or alias." : "No template on this page."),
+      first ? "No template yet: create one (New template), then send it by its id or alias." : "No template on this page.")),
     ui.pager("Pages of templates", pagesOf("#/templates", state, list.data, list.has_more))));
 }
 

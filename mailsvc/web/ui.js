@@ -6,7 +6,7 @@
 // its site's session paths (``start``). docs/decisions.md, "Web UI".
 
 import { ApiError, get, post, session } from "/ui/api.js";
-import { h } from "/ui/dom.js";
+import { h, retell } from "/ui/dom.js";
 import { CHOICES, apply, choose, stored } from "/ui/theme.js";
 import { errorText } from "/ui/words.js";
 
@@ -273,6 +273,8 @@ export function start(modules, site = {}) {
   PAGES = modules.flatMap((m) => m.routes || []);
   OPEN = modules.flatMap((m) => m.openRoutes || []);
   window.addEventListener("hashchange", route);
+  // "just now" does not stay true: the relative times shown are told again each half minute.
+  setInterval(() => retell(app), 30_000);
   // Back from the browser's page cache: the session may have ended meanwhile.
   window.addEventListener("pageshow", (event) => { if (event.persisted) { forget(); route(); } });
   route();

@@ -194,6 +194,25 @@ async def daily_stats(db: Database, tenant_id: uuid.UUID, since: date) -> dict[d
     return days
 
 
+async def daily_stats_from(db: Database, tenant_id: uuid.UUID, since: date, domain: str) -> dict[date, dict]:
+    """Per day (UTC) from ``since``, of the e-mails sent from an address of ``domain`` (lower
+    case): recipients accepted (``sent``) and where their deliveries stand now (a complaint's
+    delivery counts as delivered too, as the account's figures count it)."""
+    rows = await db.fetchall(
+        "SELECT (e.created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS sent,"
+        " count(*) FILTER (WHERE d.status IN ('delivered', 'complained')) AS delivered,"
+        " count(*) FILTER (WHERE d.status = 'bounced') AS bounced,"
+        " count(*) FILTER (WHERE d.status = 'complained') AS complained"
+        " FROM emails e JOIN deliveries d ON d.email_id = e.id"
+        " WHERE e.tenant_id = %s AND e.created_at >= %s"
+        # The sender is an address, or a name with its address in angle brackets.
+        "   AND lower(substring(e.sender from '@([^@<>[:space:]]+)>?[[:space:]]*$')) = %s"
+        " GROUP BY 1",
+        (tenant_id, since, domain),
+    )
+    return {row["day"]: {k: int(row[k]) for k in ("sent", "delivered", "bounced", "complained")} for row in rows}
+
+
 async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str) -> dict[str, int]:
     rows = await db.fetchall("SELECT period, count FROM usage WHERE tenant_id = %s AND period IN (%s, %s)",
                              (tenant_id, day, month))

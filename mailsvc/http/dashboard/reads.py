@@ -50,13 +50,18 @@ class ReadsResource:
         self._domains = domains
 
     @route("GET", "/dashboard/stats", access=SESSION,
-           op=Operation("Sends and outcomes per day over 30 days, and the quota used", responses={200: obj(
+           op=Operation("Sends and outcomes per day over 30 days (or `days`: 7), of the account or of the mail sent"
+                        " from one `domain`, and the quota used",
+                        query=(("days", {"type": "integer", "enum": [7, 30]}), ("domain", STR)), responses={200: obj(
                ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
                days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
                                                    sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
     async def stats(self, request, caller: Caller):
-        """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
-        return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
+        """Sends (recipients accepted) and outcomes per day over 30 days (or ``days``: 7), of the
+        account or of the mail sent from one ``domain``, and the quota used."""
+        days = _arg(request, b"days") or "30"
+        return {"object": "stats", "days": await self._dashboard.daily(
+                    caller.tenant.id, int(days) if days.isdigit() else 0, _arg(request, b"domain")),
                 "usage": await self._dashboard.usage(caller.tenant)}
 
     @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION,

@@ -2,10 +2,11 @@
 // verified domains, preview text, placeholders from a menu, preview as a contact, send now or
 // schedule, a live progress bar, the stats by outcome as a chart, cancel and duplicate.
 
-import { del, get, post } from "/ui/api.js";
-import { ago, badge, field, h, svg, table, when } from "/ui/dom.js";
+import { del, get, patch, post } from "/ui/api.js";
+import { ago, badge, clip, field, h, svg, table, when } from "/ui/dom.js";
 import { apiQuery, listState, pagesOf } from "/ui/listing.js";
 import { previewFrame, spamScoreView } from "/ui/content.js";
+import { addressList } from "/ui/autosave.js";
 import { PLACEHOLDERS, insertPlaceholder } from "/ui/placeholders.js";
 import * as ui from "/ui/ui.js";
 import { reasonText } from "/ui/words.js";
@@ -74,7 +75,7 @@ async function broadcastsPage(ui, query) {
   return ui.shell("#/broadcasts", ui.heading("Broadcasts", ui.opener("New broadcast", card, first && !list.data.length)), card,
     h("section.card", ui.wide(table(["Name", "Segment", "Status", "Created", "Sent"], list.data.map((b) => h("tr",
       h("td", h("a.clip", { href: `#/broadcasts/${b.id}`, title: b.name || "(unnamed)" }, b.name || "(unnamed)")),
-      h("td", names[b.segment_id] || "—"),
+      h("td", names[b.segment_id] ? clip(names[b.segment_id]) : "—"),
       h("td", badge(b.status)), h("td.nowrap", ago(b.created_at)), h("td.nowrap", ago(b.sent_at)))), "Broadcasts",
       first ? "No broadcast yet: write one (New broadcast); it goes to every contact of a segment." : "No broadcast on this page.")),
     ui.pager("Pages of broadcasts", pagesOf("#/broadcasts", state, list.data, list.has_more))));
@@ -82,14 +83,14 @@ async function broadcastsPage(ui, query) {
 
 function statsChart(stats) {
   const max = Math.max(1, ...OUTCOMES.map((k) => stats[k] || 0));
-  const rowH = 26; const width = 520;
+  const rowH = 26; const width = 360;
   return svg("svg", { viewBox: `0 0 ${width} ${OUTCOMES.length * rowH}`, role: "img", class: "chart outcomes", "aria-label": "Deliveries by outcome" },
     OUTCOMES.map((k, i) => {
       const n = stats[k] || 0;
       return svg("g", { "data-outcome": k, "data-count": n },
-        svg("text", { x: 0, y: i * rowH + 17, "font-size": 13 }, k.replace("_", " ")),
-        svg("rect", { x: 140, y: i * rowH + 5, height: 16, width: Math.max(n ? 2 : 0, (n / max) * 300), fill: COLOURS[k] }),
-        svg("text", { x: 450, y: i * rowH + 17, "font-size": 13 }, String(n)));
+        svg("text", { x: 0, y: i * rowH + 17, "font-size": 13, class: "label" }, k.replace("_", " ")),
+        svg("rect", { x: 120, y: i * rowH + 5, height: 16, width: Math.max(n ? 2 : 0, (n / max) * 180), fill: COLOURS[k] }),
+        svg("text", { x: 310, y: i * rowH + 17, "font-size": 13, class: "label" }, String(n)));
     }));
 }
 
@@ -104,9 +105,63 @@ function progressView(b) {
     waiting);
 }
 
+/** A draft's fields as its PATCH takes them, read from its form as one value. */
+function draftOf(form) {
+  const text = (name) => form.elements[name].value;
+  return { name: text("name"), segment_id: text("segment_id"), from: text("from").trim(), subject: text("subject"),
+    reply_to: addressList(text("reply_to")), preview_text: text("preview_text"), html: text("html"), text: text("text") };
+}
+
+/** A draft, edited in place: every field its PATCH changes, saved a second after the typing
+ *  stops ("Save draft" saves at once), with its state and Undo. */
+function draftEditor(ui, b, path, sizes) {
+  const html = h("textarea.code", { name: "html", rows: 10, spellcheck: "false" }, b.html || "");
+  const menu = h("select", {}, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
+  const status = h("div.save-state#draft-state", { id: "draft-state" });
+  const segments = sizes.some((s) => s.id === b.segment_id) ? sizes : [{ id: b.segment_id, name: "(its segment)", contacts: 0 }, ...sizes];
+  const node = h("form.draft",
+    h("div.inline", field("Name", ui.input("name", { value: b.name || "", maxlength: 256 })),
+      field("Segment", h("select", { name: "segment_id" }, segments.map((s) => h("option", { value: s.id, selected: s.id === b.segment_id },
+        `${s.name} (${s.contacts.toLocaleString("en")} contacts)`))))),
+    h("div.inline", field("From", ui.input("from", { value: b.from || "", required: true })),
+      field("Subject", ui.input("subject", { value: b.subject || "", required: true }))),
+    h("div.inline", field("Reply-To", ui.input("reply_to", { value: [].concat(b.reply_to || []).join(", "),
+      placeholder: "Addresses, separated by commas" })),
+    field("Preview text", ui.input("preview_text", { value: b.preview_text || "", maxlength: 1000 }))),
+    h("div.inline", field("Insert placeholder", menu),
+      h("button.secondary.small", { type: "button", onclick: () => {
+        insertAtCursor(html, menu.value);
+        html.dispatchEvent(new Event("input", { bubbles: true }));
+      } }, "Insert")),
+    field("HTML", html),
+    field("Text", h("textarea.code", { name: "text", rows: 4, spellcheck: "false" }, b.text || ""), "The plain-text part (optional)"));
+  const { edits, undo } = ui.autosaved(node, {
+    read: () => draftOf(node),
+    show: (value) => {
+      for (const [name, v] of Object.entries(value)) node.elements[name].value = name === "reply_to" ? v.join(", ") : v;
+    },
+    save: (value) => patch(path, value),
+    status,
+  });
+  node.addEventListener("submit", (event) => { event.preventDefault(); edits.flush(); });
+  node.append(h("div.row.save-bar", h("button.primary", { type: "submit" }, "Save draft"), undo, status));
+  return { card: h("section.card#edit", { id: "edit" }, h("h2", "Edit"), node), edits };
+}
+
+/** A scheduled broadcast is not edited (its PATCH is refused): back to a draft first. */
+function scheduledCard(ui, path) {
+  return h("section.card#edit", { id: "edit" }, h("h2", "Edit"),
+    h("p.muted", "A scheduled broadcast cannot be changed. Cancelling the schedule makes it a draft again, to edit and send or schedule anew."),
+    ui.action("Cancel the schedule to edit", async () => { await post(`${path}/cancel`); ui.route(); }, "primary"));
+}
+
 async function broadcastPage(ui, id) {
   const path = `/dashboard/broadcasts/${id}`;
   const b = await get(path);
+  const sizes = b.status === "draft" ? (await get("/dashboard/segment-sizes")).data : [];
+  const editor = b.status === "draft" ? draftEditor(ui, b, path, sizes) : null;
+  // What is sent is what is saved: a change still waiting is saved first.
+  const saved = async () => { if (editor) { await editor.edits.flush(); if (editor.edits.state === "failed") throw editor.edits.error; } };
   const members = b.segment_id ? await get(`/dashboard/segments/${b.segment_id}/contacts?limit=50`).catch(() => ({ data: [] })) : { data: [] };
   const frame = previewFrame("Broadcast preview");
   const spamBox = h("div#bc-spam", { id: "bc-spam" });
@@ -131,9 +186,11 @@ async function broadcastPage(ui, id) {
     h("p", status, ` To ${b.segment_id ? "a segment" : "nobody"}, from ${b.from}: “${b.subject}”.`),
     b.scheduled_at ? h("p#scheduled", { id: "scheduled" }, `Scheduled for ${when(b.scheduled_at)} (${b.scheduled_at} UTC).`) : null,
     b.failure ? h("p.error", { role: "alert" }, `${reasonText(b.failure)}.`) : null,
+    editor ? editor.card : b.status === "scheduled" ? scheduledCard(ui, path) : null,
     h("section.card", h("h2", "Progress"), progress, h("h3", "Deliveries by outcome"), chart),
     h("section.card", h("h2", "Preview"), h("div.inline", field("Preview as", who),
       ui.action("Show preview", async () => {
+        await saved();
         const shown = await post(`${path}/preview`, who.value ? { contact_id: who.value } : {});
         document.getElementById("bc-subject").textContent = `Subject: ${shown.subject}`;
         spamBox.replaceChildren(...[spamScoreView(shown.spam)].filter(Boolean));
@@ -141,10 +198,11 @@ async function broadcastPage(ui, id) {
       }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), spamBox, frame),
     h("section.card", h("h2", "Send"),
       editable ? [
-        ui.action("Send now", async () => { await post(`${path}/send`); ui.route(); }, "primary"),
+        ui.action("Send now", async () => { await saved(); await post(`${path}/send`); ui.route(); }, "primary"),
         ui.form(async (data) => {
           const at = data.get("when_text") || (data.get("when_date") ? new Date(data.get("when_date")).toISOString() : "");
           if (!at) throw new Error("Choose a date or write when, e.g. “in 2 hours”.");
+          await saved();
           // Scheduling is the send call with a time (a PATCH does not schedule); the page then
           // shows the parsed time (#scheduled).
           await post(`${path}/send`, { scheduled_at: at });
@@ -152,7 +210,7 @@ async function broadcastPage(ui, id) {
         }, h("h3", "Or schedule"), h("div.inline", field("Date and time", h("input", { type: "datetime-local", name: "when_date" })),
           field("Or in words", ui.input("when_text", { placeholder: "tomorrow at 9am" }), "Within 30 days; the parsed time is shown")),
         h("button.secondary", { type: "submit" }, "Schedule"))]
-        : h("p.muted", b.status === "scheduled" ? "Scheduled: cancel to edit or send now." : `It is ${b.status}: only a draft is sent.`)),
+        : h("p.muted", b.status === "scheduled" ? "Scheduled: cancel the schedule to edit it or send it now." : `It is ${b.status}: only a draft is sent.`)),
     h("section.card", h("h2", "Actions"), cancel, cancelWhy,
       ui.action("Duplicate", async () => { const c = await post(`${path}/duplicate`); location.hash = `#/broadcasts/${c.id}`; }),
       ["draft", "scheduled"].includes(b.status) ? ui.action("Delete", async () => { await del(path); location.hash = "#/broadcasts"; }, "danger small")

@@ -29,13 +29,19 @@ function chart(days) {
       ...bar(x + step * 0.5, base - delivered, d.bounced + d.complained > 0 ? Math.max(3, failed) : 0, "bar-failed", title),
     ];
   });
+  // Each label under its day; the last (today's) ends at the chart's edge rather than past it.
   const ticks = labelled(days.length, days.length > 7 ? 6 : 7).map((i) => svg("text", {
-    x: pad + i * step + step * 0.48, y: height - 10, class: "tick", "text-anchor": "middle" }, dayLabel(days[i].day)));
-  return h("div.chart-box", { class: days.length > 7 ? "month" : "week" }, svg("svg", {
+    x: i === days.length - 1 ? width : pad + i * step + step * 0.48, y: height - 10, class: "tick",
+    "text-anchor": i === days.length - 1 ? "end" : "middle" }, dayLabel(days[i].day)));
+  const box = h("div.chart-box", { class: days.length > 7 ? "month" : "week" });
+  // Scrolled to its end: today's bars in view where the chart is wider than its box (a phone).
+  requestAnimationFrame(() => { box.scrollLeft = box.scrollWidth; });
+  box.append(svg("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart days",
     "aria-label": `Sends and outcomes per day over ${days.length} days` },
   svg("line", { x1: pad, y1: base, x2: width, y2: base, class: "axis" }),
   svg("text", { x: 0, y: pad - 6, class: "tick" }, String(max)), ticks, bars));
+  return box;
 }
 
 function meter(label, used, limit) {
@@ -71,8 +77,8 @@ async function overviewPage(query) {
   return shell("#/",
     h("h1", "Overview"), controls(state, domains.data.map((d) => d.name)),
     state.domain ? h("p.muted", `The mail sent from ${state.domain}.`) : null,
-    h("section.cards",
-      ...Object.entries(sums).map(([k, v]) => figure(String(v), `${k} (${period})`)),
+    h("section.cards", { "aria-label": "Totals" }, ...Object.entries(sums).map(([k, v]) => figure(String(v), `${k} (${period})`))),
+    h("section.cards.rates", { "aria-label": "Rates" },
       figure(shares.delivered, "delivered rate", "Delivered of sent"),
       figure(shares.bounced, "bounce rate", "Bounced of sent"),
       figure(shares.complained, "complaint rate", "Complained of sent")),

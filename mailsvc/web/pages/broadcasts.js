@@ -155,18 +155,75 @@ function scheduledCard(ui, path) {
     ui.action("Cancel the schedule to edit", async () => { await post(`${path}/cancel`); ui.route(); }, "primary"));
 }
 
+/** The preview as one of the segment's members (the newest 50 offered), with its spam score. */
+function previewCard(ui, path, members, saved) {
+  const frame = previewFrame("Broadcast preview");
+  const spamBox = h("div#bc-spam", { id: "bc-spam" });
+  const who = h("select", { "aria-label": "Preview as" }, h("option", { value: "" }, "The segment's newest member"),
+    members.map((c) => h("option", { value: c.id }, c.email)));
+  return h("section.card", h("h2", "Preview"), h("div.inline", field("Preview as", who),
+    ui.action("Show preview", async () => {
+      await saved();
+      const shown = await post(`${path}/preview`, who.value ? { contact_id: who.value } : {});
+      document.getElementById("bc-subject").textContent = `Subject: ${shown.subject}`;
+      spamBox.replaceChildren(...[spamScoreView(shown.spam)].filter(Boolean));
+      await frame.show(shown.html || "");
+    }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), spamBox, frame);
+}
+
+/** A draft is sent now or scheduled (a time, or words such as "in 2 hours"); what is sent is
+ *  what is saved, so a change still waiting is saved first. */
+function sendCard(ui, b, path, saved) {
+  if (b.status !== "draft") {
+    return h("section.card", h("h2", "Send"), h("p.muted", b.status === "scheduled"
+      ? "Scheduled: cancel the schedule to edit it or send it now." : `It is ${b.status}: only a draft is sent.`));
+  }
+  return h("section.card", h("h2", "Send"),
+    ui.action("Send now", async () => { await saved(); await post(`${path}/send`); ui.route(); }, "primary"),
+    ui.form(async (data) => {
+      const at = data.get("when_text") || (data.get("when_date") ? new Date(data.get("when_date")).toISOString() : "");
+      if (!at) throw new Error("Choose a date or write when, e.g. “in 2 hours”.");
+      await saved();
+      // Scheduling is the send call with a time (a PATCH does not schedule); the page then
+      // shows the parsed time (#scheduled).
+      await post(`${path}/send`, { scheduled_at: at });
+      ui.route();
+    }, h("h3", "Or schedule"), h("div.inline", field("Date and time", h("input", { type: "datetime-local", name: "when_date" })),
+      field("Or in words", ui.input("when_text", { placeholder: "tomorrow at 9am" }), "Within 30 days; the parsed time is shown")),
+    h("button.secondary", { type: "submit" }, "Schedule")));
+}
+
+/** While it may still change (queued, sending, sent), the broadcast is read again every second
+ *  (no reload) until the page is left or it has been the same for 30 s; ``show`` draws it. */
+function follow(b, path, progress, show) {
+  if (!["queued", "sending", "sent"].includes(b.status)) return;
+  let last = JSON.stringify([b.status, b.progress, b.stats]);
+  let quiet = 0;
+  const tick = async () => {
+    if (!document.body.contains(progress) || quiet > 30) return;
+    try {
+      const now = await get(path);
+      const key = JSON.stringify([now.status, now.progress, now.stats]);
+      quiet = key === last ? quiet + 1 : 0;
+      last = key;
+      show(now);
+    } catch { /* next tick */ }
+    setTimeout(tick, 1000);
+  };
+  setTimeout(tick, 1000);
+}
+
 async function broadcastPage(ui, id) {
   const path = `/dashboard/broadcasts/${id}`;
   const b = await get(path);
   const sizes = b.status === "draft" ? (await get("/dashboard/segment-sizes")).data : [];
   const editor = b.status === "draft" ? draftEditor(ui, b, path, sizes) : null;
-  // What is sent is what is saved: a change still waiting is saved first.
-  const saved = async () => { if (editor) { await editor.edits.flush(); if (editor.edits.state === "failed") throw editor.edits.error; } };
+  const saved = async () => {
+    if (!editor) return;
+    await editor.edits.flush();
+    if (editor.edits.state === "failed") throw editor.edits.error;
+  };
   const members = b.segment_id ? await get(`/dashboard/segments/${b.segment_id}/contacts?limit=50`).catch(() => ({ data: [] })) : { data: [] };
-  const frame = previewFrame("Broadcast preview");
-  const spamBox = h("div#bc-spam", { id: "bc-spam" });
-  const who = h("select", { "aria-label": "Preview as" }, h("option", { value: "" }, "The segment's newest member"),
-    members.data.map((c) => h("option", { value: c.id }, c.email)));
   const progress = h("div", progressView(b));
   const chart = h("div#stats", { id: "stats" }, statsChart(b.stats || {}));
   const status = h("span#bc-status", { id: "bc-status" }, badge(b.status));
@@ -181,60 +238,23 @@ async function broadcastPage(ui, id) {
     cancelWhy.hidden = !why;
   };
   showCancel(b.status);
-  const editable = b.status === "draft";
   const page = ui.shell("#/broadcasts", h("h1", b.name || "Broadcast"),
     h("p", status, ` To ${b.segment_id ? "a segment" : "nobody"}, from ${b.from}: “${b.subject}”.`),
     b.scheduled_at ? h("p#scheduled", { id: "scheduled" }, `Scheduled for ${when(b.scheduled_at)} (${b.scheduled_at} UTC).`) : null,
     b.failure ? h("p.error", { role: "alert" }, `${reasonText(b.failure)}.`) : null,
     editor ? editor.card : b.status === "scheduled" ? scheduledCard(ui, path) : null,
     h("section.card", h("h2", "Progress"), progress, h("h3", "Deliveries by outcome"), chart),
-    h("section.card", h("h2", "Preview"), h("div.inline", field("Preview as", who),
-      ui.action("Show preview", async () => {
-        await saved();
-        const shown = await post(`${path}/preview`, who.value ? { contact_id: who.value } : {});
-        document.getElementById("bc-subject").textContent = `Subject: ${shown.subject}`;
-        spamBox.replaceChildren(...[spamScoreView(shown.spam)].filter(Boolean));
-        await frame.show(shown.html || "");
-      }, "primary small")), h("p#bc-subject", { id: "bc-subject" }), spamBox, frame),
-    h("section.card", h("h2", "Send"),
-      editable ? [
-        ui.action("Send now", async () => { await saved(); await post(`${path}/send`); ui.route(); }, "primary"),
-        ui.form(async (data) => {
-          const at = data.get("when_text") || (data.get("when_date") ? new Date(data.get("when_date")).toISOString() : "");
-          if (!at) throw new Error("Choose a date or write when, e.g. “in 2 hours”.");
-          await saved();
-          // Scheduling is the send call with a time (a PATCH does not schedule); the page then
-          // shows the parsed time (#scheduled).
-          await post(`${path}/send`, { scheduled_at: at });
-          ui.route();
-        }, h("h3", "Or schedule"), h("div.inline", field("Date and time", h("input", { type: "datetime-local", name: "when_date" })),
-          field("Or in words", ui.input("when_text", { placeholder: "tomorrow at 9am" }), "Within 30 days; the parsed time is shown")),
-        h("button.secondary", { type: "submit" }, "Schedule"))]
-        : h("p.muted", b.status === "scheduled" ? "Scheduled: cancel the schedule to edit it or send it now." : `It is ${b.status}: only a draft is sent.`)),
+    previewCard(ui, path, members.data, saved),
+    sendCard(ui, b, path, saved),
     h("section.card", h("h2", "Actions"), cancel, cancelWhy,
       ui.action("Duplicate", async () => { const c = await post(`${path}/duplicate`); location.hash = `#/broadcasts/${c.id}`; }),
       ["draft", "scheduled"].includes(b.status) ? ui.action("Delete", async () => { await del(path); location.hash = "#/broadcasts"; }, "danger small")
         : h("p.muted", "Delete is unavailable: only a draft or a scheduled broadcast is deleted.")));
-  // Live: while it may still change, read it again every second (no reload).
-  const live = ["queued", "sending", "sent"].includes(b.status);
-  if (live) {
-    let last = JSON.stringify([b.status, b.progress, b.stats]);
-    let quiet = 0;
-    const tick = async () => {
-      if (!document.body.contains(progress) || quiet > 30) return;
-      try {
-        const now = await get(path);
-        const key = JSON.stringify([now.status, now.progress, now.stats]);
-        quiet = key === last ? quiet + 1 : 0;
-        last = key;
-        progress.replaceChildren(progressView(now));
-        chart.replaceChildren(statsChart(now.stats || {}));
-        status.replaceChildren(badge(now.status));
-        showCancel(now.status);
-      } catch { /* next tick */ }
-      setTimeout(tick, 1000);
-    };
-    setTimeout(tick, 1000);
-  }
+  follow(b, path, progress, (now) => {
+    progress.replaceChildren(progressView(now));
+    chart.replaceChildren(statsChart(now.stats || {}));
+    status.replaceChildren(badge(now.status));
+    showCancel(now.status);
+  });
   return page;
 }

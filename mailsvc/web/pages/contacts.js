@@ -2,7 +2,7 @@
 
 import { ApiError, del, get, patch, post } from "/ui/api.js";
 import { batches, contactsOf, rowMessage } from "/ui/csv.js";
-import { ago, badge, clip, copyable, field, h, table } from "/ui/dom.js";
+import { ago, badge, clip, copyButton, copyable, field, h, table } from "/ui/dom.js";
 import { apiQuery, listHash, listState, pagesOf } from "/ui/listing.js";
 import { action, form, heading, input, opener, pager, route, select, shell, toLogin, wide } from "/ui/ui.js";
 
@@ -61,7 +61,8 @@ async function contactsPage(query) {
 
 function contactsTable(items, caption) {
   return wide(table(["Address", "Name", "Status", "Created"], items.map((c) => h("tr",
-    h("td", h("a.clip", { href: `#/contacts/${c.id}`, title: c.email }, c.email)), h("td", fullName(c)),
+    h("td.nowrap", h("a.clip", { href: `#/contacts/${c.id}`, title: c.email }, c.email), " ", copyButton(c.email, "Copy address")),
+    h("td", fullName(c)),
     h("td", badge(c.unsubscribed ? "unsubscribed" : "subscribed")), h("td.nowrap", ago(c.created_at)))), caption,
   caption ? "No contact matches." : "No contact yet: add one below or import a CSV file."));
 }

@@ -34,8 +34,6 @@ function chart(days) {
     x: i === days.length - 1 ? width : pad + i * step + step * 0.48, y: height - 10, class: "tick",
     "text-anchor": i === days.length - 1 ? "end" : "middle" }, dayLabel(days[i].day)));
   const box = h("div.chart-box", { class: days.length > 7 ? "month" : "week" });
-  // Scrolled to its end: today's bars in view where the chart is wider than its box (a phone).
-  requestAnimationFrame(() => { box.scrollLeft = box.scrollWidth; });
   box.append(svg("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart days",
     "aria-label": `Sends and outcomes per day over ${days.length} days` },

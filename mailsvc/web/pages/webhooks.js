@@ -28,7 +28,7 @@ async function webhooksPage() {
     eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook")));
   return shell("#/webhooks", heading("Webhooks", opener("New webhook", card, !list.data.length)), card,
     table(["Endpoint", "Events", "Status", "Created"], list.data.map((w) => h("tr",
-      h("td", h("a.clip", { href: `#/webhooks/${w.id}`, title: w.endpoint }, w.endpoint)), h("td.low", w.events.join(", ")),
+      h("td.nowrap", h("a.clip", { href: `#/webhooks/${w.id}`, title: w.endpoint }, w.endpoint), " ", copyButton(w.endpoint, "Copy URL")), h("td.low", w.events.join(", ")),
       h("td", badge(w.status)), h("td", ago(w.created_at)))), null,
     "No webhook yet. A webhook tells your application what happens to its mail as it happens: each event you choose "
       + "(sent, delivered, bounced, complained…) is posted to your endpoint, signed so that you can check it came from "

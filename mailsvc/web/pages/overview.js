@@ -29,10 +29,10 @@ function chart(days) {
       ...bar(x + step * 0.5, base - delivered, d.bounced + d.complained > 0 ? Math.max(3, failed) : 0, "bar-failed", title),
     ];
   });
-  // Each label under its day; the last (today's) ends at the chart's edge rather than past it.
+  // Each label centred under its day, none past the chart's right edge (today's, on a month).
   const ticks = labelled(days.length, days.length > 7 ? 6 : 7).map((i) => svg("text", {
-    x: i === days.length - 1 ? width : pad + i * step + step * 0.48, y: height - 10, class: "tick",
-    "text-anchor": i === days.length - 1 ? "end" : "middle" }, dayLabel(days[i].day)));
+    x: Math.min(pad + i * step + step * 0.48, width - 30), y: height - 10, class: "tick", "text-anchor": "middle" },
+  dayLabel(days[i].day)));
   const box = h("div.chart-box", { class: days.length > 7 ? "month" : "week" });
   box.append(svg("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart days",

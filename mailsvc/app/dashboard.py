@@ -6,6 +6,7 @@ overview's reads (docs/decisions.md, "Dashboard").
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -26,6 +27,10 @@ from mailsvc.ids import uuid7
 from mailsvc.store import accounts, two_factor
 from mailsvc.store import dashboard as store
 from mailsvc.store.database import Database, Transaction
+
+#: The overview's periods, in days.
+OVERVIEW_PERIODS = (7, 30)
+_DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
 
 #: Users, their sessions and their throttle keys (``address:…``, ``client:…``).
 USERS = People("", store.user_by_email, store.set_password, store.rehash, store.insert_session, store.live_session,
@@ -211,10 +216,19 @@ class Dashboard(PasswordSignIn):
         return {"day": counts.get(day, 0), "daily_quota": tenant.daily_quota,
                 "month": counts.get(month, 0), "monthly_quota": tenant.monthly_quota}
 
-    async def daily(self, tenant_id: uuid.UUID, days: int = 30) -> list[dict]:
+    async def daily(self, tenant_id: uuid.UUID, days: int = 30, domain: str | None = None) -> list[dict]:
+        """Sends and outcomes per day over the last ``days`` (7 or 30), of the whole account or of
+        the mail sent from one ``domain``."""
+        if days not in OVERVIEW_PERIODS:
+            raise Invalid("days", f"days must be one of {', '.join(map(str, OVERVIEW_PERIODS))}")
+        if domain is not None and not _DOMAIN.fullmatch(domain):
+            raise Invalid("domain", "domain must be a domain name, such as example.com")
         today = self._now().date()
         since = today - timedelta(days=days - 1)
-        found = await store.daily_stats(self._db, tenant_id, since)
+        if domain is None:
+            found = await store.daily_stats(self._db, tenant_id, since)
+        else:
+            found = await store.daily_stats_from(self._db, tenant_id, since, domain.lower())
         out = []
         for n in range(days):
             day = since + timedelta(days=n)

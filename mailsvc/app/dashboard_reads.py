@@ -107,15 +107,17 @@ class DashboardReads:
         return await reads.search_emails(self._db, tenant_id, text, status, page, window,
                                          domain.lower() if domain else None)
 
-    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> tuple[list[dict], dict]:
-        """The webhook's latest deliveries, each with its ``payload`` as sent, and of those last
-        attempted in the past 24 hours, how many were delivered and attempted."""
+    async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID,
+                                 page: Page) -> tuple[list[dict], bool, dict]:
+        """A page of the webhook's deliveries, newest first, each with its ``payload`` as sent;
+        whether more lie beyond it; and of those last attempted in the past 24 hours, how many
+        were delivered and attempted."""
         now = timefmt.from_seconds(self._clock.seconds())
-        rows = await reads.webhook_deliveries(self._db, tenant_id, webhook_id, DELIVERIES_MOST)
+        rows, more = await reads.webhook_deliveries(self._db, tenant_id, webhook_id, page)
         shown = [{**r, "payload": payload({"type": r["type"], "naming": r["naming"],
                                            "created_at": r["event_created_at"], "data": r["data"]})} for r in rows]
         day = await reads.webhook_outcomes(self._db, tenant_id, webhook_id, now - timedelta(hours=24))
-        return shown, {"delivered": int(day["delivered"]), "attempted": int(day["attempted"])}
+        return shown, more, {"delivered": int(day["delivered"]), "attempted": int(day["attempted"])}
 
     async def segment_sizes(self, tenant_id: uuid.UUID) -> list[dict]:
         return await segments.sizes(self._db, tenant_id)

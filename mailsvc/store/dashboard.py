@@ -194,22 +194,45 @@ async def daily_stats(db: Database, tenant_id: uuid.UUID, since: date) -> dict[d
     return days
 
 
+async def daily_stats_from(db: Database, tenant_id: uuid.UUID, since: date, domain: str) -> dict[date, dict]:
+    """Per day (UTC) from ``since``, of the e-mails sent from an address of ``domain`` (lower
+    case): recipients accepted (``sent``) and where their deliveries stand now (a complaint's
+    delivery counts as delivered too, as the account's figures count it)."""
+    rows = await db.fetchall(
+        "SELECT (e.created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS sent,"
+        " count(*) FILTER (WHERE d.status IN ('delivered', 'complained')) AS delivered,"
+        " count(*) FILTER (WHERE d.status = 'bounced') AS bounced,"
+        " count(*) FILTER (WHERE d.status = 'complained') AS complained"
+        " FROM emails e JOIN deliveries d ON d.email_id = e.id"
+        " WHERE e.tenant_id = %s AND e.created_at >= %s"
+        # The sender is an address, or a name with its address in angle brackets.
+        "   AND lower(substring(e.sender from '@([^@<>[:space:]]+)>?[[:space:]]*$')) = %s"
+        " GROUP BY 1",
+        (tenant_id, since, domain),
+    )
+    return {row["day"]: {k: int(row[k]) for k in ("sent", "delivered", "bounced", "complained")} for row in rows}
+
+
 async def usage_counts(db: Database, tenant_id: uuid.UUID, day: str, month: str) -> dict[str, int]:
     rows = await db.fetchall("SELECT period, count FROM usage WHERE tenant_id = %s AND period IN (%s, %s)",
                              (tenant_id, day, month))
     return {row["period"]: int(row["count"]) for row in rows}
 
 
-async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, limit: int) -> list[dict]:
-    """The webhook's latest deliveries, each with its event (type, time, data) and the webhook's
-    naming, from which its payload is built again as it was sent."""
-    return await db.fetchall(
+async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID,
+                             page: Page) -> tuple[list[dict], bool]:
+    """A page of the webhook's deliveries, newest event first (the event's id is the cursor), each
+    with its event (type, time, data) and the webhook's naming, from which its payload is built
+    again as it was sent."""
+    where, order, params = clause(page, "w.event_id")
+    rows = await db.fetchall(
         "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
         " w.created_at, e.created_at AS event_created_at, e.data, h.naming"
         " FROM webhook_deliveries w JOIN events e ON e.id = w.event_id JOIN webhooks h ON h.id = w.webhook_id"
-        " WHERE w.tenant_id = %s AND w.webhook_id = %s ORDER BY w.created_at DESC, w.event_id DESC LIMIT %s",
-        (tenant_id, webhook_id, limit),
+        f" WHERE w.tenant_id = %s AND w.webhook_id = %s AND {where} {order}",
+        [tenant_id, webhook_id, *params],
     )
+    return page.finish(rows)
 
 
 async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:

@@ -132,18 +132,34 @@ export function copyButton(text, label = "Copy") {
   return button;
 }
 
-export function when(text) {
-  if (!text) return "—";
-  const date = new Date(String(text).replace(" ", "T").replace(/\+00$/, "Z"));
-  return Number.isNaN(date.getTime()) ? String(text) : date.toLocaleString();
+/** The instant an API time names (ISO 8601, or PostgreSQL's "2026-12-02 06:00:00+00"), or
+ *  null when it names none. */
+export function instant(text) {
+  if (!text) return null;
+  const date = new Date(String(text).replace(" ", "T").replace(/(:\d\d(?:\.\d+)?[+-]\d\d)$/, "$1:00"));
+  return Number.isNaN(date.getTime()) ? null : date;
 }
 
-/** A moment as a <time>: how long ago in words ("5 min ago"), the exact time in its title. */
+export function when(text) {
+  if (!text) return "—";
+  const date = instant(text);
+  return date ? date.toLocaleString() : String(text);
+}
+
+/** A moment as a <time>: how long ago in words ("5 min ago"), the exact time in its title; told
+ *  again as it ages while the page stays open (``retell``). */
 export function ago(text, now = Date.now()) {
   if (!text) return "—";
-  const date = new Date(String(text).replace(" ", "T").replace(/\+00$/, "Z"));
-  if (Number.isNaN(date.getTime())) return String(text);
-  return h("time", { datetime: date.toISOString(), title: date.toLocaleString() }, relative(date.getTime(), now));
+  const date = instant(text);
+  if (!date) return String(text);
+  return h("time.ago", { datetime: date.toISOString(), title: date.toLocaleString() }, relative(date.getTime(), now));
+}
+
+/** Tells every relative time under ``root`` again against ``now`` (a page left open a while). */
+export function retell(root, now = Date.now()) {
+  root.querySelectorAll("time.ago[datetime]").forEach((node) => {
+    node.textContent = relative(new Date(node.getAttribute("datetime")).getTime(), now);
+  });
 }
 
 /** ``then`` against ``now`` (milliseconds) in words: "just now", "5 min ago", "3 h ago", "2 days ago",

@@ -6,7 +6,8 @@
 // its site's session paths (``start``). docs/decisions.md, "Web UI".
 
 import { ApiError, get, post, session } from "/ui/api.js";
-import { h } from "/ui/dom.js";
+import { Autosave, stateWords } from "/ui/autosave.js";
+import { h, retell } from "/ui/dom.js";
 import { CHOICES, apply, choose, stored } from "/ui/theme.js";
 import { errorText } from "/ui/words.js";
 
@@ -96,6 +97,14 @@ export function opener(label, card, open = false) {
     }
   });
   return button;
+}
+
+/** The links to a list's newer and older pages ({newer, older}: hashes, or null where there is
+ *  no such page); nothing when the list is one page. */
+export function pager(label, { newer, older }) {
+  if (!newer && !older) return null;
+  return h("div.pager", { role: "navigation", "aria-label": label },
+    newer ? h("a.button", { href: newer }, "← Newer") : null, older ? h("a.button", { href: older }, "Older →") : null);
 }
 
 function render(nodes) {
@@ -209,12 +218,67 @@ export function signedIn(reply) {
   session.csrf = reply.csrf_token;
 }
 
+// Leaving a page with unsaved changes
+
+let unsaved = null; // the page's "are there changes not saved?", or null
+let shownHash = null; // the hash of the page on screen
+
+/** A page with edits not yet saved: leaving it (a link, Back, a reload, closing the tab) asks
+ *  first while ``check()`` says so. Each page shown starts without. */
+export function guardLeaving(check) { unsaved = check; }
+
+/** Whether to go on to ``hash``: yes, unless the page shown has unsaved changes and the reader
+ *  chooses to stay (the address is then put back). */
+function mayLeave(hash) {
+  if (!unsaved || hash === shownHash || !unsaved()) return true;
+  if (window.confirm("This page has changes that are not saved yet. Leave it and lose them?")) return true;
+  history.replaceState(null, "", shownHash);
+  return false;
+}
+
+/** A draft's form edited in place (autosave.js): ``read()`` is its value as on screen, ``show(value)``
+ *  puts a value back (undo), ``save(value)`` writes it. A change is saved a second after the
+ *  typing stops, the state told in ``status``; Ctrl+Z (or the Undo button) goes back to the
+ *  previous saved value; leaving with changes not saved asks first. */
+export function autosaved(node, { read, show, save, status }) {
+  const edits = new Autosave(read(), save, {
+    onState: (state, error) => {
+      status.dataset.state = state;
+      status.replaceChildren(stateWords(state), error ? [" ", notice(error)] : "");
+      undo.disabled = !edits.dirty && !edits.history.length;
+    },
+  });
+  const undo = h("button.secondary.small", { type: "button", disabled: true }, "Undo");
+  const back = async () => {
+    const value = await edits.undo();
+    if (value !== null) show(value);
+  };
+  undo.addEventListener("click", back);
+  const changed = () => edits.edit(read());
+  node.addEventListener("input", changed);
+  node.addEventListener("change", changed);
+  node.addEventListener("keydown", (event) => {
+    if ((event.ctrlKey || event.metaKey) && !event.shiftKey && event.key.toLowerCase() === "z") {
+      event.preventDefault();
+      back();
+    }
+  });
+  status.setAttribute("role", "status");
+  status.textContent = "No changes yet.";
+  status.dataset.state = "saved";
+  guardLeaving(() => edits.dirty);
+  return { edits, undo, changed };
+}
+
 // Routing
 
 let generation = 0;
 
 export async function route() {
   const hash = location.hash || "#/";
+  if (!mayLeave(hash)) return;
+  unsaved = null;
+  shownHash = hash;
   const mine = ++generation;
   const open = OPEN.find(([pattern]) => pattern.test(hash));
   if (open) { render(open[1](hash.match(open[0]))); return; }
@@ -265,6 +329,11 @@ export function start(modules, site = {}) {
   PAGES = modules.flatMap((m) => m.routes || []);
   OPEN = modules.flatMap((m) => m.openRoutes || []);
   window.addEventListener("hashchange", route);
+  window.addEventListener("beforeunload", (event) => {
+    if (unsaved && unsaved()) { event.preventDefault(); event.returnValue = ""; }
+  });
+  // "just now" does not stay true: the relative times shown are told again each half minute.
+  setInterval(() => retell(app), 30_000);
   // Back from the browser's page cache: the session may have ended meanwhile.
   window.addEventListener("pageshow", (event) => { if (event.persisted) { forget(); route(); } });
   route();

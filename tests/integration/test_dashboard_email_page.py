@@ -115,3 +115,14 @@ async def test_a_webhooks_deliveries_carry_their_payload_as_sent_and_the_last_24
     assert json.loads(first["payload"])["type"] == "email.sent"
     assert json.loads(first["payload"])["data"]["email_id"]
     assert by_event[str(events[1]["id"])]["response"] == "timeout: no response data for 10 s"
+    # A page at a time, newest event first, as the API's lists (the event's id the cursor).
+    code, head, _ = await session.json("GET", f"/dashboard/webhooks/{hook['id']}/deliveries?limit=2")
+    assert code == 200 and head["has_more"] is True, head
+    assert [d["event_id"] for d in head["data"]] == [str(events[2]["id"]), str(events[1]["id"])]
+    code, rest, _ = await session.json("GET", f"/dashboard/webhooks/{hook['id']}/deliveries?limit=2"
+                                              f"&after={head['data'][-1]['event_id']}")
+    assert code == 200 and rest["has_more"] is False and [d["event_id"] for d in rest["data"]] == [str(events[0]["id"])]
+    code, back, _ = await session.json("GET", f"/dashboard/webhooks/{hook['id']}/deliveries?limit=2"
+                                              f"&before={events[0]['id']}")
+    assert code == 200 and back["has_more"] is False and [d["event_id"] for d in back["data"]] == [
+        str(events[2]["id"]), str(events[1]["id"])]

@@ -174,7 +174,7 @@ def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, p
     stats = api.call("GET", f"/dashboard/broadcasts/{broadcast_id}")["stats"]
     for outcome, count in stats.items():
         assert page.locator(f"#stats g[data-outcome={outcome}]").get_attribute("data-count") == str(count)
-    assert page.get_by_role("button", name="Cancel").is_disabled()
+    assert page.get_by_role("button", name="Cancel", exact=True).is_disabled()
     shoot(page, "broadcast-sent")
 
     # Schedule a copy in words, then cancel it from the UI.
@@ -185,7 +185,7 @@ def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, p
     page.locator("#scheduled").wait_for()
     copy_id = page.url.rsplit("/", 1)[1]
     assert api.call("GET", f"/dashboard/broadcasts/{copy_id}")["status"] == "scheduled"
-    press(page.get_by_role("button", name="Cancel"))
+    press(page.get_by_role("button", name="Cancel", exact=True))
     page.locator("#bc-status .b-draft").wait_for()
     copy = api.call("GET", f"/dashboard/broadcasts/{copy_id}")
     assert copy["status"] == "draft" and copy["scheduled_at"] is None, copy

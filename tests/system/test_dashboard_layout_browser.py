@@ -16,10 +16,12 @@ import os
 import re
 import shutil
 
+import psycopg2
 import pytest
 import resend
 
 from tests.helpers.browser import (
+    Seen,
     api_key_of,
     drive,
     go,
@@ -100,17 +102,26 @@ def seed(page, daemon) -> dict:
     status, hook = call(page, "POST", "/dashboard/webhooks", {
         "endpoint": f"https://127.0.0.1:9/hooks/{LONG_LABEL}/mailsvc/events", "events": ["email.sent"]})
     assert status in (200, 201), hook
-    for path, body in (("/dashboard/suppressions", {"email": f"someone.{LONG_LABEL}@example.com"}),
-                       ("/dashboard/contacts", {"email": f"contact.{LONG_LABEL}@example.com", "first_name": "Ann"}),
-                       ("/dashboard/templates", {"name": "Order shipped", "html": "<p>Shipped</p>"})):
-        status, made = call(page, "POST", path, body)
-        assert status in (200, 201), made
+    made = {}
+    for name, path, body in (
+            ("suppression", "/dashboard/suppressions", {"email": f"someone.{LONG_LABEL}@example.com"}),
+            ("contact", "/dashboard/contacts", {"email": f"contact.{LONG_LABEL}@example.com", "first_name": "Ann"}),
+            ("template", "/dashboard/templates",
+             {"name": "Order shipped", "subject": "Shipped", "html": "<p>Shipped</p>"}),
+            ("segment", "/dashboard/segments", {"name": f"Customers {LONG_LABEL}"})):
+        status, made[name] = call(page, "POST", path, body)
+        assert status in (200, 201), made[name]
+    status, broadcast = call(page, "POST", "/dashboard/broadcasts", {
+        "segment_id": made["segment"]["id"], "name": f"Spring sale {LONG_LABEL}", "from": "onboarding@resend.dev",
+        "subject": LONG_SUBJECT, "html": "<p>Spring</p>"})
+    assert status in (200, 201), broadcast
 
     def inbox():
         listed = call(page, "GET", "/dashboard/inbox", None)[1]["data"]
         return listed if len(listed) == 3 else None
     message = until(inbox, 30, "three messages in the inbox")[0]
-    return {"email": sent[0]["id"], "domain": domain["id"], "webhook": hook["id"], "message": message["id"]}
+    return {"email": sent[0]["id"], "domain": domain["id"], "webhook": hook["id"], "message": message["id"],
+            "contact": made["contact"]["id"], "template": made["template"]["id"], "broadcast": broadcast["id"]}
 
 
 def pages(made: dict) -> list[tuple[str, str, str]]:
@@ -122,6 +133,15 @@ def pages(made: dict) -> list[tuple[str, str, str]]:
             (f"#/webhooks/{made['webhook']}", "Webhook", "webhook"), ("#/suppressions", "Suppressions", "suppressions"),
             ("#/contacts", "Contacts and segments", "contacts"), ("#/templates", "Templates", "templates"),
             ("#/broadcasts", "Broadcasts", "broadcasts"), ("#/settings", "Settings", "settings")]
+
+
+def edited_pages(made: dict) -> list[tuple[str, str | None, str]]:
+    """The pages of one thing edited in place, and the overview of a week of one domain (walked
+    after the lists, whose times are checked while still "just now")."""
+    return [("#/?days=7&domain=resend.dev", "Overview", "overview-week"),
+            (f"#/contacts/{made['contact']}", None, "contact"),
+            (f"#/templates/{made['template']}", "Order shipped", "template"),
+            (f"#/broadcasts/{made['broadcast']}", f"Spring sale {LONG_LABEL}", "broadcast")]
 
 
 def open_page(page, hash_: str, heading: str | None) -> None:
@@ -238,7 +258,12 @@ def filters_in_the_hash(page) -> None:
     assert page.locator("tbody time").text_content() == "just now"
     assert page.locator("tbody time").get_attribute("title")
     go(page, "#/suppressions", "Suppressions")
-    page.locator("tbody .badge").first.wait_for()
+
+    def three():
+        page.reload()
+        page.locator("tbody .badge").first.wait_for()
+        return page.locator("tbody .badge").count() == 3
+    until(three, 30, "the three suppressions (the bounce's and the complaint's recorded as they are delivered)")
     origins = page.eval_on_selector_all("tbody .badge", "nodes => nodes.map((n) => [n.title, n.textContent])")
     assert sorted(origins) == [["complaint", "complaint"], ["hard_bounce", "hard bounce"], ["manual", "added by hand"]]
 
@@ -358,12 +383,84 @@ def webhook_deliveries(page, made: dict) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
+def lists_paged(page) -> None:
+    """A list a page at a time, the cursor in the hash: Older, then Newer, and Back returns."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    status, added = call(page, "POST", "/dashboard/suppressions/batch/add", {
+        "emails": [f"paged{i:02}@example.com" for i in range(55)]})
+    assert status == 201, added
+    go(page, "#/suppressions", "Suppressions")
+    assert page.locator("tbody tr:not(.empty)").count() == 50
+    assert page.get_by_role("link", name="← Newer").count() == 0
+    page.get_by_role("link", name="Older →").click()
+    page.wait_for_url(re.compile(r"#/suppressions\?after=[\w-]+$"))
+    until(lambda: page.locator("tbody tr:not(.empty)").count() == 58 - 50, 10, "the older page's 8 addresses")
+    assert page.get_by_role("link", name="Older →").count() == 0
+    page.get_by_role("link", name="← Newer").click()
+    page.wait_for_url(re.compile(r"#/suppressions\?before=[\w-]+$"))
+    until(lambda: page.locator("tbody tr:not(.empty)").count() == 50, 10, "the newer page again")
+    page.go_back()
+    page.wait_for_url(re.compile(r"#/suppressions\?after=[\w-]+$"))
+    page.get_by_role("link", name="← Newer").wait_for()
+    page.get_by_label("Origin").select_option("manual")
+    page.wait_for_url("**#/suppressions?origin=manual")
+
+
+def autosaved_template(page, made: dict, seen) -> None:
+    """A template's draft saved by itself a second after the typing stops, the state shown;
+    Ctrl+Z restores the previous saved value (and saves it); leaving with changes unsaved asks."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    path = f"/dashboard/templates/{made['template']}"
+    go(page, f"#{path.removeprefix('/dashboard')}", "Order shipped")
+    state = page.locator("#draft-state")
+    subject = page.get_by_label("Subject", exact=True)
+    subject.fill("Shipped today")
+    assert state.text_content() == "Unsaved changes…"
+    state.get_by_text("Saved.").wait_for()
+    assert call(page, "GET", path)[1]["subject"] == "Shipped today"
+    subject.press("Control+z")
+    until(lambda: subject.input_value() == "Shipped", 10, "the previous saved subject on screen")
+    until(lambda: call(page, "GET", path)[1]["subject"] == "Shipped", 10, "the previous saved subject saved")
+    page.get_by_label("Reply-To").fill("replies@example.com, desk@example.com")
+    state.get_by_text("Saved.").wait_for()
+    assert call(page, "GET", path)[1]["reply_to"] == ["replies@example.com", "desk@example.com"]
+    subject.fill("Not saved yet")
+    asked = len(seen.dialogs)
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Templates").click()
+    page.get_by_role("heading", level=1, name="Templates").wait_for()
+    assert seen.dialogs[asked:] == ["This page has changes that are not saved yet. Leave it and lose them?"]
+
+
+def edited_broadcast(page, made: dict, dsn: str) -> None:
+    """A draft broadcast edited in place and saved; scheduled (as a send at a time leaves it: the
+    account has no verified domain to send from), it offers to cancel the schedule to edit it,
+    and its PATCH is refused (409) until then."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    path = f"/dashboard/broadcasts/{made['broadcast']}"
+    go(page, f"#{path.removeprefix('/dashboard')}", f"Spring sale {LONG_LABEL}")
+    page.get_by_label("Preview text").fill("Everything half price")
+    page.locator("#draft-state").get_by_text("Saved.").wait_for()
+    assert call(page, "GET", path)[1]["preview_text"] == "Everything half price"
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE broadcasts SET status = 'scheduled', scheduled_at = now() + interval '2 days'"
+                    " WHERE id = %s", (made["broadcast"],))
+    status, refused = call(page, "PATCH", path, {"subject": "Too late"})
+    assert status == 409, refused
+    page.reload()
+    page.get_by_role("button", name="Cancel the schedule to edit").click()
+    page.get_by_label("Preview text").wait_for()
+    assert call(page, "GET", path)[1]["status"] == "draft"
+    assert page.get_by_label("Preview text").input_value() == "Everything half price"
+
+
+def test_every_page_fits_a_phone_in_both_themes(daemon, browser, fresh_dsn):
     def walk(page, context):
         set_first_password(page, daemon)
         made = seed(page, daemon)
         problems: list[str] = []
         overview_counts(page)
+        # First, while the e-mails are still "just now" (the shots below take a while).
+        filters_in_the_hash(page)
         for hash_, heading, name in pages(made):
             open_page(page, hash_, heading)
             for opened in page.locator("details.delivery").all()[:1]:
@@ -374,8 +471,15 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser):
         filter_by_day(page)
         drawer_and_theme(page)
         lists_first(page)
-        filters_in_the_hash(page)
         dark_preview(page, made)
         webhook_deliveries(page, made)
+        for hash_, heading, name in edited_pages(made):
+            open_page(page, hash_, heading)
+            fits(page, name, problems)
+        assert not problems, "\n".join(problems)
+        lists_paged(page)
+        autosaved_template(page, made, seen)
+        edited_broadcast(page, made, fresh_dsn)
 
-    drive(browser, daemon, "layout", walk, output=OUTPUT, viewport=(1280, 800))
+    seen = Seen()
+    drive(browser, daemon, "layout", walk, output=OUTPUT, viewport=(1280, 800), seen=seen)

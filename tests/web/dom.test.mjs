@@ -5,7 +5,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { relative, safeUrl } from "../../mailsvc/web/dom.js";
+import { instant, relative, safeUrl } from "../../mailsvc/web/dom.js";
 
 const PAGE = "https://mail.example.net/ui/";
 const WEB = new URL("../../mailsvc/web/", import.meta.url).pathname;
@@ -58,4 +58,14 @@ test("a moment is told relative to now, past or to come; a month or more away, i
   assert.equal(before(86400), "1 day ago");
   assert.equal(before(-2 * 86400), "in 2 days");
   assert.equal(before(45 * 86400), "2026-10-17");
+});
+
+test("an API time is read as the instant it names, in either of the forms the API writes", () => {
+  const iso = instant("2026-12-02T06:25:19.5Z");
+  assert.equal(iso.toISOString(), "2026-12-02T06:25:19.500Z");
+  assert.equal(instant("2026-12-02 06:25:19.5+00").toISOString(), "2026-12-02T06:25:19.500Z");
+  assert.equal(instant("2026-12-02 07:25:19+01").toISOString(), "2026-12-02T06:25:19.000Z");
+  assert.equal(instant("2026-12-02T06:25:19+00:00").toISOString(), "2026-12-02T06:25:19.000Z");
+  assert.equal(instant(""), null);
+  assert.equal(instant("not a time"), null);
 });

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard
-from mailsvc.app.dashboard_reads import SEARCH_MOST, DashboardReads
+from mailsvc.app.dashboard_reads import DELIVERIES_MOST, SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
 from mailsvc.http.dashboard.auth import id_or_not_found
 from mailsvc.http.operation import (
@@ -50,13 +50,18 @@ class ReadsResource:
         self._domains = domains
 
     @route("GET", "/dashboard/stats", access=SESSION,
-           op=Operation("Sends and outcomes per day over 30 days, and the quota used", responses={200: obj(
+           op=Operation("Sends and outcomes per day over 30 days (or `days`: 7), of the account or of the mail sent"
+                        " from one `domain`, and the quota used",
+                        query=(("days", {"type": "integer", "enum": [7, 30]}), ("domain", STR)), responses={200: obj(
                ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
                days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
                                                    sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
     async def stats(self, request, caller: Caller):
-        """Sends (recipients accepted) and outcomes per day over 30 days, and the quota used."""
-        return {"object": "stats", "days": await self._dashboard.daily(caller.tenant.id, 30),
+        """Sends (recipients accepted) and outcomes per day over 30 days (or ``days``: 7), of the
+        account or of the mail sent from one ``domain``, and the quota used."""
+        days = _arg(request, b"days") or "30"
+        return {"object": "stats", "days": await self._dashboard.daily(
+                    caller.tenant.id, int(days) if days.isdigit() else 0, _arg(request, b"domain")),
                 "usage": await self._dashboard.usage(caller.tenant)}
 
     @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION,
@@ -110,19 +115,22 @@ class ReadsResource:
 
     @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION,
            op=Operation(
-               "A webhook's latest 50 deliveries with their payloads, and the last 24 hours' outcomes",
-               responses={200: {
-                   **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "last_24_hours": obj(
+               "A webhook's deliveries with their payloads, newest first, a page at a time (50 unless `limit` says),"
+               " and the last 24 hours' outcomes",
+               query=PAGE, responses={200: {
+                   **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "has_more": BOOL, "last_24_hours": obj(
                        ("delivered", "attempted"), delivered=INT, attempted=INT), "data": {
                        "type": "array", "items": obj(
                            ("event_id", "event", "state", "attempts"), event_id=UUID, event=STR, state=STR,
                            attempts=INT, response_status=NULLABLE_INT, response=STR,
                            last_attempt_at={"type": ["string", "null"]}, created_at=STR, payload=STR)}}}}))
     async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
-        """The latest deliveries, each with its last attempt's answer (as much as is kept) and its
+        """A page of the deliveries (``limit``, ``after`` and ``before`` as the API's lists, an
+        event's id the cursor), each with its last attempt's answer (as much as is kept) and its
         payload as sent; and the deliveries of the last 24 hours, delivered and attempted."""
-        rows, day = await self._reads.webhook_deliveries(caller.tenant.id, id_or_not_found(webhook_id, "Webhook"))
-        return {"object": "list", "has_more": False, "last_24_hours": day, "data": [{
+        rows, more, day = await self._reads.webhook_deliveries(
+            caller.tenant.id, id_or_not_found(webhook_id, "Webhook"), page_of(request.args, DELIVERIES_MOST))
+        return {"object": "list", "has_more": more, "last_24_hours": day, "data": [{
             "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
             "response_status": r["last_status"], "response": r["last_response"] or "",
             "last_attempt_at": timefmt.resource(r["last_attempt_at"]),

@@ -2,14 +2,15 @@
 
 import { ApiError, del, get, patch, post } from "/ui/api.js";
 import { batches, contactsOf, rowMessage } from "/ui/csv.js";
-import { badge, field, h, table, when } from "/ui/dom.js";
-import { action, form, input, route, select, shell, toLogin, wide } from "/ui/ui.js";
+import { ago, badge, clip, copyButton, copyable, field, h, table } from "/ui/dom.js";
+import { apiQuery, listHash, listState, pagesOf } from "/ui/listing.js";
+import { action, form, heading, input, opener, pager, route, select, shell, toLogin, wide } from "/ui/ui.js";
 
 const CONTACTS_PAGE = 50;
+const FILTERS = ["q", "segment"];
 
 function contactsHash(params) {
-  const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v)).toString();
-  return query ? `#/contacts?${query}` : "#/contacts";
+  return listHash("#/contacts", params);
 }
 
 function fullName(c) {
@@ -21,22 +22,16 @@ function segmentOptions(segments, none) {
 }
 
 async function contactsPage(query) {
-  const params = new URLSearchParams(query || "");
-  const q = params.get("q") || "", segment = params.get("segment") || "";
-  const after = params.get("after"), before = params.get("before");
-  const args = new URLSearchParams({ limit: String(CONTACTS_PAGE) });
-  if (q) args.set("q", q);
-  if (segment) args.set("segment_id", segment);
-  if (after) args.set("after", after); else if (before) args.set("before", before);
+  const state = listState(query, FILTERS);
+  const { q, segment } = state;
+  const args = apiQuery(state, CONTACTS_PAGE, { segment: "segment_id" });
   const [list, segments] = await Promise.all([get(`/dashboard/contacts?${args}`), get("/dashboard/segments")]);
   const segmentsList = segments.data;
   const caption = q || segment ? (n, more) => `Contacts matching the search (${n}${more ? "+" : ""})` : () => null;
   const listed = h("div", contactsTable(list.data, caption(list.data.length, list.has_more)));
   // After an import the first page is read again, so that the new contacts show at once.
   const refresh = async () => {
-    const first = new URLSearchParams(args);
-    first.delete("after"); first.delete("before");
-    const again = await get(`/dashboard/contacts?${first}`);
+    const again = await get(`/dashboard/contacts?${apiQuery({ q, segment }, CONTACTS_PAGE, { segment: "segment_id" })}`);
     listed.replaceChildren(contactsTable(again.data, caption(again.data.length, again.has_more)));
   };
   const filter = select("segment", segmentOptions(segmentsList, "All contacts"), segment);
@@ -45,34 +40,30 @@ async function contactsPage(query) {
   }, h("div.inline", field("Search address, first or last name", input("q", { type: "search", value: q, maxlength: 320 }),
     "The beginning of an address or a name."),
   field("Segment", filter), h("button.primary", { type: "submit" }, "Search")));
-  const items = list.data;
-  // Newest first: "Older" follows the last id, "Newer" precedes the first one.
-  const older = items.length > 0 && (before || list.has_more)
-    ? h("a.button", { href: contactsHash({ q, segment, after: items[items.length - 1].id }) }, "Older →") : null;
-  const newer = items.length > 0 && (after || (before && list.has_more))
-    ? h("a.button", { href: contactsHash({ q, segment, before: items[0].id }) }, "← Newer") : null;
-  return shell("#/contacts", h("h1", "Contacts and segments"),
+  const card = h("section.card", h("h2", "Add a contact"), form(async (data) => {
+    const body = { email: data.get("email"), unsubscribed: data.get("unsubscribed") === "on" };
+    for (const name of ["first_name", "last_name"]) if (data.get(name)) body[name] = data.get(name);
+    const made = await post("/dashboard/contacts", body);
+    location.hash = `#/contacts/${made.id}`;
+  }, h("div.inline",
+    field("E-mail address", input("email", { type: "email", required: true })),
+    field("First name", input("first_name", { maxlength: 200 })),
+    field("Last name", input("last_name", { maxlength: 200 }))),
+  h("p", h("label.check", h("input", { type: "checkbox", name: "unsubscribed" }), "Unsubscribed")),
+  h("button.primary", { type: "submit" }, "Add contact")));
+  const empty = !q && !segment && !state.after && !state.before && !list.data.length;
+  return shell("#/contacts", heading("Contacts and segments", opener("New contact", card, empty)), card,
     h("section#contact-list.card", h("h2", "Contacts"), search, listed,
-      newer || older ? h("div.pager", { role: "navigation", "aria-label": "Pages of contacts" }, newer, older) : null),
-    h("section.card", h("h2", "Add a contact"), form(async (data) => {
-      const body = { email: data.get("email"), unsubscribed: data.get("unsubscribed") === "on" };
-      for (const name of ["first_name", "last_name"]) if (data.get(name)) body[name] = data.get(name);
-      const made = await post("/dashboard/contacts", body);
-      location.hash = `#/contacts/${made.id}`;
-    }, h("div.inline",
-      field("E-mail address", input("email", { type: "email", required: true })),
-      field("First name", input("first_name", { maxlength: 200 })),
-      field("Last name", input("last_name", { maxlength: 200 }))),
-    h("p", h("label.check", h("input", { type: "checkbox", name: "unsubscribed" }), "Unsubscribed")),
-    h("button.primary", { type: "submit" }, "Add contact"))),
+      pager("Pages of contacts", pagesOf("#/contacts", state, list.data, list.has_more))),
     importCard(segmentsList, refresh),
     segmentsCard(segmentsList));
 }
 
 function contactsTable(items, caption) {
   return wide(table(["Address", "Name", "Status", "Created"], items.map((c) => h("tr",
-    h("td", h("a.clip", { href: `#/contacts/${c.id}`, title: c.email }, c.email)), h("td", fullName(c)),
-    h("td", badge(c.unsubscribed ? "unsubscribed" : "subscribed")), h("td.nowrap", when(c.created_at)))), caption,
+    h("td.nowrap", h("a.clip", { href: `#/contacts/${c.id}`, title: c.email }, c.email), " ", copyButton(c.email, "Copy address")),
+    h("td", fullName(c)),
+    h("td", badge(c.unsubscribed ? "unsubscribed" : "subscribed")), h("td.nowrap", ago(c.created_at)))), caption,
   caption ? "No contact matches." : "No contact yet: add one below or import a CSV file."));
 }
 
@@ -85,7 +76,7 @@ function segmentsCard(segments) {
       h("button.primary", { type: "submit" }, "Create segment"))),
     wide(table(["Name", "Created", ""], segments.map((s) => {
       const name = input("name", { value: s.name, maxlength: 256, "aria-label": `New name for segment ${s.name}` });
-      return h("tr", h("td", name), h("td.nowrap", when(s.created_at)),
+      return h("tr", h("td", name), h("td.nowrap", ago(s.created_at)),
         h("td.actions.nowrap",
           h("a", { href: contactsHash({ segment: s.id }), "aria-label": `Members of ${s.name}` }, "Members"),
           action("Rename", async () => { await patch(`/dashboard/segments/${s.id}`, { name: name.value }); route(); }),
@@ -160,7 +151,7 @@ function importErrors(failed) {
   const shown = failed.slice(0, 500);
   return h("div",
     wide(table(["Line", "Address", "Error"], shown.map((e) => h("tr",
-      h("td.nowrap", e.line === null ? "?" : String(e.line)), h("td", e.email || "—"), h("td", e.message))),
+      h("td.nowrap", e.line === null ? "?" : String(e.line)), h("td", e.email ? clip(e.email) : "—"), h("td", e.message))),
     `Rows refused (${failed.length.toLocaleString()})`)),
     failed.length > shown.length ? h("p.muted", `And ${(failed.length - shown.length).toLocaleString()} more.`) : null);
 }
@@ -195,7 +186,7 @@ async function contactPage(id) {
   const joinSelect = select("segment", others.map((s) => [s.id, s.name]), "");
   return shell("#/contacts",
     h("p", h("a", { href: "#/contacts" }, "← All contacts")),
-    h("h1", contact.email),
+    h("h1.clip", { title: contact.email }, contact.email), h("p", copyable(contact.id, "Copy id")),
     h("section.card", h("h2", "Details"), form(async (data) => {
       const body = {
         first_name: String(data.get("first_name")).trim() || null,

@@ -5,7 +5,7 @@
 
 import { get } from "/ui/api.js";
 import { mailPreview } from "/ui/content.js";
-import { ago, badge, copyable, h, table, when } from "/ui/dom.js";
+import { ago, badge, copyable, h, table } from "/ui/dom.js";
 import { answerOf, detailOf } from "/ui/events.js";
 import { shell, tabs } from "/ui/ui.js";
 
@@ -31,7 +31,7 @@ function statusCard(email, events) {
 function detailsCard(email, more) {
   const addresses = (list) => [].concat(list || []).join(", ");
   const rows = [["From", email.from], ["To", addresses(email.to)], ["Cc", addresses(email.cc)],
-    ["Bcc", addresses(email.bcc)], ["Reply-To", addresses(email.reply_to)], ["Created", when(email.created_at)]];
+    ["Bcc", addresses(email.bcc)], ["Reply-To", addresses(email.reply_to)], ["Created", ago(email.created_at)]];
   const tags = (email.tags || []).map((t) => h("span.tag", `${t.name}: ${t.value}`));
   return h("section.card", h("h2", "Details"), h("dl.pairs",
     h("dt", "Id"), h("dd", copyable(email.id, "Copy id")),

@@ -4,7 +4,7 @@
 
 import { get } from "/ui/api.js";
 import { mailPreview } from "/ui/content.js";
-import { ago, badge, clip, h, labelled, table, when } from "/ui/dom.js";
+import { ago, badge, clip, h, labelled, table } from "/ui/dom.js";
 import { firstEmail } from "/ui/pages/emails.js";
 import { shell, wide } from "/ui/ui.js";
 
@@ -100,7 +100,7 @@ function checksCard(checks) {
 async function messagePage(id) {
   const m = await get(`/dashboard/inbox/${encodeURIComponent(id)}`);
   const summary = [["From", m.from], ["To", [].concat(m.to || []).join(", ")], ["Return-Path", m.return_path],
-    ["Received", when(m.created_at)]];
+    ["Received", ago(m.created_at)]];
   return shell("#/inbox",
     h("p", h("a", { href: "#/inbox" }, "← Inbox"), " · ", h("a", { href: `#/emails/${m.email_id}` }, "The e-mail and its events")),
     h("h1", m.subject || "(no subject)", " ", badge(m.outcome), " ", simulatedBadge(m.simulated)),

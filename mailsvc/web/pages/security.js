@@ -4,7 +4,7 @@
 // The console uses the same pieces with its own paths (console/security.js). Text-only DOM.
 
 import { del, get, patch, post, session } from "/ui/api.js";
-import { badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { ago, badge, copyButton, field, h, table, when } from "/ui/dom.js";
 import { action, form, input, route, shell, signedIn, wide } from "/ui/ui.js";
 
 /** The secret in groups of four, as it is easiest to type into an authenticator. */
@@ -113,7 +113,7 @@ async function sessionsSection() {
   const listed = await get("/dashboard/sessions");
   return h("section.card", h("h2", "Where you are signed in"),
     wide(table(["Signed in", "Last seen", "Browser", "Network", ""], listed.data.map((s) => h("tr",
-      h("td", when(s.created_at)), h("td", when(s.last_seen_at)), h("td", s.user_agent || "—"), h("td", s.client || "—"),
+      h("td.nowrap", ago(s.created_at)), h("td.nowrap", ago(s.last_seen_at)), h("td", s.user_agent || "—"), h("td", s.client || "—"),
       h("td.actions", s.current ? badge("this session")
         : action("Sign out", async () => { await del(`/dashboard/sessions/${s.id}`); route(); })))))),
     listed.data.length > 1 ? action("Sign out everywhere else", async () => {

@@ -1,7 +1,7 @@
 // Settings: the account, its users (invite, new password link, remove), one's own password.
 
 import { del, get, post, session } from "/ui/api.js";
-import { badge, copyButton, copyable, field, h, table, when } from "/ui/dom.js";
+import { ago, badge, copyButton, copyable, field, h, table } from "/ui/dom.js";
 import { action, form, input, route, select, shell } from "/ui/ui.js";
 
 // Removing a user who made API keys: their keys go on working after them (a full-access one
@@ -13,7 +13,7 @@ function askAboutKeys(user, keys) {
       h("h2", { id: "remove-user-title" }, `Remove ${user.email}?`),
       h("p", `${user.email} made ${keys.length === 1 ? "this API key" : `these ${keys.length} API keys`}.`
         + " Keys keep working after their maker is removed, unless you revoke them:"),
-      h("ul", keys.map((k) => h("li", h("strong", k.name), ` — created ${when(k.created_at)}, last used ${when(k.last_used_at)}`))),
+      h("ul", keys.map((k) => h("li", h("strong", k.name), " — created ", ago(k.created_at), ", last used ", k.last_used_at ? ago(k.last_used_at) : "never"))),
       h("div.inline", choice("revoke", "Remove and revoke the keys", "danger"),
         choice("keep", "Remove, keep the keys", "secondary"), choice("", "Cancel", "secondary")));
     dialog.addEventListener("click", (event) => {

@@ -2,9 +2,12 @@
 // attempt's answer in words and its payload as sent, and the endpoint's last 24 hours.
 
 import { del, get, patch, post } from "/ui/api.js";
-import { ago, badge, copyButton, field, h, table, when } from "/ui/dom.js";
+import { ago, badge, clip, copyButton, field, h, table } from "/ui/dom.js";
 import { attemptError, pretty, successText } from "/ui/hooks.js";
-import { action, form, heading, input, opener, route, shell } from "/ui/ui.js";
+import { apiQuery, listState, pagesOf } from "/ui/listing.js";
+import { action, form, heading, input, opener, pager, route, shell } from "/ui/ui.js";
+
+const DELIVERIES_PAGE = 20;
 
 const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
   "email.failed", "email.suppressed", "domain.updated", "contact.created", "contact.updated", "contact.deleted"];
@@ -25,22 +28,23 @@ async function webhooksPage() {
     eventBoxes(["email.sent", "email.delivered", "email.bounced"]), h("button.primary", { type: "submit" }, "Create webhook")));
   return shell("#/webhooks", heading("Webhooks", opener("New webhook", card, !list.data.length)), card,
     table(["Endpoint", "Events", "Status", "Created"], list.data.map((w) => h("tr",
-      h("td", h("a.clip", { href: `#/webhooks/${w.id}`, title: w.endpoint }, w.endpoint)), h("td.low", w.events.join(", ")),
+      h("td.nowrap", h("a.clip", { href: `#/webhooks/${w.id}`, title: w.endpoint }, w.endpoint), " ", copyButton(w.endpoint, "Copy URL")), h("td.low", w.events.join(", ")),
       h("td", badge(w.status)), h("td", ago(w.created_at)))), null,
     "No webhook yet. A webhook tells your application what happens to its mail as it happens: each event you choose "
       + "(sent, delivered, bounced, complained…) is posted to your endpoint, signed so that you can check it came from "
       + "here. Add an endpoint (New webhook)."));
 }
 
-async function webhookPage(id) {
+async function webhookPage(id, query) {
   const path = `/dashboard/webhooks/${encodeURIComponent(id)}`;
-  const [hook, deliveries] = await Promise.all([get(path), get(`${path}/deliveries`)]);
+  const state = listState(query);
+  const [hook, deliveries] = await Promise.all([get(path), get(`${path}/deliveries?${apiQuery(state, DELIVERIES_PAGE)}`)]);
   const secret = hook.signing_secret;
   return shell("#/webhooks",
     h("p", h("a", { href: "#/webhooks" }, "← All webhooks")),
     h("h1", "Webhook"),
-    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd", h("code", hook.endpoint), " ", copyButton(hook.endpoint, "Copy URL")), h("dt", "Status"), h("dd", badge(hook.status)),
-      secret ? [h("dt", "Signing secret"), h("dd", h("code.secret", secret), " ", copyButton(secret, "Copy secret"))] : null),
+    h("section.card", h("dl.pairs", h("dt", "Endpoint"), h("dd.value", clip(hook.endpoint, "code"), " ", copyButton(hook.endpoint, "Copy URL")), h("dt", "Status"), h("dd", badge(hook.status)),
+      secret ? [h("dt", "Signing secret"), h("dd.value", clip(secret, "code.secret"), " ", copyButton(secret, "Copy secret"))] : null),
     h("div.row",
       action(hook.status === "enabled" ? "Disable" : "Enable", async () => {
         await patch(path, { status: hook.status === "enabled" ? "disabled" : "enabled" });
@@ -55,10 +59,11 @@ async function webhookPage(id) {
     h("section.card", h("h2", "Recent deliveries"),
       h("p.success", h("strong", "Last 24 hours: "), successText(deliveries.last_24_hours)),
       table(["Event", "State", "Response", "Attempts", "Last attempt"], deliveries.data.map((d) => h("tr",
-        h("td", d.event), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
+        h("td", clip(d.event)), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
         h("td", String(d.attempts)), h("td", ago(d.last_attempt_at))))),
       deliveries.data.length ? h("h3", "Each delivery") : null,
-      deliveries.data.map(deliveryDetails)));
+      deliveries.data.map(deliveryDetails),
+      pager("Pages of deliveries", pagesOf(`#/webhooks/${id}`, state, deliveries.data, deliveries.has_more, "event_id"))));
 }
 
 /** A delivery opened: its last attempt (time, HTTP status, what went wrong in words, the first
@@ -69,8 +74,8 @@ function deliveryDetails(d) {
   return h("details.delivery", h("summary", badge(d.state), ` ${d.event} · ${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`,
     error ? h("span.muted", ` · ${error}`) : null),
   h("dl.pairs",
-    h("dt", "Event id"), h("dd", h("code", d.event_id)),
-    h("dt", "Last attempt"), h("dd", d.last_attempt_at ? [ago(d.last_attempt_at), ` (${when(d.last_attempt_at)})`] : "Not yet"),
+    h("dt", "Event id"), h("dd.value", clip(d.event_id, "code"), " ", copyButton(d.event_id, "Copy event id")),
+    h("dt", "Last attempt"), h("dd", d.last_attempt_at ? ago(d.last_attempt_at) : "Not yet"),
     h("dt", "HTTP status"), h("dd", d.response_status ? String(d.response_status) : "None"),
     error ? [h("dt", "What went wrong"), h("dd", error)] : null,
     h("dt", "Answer"), h("dd", d.response ? h("pre.answer", d.response) : h("span.muted", "Empty"))),
@@ -79,6 +84,6 @@ function deliveryDetails(d) {
 
 export const nav = ["#/webhooks", "Webhooks"];
 export const routes = [
-  [/^#\/webhooks\/([\w-]+)$/, (m) => webhookPage(m[1])],
+  [/^#\/webhooks\/([\w-]+)(?:\?(.*))?$/, (m) => webhookPage(m[1], m[2] || "")],
   [/^#\/webhooks$/, () => webhooksPage()],
 ];

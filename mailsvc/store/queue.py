@@ -142,7 +142,7 @@ async def _named(counts: dict, db: Database) -> dict:
 async def recount(db: Database, now: datetime) -> dict:
     """
     The summary's counts by a pass over the whole queue (about a second a million rows): what
-    ``queue_counts`` must agree with (``mailsvc queue recount`` checks it).
+    ``queue_counts`` must agree with, to check them by (tests/integration/test_queue_counts.py).
     """
     rows = await db.fetchall(
         f"SELECT {DESTINATION} AS destination, d.tenant_id, {STATE} AS state, d.last_response, count(*) AS n,"

@@ -15,7 +15,7 @@ CREATE TABLE queue_counts (
     held          boolean NOT NULL,
     due_minute    timestamptz,           -- due_at's UTC minute
     lease_minute  timestamptz,           -- claimed_until's UTC minute
-    n             bigint NOT NULL,
+    n             integer NOT NULL,
     -- The least retry_until and due_at of the rows that entered the group: the group's oldest
     -- and next due as long as those rows stay in it, older when they have left it.
     oldest        timestamptz,
@@ -33,8 +33,8 @@ BEGIN
                min(c.retry_until) FILTER (WHERE c.sign > 0), min(c.due_at) FILTER (WHERE c.sign > 0)
         FROM (
             SELECT r.tenant_id, r.recipient, r.last_response, r.held_reason IS NOT NULL AS held,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.due_at, 'UTC') END AS due_minute,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.claimed_until, 'UTC') END AS lease_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.due_at, timestamptz 'epoch') END AS due_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.claimed_until, timestamptz 'epoch') END AS lease_minute,
                    r.retry_until, r.due_at, 1 AS sign
             FROM new_rows r WHERE r.status IN ('queued', 'deferred')
         ) c
@@ -47,8 +47,8 @@ BEGIN
                min(c.retry_until) FILTER (WHERE c.sign > 0), min(c.due_at) FILTER (WHERE c.sign > 0)
         FROM (
             SELECT r.tenant_id, r.recipient, r.last_response, r.held_reason IS NOT NULL AS held,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.due_at, 'UTC') END AS due_minute,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.claimed_until, 'UTC') END AS lease_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.due_at, timestamptz 'epoch') END AS due_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.claimed_until, timestamptz 'epoch') END AS lease_minute,
                    r.retry_until, r.due_at, -1 AS sign
             FROM old_rows r WHERE r.status IN ('queued', 'deferred')
         ) c
@@ -61,14 +61,14 @@ BEGIN
                min(c.retry_until) FILTER (WHERE c.sign > 0), min(c.due_at) FILTER (WHERE c.sign > 0)
         FROM (
             SELECT r.tenant_id, r.recipient, r.last_response, r.held_reason IS NOT NULL AS held,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.due_at, 'UTC') END AS due_minute,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.claimed_until, 'UTC') END AS lease_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.due_at, timestamptz 'epoch') END AS due_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.claimed_until, timestamptz 'epoch') END AS lease_minute,
                    r.retry_until, r.due_at, -1 AS sign
             FROM old_rows r WHERE r.status IN ('queued', 'deferred')
             UNION ALL
             SELECT r.tenant_id, r.recipient, r.last_response, r.held_reason IS NOT NULL AS held,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.due_at, 'UTC') END AS due_minute,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.claimed_until, 'UTC') END AS lease_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.due_at, timestamptz 'epoch') END AS due_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.claimed_until, timestamptz 'epoch') END AS lease_minute,
                    r.retry_until, r.due_at, 1 AS sign
             FROM new_rows r WHERE r.status IN ('queued', 'deferred')
         ) c
@@ -108,8 +108,8 @@ INSERT INTO queue_counts (kind, grp, last_response, held, due_minute, lease_minu
                min(c.retry_until) FILTER (WHERE c.sign > 0), min(c.due_at) FILTER (WHERE c.sign > 0)
         FROM (
             SELECT r.tenant_id, r.recipient, r.last_response, r.held_reason IS NOT NULL AS held,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.due_at, 'UTC') END AS due_minute,
-                   CASE WHEN r.held_reason IS NULL THEN date_trunc('minute', r.claimed_until, 'UTC') END AS lease_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.due_at, timestamptz 'epoch') END AS due_minute,
+                   CASE WHEN r.held_reason IS NULL THEN date_bin('1 minute', r.claimed_until, timestamptz 'epoch') END AS lease_minute,
                    r.retry_until, r.due_at, 1 AS sign
             FROM deliveries r WHERE r.status IN ('queued', 'deferred')
         ) c

@@ -59,14 +59,8 @@ def _where(found: QueueFilter, now: datetime) -> tuple[str, dict]:
     return " AND ".join(conditions), params
 
 
-#: The counted groups (base rows and the deltas appended since the last fold, added up), with
-#: how many rows each was added up from.
-_COUNTED = (
-    "SELECT kind, grp, last_response, held, due_minute, lease_minute, sum(n)::bigint AS n, min(oldest) AS oldest,"
-    " min(next_due) AS next_due, count(*) AS parts FROM queue_counts GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0"
-)
-#: A group whose rows' state is known without reading them: held, or a lease and due time
-#: outside the current minute.
+#: A row of ``queue_counts`` whose rows' state is known without reading them: held, or a lease
+#: and a due time outside the current minute.
 _SETTLED = (
     "held OR (lease_minute IS DISTINCT FROM %(minute)s"
     " AND (due_minute IS DISTINCT FROM %(minute)s OR lease_minute > %(minute)s))"
@@ -75,25 +69,26 @@ _SETTLED_STATE = (
     "CASE WHEN held THEN 'held' WHEN lease_minute > %(minute)s THEN 'in_flight'"
     " WHEN due_minute < %(minute)s THEN 'due' ELSE 'deferred' END"
 )
-#: The rows of the other groups: leased until, or due (and not leased past), the current minute.
+#: The rows of the others: leased until, or due (and not leased past), the current minute.
 _BOUNDARY = (
     "d.held_reason IS NULL AND ((d.claimed_until >= %(minute)s AND d.claimed_until < %(next)s)"
     " OR (d.due_at >= %(minute)s AND d.due_at < %(next)s AND NOT coalesce(d.claimed_until >= %(next)s, false)))"
 )
 _ROW = "d.id, d.tenant_id, d.recipient, d.last_response, d.held_reason, d.claimed_until, d.due_at, d.retry_until"
+#: The counts (rows folded and appended since, added up in one pass) and the current minute's
+#: rows; ``deltas``: how many rows were appended since the last fold.
 _SUMMARY = f"""
-WITH counted AS ({_COUNTED}),
-boundary AS (
-    SELECT d.* FROM (SELECT DISTINCT grp::uuid AS tenant_id FROM counted
+WITH boundary AS (
+    SELECT d.* FROM (SELECT DISTINCT grp::uuid AS tenant_id FROM queue_counts
                      WHERE kind = 'tenant' AND NOT held AND due_minute = %(minute)s) t,
         LATERAL (SELECT {_ROW} FROM deliveries d WHERE d.tenant_id = t.tenant_id AND {_QUEUED}
                  AND d.due_at >= %(minute)s AND d.due_at < %(next)s) d
     UNION
     SELECT {_ROW} FROM deliveries d WHERE d.claimed_until >= %(minute)s AND d.claimed_until < %(next)s AND {_QUEUED}
 )
-SELECT kind, grp, {_SETTLED_STATE} AS state, last_response, sum(n)::bigint AS n, min(oldest) AS oldest,
-       min(next_due) AS next_due, sum(parts)::bigint AS parts
-FROM counted WHERE {_SETTLED} GROUP BY 1, 2, 3, 4
+SELECT kind, grp, {_SETTLED_STATE} AS state, last_response, sum(n) AS n, min(oldest) AS oldest,
+       min(next_due) AS next_due, count(*) FILTER (WHERE NOT folded) AS deltas
+FROM queue_counts WHERE {_SETTLED} GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0
 UNION ALL
 SELECT g.kind, g.grp, {STATE}, d.last_response, count(*), min(d.retry_until), min(d.due_at), 0
 FROM boundary d CROSS JOIN LATERAL (VALUES ('destination', {DESTINATION}), ('tenant', d.tenant_id::text)) g (kind, grp)
@@ -114,7 +109,7 @@ async def summary(db: Database, now: datetime) -> dict:
     minute = now.replace(second=0, microsecond=0)
     rows = await db.fetchall(_SUMMARY, {"now": now, "minute": minute, "next": minute + timedelta(minutes=1)},
                              desc="queue summary")
-    if sum(r["parts"] for r in rows) - len(rows) > FOLD_ABOVE:
+    if sum(r["deltas"] for r in rows) > FOLD_ABOVE:
         await fold_counts(db)
     return await _named({
         "destinations": [{"destination": r["grp"], **_counted(r)} for r in rows if r["kind"] == "destination"],
@@ -176,8 +171,8 @@ async def fold_counts(db: Database) -> int:
         row = await txn.fetchone(
             "WITH gone AS (DELETE FROM queue_counts RETURNING *),"
             " kept AS (INSERT INTO queue_counts (kind, grp, last_response, held, due_minute, lease_minute, n,"
-            "   oldest, next_due) SELECT kind, grp, last_response, held, due_minute, lease_minute, sum(n),"
-            "   min(oldest), min(next_due) FROM gone GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 RETURNING 1)"
+            "   oldest, next_due, folded) SELECT kind, grp, last_response, held, due_minute, lease_minute, sum(n),"
+            "   min(oldest), min(next_due), true FROM gone GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 RETURNING 1)"
             " SELECT (SELECT count(*) FROM gone) AS folded, (SELECT count(*) FROM kept) AS kept"
         )
         return int(row["folded"]) if row else 0

@@ -17,9 +17,11 @@ CREATE TABLE queue_counts (
     lease_minute  timestamptz,           -- claimed_until's UTC minute
     n             integer NOT NULL,
     -- The least retry_until and due_at of the rows that entered the group: the group's oldest
-    -- and next due as long as those rows stay in it, older when they have left it.
+    -- and next due as long as those rows stay in it, older when they have left it (until it
+    -- empties and is folded).
     oldest        timestamptz,
-    next_due      timestamptz
+    next_due      timestamptz,
+    folded        boolean NOT NULL DEFAULT false  -- a group's row made by a fold, not a delta
 );
 
 -- One statement's changes to the queue: each changed row out of its old group (-1) and into

@@ -172,8 +172,8 @@ async def fold_counts(db: Database) -> int:
             "WITH gone AS (DELETE FROM queue_counts RETURNING *),"
             " kept AS (INSERT INTO queue_counts (kind, grp, last_response, held, due_minute, lease_minute, n,"
             "   oldest, next_due, folded) SELECT kind, grp, last_response, held, due_minute, lease_minute, sum(n),"
-            "   min(oldest), min(next_due), true FROM gone GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0 RETURNING 1)"
-            " SELECT (SELECT count(*) FROM gone) AS folded, (SELECT count(*) FROM kept) AS kept"
+            "   min(oldest), min(next_due), true FROM gone GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(n) <> 0)"
+            " SELECT count(*) AS folded FROM gone"
         )
         return int(row["folded"]) if row else 0
 

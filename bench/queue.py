@@ -11,8 +11,11 @@ recipient domain of ``--destinations`` (50) each, three in four deferred with on
 last responses, one in ten due, one in a hundred held; queued over the last 3 days. Then
 ``ANALYZE`` (autovacuum's job on a live system), and ``--calls`` (50) sequential calls per case
 over one keep-alive connection, after 3 warm-up calls: p50 and p99. Target: summary p99 < 200 ms.
+Then what the queue's counts (migration 0026: statement triggers and the lease index) add to
+the accept and delivery statements on that table: each statement with them and without them
+(triggers disabled, index dropped, in a transaction rolled back), median ms.
 
-    .venv/bin/python -m bench.queue [--rows 1000000] [--calls 50]
+    .venv/bin/python -m bench.queue [--rows 1000000] [--calls 50] [--rounds 20]
 """
 
 from __future__ import annotations
@@ -93,6 +96,62 @@ def fill(node: Node, db, rows: int, tenants: int, destinations: int) -> float:
     return time.monotonic() - started
 
 
+#: The delivery statements whose cost the queue's counts add to (their triggers and the lease
+#: index), each as the service writes it, on ``rows`` due deliveries of one tenant.
+TRIGGERED = {
+    "accept: INSERT 1 delivery": """
+        INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until)
+        SELECT gen_random_uuid(), e.id, e.tenant_id, 'new@dest1.example', 'queued', now(), now(),
+               now() + interval '72 hours' FROM emails e ORDER BY e.id DESC LIMIT 1""",
+    "accept: INSERT 100 deliveries (batch, fan-out)": """
+        INSERT INTO deliveries (id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until)
+        SELECT gen_random_uuid(), e.id, e.tenant_id, 'new' || g || '@dest' || (g % 50) || '.example', 'queued',
+               now(), now(), now() + interval '72 hours'
+        FROM (SELECT id, tenant_id FROM emails ORDER BY id DESC LIMIT 1) e, generate_series(1, 100) g""",
+    "claim: UPDATE 100 (lease)": """
+        UPDATE deliveries SET due_at = now() + interval '5 minutes', claim = gen_random_uuid(),
+               claimed_by = 'bench', claimed_until = now() + interval '5 minutes'
+        WHERE id IN (SELECT id FROM deliveries WHERE status = 'queued' AND due_at <= now() LIMIT 100)""",
+    "outcome: UPDATE 100 (deferred)": """
+        UPDATE deliveries SET status = 'deferred', due_at = now() + interval '10 minutes', claim = NULL,
+               claimed_by = NULL, claimed_until = NULL, attempts = attempts + 1,
+               last_response = '451 4.7.1 greylisted, try again later', updated_at = now()
+        WHERE id IN (SELECT id FROM deliveries WHERE status = 'queued' AND due_at <= now() LIMIT 100)""",
+}
+#: What the queue's counts add to those statements, taken away for the "without" case.
+WITHOUT_COUNTS = "ALTER TABLE deliveries DISABLE TRIGGER USER; DROP INDEX deliveries_lease"
+
+
+def trigger_cost(db, rounds: int, runs: int = 10) -> dict[str, tuple[float, float]]:
+    """
+    Median ms of each statement with the counts and without: ``rounds`` of a transaction of
+    ``runs`` with them, then one of ``runs`` without (each run rolled back to a savepoint, each
+    transaction rolled back), so that neither pays for plans the other's DDL made stale.
+    """
+    db.autocommit = False
+    found: dict[str, tuple[float, float]] = {}
+    try:
+        for name, statement in TRIGGERED.items():
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(rounds):
+                for counted in (True, False):
+                    with db.cursor() as cur:
+                        if not counted:
+                            cur.execute(WITHOUT_COUNTS)
+                        for _ in range(runs):
+                            cur.execute("SAVEPOINT run")
+                            started = time.perf_counter()
+                            cur.execute(statement)
+                            times[counted].append((time.perf_counter() - started) * 1000)
+                            cur.execute("ROLLBACK TO SAVEPOINT run")
+                    db.rollback()
+            found[name] = (statistics.median(times[True]), statistics.median(times[False]))
+    finally:
+        db.rollback()
+        db.autocommit = True
+    return found
+
+
 def timed(node: Node, path: str, calls: int, cold: bool = False) -> dict:
     """p50 and p99 of ``calls`` GETs of ``path`` after 3 warm-up calls; ``cold``: each after an
     action (a release of no delivery), so that each computes the summary anew."""
@@ -127,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--destinations", type=int, default=50, help="recipient domains")
     parser.add_argument("--calls", type=int, default=50, help="timed calls per case")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of 10 runs of each statement (trigger cost)")
     parser.add_argument("--serve", nargs=2, metavar=("STATE_DIR", "HTTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -162,6 +222,10 @@ def main(argv: list[str] | None = None) -> None:
                 assert total == queued, (total, queued)
             else:
                 assert r["body"]["data"], path
+        print(f"{f'statement ({queued:,} queued; median of {10 * args.rounds} runs, rolled back)':70s}"
+              f" {'with':>7} {'without':>7}  ms")
+        for name, (counted, plain) in trigger_cost(db, args.rounds).items():
+            print(f"{name:70s} {counted:>7.2f} {plain:>7.2f}", flush=True)
     finally:
         if db is not None:
             db.close()

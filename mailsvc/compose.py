@@ -94,7 +94,7 @@ from mailsvc.outside.fetch import Fetcher
 from mailsvc.runners import process_pool_runner, thread_pool_runner
 from mailsvc.service import Group, Part
 from mailsvc.smtp.submission import Submission
-from mailsvc.store import partitions, stats
+from mailsvc.store import partitions, queue, stats
 from mailsvc.store.database import Database
 from mailsvc.store.notify import Notifications
 from mailsvc.webhooks.dispatcher import Dispatcher
@@ -107,6 +107,8 @@ log = Logger()
 LAST_USED_FLUSH_SECONDS = 5
 #: How often the scheduler makes time partitions ahead and drops expired ones (when opted in).
 PARTITION_MAINTENANCE_SECONDS = 3600
+#: How often the scheduler folds the queue's counts (store/queue.py).
+FOLD_QUEUE_COUNTS_SECONDS = 60
 #: How often a worker writes its gauges where the node's /metrics gathers them.
 SHARE_GAUGES_SECONDS = 1
 #: How often a node samples the database's figures for /metrics (mail by plan, queues).
@@ -237,7 +239,8 @@ def _parts(shared: Shared, people: People, content: Content, webhooks: Webhooks,
         Part("api key use", stop=keyring.flush_last_used),
         _process_loops(shared, keyring),
         domains.service, sending.service, broadcasts.service, webhooks.service, mta.service,
-        Group("store upkeep", by_role(shared.config, {"scheduler": [_maintain_partitions(shared)]})),
+        Group("store upkeep", by_role(shared.config, {"scheduler": [_maintain_partitions(shared),
+                                                                    _fold_queue_counts(shared)]})),
     ])
     engines = Engines(mta.engine, webhooks.engine, broadcasts.engine)
     return Parts(
@@ -468,6 +471,15 @@ def _process_loops(shared: Shared, keyring: KeyRing) -> Group:
     if metrics.shared_dir:
         loops.append(Loop(clock, "share gauges", SHARE_GAUGES_SECONDS, metrics.share_gauges, on_failure=on_failure))
     return Group("process", loops)
+
+
+def _fold_queue_counts(shared: Shared) -> Loop:
+    """The scheduler's upkeep of the queue's counts: the deltas appended since the last fold added up."""
+
+    async def fold() -> None:
+        await queue.fold_counts(shared.db)
+
+    return Loop(shared.clock, "fold queue counts", FOLD_QUEUE_COUNTS_SECONDS, fold, on_failure=shared.count_failure)
 
 
 def _maintain_partitions(shared: Shared) -> Loop:

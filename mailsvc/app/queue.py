@@ -31,9 +31,9 @@ def last_response(text: str | None) -> dict | None:
     return None if text is None else {"code": _code(text), "text": text}
 
 
-#: A summary is computed at most this often per node (a pass over the whole queue; a million
-#: rows take about a second): reads in between get it as it was at its ``generated_at``. This
-#: node's actions make the next read compute it anew.
+#: A summary is computed at most this often per node (from the queue's counts, store/queue.py):
+#: reads in between get it as it was at its ``generated_at``. This node's actions make the next
+#: read compute it anew.
 SUMMARY_MAX_AGE = 10
 #: How long a destination's MX, once looked up, is shown without being looked up again.
 MX_SECONDS = 3600
@@ -116,9 +116,10 @@ class Queue:
         by_state = {state: _Group() for state in STATES}
         destinations: dict[str, _Group] = {}
         tenants: dict[str, _Group] = {}
-        for row in read["groups"]:
+        for row in read["destinations"]:
             by_state[row["state"]].add(row)
             destinations.setdefault(row["destination"], _Group()).add(row)
+        for row in read["tenants"]:
             tenants.setdefault(str(row["tenant_id"]), _Group()).add(row)
 
         def fields(key: tuple[str, str], group: _Group) -> dict:

@@ -24,7 +24,7 @@ from mailsvc.store.migrate import MIGRATIONS_LOCK
 
 #: The schema version this step was written for: a later migration that changes these tables
 #: must be checked against the partitioned layout before the step may run on it.
-WRITTEN_FOR_SCHEMA = 25
+WRITTEN_FOR_SCHEMA = 26
 
 #: Partitioned tables, in copy order (an e-mail before its deliveries and attachments), with
 #: the column they are partitioned on and their primary key. A delivery or an attachment lives
@@ -116,6 +116,12 @@ BEGIN
           AND event_id < uuid7_bound((month + interval '1 month') AT TIME ZONE 'UTC');
         FOREACH parent IN ARRAY ARRAY['attachments', 'deliveries', 'emails', 'events'] LOOP
             partition_name := parent || to_char(month, '_YYYY_MM');
+            IF parent = 'deliveries' AND to_regclass(partition_name) IS NOT NULL THEN
+                -- A dropped partition fires no trigger: its queued rows leave the queue's counts first.
+                DELETE FROM deliveries WHERE status IN ('queued', 'deferred')
+                    AND email_id >= uuid7_bound(month AT TIME ZONE 'UTC')
+                    AND email_id < uuid7_bound((month + interval '1 month') AT TIME ZONE 'UTC');
+            END IF;
             IF to_regclass(partition_name) IS NOT NULL THEN
                 EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', parent, partition_name);
                 EXECUTE format('DROP TABLE %I', partition_name);
@@ -499,6 +505,7 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
                 sql.Identifier(table + suffix), sql.Identifier(table + rename)))
     cur.execute("DROP TABLE mailsvc_partition_changes")
     cur.execute("DROP FUNCTION mailsvc_partition_note()")
+    _count_queue(cur)
     repointed = []
     for table, name, definition in referencing:
         cur.execute(sql.SQL("ALTER TABLE {0} DROP CONSTRAINT {1}, ADD CONSTRAINT {1} ").format(
@@ -508,6 +515,18 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
     cur.execute("INSERT INTO storage_settings (partitioned, retention_months, premake_months) VALUES (true, %s, %s)",
                 (retention_months, premake_months))
     return repointed
+
+
+def _count_queue(cur) -> None:
+    """The queue's counts (migration 0026) kept by the partitioned deliveries from now on: the
+    copy has the rows they count, and the old table's triggers go with it."""
+    for event, referencing in (("INSERT", "NEW TABLE AS new_rows"),
+                               ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+                               ("DELETE", "OLD TABLE AS old_rows")):
+        cur.execute(f"CREATE TRIGGER queue_count_{event.lower()}s AFTER {event} ON deliveries"
+                    f" REFERENCING {referencing} FOR EACH STATEMENT EXECUTE FUNCTION queue_count_changes()")
+    cur.execute("CREATE TRIGGER queue_count_truncates AFTER TRUNCATE ON deliveries"
+                " FOR EACH STATEMENT EXECUTE FUNCTION queue_count_truncate()")
 
 
 async def maintain(db: Database, now: datetime) -> list[dict]:

@@ -14,8 +14,8 @@ from mailsvc.app.audit import AuditLog
 from mailsvc.app.queue import Queue
 from mailsvc.domain.queue import QueueFilter
 from mailsvc.store import queue
+from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 from tests.integration.test_operator_queue import deferred_queue
-from tests.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
 def _now():

@@ -1,0 +1,182 @@
+// The builder's editing canvas: the document's blocks drawn in the dashboard's own page (the
+// sandboxed preview stays the true rendering), a block selected by a click, its text edited where
+// it stands (headings, paragraphs and quotes keep their bold, italic and links: Ctrl+B, Ctrl+I),
+// moved by drag and drop or Alt+↑/↓, a "+" between blocks opening the palette of block types.
+// Every string goes in as text (web/dom.js); styles are set through the CSSOM, never as markup.
+
+import { h, safeUrl } from "/ui/dom.js";
+import { insertAt, locate, moveBy, moveTo, remove, runsOf, setRuns, tidyRuns } from "/ui/builderdoc.js";
+
+export const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
+const MARKED = new Set(["heading", "text", "quote"]);
+const PLAIN = { button: "label", code: "text", footer: "text" };
+const SINGLE_LINE = new Set(["heading", "button"]);
+
+/** The canvas of ``ctx.doc()``: ``ctx`` gives ``doc()``, ``selected()``, ``select(id)``,
+ *  ``change(mutate, keep)`` (``keep``: the view not to draw again) and ``newBlock(type)``. */
+export function canvas(ctx) {
+  let dragging = null;
+  const list = (blocks, depth) => {
+    const holder = h("div.canvaslist", { role: "list" });
+    blocks.forEach((block, index) => holder.append(gap(blocks, index, depth), item(blocks, block, index, depth)));
+    holder.append(gap(blocks, blocks.length, depth));
+    return holder;
+  };
+  const drop = (target, blocks, index) => {
+    target.addEventListener("dragover", (e) => { if (dragging) { e.preventDefault(); target.classList.add("dropping"); } });
+    target.addEventListener("dragleave", () => target.classList.remove("dropping"));
+    target.addEventListener("drop", (e) => {
+      e.preventDefault(); e.stopPropagation();
+      const id = dragging; dragging = null;
+      if (id) ctx.change(() => moveTo(ctx.doc().blocks, id, blocks, index));
+    });
+  };
+  function gap(blocks, index, depth) {
+    const palette = h("div.palette", { role: "group", "aria-label": "Block types", hidden: true },
+      TYPES.filter((t) => t !== "columns" || depth < 3).map((type) => h("button.secondary.small", {
+        type: "button", "data-insert": type,
+        onclick: () => { const block = ctx.newBlock(type); ctx.change(() => insertAt(blocks, index, block)); ctx.select(block.id); },
+      }, type)));
+    const plus = h("button.plus", { type: "button", "aria-expanded": "false", "aria-label": `Insert a block at ${index + 1}`, title: "Insert a block" }, "+");
+    plus.addEventListener("click", () => {
+      palette.hidden = !palette.hidden;
+      plus.setAttribute("aria-expanded", String(!palette.hidden));
+    });
+    const node = h("div.gap", plus, palette);
+    drop(node, blocks, index);
+    return node;
+  }
+  function item(blocks, block, index, depth) {
+    const node = h(`div.cblock.t-${block.type}`, {
+      role: "listitem", tabindex: "0", draggable: "true", "data-block": block.id, "data-type": block.type,
+      "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": ctx.selected() === block.id ? "true" : null,
+    }, body(block, depth));
+    if (ctx.selected() === block.id) node.classList.add("selected");
+    paint(node, block.style);
+    node.addEventListener("click", (e) => { e.stopPropagation(); if (ctx.selected() !== block.id) ctx.select(block.id); });
+    node.addEventListener("focus", (e) => { if (e.target === node && ctx.selected() !== block.id) ctx.select(block.id, true); });
+    node.addEventListener("keydown", (e) => {
+      if (e.target !== node) return;
+      const by = e.altKey && e.key === "ArrowUp" ? -1 : e.altKey && e.key === "ArrowDown" ? 1 : 0;
+      if (by) {
+        e.preventDefault();
+        if (index + by >= 0 && index + by < blocks.length) ctx.change(() => moveBy(ctx.doc().blocks, block.id, by));
+        ctx.focus(block.id);
+      }
+      if (e.key === "Delete") { e.preventDefault(); ctx.change(() => remove(ctx.doc().blocks, block.id)); ctx.select(null); }
+    });
+    node.addEventListener("dragstart", (e) => {
+      if (e.target !== node) return;
+      e.stopPropagation(); dragging = block.id; e.dataTransfer.setData("text/plain", block.id);
+    });
+    drop(node, blocks, index);
+    return node;
+  }
+  function body(block, depth) {
+    if (MARKED.has(block.type)) {
+      const tag = block.type === "heading" ? `h${block.level || 1}` : block.type === "quote" ? "blockquote" : "p";
+      return editable(h(tag, runsOf(block).map(drawRun)), block, "true");
+    }
+    if (PLAIN[block.type]) {
+      const tag = { button: "span.cbutton", code: "pre", footer: "p.cfooter" }[block.type];
+      const node = editable(h(tag, block[PLAIN[block.type]] || ""), block, "plaintext-only");
+      return block.type === "footer" && block.unsubscribe ? [node, h("p.cfooter.muted", block.unsubscribe_label || "Unsubscribe")] : node;
+    }
+    switch (block.type) {
+      case "image": return picture(block);
+      case "divider": { const line = h("hr"); line.style.borderTopWidth = `${block.thickness || 1}px`; return line; }
+      case "spacer": { const space = h("div.cspacer", { "aria-hidden": "true" }); space.style.height = `${block.height || 24}px`; return space; }
+      case "columns": return h("div.ccolumns", block.columns.map((column) => h("div.ccolumn", list(column.blocks, depth + 1))));
+      case "list": return h(block.ordered ? "ol" : "ul", (block.items || []).map((runs) => h("li", runs.map(drawRun))));
+      case "social": return h("p.csocial", (block.links || []).map((link) => h("span.badge", link.network)));
+      default: return h("p.muted", block.type);
+    }
+  }
+  /** A block's text, editable in place; its runs are read back when the caret leaves. */
+  function editable(node, block, mode) {
+    node.setAttribute("contenteditable", mode);
+    node.setAttribute("aria-label", `${block.type} text`);
+    node.classList.add("editable");
+    node.addEventListener("paste", (e) => {
+      e.preventDefault();
+      document.execCommand("insertText", false, e.clipboardData.getData("text/plain"));
+    });
+    node.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && SINGLE_LINE.has(block.type)) { e.preventDefault(); node.blur(); }
+      if (e.key === "Escape") node.blur();
+    });
+    node.addEventListener("focusout", () => {
+      const live = locate(ctx.doc().blocks, block.id);
+      if (!live) return;
+      if (PLAIN[block.type]) {
+        const value = node.textContent;
+        if (value !== (live.block[PLAIN[block.type]] || "")) ctx.change(() => { live.block[PLAIN[block.type]] = value; }, "canvas");
+        return;
+      }
+      const runs = readRuns(node);
+      if (JSON.stringify(runs) !== JSON.stringify(runsOf(live.block))) {
+        ctx.change(() => setRuns(live.block, runs), "canvas");
+      }
+    });
+    return node;
+  }
+  const node = list(ctx.doc().blocks, 1);
+  node.classList.add("canvas");
+  node.id = "canvas";
+  return node;
+}
+
+/** An image: drawn when it is this origin's (the page loads nothing else); else its alt text in a frame. */
+function picture(block) {
+  let own = false;
+  try { own = new URL(block.src, location.href).origin === location.origin && safeUrl(block.src) !== null; } catch { own = false; }
+  if (own) {
+    const img = h("img", { src: block.src, alt: block.alt || "" });
+    if (block.width) img.style.width = `${Math.min(block.width, 600)}px`;
+    return img;
+  }
+  return h("div.cimage", h("span", block.alt || "Image"), h("small.muted", block.src));
+}
+
+function drawRun(run) {
+  let node = document.createTextNode(run.text);
+  if (run.href) node = h("a", { href: run.href }, node);
+  if (run.italic) node = h("em", node);
+  if (run.bold) node = h("strong", node);
+  return node;
+}
+
+/** The runs an edited element holds: bold from b/strong, italic from i/em, links from a; a line
+ *  break or a new line's div (what Enter makes) is a "\n". */
+export function readRuns(root) {
+  const runs = [];
+  const walk = (node, marks, first) => {
+    if (node.nodeType === Node.TEXT_NODE) { runs.push({ ...marks, text: node.textContent }); return; }
+    if (node.nodeType !== Node.ELEMENT_NODE) return;
+    const tag = node.localName;
+    if (tag === "br") { runs.push({ ...marks, text: "\n" }); return; }
+    if ((tag === "div" || tag === "p") && !first) runs.push({ ...marks, text: "\n" });
+    const inner = { ...marks };
+    if (tag === "b" || tag === "strong") inner.bold = true;
+    if (tag === "i" || tag === "em") inner.italic = true;
+    if (tag === "a" && safeUrl(node.getAttribute("href") || "")) inner.href = node.getAttribute("href");
+    [...node.childNodes].forEach((child, i) => walk(child, inner, i === 0 && first));
+  };
+  [...root.childNodes].forEach((child, i) => walk(child, {}, i === 0));
+  const text = runs.map((r) => r.text).join("");
+  if (text.endsWith("\n")) runs[runs.length - 1].text = runs[runs.length - 1].text.replace(/\n$/, "");
+  return tidyRuns(runs);
+}
+
+/** A block's style on its canvas node (the CSSOM: the page's CSP allows no style attribute). */
+function paint(node, style) {
+  if (!style) return;
+  if (style.align) node.style.textAlign = style.align;
+  if (style.color) node.style.color = style.color;
+  if (style.background) node.style.background = style.background;
+  if (style.font_size) node.style.fontSize = `${style.font_size}px`;
+  if (style.padding) {
+    const p = style.padding;
+    node.style.padding = `${p.top || 0}px ${p.right || 0}px ${p.bottom || 0}px ${p.left || 0}px`;
+  }
+}

@@ -5,7 +5,7 @@
 // Every string goes in as text (web/dom.js); styles are set through the CSSOM, never as markup.
 
 import { h, safeUrl } from "/ui/dom.js";
-import { insertAt, locate, moveBy, moveTo, remove, runsOf, setRuns, tidyRuns } from "/ui/builderdoc.js";
+import { inkOn, insertAt, locate, moveBy, moveTo, remove, runsOf, setRuns, tidyRuns } from "/ui/builderdoc.js";
 
 export const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
 const MARKED = new Set(["heading", "text", "quote"]);
@@ -52,7 +52,9 @@ export function canvas(ctx) {
       "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": ctx.selected() === block.id ? "true" : null,
     }, body(block, depth));
     if (ctx.selected() === block.id) node.classList.add("selected");
-    paint(node, block.style);
+    // A button's colours are the button's own, as in the e-mail; a block's are its row's.
+    const label = block.type === "button" ? node.querySelector(".cbutton") : null;
+    paint(node, block.style, label);
     node.addEventListener("click", (e) => { e.stopPropagation(); if (ctx.selected() !== block.id) ctx.select(block.id); });
     node.addEventListener("focus", (e) => { if (e.target === node && ctx.selected() !== block.id) ctx.select(block.id, true); });
     node.addEventListener("keydown", (e) => {
@@ -168,12 +170,13 @@ export function readRuns(root) {
   return tidyRuns(runs);
 }
 
-/** A block's style on its canvas node (the CSSOM: the page's CSP allows no style attribute). */
-function paint(node, style) {
+/** A block's style on its canvas node, its colours on ``colouredNode`` (the CSSOM: the page's CSP allows no style attribute). */
+function paint(node, style, colouredNode = node) {
   if (!style) return;
   if (style.align) node.style.textAlign = style.align;
-  if (style.color) node.style.color = style.color;
-  if (style.background) node.style.background = style.background;
+  if (style.color) colouredNode.style.color = style.color;
+  if (style.background) colouredNode.style.background = style.background;
+  if (style.background && !style.color) colouredNode.style.color = inkOn(style.background);
   if (style.font_size) node.style.fontSize = `${style.font_size}px`;
   if (style.padding) {
     const p = style.padding;

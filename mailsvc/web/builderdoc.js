@@ -107,6 +107,16 @@ export function setRuns(block, runs) {
   }
 }
 
+/** Black or white, whichever reads better on the colour ``hex`` (#rrggbb): WCAG's relative luminance. */
+export function inkOn(hex) {
+  const channel = (i) => {
+    const v = parseInt(hex.slice(i, i + 2), 16) / 255;
+    return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  };
+  const lum = 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+  return (1.05 / (lum + 0.05)) >= ((lum + 0.05) / 0.05) ? "#ffffff" : "#000000";
+}
+
 /** The states a document went through, as JSON: ``record`` before each change, ``undo`` and
  *  ``redo`` step through them (a new change forgets what could be redone). At most ``limit`` kept. */
 export class History {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { History, depthOf, insertAt, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
+import { History, depthOf, inkOn, insertAt, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
 
 function sample() {
   return [
@@ -91,4 +91,11 @@ test("recording the same state twice keeps it once", () => {
   const doc = { blocks: [1] };
   history.record(doc); history.record(doc);
   assert.equal(history.past.length, 1);
+});
+
+test("the ink on a background is the one of black and white that contrasts more", () => {
+  assert.equal(inkOn("#7c3aed"), "#ffffff");
+  assert.equal(inkOn("#000000"), "#ffffff");
+  assert.equal(inkOn("#fde68a"), "#000000");
+  assert.equal(inkOn("#ffffff"), "#000000");
 });

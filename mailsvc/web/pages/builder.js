@@ -207,7 +207,7 @@ async function builderPage(ui, templateId) {
       onChange(() => { list.splice(index, 1); list.splice(to, 0, block); });
       // Found by comparing the data attribute, not by a selector built from the id.
       setTimeout(() => {
-        const again = [...document.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
+        const again = [...blocksBox.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
         if (again) again.focus();
       }, 0);
     };
@@ -228,9 +228,11 @@ async function builderPage(ui, templateId) {
     return card;
   }
 
+  // A text with marks (runs, from the canvas) is shown plain here; typed here, it is plain again.
   function text(block, key, label, onChange, multiline = false) {
-    const node = multiline ? h("textarea", { rows: 2 }, block[key] ?? "") : h("input", { value: block[key] ?? "" });
-    node.addEventListener("change", () => onChange(() => { block[key] = node.value; }, false));
+    const value = key === "text" && Array.isArray(block.runs) ? block.runs.map((r) => r.text).join("") : block[key] ?? "";
+    const node = multiline ? h("textarea", { rows: 2 }, value) : h("input", { value });
+    node.addEventListener("change", () => onChange(() => { block[key] = node.value; if (key === "text") delete block.runs; }, false));
     return field(label, node);
   }
   function num(block, key, label, onChange) {

@@ -38,7 +38,8 @@ def insert(page, at: int, kind: str) -> None:
 
 
 def saved_builder(page, template_id: str) -> dict:
-    return page.evaluate("async (id) => (await (await fetch(`/dashboard/templates/${id}`)).json()).builder", template_id)
+    return page.evaluate("async (id) => (await (await fetch(`/dashboard/templates/${id}`)).json()).builder",
+                         template_id)
 
 
 def walk(page, node, dsn):
@@ -66,7 +67,8 @@ def walk(page, node, dsn):
     page.keyboard.press("Control+A")
     page.keyboard.type("Spring news")
     page.keyboard.press("Enter")
-    assert page.locator("#blocks li.block[data-type=heading]").get_by_label("Heading text").input_value() == "Spring news"
+    outline_heading = page.locator("#blocks li.block[data-type=heading]").get_by_label("Heading text")
+    assert outline_heading.input_value() == "Spring news"
     body = page.locator(f"{CANVAS}[data-type=text] [contenteditable]")
     body.click()
     page.keyboard.press("Control+A")
@@ -104,6 +106,28 @@ def walk(page, node, dsn):
     page.keyboard.press("Alt+ArrowUp")
     assert order(page) == ["heading", "text", "button"]
     page.keyboard.press("Control+z")
+    assert order(page) == ["text", "heading", "button"]
+
+    # Drag and drop on the canvas: the button onto the first gap, then Ctrl+Z puts it back.
+    transfer = page.evaluate_handle("new DataTransfer()")
+    page.locator(f"{CANVAS}[data-type=button]").dispatch_event("dragstart", {"dataTransfer": transfer})
+    first_gap = page.locator("#canvas > .gap").first
+    first_gap.dispatch_event("dragover", {"dataTransfer": transfer})
+    first_gap.dispatch_event("drop", {"dataTransfer": transfer})
+    assert order(page) == ["button", "text", "heading"]
+    page.locator(f"{CANVAS}[data-type=text]").focus()
+    page.keyboard.press("Control+z")
+    assert order(page) == ["text", "heading", "button"]
+    # Ctrl+Z while typing on the canvas takes the typing back as one change.
+    page.locator(f"{CANVAS}[data-type=heading] [contenteditable]").click()
+    page.keyboard.type(" and more")
+    page.keyboard.press("Control+z")
+    assert page.locator(f"{CANVAS}[data-type=heading] [contenteditable]").text_content() == "Spring news"
+    # Delete removes the selected block; Undo brings it back.
+    page.locator(f"{CANVAS}[data-type=heading]").focus()
+    page.keyboard.press("Delete")
+    assert order(page) == ["text", "button"]
+    page.get_by_role("button", name="Undo").click()
     assert order(page) == ["text", "heading", "button"]
 
     # The preview is the server's rendering of it.

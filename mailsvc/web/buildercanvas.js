@@ -1,6 +1,7 @@
 // The builder's editing canvas: the document's blocks drawn in the dashboard's own page (the
 // sandboxed preview stays the true rendering), a block selected by a click, its text edited where
-// it stands (headings, paragraphs and quotes keep their bold, italic and links: Ctrl+B, Ctrl+I),
+// it stands (headings, paragraphs and quotes keep their bold, italic and links: Ctrl+B, Ctrl+I,
+// Ctrl+K or the marks bar),
 // moved by drag and drop or Alt+↑/↓, a "+" between blocks opening the palette of block types.
 // Every string goes in as text (web/dom.js); styles are set through the CSSOM, never as markup.
 
@@ -105,6 +106,7 @@ export function canvas(ctx) {
     });
     node.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && SINGLE_LINE.has(block.type)) { e.preventDefault(); node.blur(); }
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "k" && mode === "true") { e.preventDefault(); mark("createLink"); }
       if (e.key === "Escape") node.blur();
     });
     node.addEventListener("focusout", () => {
@@ -126,6 +128,30 @@ export function canvas(ctx) {
   node.classList.add("canvas");
   node.id = "canvas";
   return node;
+}
+
+/** Bold, Italic and Link for the text being edited on the canvas (the keyboard's Ctrl+B, Ctrl+I,
+ *  Ctrl+K, for a pointer or a phone): a press keeps the caret where it is. */
+export function marksBar() {
+  const act = (label, command, key) => {
+    const button = h("button.secondary.small", { type: "button", "aria-label": label, title: `${label} (Ctrl+${key})`, "data-mark": command }, label);
+    button.addEventListener("mousedown", (e) => e.preventDefault());
+    button.addEventListener("click", () => mark(command));
+    return button;
+  };
+  return h("div.marks", { role: "toolbar", "aria-label": "Text marks" }, act("Bold", "bold", "B"), act("Italic", "italic", "I"),
+    act("Link", "createLink", "K"));
+}
+
+/** Applies ``command`` to the selection in a marked editable text; a link asks for its URL. */
+function mark(command) {
+  const at = document.activeElement;
+  if (!at || !at.isContentEditable || at.getAttribute("contenteditable") !== "true") return;
+  if (command !== "createLink") { document.execCommand(command); return; }
+  const given = prompt("Link URL (https://…, mailto:…)", "https://");
+  if (given === null) return;
+  const link = safeUrl(given.trim()) && /^(https?|mailto):/i.test(given.trim()) ? given.trim() : null;
+  if (link) document.execCommand("createLink", false, link); else document.execCommand("unlink");
 }
 
 /** An image: drawn when it is this origin's (the page loads nothing else); else its alt text in a frame. */

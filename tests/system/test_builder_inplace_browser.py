@@ -1,11 +1,11 @@
 """
 The builder's canvas in Debian's headless Chromium against the real daemon: blocks inserted
 with the "+" palette, one selected by a click, a heading and a paragraph typed where they stand
-(a word made bold with Ctrl+B), a block moved with Alt+↓, a button's colour, alignment and URL
-set in the settings panel, Ctrl+Z and Ctrl+Shift+Z over them, the template saved and opened
-again. Then the page at 375 and 1,280 px, light and dark: no horizontal scroll on a phone, the
-canvas above the settings there, beside them on a desktop; the screenshots go to
-test-output/builder-inplace/.
+(a word made bold with Ctrl+B, the line italic with the marks bar), a block moved with Alt+↓
+and by drag and drop, a button's colour, alignment and URL set in the settings panel, Ctrl+Z and
+Ctrl+Shift+Z over them, Delete, the template saved and opened again. Then the page at 375 and
+1,280 px, light and dark: no horizontal scroll on a phone, the canvas above the settings there,
+beside them on a desktop; the screenshots go to test-output/builder-inplace/.
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ def walk(page, node, dsn):
     page.keyboard.press("Control+B")
     page.keyboard.type("flowers")
     page.keyboard.press("Control+B")
+    # The marks bar, for a pointer: the whole line made italic, the caret kept in the text.
+    page.keyboard.press("Shift+Home")
+    page.get_by_role("toolbar", name="Text marks").get_by_role("button", name="Italic").click()
     page.keyboard.press("Escape")
 
     # Alt+↓: the heading goes below the text, and keeps the focus.
@@ -142,7 +145,7 @@ def walk(page, node, dsn):
     assert [b["type"] for b in saved["blocks"]] == ["text", "heading", "button"]
     text, title_block, button = saved["blocks"]
     assert title_block["text"] == "Spring news"
-    assert text["runs"] == [{"text": "Fresh "}, {"text": "flowers", "bold": True}], text
+    assert text["runs"] == [{"text": "Fresh ", "italic": True}, {"text": "flowers", "bold": True, "italic": True}], text
     assert button["href"] == "https://example.com/spring"
     assert button["style"] == {"background": "#7c3aed", "align": "center"}
     go(page, f"#/builder/{template_id}", "Builder: Spring")

@@ -10,7 +10,7 @@ import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
 import { History, locate, remove } from "/ui/builderdoc.js";
-import { TYPES, canvas } from "/ui/buildercanvas.js";
+import { TYPES, canvas, marksBar } from "/ui/buildercanvas.js";
 import { settings } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
 
@@ -384,8 +384,8 @@ async function builderPage(ui, templateId) {
       h("section.card.meta", h("div.inline", field("Template name", name), field("Subject", subject), save, undoB, redoB), saveStatus,
         field("Preview text", (() => { const p = h("input", { value: doc.preview_text || "" }); p.addEventListener("change", () => change(() => { doc.preview_text = p.value; }, false)); return p; })())),
       h("section.card.canvascard", { "aria-labelledby": "canvas-title" }, h("h2#canvas-title", { id: "canvas-title" }, "Canvas"),
-        h("p.muted", "Click a block to select it and type in it (Ctrl+B bold, Ctrl+I italic). Drag a block, or select it and press Alt+↑ / Alt+↓; + inserts one."),
-        canvasBox),
+        h("p.muted", "Click a block to select it and type in it (Ctrl+B bold, Ctrl+I italic, Ctrl+K link). Drag a block, or select it and press Alt+↑ / Alt+↓; + inserts one."),
+        marksBar(), canvasBox),
       h("div.sidepane",
         h("section.card.settingscard", h("h2", "Settings"), settingsBox),
         h("section.card.previewpane", h("h2", "Preview"),

@@ -55,7 +55,8 @@ export function canvas(ctx) {
     if (ctx.selected() === block.id) node.classList.add("selected");
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.
     const label = block.type === "button" ? node.querySelector(".cbutton") : null;
-    paint(node, block.style, label);
+    const brand = ctx.doc().theme && ctx.doc().theme.brand_color;
+    paint(node, label && brand ? { background: brand, ...block.style } : block.style, label);
     node.addEventListener("click", (e) => { e.stopPropagation(); if (ctx.selected() !== block.id) ctx.select(block.id); });
     node.addEventListener("focus", (e) => { if (e.target === node && ctx.selected() !== block.id) ctx.select(block.id, true); });
     node.addEventListener("keydown", (e) => {

@@ -88,11 +88,12 @@ function styling(block, change) {
     field("Font size (px)", size), h("p.fieldset-label", "Spacing (px)"), padding];
 }
 
-/** A colour: a chip showing it (or "Default"), the native picker, and a button back to the theme's. */
-function swatch(value, label, set) {
+/** A colour: a chip showing it (striped while the theme's applies, "Theme"), the native picker
+ *  (named ``name`` in a form), and a button back to the theme's. */
+export function swatch(value, label, set, name = null) {
   const chip = h("span.swatch", { "aria-hidden": "true" });
   if (value) chip.style.background = value; else chip.classList.add("unset");
-  const picker = h("input", { type: "color", value: value || "#000000", "aria-label": label });
+  const picker = h("input", { type: "color", name, value: value || "#000000", "aria-label": label });
   picker.addEventListener("change", () => set(picker.value.toLowerCase()));
   const reset = h("button.secondary.small", { type: "button", disabled: !value, "aria-label": `${label}: back to the theme's` }, "Default");
   reset.addEventListener("click", () => set(null));

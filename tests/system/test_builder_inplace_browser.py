@@ -55,6 +55,13 @@ def walk(page, node, dsn):
     assert order(page) == ["heading", "text", "button"]
     assert page.locator("#blocks > ol > li.block").count() == 3  # the outline follows
 
+    # The theme's brand colour, a swatch: the canvas's button takes it.
+    page.locator("input[name=brand_color]").fill("#0f766e")
+    brand = page.locator(".theme .swatchfield", has=page.locator("input[name=brand_color]"))
+    assert brand.locator(".swatchvalue").text_content() == "#0f766e"
+    background = page.locator(f"{CANVAS} .cbutton").evaluate("e => getComputedStyle(e).backgroundColor")
+    assert background == "rgb(15, 118, 110)"
+
     # Select: the outline on the canvas, the block's settings beside it.
     heading = page.locator(f"{CANVAS}[data-type=heading]")
     heading.click()

@@ -11,7 +11,7 @@ import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
 import { History, locate, remove } from "/ui/builderdoc.js";
 import { TYPES, canvas, marksBar } from "/ui/buildercanvas.js";
-import { settings } from "/ui/buildersettings.js";
+import { settings, swatch } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
 
 const AI_ERRORS = {
@@ -166,9 +166,14 @@ async function builderPage(ui, templateId) {
   function themePanel() {
     return h("div.theme", THEME.map(([key, kind]) => {
       const value = doc.theme[key] ?? "";
+      if (kind === "color") {
+        return swatch(value, key.replace(/_/g, " "), (picked) => change(() => {
+          if (picked) doc.theme[key] = picked; else delete doc.theme[key];
+        }), key);
+      }
       const inputNode = Array.isArray(kind)
         ? h("select", { name: key }, h("option", { value: "" }, "(account theme)"), kind.map((f) => h("option", { value: f, selected: f === value }, f)))
-        : h("input", { name: key, type: kind, value: kind === "color" && !value ? "#000000" : value });
+        : h("input", { name: key, type: kind, value });
       inputNode.addEventListener("change", () => change(() => {
         if (inputNode.value === "") delete doc.theme[key];
         else doc.theme[key] = kind === "number" ? Number(inputNode.value) : inputNode.value;

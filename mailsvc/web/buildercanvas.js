@@ -2,7 +2,7 @@
 // sandboxed preview stays the true rendering), a block selected by a click, its text edited where
 // it stands (headings, paragraphs and quotes keep their bold, italic and links: Ctrl+B, Ctrl+I,
 // Ctrl+K or the marks bar),
-// moved by drag and drop or Alt+↑/↓, a "+" between blocks opening the palette of block types.
+// moved by drag and drop (its handle) or Alt+↑/↓, a "+" between blocks opening the palette of block types.
 // Every string goes in as text (web/dom.js); styles are set through the CSSOM, never as markup.
 
 import { h, safeUrl } from "/ui/dom.js";
@@ -36,12 +36,15 @@ export function canvas(ctx) {
     const palette = h("div.palette", { role: "group", "aria-label": "Block types", hidden: true },
       TYPES.filter((t) => t !== "columns" || depth < 3).map((type) => h("button.secondary.small", {
         type: "button", "data-insert": type,
-        onclick: () => { const block = ctx.newBlock(type); ctx.change(() => insertAt(blocks, index, block)); ctx.select(block.id); },
+        onclick: () => { const block = ctx.newBlock(type); ctx.change(() => insertAt(blocks, index, block)); ctx.select(block.id); ctx.focus(block.id); },
       }, type)));
     const plus = h("button.plus", { type: "button", "aria-expanded": "false", "aria-label": `Insert a block at ${index + 1}`, title: "Insert a block" }, "+");
     plus.addEventListener("click", () => {
       palette.hidden = !palette.hidden;
       plus.setAttribute("aria-expanded", String(!palette.hidden));
+    });
+    palette.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") { palette.hidden = true; plus.setAttribute("aria-expanded", "false"); plus.focus(); }
     });
     const node = h("div.gap", plus, palette);
     drop(node, blocks, index);
@@ -49,9 +52,9 @@ export function canvas(ctx) {
   }
   function item(blocks, block, index, depth) {
     const node = h(`div.cblock.t-${block.type}`, {
-      role: "listitem", tabindex: "0", draggable: "true", "data-block": block.id, "data-type": block.type,
+      role: "listitem", tabindex: "0", "data-block": block.id, "data-type": block.type,
       "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": ctx.selected() === block.id ? "true" : null,
-    }, body(block, depth));
+    }, h("span.chandle", { draggable: "true", title: "Drag to move", "aria-hidden": "true" }, "⠿"), body(block, depth));
     if (ctx.selected() === block.id) node.classList.add("selected");
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.
     const label = block.type === "button" ? node.querySelector(".cbutton") : null;
@@ -69,9 +72,11 @@ export function canvas(ctx) {
       }
       if (e.key === "Delete") { e.preventDefault(); ctx.change(() => remove(ctx.doc().blocks, block.id)); ctx.select(null); }
     });
-    node.addEventListener("dragstart", (e) => {
-      if (e.target !== node) return;
-      e.stopPropagation(); dragging = block.id; e.dataTransfer.setData("text/plain", block.id);
+    // Dragged by its handle: text in the block stays selectable with the mouse.
+    node.firstChild.addEventListener("dragstart", (e) => {
+      e.stopPropagation(); dragging = block.id;
+      e.dataTransfer.setData("text/plain", block.id);
+      e.dataTransfer.setDragImage(node, 12, 12);
     });
     drop(node, blocks, index);
     return node;

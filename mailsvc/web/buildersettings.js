@@ -8,11 +8,14 @@ const ALIGNS = [["", "Default"], ["left", "Left"], ["center", "Centre"], ["right
 const SIDES = ["top", "right", "bottom", "left"];
 const COLOURS = [["color", "Text colour"], ["background", "Background"]];
 
-/** The panel for ``block`` (or a hint when none is selected); ``change(mutate)`` keeps the panel. */
-export function settings(block, change, onRemove) {
+/** The panel for ``block`` (or a hint when none is selected); ``change(mutate)`` keeps the panel;
+ *  ``act`` has ``move(by)`` and ``remove()`` (buttons, for a phone without Alt+arrows). */
+export function settings(block, change, act) {
   if (!block) return h("p.muted", "Select a block on the canvas to see its settings.");
-  const parts = [h("div.settingshead", h("h3", `${block.type} block`),
-    h("button.danger.small", { type: "button", onclick: onRemove }, "Remove block"))];
+  const parts = [h("div.settingshead", h("h3", `${block.type} block`), h("span.tools",
+    h("button.secondary.small", { type: "button", "aria-label": "Move block up", onclick: () => act.move(-1) }, "↑"),
+    h("button.secondary.small", { type: "button", "aria-label": "Move block down", onclick: () => act.move(1) }, "↓"),
+    h("button.danger.small", { type: "button", onclick: act.remove }, "Remove block")))];
   parts.push(...own(block, change));
   if (block.type !== "spacer" && block.type !== "columns") parts.push(...styling(block, change));
   return h("div.settings", parts);

@@ -120,7 +120,7 @@ def walk(page, node, dsn):
 
     # Drag and drop on the canvas: the button onto the first gap, then Ctrl+Z puts it back.
     transfer = page.evaluate_handle("new DataTransfer()")
-    page.locator(f"{CANVAS}[data-type=button]").dispatch_event("dragstart", {"dataTransfer": transfer})
+    page.locator(f"{CANVAS}[data-type=button] > .chandle").dispatch_event("dragstart", {"dataTransfer": transfer})
     first_gap = page.locator("#canvas > .gap").first
     first_gap.dispatch_event("dragover", {"dataTransfer": transfer})
     first_gap.dispatch_event("drop", {"dataTransfer": transfer})
@@ -143,6 +143,23 @@ def walk(page, node, dsn):
     # The preview is the server's rendering of it.
     page.get_by_text("Preview up to date.").wait_for()
     page.frame_locator("iframe.mailframe").get_by_text("Spring news").wait_for()
+
+    # The panel's arrows move the selected block too (a phone has no Alt+arrows).
+    page.locator(f"{CANVAS}[data-type=text]").click()
+    page.locator("#settings").get_by_role("button", name="Move block down").click()
+    assert order(page) == ["heading", "text", "button"]
+    page.locator("#settings").get_by_role("button", name="Move block up").click()
+    assert order(page) == ["text", "heading", "button"]
+
+    # Columns: a block inserted in a column by its own "+"; two undos take both back.
+    insert(page, 3, "columns")
+    column = page.locator(f"{CANVAS}[data-type=columns] .ccolumn").first
+    column.locator(".gap button.plus").click()
+    column.get_by_role("button", name="image", exact=True).click()
+    assert column.locator(".cblock[data-type=image] img").count() == 1
+    page.keyboard.press("Control+z")
+    page.keyboard.press("Control+z")
+    assert order(page) == ["text", "heading", "button"]
 
     # Saved, and opened again: the same document.
     page.get_by_label("Template name").fill("Spring")

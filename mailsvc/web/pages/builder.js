@@ -9,7 +9,7 @@ import { effective } from "/ui/theme.js";
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
-import { History, locate, remove } from "/ui/builderdoc.js";
+import { History, locate, moveBy, remove } from "/ui/builderdoc.js";
 import { TYPES, canvas, marksBar } from "/ui/buildercanvas.js";
 import { settings, swatch } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
@@ -159,8 +159,10 @@ async function builderPage(ui, templateId) {
   };
   function settingsPanel() {
     const at = selected ? locate(doc.blocks, selected) : null;
-    return settings(at && at.block, (mutate, again) => change(mutate, again ? true : "settings"),
-      () => { change(() => remove(doc.blocks, selected)); ctx.select(null); });
+    return settings(at && at.block, (mutate, again) => change(mutate, again ? true : "settings"), {
+      move: (by) => { if (at.index + by >= 0 && at.index + by < at.list.length) change(() => moveBy(doc.blocks, selected, by)); },
+      remove: () => { change(() => remove(doc.blocks, selected)); ctx.select(null); },
+    });
   }
 
   function themePanel() {

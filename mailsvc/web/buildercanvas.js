@@ -14,29 +14,38 @@ const PLAIN = { button: "label", code: "text", footer: "text" };
 const SINGLE_LINE = new Set(["heading", "button"]);
 
 /** The canvas of ``ctx.doc()``: ``ctx`` gives ``doc()``, ``selected()``, ``select(id)``,
- *  ``change(mutate, keep)`` (``keep``: the view not to draw again) and ``newBlock(type)``. */
+ *  ``focus(id)``, ``change(mutate, keep)`` (``keep``: the view not to draw again) and ``newBlock(type)``. */
 export function canvas(ctx) {
-  let dragging = null;
-  const list = (blocks, depth) => {
+  const node = new Drawing(ctx).list(ctx.doc().blocks, 1);
+  node.classList.add("canvas");
+  node.id = "canvas";
+  return node;
+}
+
+/** One drawing of the canvas: the block being dragged is its state. */
+class Drawing {
+  constructor(ctx) { this.ctx = ctx; this.dragging = null; }
+
+  list(blocks, depth) {
     const holder = h("div.canvaslist", { role: "list" });
-    blocks.forEach((block, index) => holder.append(gap(blocks, index, depth), item(blocks, block, index, depth)));
-    holder.append(gap(blocks, blocks.length, depth));
+    blocks.forEach((block, index) => holder.append(this.gap(blocks, index, depth), this.item(blocks, block, index, depth)));
+    holder.append(this.gap(blocks, blocks.length, depth));
     return holder;
-  };
-  const drop = (target, blocks, index) => {
-    target.addEventListener("dragover", (e) => { if (dragging) { e.preventDefault(); target.classList.add("dropping"); } });
+  }
+  drop(target, blocks, index) {
+    target.addEventListener("dragover", (e) => { if (this.dragging) { e.preventDefault(); target.classList.add("dropping"); } });
     target.addEventListener("dragleave", () => target.classList.remove("dropping"));
     target.addEventListener("drop", (e) => {
       e.preventDefault(); e.stopPropagation();
-      const id = dragging; dragging = null;
-      if (id) ctx.change(() => moveTo(ctx.doc().blocks, id, blocks, index));
+      const id = this.dragging; this.dragging = null;
+      if (id) this.ctx.change(() => moveTo(this.ctx.doc().blocks, id, blocks, index));
     });
-  };
-  function gap(blocks, index, depth) {
+  }
+  gap(blocks, index, depth) {
     const palette = h("div.palette", { role: "group", "aria-label": "Block types", hidden: true },
       TYPES.filter((t) => t !== "columns" || depth < 3).map((type) => h("button.secondary.small", {
         type: "button", "data-insert": type,
-        onclick: () => { const block = ctx.newBlock(type); ctx.change(() => insertAt(blocks, index, block)); ctx.select(block.id); ctx.focus(block.id); },
+        onclick: () => { const block = this.ctx.newBlock(type); this.ctx.change(() => insertAt(blocks, index, block)); this.ctx.select(block.id); this.ctx.focus(block.id); },
       }, type)));
     const plus = h("button.plus", { type: "button", "aria-expanded": "false", "aria-label": `Insert a block at ${index + 1}`, title: "Insert a block" }, "+");
     plus.addEventListener("click", () => {
@@ -47,62 +56,62 @@ export function canvas(ctx) {
       if (e.key === "Escape") { palette.hidden = true; plus.setAttribute("aria-expanded", "false"); plus.focus(); }
     });
     const node = h("div.gap", plus, palette);
-    drop(node, blocks, index);
+    this.drop(node, blocks, index);
     return node;
   }
-  function item(blocks, block, index, depth) {
+  item(blocks, block, index, depth) {
     const node = h(`div.cblock.t-${block.type}`, {
       role: "listitem", tabindex: "0", "data-block": block.id, "data-type": block.type,
-      "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": ctx.selected() === block.id ? "true" : null,
-    }, h("span.chandle", { draggable: "true", title: "Drag to move", "aria-hidden": "true" }, "⠿"), body(block, depth));
-    if (ctx.selected() === block.id) node.classList.add("selected");
+      "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": this.ctx.selected() === block.id ? "true" : null,
+    }, h("span.chandle", { draggable: "true", title: "Drag to move", "aria-hidden": "true" }, "⠿"), this.body(block, depth));
+    if (this.ctx.selected() === block.id) node.classList.add("selected");
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.
     const label = block.type === "button" ? node.querySelector(".cbutton") : null;
-    const brand = ctx.doc().theme && ctx.doc().theme.brand_color;
+    const brand = this.ctx.doc().theme && this.ctx.doc().theme.brand_color;
     paint(node, label && brand ? { background: brand, ...block.style } : block.style, label);
-    node.addEventListener("click", (e) => { e.stopPropagation(); if (ctx.selected() !== block.id) ctx.select(block.id); });
-    node.addEventListener("focus", (e) => { if (e.target === node && ctx.selected() !== block.id) ctx.select(block.id, true); });
+    node.addEventListener("click", (e) => { e.stopPropagation(); if (this.ctx.selected() !== block.id) this.ctx.select(block.id); });
+    node.addEventListener("focus", (e) => { if (e.target === node && this.ctx.selected() !== block.id) this.ctx.select(block.id); });
     node.addEventListener("keydown", (e) => {
       if (e.target !== node) return;
       const by = e.altKey && e.key === "ArrowUp" ? -1 : e.altKey && e.key === "ArrowDown" ? 1 : 0;
       if (by) {
         e.preventDefault();
-        if (index + by >= 0 && index + by < blocks.length) ctx.change(() => moveBy(ctx.doc().blocks, block.id, by));
-        ctx.focus(block.id);
+        if (index + by >= 0 && index + by < blocks.length) this.ctx.change(() => moveBy(this.ctx.doc().blocks, block.id, by));
+        this.ctx.focus(block.id);
       }
-      if (e.key === "Delete") { e.preventDefault(); ctx.change(() => remove(ctx.doc().blocks, block.id)); ctx.select(null); }
+      if (e.key === "Delete") { e.preventDefault(); this.ctx.change(() => remove(this.ctx.doc().blocks, block.id)); this.ctx.select(null); }
     });
     // Dragged by its handle: text in the block stays selectable with the mouse.
     node.firstChild.addEventListener("dragstart", (e) => {
-      e.stopPropagation(); dragging = block.id;
+      e.stopPropagation(); this.dragging = block.id;
       e.dataTransfer.setData("text/plain", block.id);
       e.dataTransfer.setDragImage(node, 12, 12);
     });
-    drop(node, blocks, index);
+    this.drop(node, blocks, index);
     return node;
   }
-  function body(block, depth) {
+  body(block, depth) {
     if (MARKED.has(block.type)) {
       const tag = block.type === "heading" ? `h${block.level || 1}` : block.type === "quote" ? "blockquote" : "p";
-      return editable(h(tag, runsOf(block).map(drawRun)), block, "true");
+      return this.editable(h(tag, runsOf(block).map(drawRun)), block, "true");
     }
     if (PLAIN[block.type]) {
       const tag = { button: "span.cbutton", code: "pre", footer: "p.cfooter" }[block.type];
-      const node = editable(h(tag, block[PLAIN[block.type]] || ""), block, "plaintext-only");
+      const node = this.editable(h(tag, block[PLAIN[block.type]] || ""), block, "plaintext-only");
       return block.type === "footer" && block.unsubscribe ? [node, h("p.cfooter.muted", block.unsubscribe_label || "Unsubscribe")] : node;
     }
     switch (block.type) {
       case "image": return picture(block);
       case "divider": { const line = h("hr"); line.style.borderTopWidth = `${block.thickness || 1}px`; return line; }
       case "spacer": { const space = h("div.cspacer", { "aria-hidden": "true" }); space.style.height = `${block.height || 24}px`; return space; }
-      case "columns": return h("div.ccolumns", block.columns.map((column) => h("div.ccolumn", list(column.blocks, depth + 1))));
+      case "columns": return h("div.ccolumns", block.columns.map((column) => h("div.ccolumn", this.list(column.blocks, depth + 1))));
       case "list": return h(block.ordered ? "ol" : "ul", (block.items || []).map((runs) => h("li", runs.map(drawRun))));
       case "social": return h("p.csocial", (block.links || []).map((link) => h("span.badge", link.network)));
       default: return h("p.muted", block.type);
     }
   }
   /** A block's text, editable in place; its runs are read back when the caret leaves. */
-  function editable(node, block, mode) {
+  editable(node, block, mode) {
     node.setAttribute("contenteditable", mode);
     node.setAttribute("aria-label", `${block.type} text`);
     node.classList.add("editable");
@@ -110,30 +119,28 @@ export function canvas(ctx) {
       e.preventDefault();
       document.execCommand("insertText", false, e.clipboardData.getData("text/plain"));
     });
+    // Nothing dropped goes into the text as markup (a block dropped here is the block's drop).
+    node.addEventListener("drop", (e) => e.preventDefault());
     node.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && SINGLE_LINE.has(block.type)) { e.preventDefault(); node.blur(); }
       if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "k" && mode === "true") { e.preventDefault(); mark("createLink"); }
       if (e.key === "Escape") node.blur();
     });
     node.addEventListener("focusout", () => {
-      const live = locate(ctx.doc().blocks, block.id);
+      const live = locate(this.ctx.doc().blocks, block.id);
       if (!live) return;
       if (PLAIN[block.type]) {
         const value = node.textContent;
-        if (value !== (live.block[PLAIN[block.type]] || "")) ctx.change(() => { live.block[PLAIN[block.type]] = value; }, "canvas");
+        if (value !== (live.block[PLAIN[block.type]] || "")) this.ctx.change(() => { live.block[PLAIN[block.type]] = value; }, "canvas");
         return;
       }
       const runs = readRuns(node);
       if (JSON.stringify(runs) !== JSON.stringify(runsOf(live.block))) {
-        ctx.change(() => setRuns(live.block, runs), "canvas");
+        this.ctx.change(() => setRuns(live.block, runs), "canvas");
       }
     });
     return node;
   }
-  const node = list(ctx.doc().blocks, 1);
-  node.classList.add("canvas");
-  node.id = "canvas";
-  return node;
 }
 
 /** Bold, Italic and Link for the text being edited on the canvas (the keyboard's Ctrl+B, Ctrl+I,

@@ -155,7 +155,7 @@ async function builderPage(ui, templateId) {
       });
       settingsBox.replaceChildren(settingsPanel());
     },
-    focus(id) { setTimeout(() => { const node = byId(id); if (node) node.focus(); }, 0); },
+    focus(id) { const node = byId(id); if (node) node.focus(); },
   };
   function settingsPanel() {
     const at = selected ? locate(doc.blocks, selected) : null;

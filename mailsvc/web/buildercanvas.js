@@ -62,7 +62,7 @@ class Drawing {
   item(blocks, block, index, depth) {
     const node = h(`div.cblock.t-${block.type}`, {
       role: "listitem", tabindex: "0", "data-block": block.id, "data-type": block.type,
-      "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}`, "aria-current": this.ctx.selected() === block.id ? "true" : null,
+      "aria-label": `${block.type} block, ${index + 1} of ${blocks.length}. Alt+Arrow keys move it, Delete removes it.`, "aria-current": this.ctx.selected() === block.id ? "true" : null,
     }, h("span.chandle", { draggable: "true", title: "Drag to move", "aria-hidden": "true" }, "⠿"), this.body(block, depth));
     if (this.ctx.selected() === block.id) node.classList.add("selected");
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.

@@ -60,18 +60,6 @@ export function remove(blocks, id) {
   return at.block;
 }
 
-/** How deep ``list`` sits (the document's blocks are at depth 1): columns nest at most 3 deep. */
-export function depthOf(blocks, list, depth = 1) {
-  if (blocks === list) return depth;
-  for (const block of blocks) {
-    for (const column of block.columns || []) {
-      const found = depthOf(column.blocks, list, depth + 1);
-      if (found) return found;
-    }
-  }
-  return 0;
-}
-
 /** Runs as the document keeps them: neighbours with the same marks joined, empty ones dropped,
  *  false marks and a null link left out. */
 export function tidyRuns(runs) {

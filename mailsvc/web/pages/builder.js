@@ -1,14 +1,19 @@
-// The visual builder: a block editor over the builder document (SPEC "Builder document"). The
-// preview is always the server's own rendering (POST /dashboard/template-builder/render,
-// debounced), shown in a sandboxed frame at desktop or phone width, light or dark.
+// The visual builder: a block editor over the builder document (docs/contract/dashboard.md,
+// "Builder document"): the blocks on a canvas in the page (web/buildercanvas.js), the selected
+// block's settings beside it (web/buildersettings.js), every block's fields in the outline, and
+// Undo / Redo over every change (web/builderdoc.js). The preview is always the server's own
+// rendering (POST /dashboard/template-builder/render, debounced), shown in a sandboxed frame at
+// desktop or phone width, light or dark.
 
 import { effective } from "/ui/theme.js";
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
+import { History, locate, moveBy, remove } from "/ui/builderdoc.js";
+import { TYPES, canvas, marksBar } from "/ui/buildercanvas.js";
+import { settings, swatch } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
 
-const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
 const AI_ERRORS = {
   plan_required: "AI generation comes with the top plan.",
   ai_disabled: "AI generation is not configured on this server.",
@@ -32,6 +37,9 @@ document.addEventListener("click", (e) => {
   const a = e.target.closest && e.target.closest("a[href^='#']");
   if (a && dirty && document.getElementById("builder") && !confirm("Leave the builder? Unsaved changes will be lost.")) e.preventDefault();
 }, true);
+// Ctrl+Z / Ctrl+Shift+Z (or Ctrl+Y) on the builder shown: its own undo and redo.
+let shortcuts = null;
+document.addEventListener("keydown", (e) => { if (shortcuts && document.getElementById("builder")) shortcuts(e); });
 
 export const nav = ["#/builder", "Builder"];
 export const routes = [
@@ -67,12 +75,15 @@ async function builderPage(ui, templateId) {
   const template = templateId ? await get(`/dashboard/templates/${templateId}`) : null;
   let doc = template && template.builder ? structuredClone(template.builder) : { version: 1, preview_text: "", theme: {}, blocks: [] };
   doc.theme = doc.theme || {};
-  const past = []; const future = [];
+  const history = new History();
+  let selected = null;
   dirty = false;
   const frame = previewFrame("Live preview");
   // The preview starts as the dashboard's theme; "Light / dark" flips it (the frame's color-scheme).
   const frameBox = h(`div.framebox.desktop.${effective(document.documentElement)}`, frame);
   const blocksBox = h("div#blocks", { id: "blocks" });
+  const canvasBox = h("div.canvasbox");
+  const settingsBox = h("div#settings", { id: "settings" });
   const themeBox = h("div#theme", { id: "theme" });
   const status = h("p#render-status", { id: "render-status", role: "status" });
   const undoB = h("button.secondary.small", { type: "button" }, "Undo");
@@ -98,28 +109,73 @@ async function builderPage(ui, templateId) {
     }
   };
   const schedule = () => { clearTimeout(timer); timer = setTimeout(render, 400); };
-  const draw = () => {
-    blocksBox.replaceChildren(blockList(doc.blocks, change));
-    themeBox.replaceChildren(themePanel());
-    undoB.disabled = !past.length; redoB.disabled = !future.length;
+  // The views drawn again after a change, but for ``kept`` (the one the change was made in).
+  const draw = (kept = []) => {
+    if (!kept.includes("canvas")) canvasBox.replaceChildren(canvas(ctx));
+    if (!kept.includes("outline")) blocksBox.replaceChildren(blockList(doc.blocks, change));
+    if (!kept.includes("theme")) themeBox.replaceChildren(themePanel());
+    if (!kept.includes("settings")) settingsBox.replaceChildren(settingsPanel());
+    undoB.disabled = !history.canUndo; redoB.disabled = !history.canRedo;
     schedule();
   };
+  // ``redraw``: true draws every view again; false keeps the forms (outline and theme) where the
+  // change was typed; a view's name keeps that one.
   function change(mutate, redraw = true) {
-    past.push(JSON.stringify(doc)); future.length = 0;
-    if (past.length > 200) past.shift();
+    history.record(doc);
     mutate();
     dirty = true;
-    if (redraw) draw(); else { undoB.disabled = false; redoB.disabled = true; schedule(); }
+    draw(redraw === true ? [] : redraw === false ? ["outline", "theme"] : [redraw, "theme"]);
   }
-  undoB.addEventListener("click", () => { if (!past.length) return; future.push(JSON.stringify(doc)); doc = JSON.parse(past.pop()); dirty = true; draw(); });
-  redoB.addEventListener("click", () => { if (!future.length) return; past.push(JSON.stringify(doc)); doc = JSON.parse(future.pop()); dirty = true; draw(); });
+  const step = (to) => { if (to) { doc = to; dirty = true; draw(); } };
+  const undo = () => step(history.undo(doc));
+  const redo = () => step(history.redo(doc));
+  undoB.addEventListener("click", undo);
+  redoB.addEventListener("click", redo);
+  shortcuts = (e) => {
+    const key = e.key.toLowerCase();
+    if (!(e.ctrlKey || e.metaKey) || e.altKey || (key !== "z" && key !== "y")) return;
+    if (e.target.matches && e.target.matches("input, textarea, select")) return;
+    e.preventDefault();
+    // Text being edited on the canvas is taken in first (one change), then undone with the rest.
+    if (e.target.isContentEditable) e.target.blur();
+    if (e.shiftKey || key === "y") redo(); else undo();
+  };
+  const byId = (id) => [...canvasBox.querySelectorAll("[data-block]")].find((node) => node.dataset.block === id);
+  const ctx = {
+    doc: () => doc,
+    selected: () => selected,
+    newBlock,
+    change,
+    // Selecting draws the outline on the canvas and the settings again, not the canvas (a caret stays).
+    select(id) {
+      selected = id;
+      canvasBox.querySelectorAll("[data-block]").forEach((node) => {
+        node.classList.toggle("selected", node.dataset.block === id);
+        if (node.dataset.block === id) node.setAttribute("aria-current", "true"); else node.removeAttribute("aria-current");
+      });
+      settingsBox.replaceChildren(settingsPanel());
+    },
+    focus(id) { const node = byId(id); if (node) node.focus(); },
+  };
+  function settingsPanel() {
+    const at = selected ? locate(doc.blocks, selected) : null;
+    return settings(at && at.block, (mutate, again) => change(mutate, again ? true : "settings"), {
+      move: (by) => { if (at.index + by >= 0 && at.index + by < at.list.length) change(() => moveBy(doc.blocks, selected, by)); },
+      remove: () => { change(() => remove(doc.blocks, selected)); ctx.select(null); },
+    });
+  }
 
   function themePanel() {
     return h("div.theme", THEME.map(([key, kind]) => {
       const value = doc.theme[key] ?? "";
+      if (kind === "color") {
+        return swatch(value, key.replace(/_/g, " "), (picked) => change(() => {
+          if (picked) doc.theme[key] = picked; else delete doc.theme[key];
+        }), key);
+      }
       const inputNode = Array.isArray(kind)
         ? h("select", { name: key }, h("option", { value: "" }, "(account theme)"), kind.map((f) => h("option", { value: f, selected: f === value }, f)))
-        : h("input", { name: key, type: kind, value: kind === "color" && !value ? "#000000" : value });
+        : h("input", { name: key, type: kind, value });
       inputNode.addEventListener("change", () => change(() => {
         if (inputNode.value === "") delete doc.theme[key];
         else doc.theme[key] = kind === "number" ? Number(inputNode.value) : inputNode.value;
@@ -158,7 +214,7 @@ async function builderPage(ui, templateId) {
       onChange(() => { list.splice(index, 1); list.splice(to, 0, block); });
       // Found by comparing the data attribute, not by a selector built from the id.
       setTimeout(() => {
-        const again = [...document.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
+        const again = [...blocksBox.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
         if (again) again.focus();
       }, 0);
     };
@@ -179,9 +235,11 @@ async function builderPage(ui, templateId) {
     return card;
   }
 
+  // A text with marks (runs, from the canvas) is shown plain here; typed here, it is plain again.
   function text(block, key, label, onChange, multiline = false) {
-    const node = multiline ? h("textarea", { rows: 2 }, block[key] ?? "") : h("input", { value: block[key] ?? "" });
-    node.addEventListener("change", () => onChange(() => { block[key] = node.value; }, false));
+    const value = key === "text" && Array.isArray(block.runs) ? block.runs.map((r) => r.text).join("") : block[key] ?? "";
+    const node = multiline ? h("textarea", { rows: 2 }, value) : h("input", { value });
+    node.addEventListener("change", () => onChange(() => { block[key] = node.value; if (key === "text") delete block.runs; }, false));
     return field(label, node);
   }
   function num(block, key, label, onChange) {
@@ -327,18 +385,23 @@ async function builderPage(ui, templateId) {
     saveStatus.dataset.templateId = id;
   }, "primary");
   const width = (cls) => () => { frameBox.classList.remove("desktop", "phone"); frameBox.classList.add(cls); };
+  undoB.title = "Ctrl+Z"; redoB.title = "Ctrl+Shift+Z";
   const page = ui.shell("#/builder", h("h1", template ? `Builder: ${template.name}` : "Builder"),
     h("div#builder.builder", { id: "builder" },
-      h("div.editor",
-        h("section.card", h("div.inline", field("Template name", name), field("Subject", subject), save, undoB, redoB), saveStatus,
-          field("Preview text", (() => { const p = h("input", { value: doc.preview_text || "" }); p.addEventListener("change", () => change(() => { doc.preview_text = p.value; }, false)); return p; })())),
-        h("section.card", h("h2", "Blocks"), h("p.muted", "Drag blocks, or focus one and press Alt+↑ / Alt+↓ to move it."), blocksBox),
-        h("section.card", h("h2", "Theme"), themeBox), aiBox, importBox),
-      h("div.previewpane", h("section.card", h("h2", "Preview"),
+      h("section.card.meta", h("div.inline", field("Template name", name), field("Subject", subject), save, undoB, redoB), saveStatus,
+        field("Preview text", (() => { const p = h("input", { value: doc.preview_text || "" }); p.addEventListener("change", () => change(() => { doc.preview_text = p.value; }, false)); return p; })())),
+      h("section.card.canvascard", { "aria-labelledby": "canvas-title" }, h("h2#canvas-title", { id: "canvas-title" }, "Canvas"),
+        h("p.muted", "Click a block to select it and type in it (Ctrl+B bold, Ctrl+I italic, Ctrl+K link). Drag a block, or select it and press Alt+↑ / Alt+↓; + inserts one."),
+        marksBar(), canvasBox),
+      h("div.sidepane",
+        h("section.card.settingscard", h("h2", "Settings"), settingsBox),
+        h("section.card.previewpane", h("h2", "Preview"),
         h("div.inline", h("button.secondary.small", { type: "button", onclick: width("desktop") }, "Desktop"),
           h("button.secondary.small", { type: "button", onclick: width("phone") }, "Phone"),
           h("button.secondary.small", { type: "button", onclick: () => frameBox.classList.toggle("light", !frameBox.classList.toggle("dark")) }, "Light / dark")),
-        status, frameBox))));
+        status, frameBox)),
+      h("section.card", h("h2", "Blocks"), h("p.muted", "Every block's fields. Drag blocks, or focus one and press Alt+↑ / Alt+↓ to move it."), blocksBox),
+      h("section.card", h("h2", "Theme"), themeBox), aiBox, importBox));
   draw();
   return page;
 }

@@ -69,19 +69,33 @@ def seed(page, daemon) -> list[str]:
             f"#/templates/{template['id']}", "#/suppressions", "#/settings"]
 
 
-def violations(page, where: str) -> list[str]:
-    """axe's violations of the page as shown, in both themes at both widths."""
+def violations(page, where: str, widths=((1280, 800), (375, 740))) -> list[str]:
+    """axe's violations of the page as shown, in both themes at each of ``widths``."""
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.evaluate(f"() => {{ {AXE.read_text()} }}")
     found = []
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        for width, height in ((1280, 800), (375, 740)):
+        for width, height in widths:
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(100)
             found += [f"{where} at {width} px, {scheme}: {v['id']} ({v['impact']}): {v['help']}\n    "
                       + "\n    ".join(v["nodes"]) for v in page.evaluate(CHECK, RULES)]
     return found
+
+
+def shown_on_demand(page, email_hash: str) -> list[str]:
+    """What a page shows on a click: an e-mail's other tabs, the menu's drawer on a phone."""
+    page.goto(page.url.split("#")[0] + email_hash)
+    tablist = page.get_by_role("tablist", name="The e-mail's content")
+    found = []
+    for tab in ("HTML", "Text", "Source as signed", "Attachments"):
+        tablist.get_by_role("tab", name=tab).click()
+        found += violations(page, f"{email_hash}, its {tab} tab")
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.get_by_role("button", name="Menu").click()
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Domains").wait_for(state="visible")
+    return found + violations(page, "the menu's drawer", widths=((375, 740),))
 
 
 def test_every_page_passes_axe_in_both_themes(daemon, browser):
@@ -93,12 +107,14 @@ def test_every_page_passes_axe_in_both_themes(daemon, browser):
         page.get_by_role("heading", level=1).wait_for()
         found += violations(page, "sign-in")
         set_first_password(page, daemon)
-        for hash_ in seed(page, daemon):
+        hashes = seed(page, daemon)
+        for hash_ in hashes:
             page.goto(page.url.split("#")[0] + hash_)
             until(lambda: page.locator("main h1").count() == 1 and not page.locator("main .loading").count(),
                   10, f"{hash_} shown")
             page.wait_for_timeout(250)
             found += violations(page, hash_)
+        found += shown_on_demand(page, next(h for h in hashes if h.startswith("#/emails/")))
         assert not found, f"{len(found)} accessibility violations:\n" + "\n".join(found)
 
     drive(browser, daemon, "a11y", walk, output=OUTPUT, viewport=(1280, 800))

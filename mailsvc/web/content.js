@@ -72,6 +72,6 @@ export function diffView(label, before, after) {
   const lines = lineDiff(before, after);
   const changed = lines.some(([k]) => k !== "=");
   return h("div.diff", h("h3", label, changed ? "" : " (unchanged)"),
-    changed ? h("pre.diff", lines.filter(([k], i) => k !== "=" || lines.slice(Math.max(0, i - 2), i + 3).some(([x]) => x !== "="))
+    changed ? h("pre.diff", { tabindex: "0" }, lines.filter(([k], i) => k !== "=" || lines.slice(Math.max(0, i - 2), i + 3).some(([x]) => x !== "="))
       .map(([k, line]) => h(`span.d${k === "+" ? "add" : k === "-" ? "del" : "same"}`, `${k === "=" ? " " : k} ${line}\n`))) : null);
 }

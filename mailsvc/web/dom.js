@@ -83,19 +83,20 @@ export function field(label, input, hint) {
 
 /** A table of ``rows``; with none, one row saying ``empty`` (what to do next, where it helps).
  *  Each body cell carries its column's name (data-label): on a phone the rows are cards, each
- *  cell after its column's name (style.css). */
+ *  cell after its column's name (style.css). A column without a name (its buttons) is named
+ *  "Actions" for screen readers alone, and its cells carry no name on a phone. */
 export function table(headers, rows, caption, empty = "None.") {
   const node = h("div.table-wrap",
     h("table",
       caption ? h("caption", caption) : null,
-      h("thead", h("tr", headers.map((x) => h("th", { scope: "col" }, x)))),
+      h("thead", h("tr", headers.map((x) => h("th", { scope: "col" }, x || h("span.sr-only", "Actions"))))),
       h("tbody", rows.length ? rows : h("tr.empty", h("td", { colspan: headers.length, class: "muted" }, empty)))));
   return labelled(node);
 }
 
 /** Gives each body cell of ``node``'s table the name of its column (data-label). */
 export function labelled(node) {
-  const heads = [...node.querySelectorAll("thead th")].map((th) => th.textContent);
+  const heads = [...node.querySelectorAll("thead th")].map((th) => (th.querySelector(".sr-only") ? "" : th.textContent));
   node.querySelectorAll("tbody tr:not(.empty)").forEach((row) => {
     [...row.cells].forEach((cell, i) => { if (heads[i] && !cell.hasAttribute("data-label")) cell.dataset.label = heads[i]; });
   });

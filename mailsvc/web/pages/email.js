@@ -48,14 +48,14 @@ function sourcePanel(more) {
       + "address (delivered@, bounced@, complained@resend.dev) is kept in the Inbox with its source as signed.");
   }
   return [h("p.muted", more.source_signed ? "As signed, from its Inbox copy." : "As it was submitted over SMTP."),
-    h("pre.source", more.source)];
+    h("pre.source", { tabindex: "0" }, more.source)];
 }
 
 function contentTabs(id, email, attachments, more) {
   const path = `/dashboard/emails/${encodeURIComponent(id)}/html`;
   return h("section.card", h("h2", "Content"), tabs("The e-mail's content", [
     ["Preview", email.html ? mailPreview(path, "preview") : h("p.muted", "No HTML part.")],
-    ["HTML", email.html ? h("pre.source.html", email.html) : h("p.muted", "No HTML part.")],
+    ["HTML", email.html ? h("pre.source.html", { tabindex: "0" }, email.html) : h("p.muted", "No HTML part.")],
     ["Text", email.text ? h("pre.text", email.text) : h("p.muted", "No text part.")],
     ["Source as signed", sourcePanel(more)],
     ["Attachments", table(["File", "Type", "Size"], attachments.data.map((a) => h("tr",

@@ -36,7 +36,7 @@ export function firstEmail(then = "Then it is listed here with its events.") {
     h("p", "No e-mail yet. Send one from the test sender ", h("code", "onboarding@resend.dev"), " to the test address ",
       h("code", "delivered@resend.dev"), ": no domain is needed. With the Python SDK (", h("code", "pip install resend"),
       ") and a key from ", h("a", { href: "#/api-keys" }, "API keys"), ":"),
-    h("pre.snippet", h("code", snippet)), copyButton(snippet, "Copy the code"),
+    h("pre.snippet", { tabindex: "0" }, h("code", snippet)), copyButton(snippet, "Copy the code"),
     h("p.muted", `${then} To send from your own addresses, `, h("a", { href: "#/domains" }, "add a domain"), "."));
 }
 

@@ -118,7 +118,7 @@ async function messagePage(id) {
     h("section.card", h("h2", "Source as signed"),
       h("p.muted", m.over_limit ? "As kept, not parsed."
         : `${m.headers.length} header fields, as the receiver gets them (the DKIM signature covers them as written).`),
-      h("pre.source", m.raw)));
+      h("pre.source", { tabindex: "0" }, m.raw)));
 }
 
 export const nav = ["#/inbox", "Inbox"];

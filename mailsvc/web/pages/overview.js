@@ -33,7 +33,8 @@ function chart(days) {
   const ticks = labelled(days.length, days.length > 7 ? 6 : 7).map((i) => svg("text", {
     x: Math.min(pad + i * step + step * 0.48, width - 30), y: height - 10, class: "tick", "text-anchor": "middle" },
   dayLabel(days[i].day)));
-  const box = h("div.chart-box", { class: days.length > 7 ? "month" : "week" });
+  // Focusable: a month's chart scrolls in its box on a phone, by the keyboard too.
+  const box = h("div.chart-box", { class: days.length > 7 ? "month" : "week", tabindex: "0" });
   box.append(svg("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart days",
     "aria-label": `Sends and outcomes per day over ${days.length} days` },

@@ -79,7 +79,7 @@ function deliveryDetails(d) {
     h("dt", "HTTP status"), h("dd", d.response_status ? String(d.response_status) : "None"),
     error ? [h("dt", "What went wrong"), h("dd", error)] : null,
     h("dt", "Answer"), h("dd", d.response ? h("pre.answer", d.response) : h("span.muted", "Empty"))),
-  h("h4", "Payload as sent"), h("pre.source", body), copyButton(body, "Copy the payload"));
+  h("h4", "Payload as sent"), h("pre.source", { tabindex: "0" }, body), copyButton(body, "Copy the payload"));
 }
 
 export const nav = ["#/webhooks", "Webhooks"];

@@ -7,7 +7,7 @@
 # Debian's package through Playwright; no browser is ever downloaded), tor (the onion service
 # test starts its own with networking disabled; the package's daemon is not started),
 # SpamAssassin's spamd (the spam score; network tests off, packaged rules only), and the pinned
-# npm SDK of tests/node (re-installed only when its package files change).
+# npm packages of tests/node, the SDK and axe-core (re-installed only when their package files change).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$top"

@@ -18,9 +18,6 @@ import requests
 from tests.helpers.daemon import free_port, wait_until_listening
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The three tests share one built and installed package: on one pytest-xdist worker
-#: (scripts/test's --dist loadgroup), so that it is installed once, not once on each worker.
-pytestmark = pytest.mark.xdist_group("package")
 
 
 @pytest.fixture(scope="module")

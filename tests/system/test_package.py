@@ -44,15 +44,19 @@ def locked(path: Path):
 
 
 @pytest.fixture(scope="module")
-def installed(testrun_uid):
+def installed(testrun_uid, worker_id, tmp_path_factory):
     """
     A virtualenv with the built wheel (and its dependencies from the index) installed, once for
     the run: the pytest-xdist workers that run these tests share it (the first builds it, under a
-    lock; the last to be done removes it). Readable by all (the node's cluster runs as mailsvc).
+    lock; the last to be done removes it). Readable by all (the node's cluster runs as mailsvc);
+    the lock and the count of its users are in pytest's temporary directory of the run.
     """
     where = Path(tempfile.gettempdir()) / f"mailsvc-package-{testrun_uid}"
-    users = where.with_name(where.name + ".users")
-    with locked(where.with_name(where.name + ".lock")):
+    run = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run = run.parent  # each xdist worker's base directory is in the run's
+    lock, users = run / f"{where.name}.lock", run / f"{where.name}.users"
+    with locked(lock):
         if not where.exists():
             where.mkdir(mode=0o755)
             where.chmod(0o755)
@@ -66,10 +70,10 @@ def installed(testrun_uid):
     try:
         yield where, wheel
     finally:
-        with locked(where.with_name(where.name + ".lock")):
+        with locked(lock):
             left = int(users.read_text()) - 1
             users.write_text(str(left))
-            if left == 0:  # the empty lock file stays: a worker may be waiting on it
+            if left == 0:  # the lock file stays (a worker may be waiting on it): pytest removes it
                 shutil.rmtree(where, ignore_errors=True)
                 users.unlink()
 

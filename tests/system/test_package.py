@@ -3,6 +3,8 @@ The package as an operator installs it: the wheel built from this checkout, inst
 throw-away virtualenv, runs ``twistd mailsvc`` with no checkout on the path.
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -20,24 +22,60 @@ from tests.helpers.daemon import free_port, wait_until_listening
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def build_and_install(where: Path) -> Path:
+    """The wheel built from the checkout into ``where/dist`` and installed into ``where/venv``; the wheel."""
+    # Built and installed as an operator would, without the checkout on the path: with it
+    # there (scripts/test puts it there), the venv came out without the plugin file.
+    env = outside_the_checkout()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where / "dist"),
+                    str(ROOT)], check=True, cwd=where, env=env)
+    (wheel,) = (where / "dist").glob("mailsvc-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, env=env)
+    subprocess.run([str(where / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd=where,
+                   env=env)
+    return wheel
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    with open(path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield lock
+
+
 @pytest.fixture(scope="module")
-def installed():
-    """A virtualenv with the built wheel (and its dependencies from the index) installed."""
-    where = Path(tempfile.mkdtemp(prefix="mailsvc-package-"))
-    where.chmod(0o755)
+def installed(testrun_uid, worker_id, tmp_path_factory):
+    """
+    A virtualenv with the built wheel (and its dependencies from the index) installed, once for
+    the run: the pytest-xdist workers that run these tests share it (the first builds it, under a
+    lock; the last to be done removes it). Readable by all (the node's cluster runs as mailsvc);
+    the lock and the count of its users are in pytest's temporary directory of the run.
+    """
+    where = Path(tempfile.gettempdir()) / f"mailsvc-package-{testrun_uid}"
+    run = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run = run.parent  # each xdist worker's base directory is in the run's
+    lock, users = run / f"{where.name}.lock", run / f"{where.name}.users"
+    with locked(lock):
+        if not where.exists():
+            where.mkdir(mode=0o755)
+            where.chmod(0o755)
+            try:
+                build_and_install(where)
+            except BaseException:
+                shutil.rmtree(where, ignore_errors=True)
+                raise
+        users.write_text(str(int(users.read_text() or 0) + 1) if users.exists() else "1")
+    (wheel,) = (where / "dist").glob("mailsvc-*.whl")
     try:
-        # Built and installed as an operator would, without the checkout on the path: with it
-        # there (scripts/test puts it there), the venv came out without the plugin file.
-        env = outside_the_checkout()
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where / "dist"),
-                        str(ROOT)], check=True, cwd=where, env=env)
-        (wheel,) = (where / "dist").glob("mailsvc-*.whl")
-        subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, env=env)
-        subprocess.run([str(where / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd=where,
-                       env=env)
         yield where, wheel
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        with locked(lock):
+            left = int(users.read_text()) - 1
+            users.write_text(str(left))
+            if left == 0:  # the lock file stays (a worker may be waiting on it): pytest removes it
+                shutil.rmtree(where, ignore_errors=True)
+                users.unlink()
 
 
 def outside_the_checkout() -> dict:

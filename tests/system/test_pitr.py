@@ -35,7 +35,9 @@ from tests.helpers.polling import until
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A cluster, a base backup, a restore and three nodes: about 10 s, longer on a loaded machine.
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+#: It runs beside the system tier's other tests: its clusters and ports are its own, and it
+#: times nothing (each wait is a limit, T is read on the server's clock).
+pytestmark = pytest.mark.slow
 
 BATCH = 20
 #: The lines docs/operations.md (step 3 of the drill) tells the operator to check.

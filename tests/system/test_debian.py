@@ -24,6 +24,7 @@ def _checkout_state() -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.timeout(900)  # a package build and install beside the other system tests on two cores
 def test_the_package_installs_sends_mail_and_purges_cleanly(pg_dsn):
     # scripts/test installs dpkg-dev and debhelper (as root, as CI runs it): never skipped.
     assert os.geteuid() == 0, "the package test installs a .deb: run scripts/test as root"

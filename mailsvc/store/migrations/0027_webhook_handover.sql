@@ -23,7 +23,7 @@ BEGIN
     INSERT INTO webhook_handover (event_ids, oldest)
     SELECT array_agg(id), min(created_at)
     FROM (SELECT id, created_at, row_number() OVER () - 1 AS n FROM written) numbered
-    GROUP BY n / 500;
+    GROUP BY n / 500 ORDER BY n / 500;
     RETURN NULL;
 END
 $$;

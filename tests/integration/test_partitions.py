@@ -217,6 +217,10 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
     fk = await db.fetchone("SELECT convalidated, confrelid::regclass::text AS target FROM pg_constraint"
                            " WHERE conname = 'webhook_deliveries_event_id_fkey'")
     assert fk == {"convalidated": True, "target": "events"}
+    # The webhook hand-over's trigger moved to the partitioned events (the old table has none).
+    triggers = await db.fetchall("SELECT tgrelid::regclass::text AS relation, tgname FROM pg_trigger"
+                                 " WHERE NOT tgisinternal")
+    assert triggers == [{"relation": "events", "tgname": "webhook_handover_queue"}]
     settings = await db.fetchone("SELECT partitioned, retention_months, premake_months FROM storage_settings")
     assert settings == {"partitioned": True, "retention_months": 13, "premake_months": 3}
 
@@ -348,7 +352,7 @@ async def test_a_step_that_never_gets_its_lock_leaves_the_plain_layout(api, fres
     assert sum("trying again" in line for line in said) == 10
     left = await db.fetchall("SELECT relname FROM pg_class WHERE relname LIKE '%\\_p' OR relname LIKE 'mailsvc\\_%'"
                              " OR relname = 'storage_settings'")
-    triggers = await db.fetchall("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
-    assert left == [] and triggers == []
+    triggers = await db.fetchall("SELECT tgrelid::regclass::text AS relation, tgname FROM pg_trigger WHERE NOT tgisinternal")
+    assert left == [] and triggers == [{"relation": "events", "tgname": "webhook_handover_queue"}]  # the schema's own
     code, _, _ = await api.json("POST", "/emails", key, json=MAIL)
     assert code == 200 and len((await snapshot(db))["emails"]) == len(before["emails"]) + 1

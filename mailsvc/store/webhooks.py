@@ -95,14 +95,18 @@ async def drop_pending(txn: Transaction, webhook_id: uuid.UUID) -> int:
 #: the fan-out to another (``Dispatcher.fans_out``).
 QUEUED_CHANNEL = "webhook_deliveries"
 
+#: Hand-over rows a fan-out step locks at most (each locked row is a write; a row holds 1 to 500
+#: events).
+HANDOVER_ROWS = 100
+
 #: Take hand-over rows (migration 0027, filled by a trigger on ``events``), oldest first, until
 #: about ``fan_out`` events, and turn their events into one delivery per subscribed, enabled
 #: webhook of their tenant that existed when the event happened. A row is seen once its events'
 #: transaction committed and is taken by one transaction only (SKIP LOCKED lets nodes take
 #: different rows); deleting it commits with the deliveries it queued.
-_FAN_OUT = """
+_FAN_OUT = f"""
     WITH locked AS (
-        SELECT id, cardinality(event_ids) AS n FROM webhook_handover ORDER BY id LIMIT %(fan_out)s
+        SELECT id, cardinality(event_ids) AS n FROM webhook_handover ORDER BY id LIMIT {HANDOVER_ROWS}
         FOR UPDATE SKIP LOCKED
     ), picked AS (
         SELECT id FROM (SELECT id, sum(n) OVER (ORDER BY id) - n AS before FROM locked) counted

@@ -17,6 +17,8 @@ from mailsvc.ids import uuid7
 from mailsvc.store import events
 from mailsvc.store import webhooks as rows
 from mailsvc.store.migrate import migration_files
+from mailsvc.store.notify import Notifications
+from tests.helpers.polling import async_until
 
 DATA = {"domain_id": "d1", "domain": "example.com", "status": "verified", "previous": "pending"}
 
@@ -92,6 +94,28 @@ async def test_a_step_takes_about_its_batch_and_one_statement_of_many_events_is_
     assert await _fan_out(rig, 600) == 1000  # rows until the batch is reached: the one over it too
     assert await _fan_out(rig, 600) == 200
     assert sum((await _deliveries_per_event(rig.db)).values()) == 1200
+
+
+@pt.ensureDeferred
+async def test_one_dispatcher_fans_out_and_its_notify_wakes_the_others(rig):
+    """A node's other dispatchers neither fan out nor hear "events"; the fan-out's NOTIFY tells
+    them that deliveries were queued."""
+    follower, leader = rig.node(fans_out=False), rig.node(max_in_flight=0)  # the leader claims nothing
+    assert (follower.dispatcher.channel, leader.dispatcher.channel) == (rows.QUEUED_CHANNEL, events.CHANNEL)
+    await rig.webhook(leader)
+    heard: list[str] = []
+    notifications = Notifications(rig.db)
+    await notifications.listen(rows.QUEUED_CHANNEL, heard.append)
+    try:
+        await rig.event()
+        await follower.run()
+        assert rig.received == [] and await _deliveries_per_event(rig.db) == {}
+        await leader.run()
+        await async_until(lambda: heard, 5, "the fan-out's NOTIFY")
+        await follower.run()
+        assert len(rig.received) == 1 and leader.fetcher.posts == 0
+    finally:
+        notifications.stop()
 
 
 @pt.ensureDeferred

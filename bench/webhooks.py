@@ -13,6 +13,12 @@ separate process (a Twisted HTTPS server) that checks every request with the
 
     .venv/bin/python -m bench.webhooks [--runs 3] [--events 3000] [--webhooks 8] [--concurrency 8]
         [--host-concurrency 64] [--host-rate 10000]
+    .venv/bin/python -m bench.webhooks --webhooks 1 --latency 500 [--seconds 10]
+    .venv/bin/python -m bench.webhooks --statements 20000
+
+``--latency`` writes events at that rate (a NOTIFYing transaction every 10 ms) to a dispatcher
+woken by the NOTIFYs and prints the time from each event to its request (p50, p99);
+``--statements`` times the statements that write events and fan them out, without requests.
 
 Every webhook is aimed at the one receiver, so the per-host limits apply to all of them:
 ``--host-concurrency`` is the service's default (64, the 8 webhooks' 8 slots each), and
@@ -65,6 +71,8 @@ def receive(port: int, pem_file: str, secrets_file: str) -> None:
             super().__init__()
             self.stats = {"verified": 0, "failed": 0, "duplicates": 0}
             self.seen: set[tuple[bytes, str]] = set()
+            #: Seconds from each event to its first request, for GET /latencies.
+            self.latencies: list[float] = []
 
         def render_POST(self, request):  # noqa: N802
             body = request.content.read()
@@ -81,12 +89,18 @@ def receive(port: int, pem_file: str, secrets_file: str) -> None:
             key = (request.path, headers.get("webhook-id", ""))
             if key in self.seen:
                 self.stats["duplicates"] += 1
+            else:
+                happened = datetime.fromisoformat(json.loads(body)["created_at"].replace("Z", "+00:00"))
+                self.latencies.append(time.time() - happened.timestamp())
             self.seen.add(key)
             request.setResponseCode(204)
             return b""
 
         def render_GET(self, request):  # noqa: N802
             request.setHeader(b"Content-Type", b"application/json")
+            if request.path == b"/latencies":
+                latencies, self.latencies = self.latencies, []
+                return json.dumps(latencies).encode()
             return json.dumps(self.stats).encode()
 
     site = server.Site(Verify())
@@ -207,6 +221,21 @@ async def run(reactor, args, root: Path) -> None:
         await one_run(args.warmup)
         # Statistics as autovacuum keeps them on a running system (the tables were empty).
         await db.execute("ANALYZE")
+        if args.latency or args.statements:
+            def dispatcher():
+                return Dispatcher(reactor, db, fetcher, registry, args.concurrency, args.max_in_flight,
+                                  args.host_concurrency, args.host_rate)
+
+            async def latencies() -> list[float]:
+                fetched = await fetcher.get(f"https://{HOST}:{port}/latencies", 10_000_000, 5)
+                return json.loads(fetched.body)
+
+            if args.latency:
+                await latency(reactor, db, tenant.id, dispatcher, stats, latencies, args)
+            else:
+                await statement_times(reactor, db, tenant.id, args)
+            await fetcher.close()
+            return
         print(f"{os.cpu_count()} cores; {args.webhooks} webhooks x {args.events} events per run; "
               f"{args.concurrency} requests in flight per webhook; embedded PostgreSQL (durable defaults)")
         print(f"{'run':>3} {'deliveries':>10} {'seconds':>8} {'deliv/s':>8} {'dispatcher CPU':>14} "
@@ -233,6 +262,88 @@ async def run(reactor, args, root: Path) -> None:
         await cluster.stop()
 
 
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def latency(reactor, db, tenant_id, dispatcher, stats, latencies, args) -> None:
+    """
+    Events written at ``args.latency`` a second (a transaction every 10 ms, each NOTIFYing as
+    the service's writers do) for ``args.seconds``, a dispatcher woken by the NOTIFYs; the time
+    from each event's ``created_at`` to its first request at the receiver.
+    """
+    from twisted.internet import defer, task
+
+    from mailsvc.store import events
+    from mailsvc.store.notify import Notifications
+
+    await latencies()  # the warm-up's
+    engine = dispatcher()
+    notifications = Notifications(db)
+    await notifications.listen(engine.channel, engine.notified)
+    engine.start()
+    before = await stats()
+    per_tick = max(1, round(args.latency / 100))
+    ticks = int(args.seconds * 100)
+    started = time.monotonic()
+    writes = []
+    for tick in range(ticks):  # on the clock, not after the previous write: several may be under way
+        writes.append(defer.ensureDeferred(db.run("bench events", events.record_many, reactor,
+                                                  [(tenant_id, "email.delivered", DATA)] * per_tick)))
+        await task.deferLater(reactor, max(0.0, started + (tick + 1) / 100 - time.monotonic()), lambda: None)
+    await defer.gatherResults(writes)
+    written = time.monotonic() - started
+    target = ticks * per_tick * args.webhooks
+    while True:
+        now = await stats()
+        if now["verified"] + now["failed"] - before["verified"] - before["failed"] >= target:
+            break
+        await task.deferLater(reactor, 0.05, lambda: None)
+    await engine.stop()
+    notifications.stop()
+    seen = await latencies()
+    print(f"{os.cpu_count()} cores; {ticks * per_tick} events at {ticks * per_tick / written:.0f}/s over "
+          f"{written:.1f} s, {args.webhooks} webhooks; embedded PostgreSQL (durable defaults)")
+    print(f"event -> endpoint over {len(seen)} requests: p50 {_percentile(seen, 0.5) * 1000:.0f} ms, "
+          f"p99 {_percentile(seen, 0.99) * 1000:.0f} ms, max {max(seen) * 1000:.0f} ms")
+    if len(seen) != target:
+        raise SystemExit(f"{len(seen)} requests received, {target} expected")
+
+
+async def statement_times(reactor, db, tenant_id, args) -> None:
+    """
+    The statements of the hand-over alone (no dispatcher): ``args.statements`` events written 50
+    to a statement, as a delivery step writes its outcomes' events (in one transaction, so no
+    commit's flush is counted), then fanned out 500 at a time (a transaction each, as a step),
+    once of a type the ``args.webhooks`` webhooks take and once of one they do not (the
+    hand-over without deliveries); milliseconds per statement, best of three rounds each.
+    """
+    from mailsvc.store import events
+    from mailsvc.store import webhooks as rows
+
+    async def write(txn, type: str) -> float:
+        entries = [(tenant_id, type, DATA)] * 50
+        started = time.monotonic()
+        for _ in range(args.statements // 50):
+            await events.record_many(txn, reactor, entries)
+        return (time.monotonic() - started) * 1000 / (args.statements // 50)
+
+    async def timed(type: str) -> tuple[float, float]:
+        written = await db.run("bench writes", write, type)
+        steps, started = 0, time.monotonic()
+        while await db.run("bench fan-out", rows.fan_out, datetime.now(UTC), 500):
+            steps += 1
+        return written, (time.monotonic() - started) * 1000 / steps
+
+    for type, what in (("email.delivered", f"{500 * args.webhooks} deliveries"), ("email.sent", "no delivery")):
+        rounds = [await timed(type) for _ in range(3)]
+        await db.execute("DELETE FROM webhook_deliveries")
+        print(f"{args.statements} events ({type}), {args.webhooks} webhooks: a statement writing 50 events "
+              f"{min(r[0] for r in rounds):.2f} ms; fanning out 500 events ({what}) "
+              f"{min(r[1] for r in rounds):.1f} ms", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -243,6 +354,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host-concurrency", type=int, default=64, help="requests in flight to the one host")
     parser.add_argument("--host-rate", type=int, default=10_000, help="requests a second to the one host")
     parser.add_argument("--warmup", type=int, default=500, help="events of the warm-up run")
+    parser.add_argument("--latency", type=int, default=0, metavar="EVENTS_PER_SEC",
+                        help="instead of the runs: events written at this rate, and event -> endpoint p50/p99")
+    parser.add_argument("--seconds", type=float, default=10, help="how long --latency writes events")
+    parser.add_argument("--statements", type=int, default=0, metavar="EVENTS",
+                        help="instead of the runs: the time of the statements that write and fan out events")
     parser.add_argument("--receive", nargs=3, metavar=("PORT", "PEM", "SECRETS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.receive:

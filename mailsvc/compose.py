@@ -400,7 +400,9 @@ def _webhooks(shared: Shared) -> Webhooks:
     """
     The webhook endpoints (their signing secrets sealed by their vault) and their dispatcher,
     with this process's share of the node's requests in flight and per-host limits
-    (``per_endpoint`` is counted in PostgreSQL across nodes: whole).
+    (``per_endpoint`` is counted in PostgreSQL across nodes: whole). The first worker's
+    dispatcher fans events out for the node, so one process, not every worker, is woken by
+    every NOTIFY on "events"; a worker restarted after a crash takes the hand-over up again.
     """
     clock, db, outside, share = shared.clock, shared.db, shared.outside, shared.share
     registry = WebhookRegistry(clock, db, outside.addresses, shared.vaults.webhook_secrets)
@@ -409,7 +411,7 @@ def _webhooks(shared: Shared) -> Webhooks:
     dispatcher = Dispatcher(
         clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, share.of_count(settings.max_in_flight),
         share.of_count(settings.host_concurrency), share.of_rate(settings.host_rate_per_sec),
-        on_failure=shared.count_failure,
+        on_failure=shared.count_failure, fans_out=share.slot == 0,
     )
     engine = woken(shared.notifications, dispatcher)
     return Webhooks(registry, dispatcher, engine, Group("webhooks", by_role(shared.config, {"webhooks": [engine]})))

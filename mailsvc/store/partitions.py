@@ -24,7 +24,7 @@ from mailsvc.store.migrate import MIGRATIONS_LOCK
 
 #: The schema version this step was written for: a later migration that changes these tables
 #: must be checked against the partitioned layout before the step may run on it.
-WRITTEN_FOR_SCHEMA = 26
+WRITTEN_FOR_SCHEMA = 27
 
 #: Partitioned tables, in copy order (an e-mail before its deliveries and attachments), with
 #: the column they are partitioned on and their primary key. A delivery or an attachment lives
@@ -470,6 +470,22 @@ def _referencing(cur) -> list[tuple[str, str, str]]:
     return cur.fetchall()
 
 
+def _move_triggers(cur) -> list[str]:
+    """
+    Drop the tables' own triggers (the webhook hand-over's on ``events``, the queue counts' on
+    ``deliveries``) and return their
+    definitions, to be made again on the partitioned tables once they carry the names: the
+    copies were made without them, so copying queued nothing.
+    """
+    cur.execute("SELECT tgrelid::regclass::text, tgname, pg_get_triggerdef(oid) FROM pg_trigger"
+                " WHERE tgrelid = ANY(%s::regclass[]) AND NOT tgisinternal AND tgname <> 'mailsvc_partition_note'",
+                (list(TABLES),))
+    found = cur.fetchall()
+    for table, name, _ in found:
+        cur.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), sql.Identifier(table)))
+    return [definition for _, _, definition in found]
+
+
 def _swap(conn, cur, layout, retention_months: int, premake_months: int, lock_timeout: float,
           say: Callable[[str], None]) -> list[tuple[str, str]]:
     """
@@ -492,6 +508,7 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
         sql.SQL(", ").join(map(sql.Identifier, locked))))
     locked_at.append(time.monotonic())
     _apply_all(cur, layout)
+    triggers = _move_triggers(cur)
     for table in TABLES:
         cur.execute(sql.SQL("DROP TRIGGER mailsvc_partition_note ON {}").format(sql.Identifier(table)))
         for suffix, rename in (("", "_old"), ("_p", "")):
@@ -503,9 +520,10 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
                     sql.Identifier(index), sql.Identifier(renamed)))
             cur.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(
                 sql.Identifier(table + suffix), sql.Identifier(table + rename)))
+    for definition in triggers:
+        cur.execute(definition)
     cur.execute("DROP TABLE mailsvc_partition_changes")
     cur.execute("DROP FUNCTION mailsvc_partition_note()")
-    _count_queue(cur)
     repointed = []
     for table, name, definition in referencing:
         cur.execute(sql.SQL("ALTER TABLE {0} DROP CONSTRAINT {1}, ADD CONSTRAINT {1} ").format(
@@ -515,18 +533,6 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
     cur.execute("INSERT INTO storage_settings (partitioned, retention_months, premake_months) VALUES (true, %s, %s)",
                 (retention_months, premake_months))
     return repointed
-
-
-def _count_queue(cur) -> None:
-    """The queue's counts (migration 0026) kept by the partitioned deliveries from now on: the
-    copy has the rows they count, and the old table's triggers go with it."""
-    for event, referencing in (("INSERT", "NEW TABLE AS new_rows"),
-                               ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
-                               ("DELETE", "OLD TABLE AS old_rows")):
-        cur.execute(f"CREATE TRIGGER queue_count_{event.lower()}s AFTER {event} ON deliveries"
-                    f" REFERENCING {referencing} FOR EACH STATEMENT EXECUTE FUNCTION queue_count_changes()")
-    cur.execute("CREATE TRIGGER queue_count_truncates AFTER TRUNCATE ON deliveries"
-                " FOR EACH STATEMENT EXECUTE FUNCTION queue_count_truncate()")
 
 
 async def maintain(db: Database, now: datetime) -> list[dict]:

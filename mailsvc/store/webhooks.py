@@ -91,15 +91,32 @@ async def drop_pending(txn: Transaction, webhook_id: uuid.UUID) -> int:
 
 # The dispatcher's queue
 
-#: Turn events not yet fanned out into one delivery per subscribed, enabled webhook of their
-#: tenant that existed when the event happened. SKIP LOCKED lets nodes take different batches.
-_FAN_OUT = """
-    WITH batch AS (
-        SELECT id, tenant_id, type, created_at FROM events
-        WHERE NOT fanned_out ORDER BY id LIMIT %(fan_out)s
+#: NOTIFY channel raised when a fan-out queued deliveries: it wakes the dispatchers that leave
+#: the fan-out to another (``Dispatcher.fans_out``).
+QUEUED_CHANNEL = "webhook_deliveries"
+
+#: Hand-over rows a fan-out step locks at most (each locked row is a write; a row holds 1 to 500
+#: events).
+HANDOVER_ROWS = 100
+
+#: Take hand-over rows (migration 0027, filled by a trigger on ``events``), oldest first, until
+#: about ``fan_out`` events, and turn their events into one delivery per subscribed, enabled
+#: webhook of their tenant that existed when the event happened. A row is seen once its events'
+#: transaction committed and is taken by one transaction only (SKIP LOCKED lets nodes take
+#: different rows); deleting it commits with the deliveries it queued.
+_FAN_OUT = f"""
+    WITH locked AS (
+        SELECT id, cardinality(event_ids) AS n FROM webhook_handover ORDER BY id LIMIT {HANDOVER_ROWS}
         FOR UPDATE SKIP LOCKED
-    ), marked AS (
-        UPDATE events SET fanned_out = true FROM batch WHERE events.id = batch.id
+    ), picked AS (
+        SELECT id FROM (SELECT id, sum(n) OVER (ORDER BY id) - n AS before FROM locked) counted
+        WHERE before < %(fan_out)s
+    ), taken AS (
+        DELETE FROM webhook_handover h USING picked WHERE h.id = picked.id RETURNING h.event_ids
+    ), batch AS (
+        SELECT e.id, e.tenant_id, e.type, e.created_at
+        FROM taken CROSS JOIN LATERAL unnest(taken.event_ids) AS t (event_id)
+        JOIN events e ON e.id = t.event_id
     ), queued AS (
         INSERT INTO webhook_deliveries (webhook_id, event_id, tenant_id, due_at, created_at)
         SELECT w.id, batch.id, batch.tenant_id, %(now)s, %(now)s
@@ -107,9 +124,15 @@ _FAN_OUT = """
         WHERE w.status = 'enabled' AND batch.type = ANY (w.events)
           AND w.created_at <= batch.created_at
         ON CONFLICT DO NOTHING
+        RETURNING 1
     )
-    SELECT count(*) AS taken FROM batch
+    SELECT (SELECT count(*) FROM batch) AS taken,
+           (SELECT count(*) FROM (SELECT pg_notify(%(queued_channel)s, '') FROM (SELECT 1 FROM queued LIMIT 1) q) n)
+           AS notified
 """
+
+#: Whether events wait to be fanned out.
+_BACKLOG = "EXISTS (SELECT 1 FROM webhook_handover)"
 
 #: Lease due deliveries of enabled webhooks, at most ``cap`` in flight per webhook counting
 #: every node's, each row with what its request needs.
@@ -169,7 +192,7 @@ def _outcome_params(outcomes: list[tuple]) -> dict[str, list]:
 
 async def fan_out(txn: Transaction, now: datetime, limit: int) -> int:
     """Fan out up to ``limit`` events; returns how many were taken."""
-    row = await txn.fetchrow(_FAN_OUT, {"fan_out": limit, "now": now})
+    row = await txn.fetchrow(_FAN_OUT, {"fan_out": limit, "now": now, "queued_channel": QUEUED_CHANNEL})
     return row["taken"]
 
 
@@ -199,23 +222,24 @@ async def dispatch(
 ) -> Dispatched:
     """
     One dispatcher step in one round trip and one transaction: write ``outcomes`` (freeing
-    their webhooks' capacity), fan out a batch of events, lease what is due, and report when
-    the next retry falls due. The statements run in order, each seeing the ones before.
+    their webhooks' capacity), fan out a batch of about ``fan_out_batch`` events (none: the
+    fan-out is another dispatcher's), lease what is due, and report when the next retry falls
+    due. The statements run in order, each seeing the ones before.
     """
     rows = await db.fetchall(
         ";".join([
             _RECORD if outcomes else "SELECT 1",
-            _FAN_OUT,
+            _FAN_OUT if fan_out_batch else "SELECT 1",
             f"""WITH {_CLAIM}, upcoming AS (
                     SELECT (SELECT min(due_at) FROM webhook_deliveries
                             WHERE state = 'pending' AND claimed_until IS NULL AND due_at > %(now)s) AS next_due,
-                           EXISTS (SELECT 1 FROM events WHERE NOT fanned_out) AS backlog
+                           {_BACKLOG if fan_out_batch else "false"} AS backlog
                 )
                 SELECT upcoming.*, claimed.* FROM upcoming LEFT JOIN claimed ON true""",
         ]),
         {
             **_outcome_params(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
-            "cap": per_webhook, "limit": limit, "fan_out": fan_out_batch,
+            "cap": per_webhook, "limit": limit, "fan_out": fan_out_batch, "queued_channel": QUEUED_CHANNEL,
         },
         desc="webhook dispatch",
     )
@@ -224,13 +248,15 @@ async def dispatch(
 
 
 async def prune(db: Database, deliveries_before: datetime, events_before: datetime) -> None:
-    """Forget finished deliveries, and events old enough that nothing can still be pending."""
+    """Forget finished deliveries, and events old enough that nothing can still be pending (and
+    none still to be fanned out: every event of a hand-over row is at or after its ``oldest``)."""
     await db.execute(
         "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND last_attempt_at < %s",
         (deliveries_before,), desc="prune webhook deliveries",
     )
     await db.execute(
-        "DELETE FROM events WHERE fanned_out AND created_at < %s", (events_before,),
+        "DELETE FROM events WHERE created_at < least(%s, (SELECT min(oldest) FROM webhook_handover))",
+        (events_before,),
         desc="prune events",
     )
     # The operator's audit log is kept as long as the events.

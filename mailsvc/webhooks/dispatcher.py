@@ -1,7 +1,9 @@
 """
-The webhook dispatcher: reads the events outbox, fans each event out to the tenant's enabled
-webhooks subscribed to it, and delivers the resulting rows. Each step (woken by NOTIFY on
-"events", a finished attempt, a retry coming due, or a slow timer) leases due deliveries
+The webhook dispatcher: takes events from the outbox's hand-over, fans each out to the tenant's
+enabled webhooks subscribed to it, and delivers the resulting rows. One dispatcher of a node
+fans out (``fans_out``, woken by NOTIFY on "events"); it NOTIFYs "webhook_deliveries" when it
+queued deliveries, which wakes the node's others. Each step (woken by its NOTIFY, a finished
+attempt, a retry coming due, or a slow timer) leases due deliveries
 (FOR UPDATE SKIP LOCKED, ``claimed_until``) and writes earlier outcomes only while their lease
 holds. Requests run in parallel within ``per_endpoint`` per webhook across nodes and, per
 target address on this node, ``host_concurrency`` and ``host_rate_per_sec`` (``HostLimits``).
@@ -42,11 +44,12 @@ HOST_WAIT_SECONDS = LEASE_SECONDS - 2 * TIMEOUT_SECONDS
 HOSTS_KEPT = 1000
 #: The safety net: a step at least this often even if no wake-up arrived.
 SAFETY_INTERVAL = 10
-#: A NOTIFY (one per accepted request, under load hundreds a second) waits this long for
-#: others, so that they make one step (one round trip) between them. Wake-ups of the
-#: dispatcher's own (a finished request, a retry due) do not wait. Every worker of a node runs
-#: a dispatcher, each woken by every NOTIFY: at 10 ms, SMTP submission on 2 workers ran about
-#: 20 % slower than at 50 ms (docs/benchmarks.md, "Throughput").
+#: A NOTIFY on "events" (one per accepted request, under load hundreds a second) waits this
+#: long for others, so that they make one step (one round trip) between them. Wake-ups of the
+#: dispatcher's own (a finished request, a retry due) and the NOTIFY of a fan-out (one per
+#: step of the dispatcher that fans out) do not wait. When every worker's dispatcher was woken
+#: by every NOTIFY, SMTP submission on 2 workers ran about 20 % slower at 10 ms than at 50 ms
+#: (docs/benchmarks.md, "Throughput").
 WAKE_GATHER = 0.05
 FAN_OUT_BATCH = 500
 #: Seconds a stop waits for attempts in flight before abandoning (and releasing) them.
@@ -141,10 +144,13 @@ class HostLimits:
 
 
 class Dispatcher(LeasedEngine):
+    """
+    ``fans_out``: this dispatcher also hands events over to webhook deliveries, woken by every
+    NOTIFY on "events"; one per node does (``compose``), the node's others only deliver.
+    """
+
     desc = "webhook dispatcher"
     role = "webhooks"
-    channel = CHANNEL
-    notify_gather = WAKE_GATHER
 
     def __init__(
         self,
@@ -157,8 +163,12 @@ class Dispatcher(LeasedEngine):
         host_concurrency: int = 64,
         host_rate_per_sec: float = 500,
         on_failure=None,
+        fans_out: bool = True,
     ):
         super().__init__(clock, "webhook dispatch", SAFETY_INTERVAL, on_failure)
+        self.channel = CHANNEL if fans_out else rows.QUEUED_CHANNEL
+        self.notify_gather = WAKE_GATHER if fans_out else 0
+        self._fan_out_batch = FAN_OUT_BATCH if fans_out else 0
         self._db = db
         self._fetcher = fetcher
         self._registry = registry
@@ -180,7 +190,7 @@ class Dispatcher(LeasedEngine):
         try:
             done = await rows.dispatch(
                 self._db, outcomes, timefmt.from_seconds(now), timefmt.from_seconds(now + LEASE_SECONDS),
-                claim, self._per_endpoint, room, FAN_OUT_BATCH,
+                claim, self._per_endpoint, room, self._fan_out_batch,
             )
         except Exception:
             self._outcomes[:0] = outcomes

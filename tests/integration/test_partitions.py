@@ -219,6 +219,13 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, fresh
     fk = await db.fetchone("SELECT convalidated, confrelid::regclass::text AS target FROM pg_constraint"
                            " WHERE conname = 'webhook_deliveries_event_id_fkey'")
     assert fk == {"convalidated": True, "target": "events"}
+    # The schema's own triggers moved to the partitioned tables (the old tables have none): the
+    # webhook hand-over's on events, the queue counts' on deliveries.
+    triggers = await db.fetchall("SELECT tgrelid::regclass::text AS relation, tgname FROM pg_trigger"
+                                 " WHERE NOT tgisinternal ORDER BY tgname")
+    assert triggers == [{"relation": "deliveries", "tgname": f"queue_count_{kind}"}
+                        for kind in ("deletes", "inserts", "truncates", "updates")] + [
+        {"relation": "events", "tgname": "webhook_handover_queue"}]
     settings = await db.fetchone("SELECT partitioned, retention_months, premake_months FROM storage_settings")
     assert settings == {"partitioned": True, "retention_months": 13, "premake_months": 3}
 

@@ -18,9 +18,12 @@ tenants are made through the operator API (``api_rate_per_sec`` raised).
   (``--connections``) for ``--duration`` seconds per case, ``limit=100``: the first page, and a
   page far down through ``after`` (the cursor of the match ``--deep`` places down, found in
   SQL). Target: p99 < 20 ms.
+- ``--background``: other accounts' data first (bench/background.py), as a node that has run for
+  a while holds it. Target: the load at >= 0.9x its rate without.
 
     bash -c 'source bench/install.sh wrk; python -m bench.contacts'
     .venv/bin/python -m bench.contacts [--only load,list] [--contacts 100000] [--million 1000000]
+        [--background [--background-contacts 1000000]]
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import common
+from bench import background, common
 from bench.common import Meter, load_average
 from bench.http_auth import parse_wrk
 
@@ -221,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--q", default="mar", help="the q of the searches")
     parser.add_argument("--connections", type=int, default=1, help="wrk connections while listing")
     parser.add_argument("--duration", type=int, default=10, help="seconds per list case")
+    background.add_arguments(parser)
     parser.add_argument("--keep", action="store_true", help="leave the server up (for profiling); Enter stops")
     parser.add_argument("--serve", nargs=2, metavar=("STATE_DIR", "HTTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -240,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         db = database(node)
         print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and the clients share them; "
               f"load {load_average()}", flush=True)
+        background.fill_from(args, db)
         if "load" in only:
             _, key = tenant(node, "load")
             warm = load(node, key, data_dir, 5 * args.batch, args.batch, args.clients)  # warm-up

@@ -136,19 +136,30 @@ async def upsert(txn: Transaction, clock, tenant_id: uuid.UUID, rows: list[dict]
         " ON CONFLICT (tenant_id, email) DO UPDATE SET first_name = excluded.first_name,"
         " last_name = excluded.last_name, properties = excluded.properties, updated_at = excluded.updated_at"
         " RETURNING id, email, first_name, last_name, created_at, updated_at, (xmax = 0) AS inserted),"
-        " e AS (INSERT INTO events (id, tenant_id, type, data, created_at)"
-        " SELECT r.event, %(tenant)s, CASE WHEN c.inserted THEN 'contact.created' ELSE 'contact.updated' END,"
-        f" {_EVENT_DATA}, %(now)s"
+        # The event types the account's enabled webhooks take: an event none of them takes is
+        # written handed over already, not left for the dispatcher to rewrite (docs/decisions.md,
+        # "Webhooks": the fan-out).
+        " h AS (SELECT coalesce(array_agg(t), '{}') AS types FROM webhooks w, unnest(w.events) AS t"
+        " WHERE w.tenant_id = %(tenant)s AND w.status = 'enabled' AND w.created_at <= %(now)s),"
+        " e AS (INSERT INTO events (id, tenant_id, type, data, created_at, fanned_out)"
+        " SELECT v.id, %(tenant)s, v.type, v.data, %(now)s, NOT (v.type = ANY (h.types)) FROM h,"
+        " (SELECT r.event AS id, CASE WHEN c.inserted THEN 'contact.created' ELSE 'contact.updated' END AS type,"
+        f" {_EVENT_DATA} AS data"
         " FROM c JOIN r ON r.email = c.email"
-        " LEFT JOIN suppressions s ON s.tenant_id = %(tenant)s AND s.email = c.email),"
+        " LEFT JOIN suppressions s ON s.tenant_id = %(tenant)s AND s.email = c.email) v),"
         " m AS (INSERT INTO segment_contacts (segment_id, contact_id, created_at)"
         " SELECT g.id, c.id, %(now)s FROM c JOIN r ON r.email = c.email, unnest(r.segments) AS g (id)"
         " ORDER BY g.id, c.id ON CONFLICT DO NOTHING)"
-        # Only an address another writer inserted since the caller read it has another id.
-        " SELECT c.email, c.id FROM c JOIN r ON r.email = c.email WHERE c.id <> r.id",
+        # Always one row: whether a webhook takes these events; then each address another writer
+        # inserted since the caller read it (only those have another id).
+        " SELECT (SELECT types && ARRAY['contact.created', 'contact.updated'] FROM h) AS fan_out, x.email, x.id"
+        " FROM (SELECT 1) AS one LEFT JOIN"
+        " (SELECT c.email, c.id FROM c JOIN r ON r.email = c.email WHERE c.id <> r.id) x ON true",
         {"rows": Json(given, dumps=_dumps), "tenant": tenant_id, "now": now},
     )
-    txn.notify(events.CHANNEL)
+    if written[0]["fan_out"]:
+        txn.notify(events.CHANNEL)
+    written = [row for row in written if row["email"] is not None]
     return {**{r["email"]: r["id"] for r in rows}, **{row["email"]: row["id"] for row in written}}
 
 

@@ -2,7 +2,7 @@
 ``mailsvc.store.contacts.upsert`` on the real database: the contacts, their ``contact.*``
 events and their memberships are written by one statement (one round trip, whatever the
 number of rows), and each event's ``data`` is what ``event_data`` makes of the contact as it
-then reads.
+then reads; an event no webhook of the account takes is written handed over already.
 """
 
 import uuid
@@ -23,6 +23,7 @@ class Counted:
     def __init__(self, txn):
         self._txn = txn
         self.statements = 0
+        self.notified: str | None = None
 
     async def fetchall(self, sql, args=None):
         self.statements += 1
@@ -33,6 +34,7 @@ class Counted:
         return await self._txn.execute(sql, args)
 
     def notify(self, channel, payload=""):
+        self.notified = channel
         self._txn.notify(channel, payload)
 
 
@@ -102,3 +104,53 @@ async def test_lock_finds_the_known_addresses_among_many_unknown(api):
     assert [row["email"] for row in found] == ["b@example.com", "d@example.com"]  # in lock (address) order
     (by_key,) = await db.run("lock", rows.lock, tenant_id, key="d@example.com")
     assert by_key["email"] == "d@example.com"
+
+
+@pt.ensureDeferred
+async def test_events_no_webhook_takes_are_written_fanned_out(api):
+    """The account's enabled webhooks that existed at the write decide: an event none of them
+    takes is written ``fanned_out`` and the dispatcher is not woken; one they take is left for
+    its fan-out, and the dispatcher woken."""
+    db = api.parts.db
+    tenant, key = await api.tenant()
+    tenant_id = uuid.UUID(tenant["id"])
+    code, _, _ = await api.json("POST", "/contacts", key, json={"email": "ann@example.com"})
+    assert code == 201
+    now = datetime.now(UTC)
+
+    async def upsert(emails: list[str]) -> str | None:
+        counted = []
+
+        async def write(txn):
+            counted.append(Counted(txn))
+            return await rows.upsert(counted[0], reactor, tenant_id, [
+                {"id": uuid7(reactor.seconds()), "email": email, "first_name": None, "last_name": None,
+                 "properties": {}, "segments": set()} for email in emails], now)
+
+        await db.run("upsert", write)
+        return counted[0].notified
+
+    async def hook(events: list[str], status: str, created_at: datetime) -> None:
+        await db.execute(
+            "INSERT INTO webhooks (id, tenant_id, endpoint, events, status, secret, created_at, updated_at)"
+            " VALUES (%s, %s, 'https://hooks.example.com/', %s, %s, '\\x00', %s, %s)",
+            (uuid.uuid4(), tenant_id, events, status, created_at, created_at))
+
+    async def fanned() -> list[tuple[str, str, bool]]:
+        found = await db.fetchall(
+            "SELECT type, data ->> 'email' AS email, fanned_out FROM events"
+            " WHERE tenant_id = %s AND type LIKE 'contact.%%' ORDER BY id", (tenant_id,))
+        return [(row["type"], row["email"], row["fanned_out"]) for row in found]
+
+    assert await fanned() == [("contact.created", "ann@example.com", True)]  # no webhook at all
+    await hook(["contact.created", "contact.updated"], "disabled", now)
+    await hook(["contact.updated"], "enabled", datetime.fromtimestamp(now.timestamp() + 1, UTC))  # made later
+    await hook(["contact.deleted"], "enabled", now)
+    assert await upsert(["ann@example.com", "bob@example.com"]) is None
+    assert (await fanned())[1:] == [("contact.updated", "ann@example.com", True),
+                                    ("contact.created", "bob@example.com", True)]
+
+    await hook(["contact.created"], "enabled", now)
+    assert await upsert(["ann@example.com", "carl@example.com"]) == "events"
+    assert (await fanned())[3:] == [("contact.updated", "ann@example.com", True),
+                                    ("contact.created", "carl@example.com", False)]

@@ -14,13 +14,17 @@ and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1)
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
     .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 1000] [--transactional]
+        [--background [--background-contacts 1000000]]
 
 With ``--accept-only``, each broadcast is timed until accepted only (the delivery node still runs
 beside it), as for a million contacts. The database's growth (``pg_database_size`` after a
 CHECKPOINT) from the POST to all accepted is given either way. With ``--transactional``, as
 many transactional e-mails of about the same size are then sent end to end (``POST
 /emails/batch`` → the same delivery node → the sink) and each broadcast's delivery time is
-given as a ratio of theirs.
+given as a ratio of theirs. With ``--background``, other accounts' data is made first
+(bench/background.py): their deferred deliveries sit in the queue the delivery node claims from.
+The subject and the body carry placeholders as users write them (``{{{FIRST_NAME}}}``,
+``{{{contact.plan}}}``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import statistics
 import threading
 import time
 
-from bench import ab, common, delivery
+from bench import ab, background, common, delivery
 from bench.common import load_average
 from bench.delivery import DOMAIN, RCPT_DOMAIN
 
@@ -55,6 +59,7 @@ class Bench(delivery.Bench):
 
     def setup(self) -> None:
         super().setup()
+        background.fill_from(self.args, self.tenant.db)
         self.make_segment()
         # One delivery node throughout, as a deployment runs it beside the fan-out: a node of as
         # many processes as cores, each delivering (roles api,delivery, as bench/ab.py starts it).
@@ -113,7 +118,8 @@ class Bench(delivery.Bench):
         size_before = self.database_size()
         began = time.monotonic()
         _, created = common.api(self.url + "/broadcasts", "POST", self.tenant.key, {
-            "segment_id": self.segment_id, "from": f"Bench <news@{DOMAIN}>", "subject": "News for {{{FIRST_NAME}}}",
+            "segment_id": self.segment_id, "from": f"Bench <news@{DOMAIN}>",
+            "subject": "{{{FIRST_NAME}}}, news for {{{contact.plan}}} plans",
             "html": HTML, "send": True, "name": f"bench {nodes} node(s)"})
         broadcast_id = created["id"]
         total = self.args.contacts
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="stop each broadcast once every recipient is accepted (delivery still runs beside)")
     parser.add_argument("--transactional", action="store_true",
                         help="then as many transactional e-mails end to end, for comparison")
+    background.add_arguments(parser)
     parser.add_argument("--rows", type=int, default=10, help="rows of the transactional e-mails' HTML (10: ~2 KB)")
     args = parser.parse_args(argv)
     common.require(("smtp-sink",), "bench/delivery.sh")

@@ -221,7 +221,7 @@ def wait_for(url: str, server: subprocess.Popen, token: str | None = None, secon
         try:
             call(url, token=token)
             return
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # a node's workers may still be starting
             time.sleep(0.2)
     raise SystemExit(f"{url} did not answer within {seconds} s")
 

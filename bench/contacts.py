@@ -18,14 +18,20 @@ tenants are made through the operator API (``api_rate_per_sec`` raised).
   (``--connections``) for ``--duration`` seconds per case, ``limit=100``: the first page, and a
   page far down through ``after`` (the cursor of the match ``--deep`` places down, found in
   SQL). Target: p99 < 20 ms.
+- ``--background``: other accounts' data first (bench/background.py), as a node that has run for
+  a while holds it. Target: the load at >= 0.9x its rate without. ``--statements``: what
+  PostgreSQL's backends ran during each load round (pg_stat_activity sampled) and each table's
+  scans.
 
     bash -c 'source bench/install.sh wrk; python -m bench.contacts'
     .venv/bin/python -m bench.contacts [--only load,list] [--contacts 100000] [--million 1000000]
+        [--background [--background-contacts 1000000]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -36,7 +42,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import common
+from bench import background, common
 from bench.common import Meter, load_average
 from bench.http_auth import parse_wrk
 
@@ -60,10 +66,14 @@ def tenant(node: Node, name: str) -> tuple[str, str]:
     return made["id"], made["api_key"]["token"]
 
 
+def node_dsn(node: Node) -> str:
+    return f"host={node.state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc"
+
+
 def database(node: Node):
     import psycopg2
 
-    db = psycopg2.connect(f"host={node.state / 'postgresql' / 'run'} dbname=mailsvc user=mailsvc")
+    db = psycopg2.connect(node_dsn(node))
     db.autocommit = True
     return db
 
@@ -221,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--q", default="mar", help="the q of the searches")
     parser.add_argument("--connections", type=int, default=1, help="wrk connections while listing")
     parser.add_argument("--duration", type=int, default=10, help="seconds per list case")
+    background.add_arguments(parser)
+    parser.add_argument("--statements", action="store_true",
+                        help="sample what PostgreSQL runs during each load round (bench/background.py)")
     parser.add_argument("--keep", action="store_true", help="leave the server up (for profiling); Enter stops")
     parser.add_argument("--serve", nargs=2, metavar=("STATE_DIR", "HTTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -240,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         db = database(node)
         print(f"{os.cpu_count()} cores; server, PostgreSQL (durable defaults) and the clients share them; "
               f"load {load_average()}", flush=True)
+        background.fill_from(args, db)
         if "load" in only:
             _, key = tenant(node, "load")
             warm = load(node, key, data_dir, 5 * args.batch, args.batch, args.clients)  # warm-up
@@ -250,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{'srv CPU':>8} {'srv µs/contact':>14} {'pg CPU':>7} {'pg µs/contact':>13}")
             for run in range(1, args.runs + 1):
                 _, key = tenant(node, f"load{run}")
-                r = load(node, key, data_dir, args.contacts, args.batch, args.clients)
+                with background.Statements(node_dsn(node)) if args.statements else contextlib.nullcontext():
+                    r = load(node, key, data_dir, args.contacts, args.batch, args.clients)
                 failed |= bool(r["failures"])
                 print(f"{run:>3} {r['contacts']:>9,} {r['seconds']:>8.2f} {r['rate']:>10,.0f} {r['p50']:>7.0f} "
                       f"{r['p99']:>7.0f} {r['server_cpu']:>8.0%} {r['cpu_us']:>14.0f} {r['pg_cpu']:>7.0%} "

@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 import attrs
 
 from mailsvc import timefmt
 from mailsvc.domain import policy
-from mailsvc.domain.delivery import (
-    EVENT_OF_STATUS,
-    GUARD_DAYS,
-    LAST_EVENT_ORDER,
-    Pace,
-    Reputation,
-    fair_shares,
-    most_advanced,
-)
-from mailsvc.domain.errors import Invalid
-from mailsvc.store import accounts, events
-from mailsvc.store import suppressions as suppression_list
+from mailsvc.domain.delivery import Pace, fair_shares
+from mailsvc.store import delivery_outcomes
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.delivery_outcomes import Outcome, Suppress
 from mailsvc.store.delivery_sweep import fail_suspended, hold_held_accounts
-
-_EVENT_OF_OUTCOME = {
-    "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
-    "failed": "email.failed", "complained": "email.complained",
-}
-_SUPPRESSION_OF_OUTCOME = {"bounced": "hard_bounce", "complained": "complaint"}
 
 
 @attrs.frozen
@@ -79,29 +62,6 @@ class ClaimedDelivery:
         """The destination a standing hold names (``store.queue.DESTINATION``: the text between
         the recipient's first and second ``@``, lowercased)."""
         return (self.recipient.split("@") + [""])[1].lower()
-
-
-@attrs.frozen
-class Outcome:
-    """
-    What became of one delivery. ``claim`` fences an attempt's outcome; reports that arrive
-    later (bounces, complaints) carry None. ``status`` is the row's new status; ``due_at`` is
-    set for a deferral; ``event`` holds the event fields beyond the common ones.
-    """
-
-    delivery_id: uuid.UUID
-    tenant_id: uuid.UUID
-    email_id: uuid.UUID
-    recipient: str
-    status: str
-    event: dict
-    response: str | None = None
-    claim: uuid.UUID | None = None
-    due_at: float | None = None
-    attempted: bool = True
-    #: Counts toward the reputation guard; False for mail that never left (test addresses,
-    #: capture mode), counted apart (``delivery_stats.test_*``).
-    guarded: bool = True
 
 
 @attrs.frozen
@@ -338,136 +298,15 @@ async def contents(db: Database, work: list[ClaimedDelivery]) -> Contents:
                     dict(attachments), {b["id"]: b for b in broadcasts})
 
 
-#: Puts addresses on an account's suppression list in the transaction given (and does what that
-#: causes): ``(txn, clock, tenant_id, addresses, origin, source_id)``, ``app.suppressions.add_many``.
-Suppress = Callable[[Transaction, Any, uuid.UUID, list[str], str, uuid.UUID], Awaitable[object]]
-
-
 async def record(db: Database, clock, outcomes: list[Outcome], *, suppress: Suppress) -> int:
     """Write outcomes (and what they cause: the recipients of hard bounces and complaints are
     ``suppress``ed) in one transaction; returns how many applied."""
-    return await db.run("record_delivery_outcomes", _write, clock, outcomes, suppress)
+    return await db.run("record_delivery_outcomes", delivery_outcomes.write, clock, outcomes, suppress)
 
 
 async def write_failures(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
     """Write failures (which suppress nobody) in the caller's transaction; how many applied."""
-    return await _write(txn, clock, outcomes, None)
-
-
-async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Suppress | None) -> int:
-    if not outcomes:
-        return 0
-    at = timefmt.from_seconds(clock.seconds())
-    # Rows are locked in id order, as every writer of outcomes does, to keep deadlocks rare.
-    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
-    values = ", ".join(
-        txn.mogrify(
-            "(%s::uuid, %s::uuid, %s::text, %s::timestamptz, %s::int, %s::text)",
-            (o.delivery_id, o.claim, o.status, timefmt.from_seconds(o.due_at) if o.due_at is not None else None,
-             1 if o.attempted else 0, o.response),
-        )
-        for o in outcomes
-    )
-    # A fenced outcome needs its claim to hold; a report applies to a delivery that already
-    # left (or is leaving) and never moves a final status backwards.
-    applied = await txn.fetchall(
-        "UPDATE deliveries d SET status = v.status, due_at = v.due_at, claim = NULL, claimed_by = NULL,"
-        " claimed_until = NULL, attempts = d.attempts + v.inc, last_response = coalesce(v.response, d.last_response),"
-        " last_attempt_at = CASE WHEN v.inc > 0 THEN %(at)s ELSE d.last_attempt_at END, updated_at = %(at)s"
-        f" FROM (VALUES {values}) AS v(id, claim, status, due_at, inc, response)"
-        " WHERE d.id = v.id AND ("
-        "   (v.claim IS NOT NULL AND d.claim = v.claim)"
-        "   OR (v.claim IS NULL AND v.status = 'failed' AND d.status IN ('queued', 'deferred'))"
-        "   OR (v.claim IS NULL AND v.status = 'bounced' AND d.status IN ('queued', 'deferred', 'delivered'))"
-        "   OR (v.claim IS NULL AND v.status = 'complained' AND d.status IN ('delivered', 'bounced'))"
-        " ) RETURNING d.id, d.attempts",
-        {"at": at},
-    )
-    attempts = {r["id"]: r["attempts"] for r in applied}
-    done = [o for o in outcomes if o.delivery_id in attempts]
-    if not done:
-        return 0
-
-    entries = []
-    for o in done:
-        data = {"email_id": str(o.email_id), "delivery_id": str(o.delivery_id), "created_at": timefmt.iso(at),
-                "to": [o.recipient], "recipient": o.recipient, **o.event}
-        if o.status == "deferred":
-            data["attempt"] = attempts[o.delivery_id]
-        entries.append((o.tenant_id, _EVENT_OF_OUTCOME[o.status], data))
-    await events.record_many(txn, clock, entries)
-
-    latest: dict[uuid.UUID, str] = {}
-    for o in done:
-        event = EVENT_OF_STATUS[o.status]
-        latest[o.email_id] = most_advanced([latest.get(o.email_id, event), event])
-    await txn.execute(
-        "UPDATE emails e SET last_event = v.last_event FROM (VALUES "
-        + ", ".join(txn.mogrify("(%s::uuid, %s::text)", pair) for pair in sorted(latest.items()))
-        + ") AS v(id, last_event) WHERE e.id = v.id"
-        " AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], v.last_event)",
-        {"order": list(LAST_EVENT_ORDER)},
-    )
-
-    counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
-    to_suppress: dict[tuple, list[str]] = defaultdict(list)
-    for o in done:
-        column = {"delivered": 0, "bounced": 1, "complained": 2}.get(o.status)
-        if column is not None:
-            counts[o.tenant_id][column if o.guarded else column + 3] += 1
-        origin = _SUPPRESSION_OF_OUTCOME.get(o.status)
-        if origin is not None:
-            to_suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
-    if counts:
-        day = at.date()
-        await txn.execute(
-            "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained, test_delivered,"
-            " test_bounced, test_complained) VALUES "
-            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s, %s, %s, %s)", (t, day, *c))
-                        for t, c in sorted(counts.items()))
-            + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
-            " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained,"
-            " test_delivered = s.test_delivered + excluded.test_delivered,"
-            " test_bounced = s.test_bounced + excluded.test_bounced,"
-            " test_complained = s.test_complained + excluded.test_complained",
-        )
-    for (tenant_id, email_id, origin), addresses in to_suppress.items():
-        assert suppress is not None  # only ``record`` writes bounces and complaints, with its ``suppress``
-        await suppress(txn, clock, tenant_id, _valid(addresses), origin, email_id)
-    for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:  # guarded bounces or complaints
-        await _guard(txn, tenant_id, at)
-    return len(done)
-
-
-def _valid(addresses: list[str]) -> list[str]:
-    """The addresses that can be on the list (a relay may have taken one our parser would not)."""
-    valid = []
-    for address in addresses:
-        try:
-            suppression_list.normal_form(address)
-        except Invalid:
-            continue
-        valid.append(address)
-    return valid
-
-
-async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
-    """The reputation guard: an active tenant paused when the delivery policy says its 7-day
-    rates call for it (``policy.reputation_pause``)."""
-    row = await txn.fetchrow(
-        "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
-        " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
-        (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),
-    )
-    reason = policy.reputation_pause(Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])))
-    if reason is not None:
-        paused = await txn.fetchone(
-            "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"
-            " WHERE id = %s AND status = 'active' RETURNING id",
-            (reason, at, tenant_id),
-        )
-        if paused is not None:  # every process's cached key checks see the pause at once
-            accounts.notify_keys_changed(txn, tenant_id)
+    return await delivery_outcomes.write(txn, clock, outcomes, None)
 
 
 async def release(db: Database, clock, abandoned: list[tuple[ClaimedDelivery, uuid.UUID]]) -> None:

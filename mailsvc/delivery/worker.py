@@ -151,6 +151,7 @@ class DeliveryWorker(LeasedEngine):
         self._connections = connections
         self._settings = settings
         self._keys = keys
+        self._renewals = store.Renewals(db, clock, settings.lease_seconds)
         self._on_outcome = on_outcome
         self._outcomes: list[Outcome] = []
         self._serial = itertools.count()
@@ -174,9 +175,7 @@ class DeliveryWorker(LeasedEngine):
         self._plan(claimed.next_due)
         if not claimed.work:
             return
-        # Should this fail, the leases end and any node takes the work again.
-        contents = await store.contents(self._db, claimed.work)
-        grouping = self._grouping.of(claimed.work, contents)
+        grouping = self._grouping.of(claimed.work, claimed.contents)
         for w, why in grouping.expired:
             self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, why)
         for w in grouping.unbuilt:
@@ -327,8 +326,7 @@ class DeliveryWorker(LeasedEngine):
 
     async def _renew(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
-            held = await store.renew(self._db, self._clock, [w.id for w in group], token,
-                                     self._settings.lease_seconds)
+            held = await self._renewals.renew([w.id for w in group], token)
         except Exception as e:
             raise LeaseUnconfirmed(f"the lease could not be renewed before DATA ({type(e).__name__})") from None
         if not held:

@@ -24,10 +24,15 @@ import attrs
 from mailsvc import timefmt
 from mailsvc.domain import policy
 from mailsvc.domain.delivery import Pace, fair_shares
-from mailsvc.store import delivery_outcomes
+from mailsvc.store import delivery_contents, delivery_outcomes
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.delivery_contents import Contents
 from mailsvc.store.delivery_outcomes import Outcome, Suppress
 from mailsvc.store.delivery_sweep import fail_suspended, hold_held_accounts
+from mailsvc.store.groupcommit import GroupCommit
+
+#: The most renewals one statement writes (a step's transactions, and then some).
+RENEWALS_PER_STATEMENT = 200
 
 
 @attrs.frozen
@@ -69,6 +74,8 @@ class Claimed:
     work: list[ClaimedDelivery]
     #: When postponed (paced) work comes due next, if any.
     next_due: float | None
+    #: What ``work`` sends, read by the statement that claimed it.
+    contents: Contents
 
 
 async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
@@ -150,28 +157,34 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         admitted.extend(tenant_rows[:count])
         if count < len(tenant_rows):
             postponed[next_start].extend(r.id for r in tenant_rows[count:])
-    await _write_claim(txn, node, token, now + lease, paces, postponed, admitted)
-    return Claimed(admitted, min(postponed) if postponed else None)
+    contents = await _write_claim(txn, node, token, now + lease, paces, postponed, admitted)
+    return Claimed(admitted, min(postponed) if postponed else None, contents)
+
+
+#: A claim's writes, and what its admitted rows send (``delivery_contents``): the paces, the
+#: postponed rows' turns, the admitted rows' lease.
+WRITE_CLAIM = delivery_contents.select(
+    "UPDATE deliveries SET due_at = %(until)s, claim = %(token)s, claimed_by = %(node)s, claimed_until = %(until)s"
+    " WHERE id = ANY(%(admitted)s::uuid[]) RETURNING id, email_id, message",
+    writes="paces AS (INSERT INTO delivery_pace AS p (tenant_id, tat)"
+    "   SELECT * FROM unnest(%(pace_tenants)s::uuid[], %(pace_tats)s::float8[])"
+    "   ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat),"
+    " postponed AS (UPDATE deliveries d SET due_at = v.due_at"
+    "   FROM unnest(%(postponed)s::uuid[], %(turns)s::timestamptz[]) AS v(id, due_at) WHERE d.id = v.id),",
+)
 
 
 async def _write_claim(txn: Transaction, node: str, token: uuid.UUID, until: float, paces: dict[uuid.UUID, float],
-                       postponed: dict[float, list[uuid.UUID]], admitted: list[ClaimedDelivery]) -> None:
-    """The claim's paces, its postponed rows' turns and its admitted rows' lease written."""
-    if paces:
-        await txn.execute(
-            "INSERT INTO delivery_pace AS p (tenant_id, tat) SELECT * FROM unnest(%s::uuid[], %s::float8[])"
-            " ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat",
-            (list(paces), list(paces.values())),
-        )
-    for due, ids in postponed.items():
-        await txn.execute("UPDATE deliveries SET due_at = %s WHERE id = ANY(%s::uuid[])",
-                          (timefmt.from_seconds(due), ids))
-    if admitted:
-        await txn.execute(
-            "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s"
-            " WHERE id = ANY(%s::uuid[])",
-            (timefmt.from_seconds(until), token, node, timefmt.from_seconds(until), [r.id for r in admitted]),
-        )
+                       postponed: dict[float, list[uuid.UUID]], admitted: list[ClaimedDelivery]) -> Contents:
+    """The claim's paces, its postponed rows' turns and its admitted rows' lease written, in one
+    statement that reads what the admitted rows send."""
+    turns = sorted((i, timefmt.from_seconds(due)) for due, ids in postponed.items() for i in ids)
+    rows = await txn.fetchall(WRITE_CLAIM, {
+        "pace_tenants": list(paces), "pace_tats": list(paces.values()),
+        "postponed": [i for i, _ in turns], "turns": [t for _, t in turns],
+        "until": timefmt.from_seconds(until), "token": token, "node": node, "admitted": [r.id for r in admitted],
+    })
+    return delivery_contents.parse(rows)
 
 
 def _account(row: dict) -> ClaimedAccount:
@@ -222,80 +235,34 @@ async def _paces(txn: Transaction, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUI
     return {r["tenant_id"]: r["tat"] for r in rows}
 
 
-async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lease: float) -> bool:
+class Renewals:
     """
-    A full lease again for claimed deliveries, if ``token`` still holds every one of them
-    (right before DATA: the update is the proof that no other node took them).
+    Leases renewed right before DATA: the update is the proof that no other node took the
+    deliveries. The renewals that arrive while one is written are written together by the next
+    statement (``store.groupcommit``), each caller told about its own rows.
     """
-    until = timefmt.from_seconds(clock.seconds() + lease)
-    renewed = await db.fetchall(
-        "UPDATE deliveries SET due_at = %s, claimed_until = %s WHERE id = ANY(%s::uuid[]) AND claim = %s RETURNING id",
-        (until, until, ids, token), desc="renew delivery lease",
-    )
-    return len(renewed) == len(ids)
 
+    def __init__(self, db: Database, clock, lease: float):
+        self._db = db
+        self._clock = clock
+        self._lease = lease
+        self._group: GroupCommit[tuple[list[uuid.UUID], uuid.UUID], bool] = GroupCommit(
+            self._write, concurrent=2, max_requests=RENEWALS_PER_STATEMENT, max_bytes=RENEWALS_PER_STATEMENT * 50)
 
-@attrs.frozen
-class Contents:
-    """What the claimed deliveries of one step send, and the keys that sign it."""
+    async def renew(self, ids: list[uuid.UUID], token: uuid.UUID) -> bool:
+        """A full lease again for claimed deliveries, if ``token`` still holds every one of them."""
+        return await self._group.add((ids, token), len(ids))
 
-    #: By email id: its content (``message`` when stored: an SMTP submission's, or written by an
-    #: older version), whether it is stored ``signed`` (by an older version), the sending domain
-    #: (``domain_id`` None: deleted, or the test sender's mail) with its ``domain``,
-    #: ``return_path`` and ``tls``.
-    emails: dict[uuid.UUID, dict]
-    #: By delivery id: a recipient's own message stored by an older version (broadcast stream).
-    own: dict[uuid.UUID, bytes]
-    #: By domain id: its DKIM keys as they are now, private keys sealed, in id order.
-    keys: dict[uuid.UUID, list[dict]]
-    #: By email id: the attachments of the emails built from their content, in order.
-    attachments: dict[uuid.UUID, list[dict]]
-    #: By broadcast id: the content of the broadcasts whose recipients the emails are (an
-    #: email of a broadcast has its ``broadcast_id`` and the recipient's ``contact_id`` and
-    #: ``snapshot``).
-    broadcasts: dict[uuid.UUID, dict]
-
-
-async def contents(db: Database, work: list[ClaimedDelivery]) -> Contents:
-    """The emails of ``work`` (and the attachments of those with no stored message, the content
-    of the broadcasts they are of), the recipients' own messages stored by an older version and
-    the unsigned ones' keys."""
-    emails = await db.fetchall(
-        "SELECT e.id, e.tenant_id, e.message_id, e.sender, e.recipients, e.subject, e.html, e.text, e.headers,"
-        " e.stream, e.links_base, e.created_at, e.message, e.signed, e.domain_id, dom.name AS domain,"
-        " dom.return_path, dom.tls, e.broadcast_id, r.contact_id, r.snapshot"
-        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id"
-        " LEFT JOIN broadcast_recipients r ON r.broadcast_id = e.broadcast_id AND r.email_id = e.id"
-        " WHERE e.id = ANY(%s::uuid[])",
-        (list({w.email_id for w in work}),), desc="delivery contents",
-    )
-    broadcast_ids = list({e["broadcast_id"] for e in emails if e["broadcast_id"] is not None})
-    broadcasts = await db.fetchall(
-        "SELECT id, subject, html, text, preview_text, links_base FROM broadcasts WHERE id = ANY(%s::uuid[])",
-        (broadcast_ids,), desc="delivery broadcasts",
-    ) if broadcast_ids else []
-    built = [e["id"] for e in emails if e["message"] is None]
-    attachments: dict[uuid.UUID, list[dict]] = defaultdict(list)
-    if built:
-        for row in await db.fetchall(
-            "SELECT email_id, filename, content_type, content_id, content FROM attachments"
-            " WHERE email_id = ANY(%s::uuid[]) ORDER BY email_id, id", (built,), desc="delivery attachments",
-        ):
-            attachments[row["email_id"]].append(row)
-    own_ids = [w.id for w in work if w.own_message]
-    own = await db.fetchall(
-        "SELECT id, message FROM deliveries WHERE id = ANY(%s::uuid[])", (own_ids,), desc="delivery contents",
-    ) if own_ids else []
-    domain_ids = list({e["domain_id"] for e in emails if not e["signed"] and e["domain_id"] is not None})
-    keys: dict[uuid.UUID, list[dict]] = defaultdict(list)
-    if domain_ids:
-        for row in await db.fetchall(
-            "SELECT domain_id, id, selector, algorithm, private_key FROM dkim_keys"
-            " WHERE domain_id = ANY(%s::uuid[]) ORDER BY domain_id, id", (domain_ids,), desc="delivery keys",
-        ):
-            keys[row["domain_id"]].append(row)
-    return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys),
-                    dict(attachments), {b["id"]: b for b in broadcasts})
+    async def _write(self, requests: list[tuple[list[uuid.UUID], uuid.UUID]]) -> list[bool]:
+        until = timefmt.from_seconds(self._clock.seconds() + self._lease)
+        pairs = sorted((i, token) for ids, token in requests for i in ids)
+        renewed = {r["id"] for r in await self._db.fetchall(
+            "UPDATE deliveries d SET due_at = %s, claimed_until = %s"
+            " FROM unnest(%s::uuid[], %s::uuid[]) AS v(id, claim)"
+            " WHERE d.id = v.id AND d.claim = v.claim RETURNING d.id",
+            (until, until, [i for i, _ in pairs], [t for _, t in pairs]), desc="renew delivery leases",
+        )}
+        return [all(i in renewed for i in ids) for ids, _ in requests]
 
 
 async def record(db: Database, clock, outcomes: list[Outcome], *, suppress: Suppress) -> int:

@@ -29,7 +29,6 @@ LONG_FUNCTIONS = {
     "domain/documents.py:_block": "a table: one branch per builder block type",
     "http/openapi.py:_operation": "to split: security, statuses and descriptions apart",
     "app/brand.py:run": "to split: the steps of a brand import",
-    "delivery/worker.py:_deliver": "to split: signing and the destinations' loop apart",
     "domain/brand.py:read_page": "to split with the module",
     "domain/brand.py:visit": "to split with the module",
     "domain/htmltext.py:html_to_text": "one pass over the parser's events, by tag",
@@ -37,7 +36,6 @@ LONG_FUNCTIONS = {
     "smtp/message.py:submission_from_message": "to split: headers apart from parts",
     "smtp/outbound.py:_transaction": "one SMTP transaction's steps in order",
     "store/accept.py:write": "one statement's parameters, column by column",
-    "store/deliveries.py:_write": "to split: outcomes, events and suppressions of a step",
 }
 
 

@@ -73,7 +73,11 @@ def select(head: str, writes: str = "") -> str:
 
 def parse(rows: list[dict]) -> Contents:
     """The ``Contents`` of ``select``'s rows."""
-    emails, own, keys, attachments, broadcasts = {}, {}, {}, {}, {}
+    emails: dict[uuid.UUID, dict] = {}
+    own: dict[uuid.UUID, bytes] = {}
+    keys: dict[uuid.UUID, list[dict]] = {}
+    attachments: dict[uuid.UUID, list[dict]] = {}
+    broadcasts: dict[uuid.UUID, dict] = {}
     for row in rows:
         emails[row["id"]] = {c: row[c] for c in _EMAIL_COLUMNS}
         own.update(zip(row["own_ids"] or (), (bytes(m) for m in row["own_messages"] or ()), strict=True))

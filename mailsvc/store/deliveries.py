@@ -1,7 +1,8 @@
 """
-The delivery queue in PostgreSQL: claiming due deliveries under a lease, and writing their
-outcomes with the events, suppressions and reputation counters they cause, in one
-transaction.
+The delivery queue in PostgreSQL: claiming due deliveries under a lease (the statement that
+writes the claim reads what its rows send: ``delivery_contents``), renewing the lease before
+DATA, and writing their outcomes with the events, suppressions and reputation counters they
+cause, in one transaction (``delivery_outcomes``).
 
 A claim pushes ``due_at`` to the end of the lease and sets ``claim``: a node that dies leaves
 its rows to come due again when the lease ends, and an outcome is written only under the

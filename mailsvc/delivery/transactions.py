@@ -20,7 +20,8 @@ from mailsvc.app.messages import Messages, message_of
 from mailsvc.delivery.door import Door
 from mailsvc.domain import policy
 from mailsvc.domain.policy import PathPolicy
-from mailsvc.store.deliveries import ClaimedDelivery, Contents
+from mailsvc.store.deliveries import ClaimedDelivery
+from mailsvc.store.delivery_contents import Contents
 
 log = Logger()
 

@@ -151,6 +151,12 @@ class DeliveryWorker(LeasedEngine):
         self._connections = connections
         self._settings = settings
         self._keys = keys
+        self._renewals = store.Renewals(db, clock, settings.lease_seconds)
+        #: Called with the name of each point a transaction passes: "sending" (signed, handed to
+        #: the SMTP client: nothing of it sent yet), "replied" (the final reply read, no outcome
+        #: decided yet). A seam for the tests that stop a transaction dead at one
+        #: (tests/integration/test_delivery_crash_points.py).
+        self.at_point: Callable[[str], None] = lambda name: None
         self._on_outcome = on_outcome
         self._outcomes: list[Outcome] = []
         self._serial = itertools.count()
@@ -174,9 +180,7 @@ class DeliveryWorker(LeasedEngine):
         self._plan(claimed.next_due)
         if not claimed.work:
             return
-        # Should this fail, the leases end and any node takes the work again.
-        contents = await store.contents(self._db, claimed.work)
-        grouping = self._grouping.of(claimed.work, contents)
+        grouping = self._grouping.of(claimed.work, claimed.contents)
         for w, why in grouping.expired:
             self._decide(w, token, "failed", {"reason": CONTENT_EXPIRED}, why)
         for w in grouping.unbuilt:
@@ -227,40 +231,48 @@ class DeliveryWorker(LeasedEngine):
 
     async def _deliver(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID,
                        deadline: float) -> None:
-        group, email = t.group, t.email
         if t.at_door:
             await self._at_door(t, signatures, token)
             return
-        try:
-            destinations = await self._destinations(t)
-        except NoRoute as e:
-            for w in group:
-                self._bounce(w, token, e.code, e.enhanced, e.message, "smtp")
-            return
-        except RouteUnknown as e:
-            for w in group:
-                self._defer(w, token, "unreachable", None, None, str(e))
-            return
-        except PolicyDeferral as e:
-            for w in group:
-                self._defer(w, token, "blocked", None, None, str(e))
-            return
-        except Exception:
-            log.failure("choosing the destinations of {domain} failed", domain=email["domain"])
-            for w in group:
-                self._defer(w, token, "transient", None, None, "internal error")
+        destinations = await self._chosen_destinations(t, token)
+        if destinations is None:
             return
         try:
             message = self._signed(t, signatures)
         except Exception:
-            log.failure("signing a message of {domain} failed", domain=email["domain"])
-            for w in group:
+            log.failure("signing a message of {domain} failed", domain=t.email["domain"])
+            for w in t.group:
                 self._defer(w, token, "transient", None, None, "internal error")
             return
+        await self._send(t, destinations, message, token, deadline)
+
+    async def _chosen_destinations(self, t: Transaction, token: uuid.UUID) -> list[Destination] | None:
+        """Where the transaction goes; None when it cannot go anywhere now (its outcomes decided)."""
+        try:
+            return await self._destinations(t)
+        except NoRoute as e:
+            for w in t.group:
+                self._bounce(w, token, e.code, e.enhanced, e.message, "smtp")
+        except RouteUnknown as e:
+            for w in t.group:
+                self._defer(w, token, "unreachable", None, None, str(e))
+        except PolicyDeferral as e:
+            for w in t.group:
+                self._defer(w, token, "blocked", None, None, str(e))
+        except Exception:
+            log.failure("choosing the destinations of {domain} failed", domain=t.email["domain"])
+            for w in t.group:
+                self._defer(w, token, "transient", None, None, "internal error")
+        return None
+
+    async def _send(self, t: Transaction, destinations: list[Destination], message: bytes, token: uuid.UUID,
+                    deadline: float) -> None:
+        """The transaction tried at each destination in turn until one answers it."""
+        group = t.group
         sender = self._envelope_sender(t)
         recipients = [w.recipient for w in group]
-
         failures = []
+        self.at_point("sending")
         for destination in destinations:
             try:
                 result = await self._connections.send(destination, sender, recipients, message, deadline,
@@ -290,15 +302,20 @@ class DeliveryWorker(LeasedEngine):
                 for w in group:
                     self._defer(w, token, "transient", None, None, "internal error")
                 return
-            if self._on_reply is not None and not destination.relay:
-                self._on_reply(destination.host, result)
-            by_recipient = {r.recipient: r for r in result.recipients}
-            for w in group:
-                self._settle(w, token, by_recipient[w.recipient], destination)
+            self._answered(group, token, destination, result)
             return
         message_text = "; ".join(failures) or "no host to deliver to"
         for w in group:
             self._defer(w, token, "unreachable", None, None, message_text)
+
+    def _answered(self, group: list[ClaimedDelivery], token: uuid.UUID, destination: Destination, result) -> None:
+        """The destination's replies to a transaction, each recipient's outcome decided."""
+        self.at_point("replied")
+        if self._on_reply is not None and not destination.relay:
+            self._on_reply(destination.host, result)
+        by_recipient = {r.recipient: r for r in result.recipients}
+        for w in group:
+            self._settle(w, token, by_recipient[w.recipient], destination)
 
     def _envelope_sender(self, t: Transaction) -> str:
         email = t.email
@@ -327,8 +344,7 @@ class DeliveryWorker(LeasedEngine):
 
     async def _renew(self, group: list[ClaimedDelivery], token: uuid.UUID) -> None:
         try:
-            held = await store.renew(self._db, self._clock, [w.id for w in group], token,
-                                     self._settings.lease_seconds)
+            held = await self._renewals.renew([w.id for w in group], token)
         except Exception as e:
             raise LeaseUnconfirmed(f"the lease could not be renewed before DATA ({type(e).__name__})") from None
         if not held:

@@ -1,7 +1,8 @@
 """
-The delivery queue in PostgreSQL: claiming due deliveries under a lease, and writing their
-outcomes with the events, suppressions and reputation counters they cause, in one
-transaction.
+The delivery queue in PostgreSQL: claiming due deliveries under a lease (the statement that
+writes the claim reads what its rows send: ``delivery_contents``), renewing the lease before
+DATA, and writing their outcomes with the events, suppressions and reputation counters they
+cause, in one transaction (``delivery_outcomes``).
 
 A claim pushes ``due_at`` to the end of the lease and sets ``claim``: a node that dies leaves
 its rows to come due again when the lease ends, and an outcome is written only under the
@@ -17,34 +18,22 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 import attrs
 
 from mailsvc import timefmt
 from mailsvc.domain import policy
-from mailsvc.domain.delivery import (
-    EVENT_OF_STATUS,
-    GUARD_DAYS,
-    LAST_EVENT_ORDER,
-    Pace,
-    Reputation,
-    fair_shares,
-    most_advanced,
-)
-from mailsvc.domain.errors import Invalid
-from mailsvc.store import accounts, events
-from mailsvc.store import suppressions as suppression_list
+from mailsvc.domain.delivery import Pace, fair_shares
+from mailsvc.store import delivery_contents, delivery_outcomes
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.delivery_contents import Contents
+from mailsvc.store.delivery_outcomes import Outcome, Suppress
 from mailsvc.store.delivery_sweep import fail_suspended, hold_held_accounts
+from mailsvc.store.groupcommit import GroupCommit
 
-_EVENT_OF_OUTCOME = {
-    "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
-    "failed": "email.failed", "complained": "email.complained",
-}
-_SUPPRESSION_OF_OUTCOME = {"bounced": "hard_bounce", "complained": "complaint"}
+#: The most renewals one statement writes (a step's transactions, and then some).
+RENEWALS_PER_STATEMENT = 200
 
 
 @attrs.frozen
@@ -82,33 +71,12 @@ class ClaimedDelivery:
 
 
 @attrs.frozen
-class Outcome:
-    """
-    What became of one delivery. ``claim`` fences an attempt's outcome; reports that arrive
-    later (bounces, complaints) carry None. ``status`` is the row's new status; ``due_at`` is
-    set for a deferral; ``event`` holds the event fields beyond the common ones.
-    """
-
-    delivery_id: uuid.UUID
-    tenant_id: uuid.UUID
-    email_id: uuid.UUID
-    recipient: str
-    status: str
-    event: dict
-    response: str | None = None
-    claim: uuid.UUID | None = None
-    due_at: float | None = None
-    attempted: bool = True
-    #: Counts toward the reputation guard; False for mail that never left (test addresses,
-    #: capture mode), counted apart (``delivery_stats.test_*``).
-    guarded: bool = True
-
-
-@attrs.frozen
 class Claimed:
     work: list[ClaimedDelivery]
     #: When postponed (paced) work comes due next, if any.
     next_due: float | None
+    #: What ``work`` sends, read by the statement that claimed it.
+    contents: Contents
 
 
 async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, lease: float) -> Claimed:
@@ -190,28 +158,34 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
         admitted.extend(tenant_rows[:count])
         if count < len(tenant_rows):
             postponed[next_start].extend(r.id for r in tenant_rows[count:])
-    await _write_claim(txn, node, token, now + lease, paces, postponed, admitted)
-    return Claimed(admitted, min(postponed) if postponed else None)
+    contents = await _write_claim(txn, node, token, now + lease, paces, postponed, admitted)
+    return Claimed(admitted, min(postponed) if postponed else None, contents)
+
+
+#: A claim's writes, and what its admitted rows send (``delivery_contents``): the paces, the
+#: postponed rows' turns, the admitted rows' lease.
+WRITE_CLAIM = delivery_contents.select(
+    "UPDATE deliveries SET due_at = %(until)s, claim = %(token)s, claimed_by = %(node)s, claimed_until = %(until)s"
+    " WHERE id = ANY(%(admitted)s::uuid[]) RETURNING id, email_id, message",
+    writes="paces AS (INSERT INTO delivery_pace AS p (tenant_id, tat)"
+    "   SELECT * FROM unnest(%(pace_tenants)s::uuid[], %(pace_tats)s::float8[])"
+    "   ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat),"
+    " postponed AS (UPDATE deliveries d SET due_at = v.due_at"
+    "   FROM unnest(%(postponed)s::uuid[], %(turns)s::timestamptz[]) AS v(id, due_at) WHERE d.id = v.id),",
+)
 
 
 async def _write_claim(txn: Transaction, node: str, token: uuid.UUID, until: float, paces: dict[uuid.UUID, float],
-                       postponed: dict[float, list[uuid.UUID]], admitted: list[ClaimedDelivery]) -> None:
-    """The claim's paces, its postponed rows' turns and its admitted rows' lease written."""
-    if paces:
-        await txn.execute(
-            "INSERT INTO delivery_pace AS p (tenant_id, tat) SELECT * FROM unnest(%s::uuid[], %s::float8[])"
-            " ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat",
-            (list(paces), list(paces.values())),
-        )
-    for due, ids in postponed.items():
-        await txn.execute("UPDATE deliveries SET due_at = %s WHERE id = ANY(%s::uuid[])",
-                          (timefmt.from_seconds(due), ids))
-    if admitted:
-        await txn.execute(
-            "UPDATE deliveries SET due_at = %s, claim = %s, claimed_by = %s, claimed_until = %s"
-            " WHERE id = ANY(%s::uuid[])",
-            (timefmt.from_seconds(until), token, node, timefmt.from_seconds(until), [r.id for r in admitted]),
-        )
+                       postponed: dict[float, list[uuid.UUID]], admitted: list[ClaimedDelivery]) -> Contents:
+    """The claim's paces, its postponed rows' turns and its admitted rows' lease written, in one
+    statement that reads what the admitted rows send."""
+    turns = sorted((i, timefmt.from_seconds(due)) for due, ids in postponed.items() for i in ids)
+    rows = await txn.fetchall(WRITE_CLAIM, {
+        "pace_tenants": list(paces), "pace_tats": list(paces.values()),
+        "postponed": [i for i, _ in turns], "turns": [t for _, t in turns],
+        "until": timefmt.from_seconds(until), "token": token, "node": node, "admitted": [r.id for r in admitted],
+    })
+    return delivery_contents.parse(rows)
 
 
 def _account(row: dict) -> ClaimedAccount:
@@ -262,212 +236,45 @@ async def _paces(txn: Transaction, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUI
     return {r["tenant_id"]: r["tat"] for r in rows}
 
 
-async def renew(db: Database, clock, ids: list[uuid.UUID], token: uuid.UUID, lease: float) -> bool:
+class Renewals:
     """
-    A full lease again for claimed deliveries, if ``token`` still holds every one of them
-    (right before DATA: the update is the proof that no other node took them).
+    Leases renewed right before DATA: the update is the proof that no other node took the
+    deliveries. The renewals that arrive while one is written are written together by the next
+    statement (``store.groupcommit``), each caller told about its own rows.
     """
-    until = timefmt.from_seconds(clock.seconds() + lease)
-    renewed = await db.fetchall(
-        "UPDATE deliveries SET due_at = %s, claimed_until = %s WHERE id = ANY(%s::uuid[]) AND claim = %s RETURNING id",
-        (until, until, ids, token), desc="renew delivery lease",
-    )
-    return len(renewed) == len(ids)
 
+    def __init__(self, db: Database, clock, lease: float):
+        self._db = db
+        self._clock = clock
+        self._lease = lease
+        self._group: GroupCommit[tuple[list[uuid.UUID], uuid.UUID], bool] = GroupCommit(
+            self._write, concurrent=2, max_requests=RENEWALS_PER_STATEMENT, max_bytes=RENEWALS_PER_STATEMENT * 50)
 
-@attrs.frozen
-class Contents:
-    """What the claimed deliveries of one step send, and the keys that sign it."""
+    async def renew(self, ids: list[uuid.UUID], token: uuid.UUID) -> bool:
+        """A full lease again for claimed deliveries, if ``token`` still holds every one of them."""
+        return await self._group.add((ids, token), len(ids))
 
-    #: By email id: its content (``message`` when stored: an SMTP submission's, or written by an
-    #: older version), whether it is stored ``signed`` (by an older version), the sending domain
-    #: (``domain_id`` None: deleted, or the test sender's mail) with its ``domain``,
-    #: ``return_path`` and ``tls``.
-    emails: dict[uuid.UUID, dict]
-    #: By delivery id: a recipient's own message stored by an older version (broadcast stream).
-    own: dict[uuid.UUID, bytes]
-    #: By domain id: its DKIM keys as they are now, private keys sealed, in id order.
-    keys: dict[uuid.UUID, list[dict]]
-    #: By email id: the attachments of the emails built from their content, in order.
-    attachments: dict[uuid.UUID, list[dict]]
-    #: By broadcast id: the content of the broadcasts whose recipients the emails are (an
-    #: email of a broadcast has its ``broadcast_id`` and the recipient's ``contact_id`` and
-    #: ``snapshot``).
-    broadcasts: dict[uuid.UUID, dict]
-
-
-async def contents(db: Database, work: list[ClaimedDelivery]) -> Contents:
-    """The emails of ``work`` (and the attachments of those with no stored message, the content
-    of the broadcasts they are of), the recipients' own messages stored by an older version and
-    the unsigned ones' keys."""
-    emails = await db.fetchall(
-        "SELECT e.id, e.tenant_id, e.message_id, e.sender, e.recipients, e.subject, e.html, e.text, e.headers,"
-        " e.stream, e.links_base, e.created_at, e.message, e.signed, e.domain_id, dom.name AS domain,"
-        " dom.return_path, dom.tls, e.broadcast_id, r.contact_id, r.snapshot"
-        " FROM emails e LEFT JOIN domains dom ON dom.id = e.domain_id"
-        " LEFT JOIN broadcast_recipients r ON r.broadcast_id = e.broadcast_id AND r.email_id = e.id"
-        " WHERE e.id = ANY(%s::uuid[])",
-        (list({w.email_id for w in work}),), desc="delivery contents",
-    )
-    broadcast_ids = list({e["broadcast_id"] for e in emails if e["broadcast_id"] is not None})
-    broadcasts = await db.fetchall(
-        "SELECT id, subject, html, text, preview_text, links_base FROM broadcasts WHERE id = ANY(%s::uuid[])",
-        (broadcast_ids,), desc="delivery broadcasts",
-    ) if broadcast_ids else []
-    built = [e["id"] for e in emails if e["message"] is None]
-    attachments: dict[uuid.UUID, list[dict]] = defaultdict(list)
-    if built:
-        for row in await db.fetchall(
-            "SELECT email_id, filename, content_type, content_id, content FROM attachments"
-            " WHERE email_id = ANY(%s::uuid[]) ORDER BY email_id, id", (built,), desc="delivery attachments",
-        ):
-            attachments[row["email_id"]].append(row)
-    own_ids = [w.id for w in work if w.own_message]
-    own = await db.fetchall(
-        "SELECT id, message FROM deliveries WHERE id = ANY(%s::uuid[])", (own_ids,), desc="delivery contents",
-    ) if own_ids else []
-    domain_ids = list({e["domain_id"] for e in emails if not e["signed"] and e["domain_id"] is not None})
-    keys: dict[uuid.UUID, list[dict]] = defaultdict(list)
-    if domain_ids:
-        for row in await db.fetchall(
-            "SELECT domain_id, id, selector, algorithm, private_key FROM dkim_keys"
-            " WHERE domain_id = ANY(%s::uuid[]) ORDER BY domain_id, id", (domain_ids,), desc="delivery keys",
-        ):
-            keys[row["domain_id"]].append(row)
-    return Contents({e["id"]: e for e in emails}, {r["id"]: bytes(r["message"]) for r in own}, dict(keys),
-                    dict(attachments), {b["id"]: b for b in broadcasts})
-
-
-#: Puts addresses on an account's suppression list in the transaction given (and does what that
-#: causes): ``(txn, clock, tenant_id, addresses, origin, source_id)``, ``app.suppressions.add_many``.
-Suppress = Callable[[Transaction, Any, uuid.UUID, list[str], str, uuid.UUID], Awaitable[object]]
+    async def _write(self, requests: list[tuple[list[uuid.UUID], uuid.UUID]]) -> list[bool]:
+        until = timefmt.from_seconds(self._clock.seconds() + self._lease)
+        pairs = sorted((i, token) for ids, token in requests for i in ids)
+        renewed = {r["id"] for r in await self._db.fetchall(
+            "UPDATE deliveries d SET due_at = %s, claimed_until = %s"
+            " FROM unnest(%s::uuid[], %s::uuid[]) AS v(id, claim)"
+            " WHERE d.id = v.id AND d.claim = v.claim RETURNING d.id",
+            (until, until, [i for i, _ in pairs], [t for _, t in pairs]), desc="renew delivery leases",
+        )}
+        return [all(i in renewed for i in ids) for ids, _ in requests]
 
 
 async def record(db: Database, clock, outcomes: list[Outcome], *, suppress: Suppress) -> int:
     """Write outcomes (and what they cause: the recipients of hard bounces and complaints are
     ``suppress``ed) in one transaction; returns how many applied."""
-    return await db.run("record_delivery_outcomes", _write, clock, outcomes, suppress)
+    return await db.run("record_delivery_outcomes", delivery_outcomes.write, clock, outcomes, suppress)
 
 
 async def write_failures(txn: Transaction, clock, outcomes: list[Outcome]) -> int:
     """Write failures (which suppress nobody) in the caller's transaction; how many applied."""
-    return await _write(txn, clock, outcomes, None)
-
-
-async def _write(txn: Transaction, clock, outcomes: list[Outcome], suppress: Suppress | None) -> int:
-    if not outcomes:
-        return 0
-    at = timefmt.from_seconds(clock.seconds())
-    # Rows are locked in id order, as every writer of outcomes does, to keep deadlocks rare.
-    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
-    values = ", ".join(
-        txn.mogrify(
-            "(%s::uuid, %s::uuid, %s::text, %s::timestamptz, %s::int, %s::text)",
-            (o.delivery_id, o.claim, o.status, timefmt.from_seconds(o.due_at) if o.due_at is not None else None,
-             1 if o.attempted else 0, o.response),
-        )
-        for o in outcomes
-    )
-    # A fenced outcome needs its claim to hold; a report applies to a delivery that already
-    # left (or is leaving) and never moves a final status backwards.
-    applied = await txn.fetchall(
-        "UPDATE deliveries d SET status = v.status, due_at = v.due_at, claim = NULL, claimed_by = NULL,"
-        " claimed_until = NULL, attempts = d.attempts + v.inc, last_response = coalesce(v.response, d.last_response),"
-        " last_attempt_at = CASE WHEN v.inc > 0 THEN %(at)s ELSE d.last_attempt_at END, updated_at = %(at)s"
-        f" FROM (VALUES {values}) AS v(id, claim, status, due_at, inc, response)"
-        " WHERE d.id = v.id AND ("
-        "   (v.claim IS NOT NULL AND d.claim = v.claim)"
-        "   OR (v.claim IS NULL AND v.status = 'failed' AND d.status IN ('queued', 'deferred'))"
-        "   OR (v.claim IS NULL AND v.status = 'bounced' AND d.status IN ('queued', 'deferred', 'delivered'))"
-        "   OR (v.claim IS NULL AND v.status = 'complained' AND d.status IN ('delivered', 'bounced'))"
-        " ) RETURNING d.id, d.attempts",
-        {"at": at},
-    )
-    attempts = {r["id"]: r["attempts"] for r in applied}
-    done = [o for o in outcomes if o.delivery_id in attempts]
-    if not done:
-        return 0
-
-    entries = []
-    for o in done:
-        data = {"email_id": str(o.email_id), "delivery_id": str(o.delivery_id), "created_at": timefmt.iso(at),
-                "to": [o.recipient], "recipient": o.recipient, **o.event}
-        if o.status == "deferred":
-            data["attempt"] = attempts[o.delivery_id]
-        entries.append((o.tenant_id, _EVENT_OF_OUTCOME[o.status], data))
-    await events.record_many(txn, clock, entries)
-
-    latest: dict[uuid.UUID, str] = {}
-    for o in done:
-        event = EVENT_OF_STATUS[o.status]
-        latest[o.email_id] = most_advanced([latest.get(o.email_id, event), event])
-    await txn.execute(
-        "UPDATE emails e SET last_event = v.last_event FROM (VALUES "
-        + ", ".join(txn.mogrify("(%s::uuid, %s::text)", pair) for pair in sorted(latest.items()))
-        + ") AS v(id, last_event) WHERE e.id = v.id"
-        " AND array_position(%(order)s::text[], e.last_event) < array_position(%(order)s::text[], v.last_event)",
-        {"order": list(LAST_EVENT_ORDER)},
-    )
-
-    counts: dict[uuid.UUID, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
-    to_suppress: dict[tuple, list[str]] = defaultdict(list)
-    for o in done:
-        column = {"delivered": 0, "bounced": 1, "complained": 2}.get(o.status)
-        if column is not None:
-            counts[o.tenant_id][column if o.guarded else column + 3] += 1
-        origin = _SUPPRESSION_OF_OUTCOME.get(o.status)
-        if origin is not None:
-            to_suppress[(o.tenant_id, o.email_id, origin)].append(o.recipient)
-    if counts:
-        day = at.date()
-        await txn.execute(
-            "INSERT INTO delivery_stats AS s (tenant_id, day, delivered, bounced, complained, test_delivered,"
-            " test_bounced, test_complained) VALUES "
-            + ", ".join(txn.mogrify("(%s, %s, %s, %s, %s, %s, %s, %s)", (t, day, *c))
-                        for t, c in sorted(counts.items()))
-            + " ON CONFLICT (tenant_id, day) DO UPDATE SET delivered = s.delivered + excluded.delivered,"
-            " bounced = s.bounced + excluded.bounced, complained = s.complained + excluded.complained,"
-            " test_delivered = s.test_delivered + excluded.test_delivered,"
-            " test_bounced = s.test_bounced + excluded.test_bounced,"
-            " test_complained = s.test_complained + excluded.test_complained",
-        )
-    for (tenant_id, email_id, origin), addresses in to_suppress.items():
-        assert suppress is not None  # only ``record`` writes bounces and complaints, with its ``suppress``
-        await suppress(txn, clock, tenant_id, _valid(addresses), origin, email_id)
-    for tenant_id in {t for t, c in counts.items() if c[1] or c[2]}:  # guarded bounces or complaints
-        await _guard(txn, tenant_id, at)
-    return len(done)
-
-
-def _valid(addresses: list[str]) -> list[str]:
-    """The addresses that can be on the list (a relay may have taken one our parser would not)."""
-    valid = []
-    for address in addresses:
-        try:
-            suppression_list.normal_form(address)
-        except Invalid:
-            continue
-        valid.append(address)
-    return valid
-
-
-async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
-    """The reputation guard: an active tenant paused when the delivery policy says its 7-day
-    rates call for it (``policy.reputation_pause``)."""
-    row = await txn.fetchrow(
-        "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
-        " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
-        (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),
-    )
-    reason = policy.reputation_pause(Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])))
-    if reason is not None:
-        paused = await txn.fetchone(
-            "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"
-            " WHERE id = %s AND status = 'active' RETURNING id",
-            (reason, at, tenant_id),
-        )
-        if paused is not None:  # every process's cached key checks see the pause at once
-            accounts.notify_keys_changed(txn, tenant_id)
+    return await delivery_outcomes.write(txn, clock, outcomes, None)
 
 
 async def release(db: Database, clock, abandoned: list[tuple[ClaimedDelivery, uuid.UUID]]) -> None:

@@ -4,8 +4,7 @@ import email
 import email.policy
 import uuid
 
-from mailsvc.store import deliveries as store
-from mailsvc.store.deliveries import ClaimedAccount, ClaimedDelivery
+from mailsvc.store import delivery_contents
 from tests.helpers.sending import BODY
 
 BROADCAST = {
@@ -32,15 +31,13 @@ def path_of(api, url: str) -> str:
 
 async def deliveries(api, email_id) -> dict[str, bytes | None]:
     """Each recipient's own message as the delivery worker builds it (unsigned), from what it
-    reads (``store.deliveries.contents``); None: the e-mail's (transactional), or none at all
+    reads (``store.delivery_contents.contents``); None: the e-mail's (transactional), or none at all
     (suppressed)."""
     rows = await api.parts.db.fetchall(
         "SELECT id, email_id, tenant_id, recipient, status, message FROM deliveries WHERE email_id = %s"
         " ORDER BY recipient", (email_id,))
     assert all(r["message"] is None for r in rows)  # never stored: built at delivery
-    work = [ClaimedDelivery(r["id"], r["email_id"], r["recipient"], 0, 0.0, False,
-                            ClaimedAccount(r["tenant_id"], "active", None, 10, "direct")) for r in rows]
-    contents = await store.contents(api.parts.db, work)
+    contents = await delivery_contents.contents(api.parts.db, [r["id"] for r in rows])
     email = contents.emails[uuid.UUID(str(email_id))]
     own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email["stream"] == "broadcast" else []
     built = api.parts.delivery.messages.per_recipient(

@@ -22,12 +22,10 @@ LONG_FUNCTIONS = {
     "cli/__init__.py:parser": "a table: every command's arguments, one after the other",
     "metrics.py:__init__": "a table: every metric's declaration",
     "domain/documents.py:_block": "a table: one branch per builder block type",
-    "delivery/worker.py:_deliver": "to split: signing and the destinations' loop apart",
     "domain/htmltext.py:html_to_text": "one pass over the parser's events, by tag",
     "mail/limits.py:exceeded": "one pass over the bytes without recursion (the bounded parse)",
     "smtp/outbound.py:_transaction": "one SMTP transaction's steps in order",
     "store/accept.py:write": "one statement's parameters, column by column",
-    "store/deliveries.py:_write": "to split: outcomes, events and suppressions of a step",
 }
 
 

@@ -8,20 +8,34 @@ deadline covers all of it: the wait for a connection, connecting, and the sessio
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mailsvc.crypto.peers import Tlsa
 from mailsvc.delivery.shaping import TooLateForSlot
 from mailsvc.smtp.outbound import OutboundSMTP, TransactionResult
 
-if TYPE_CHECKING:  # delivery.policy builds destinations: imported at run time it would be a cycle
-    from mailsvc.delivery.policy import Authentication
-
 log = Logger()
+
+
+@attrs.frozen
+class Authentication:
+    """How a destination's certificate is checked; part of the pooled connection's key."""
+
+    kind: str  # "dane" | "sts"
+    enforce: bool
+    host: str
+    domain: str  # the recipient (policy) domain
+    tlsa: tuple[Tlsa, ...] = ()
+    policy_text: str = ""
+
+    @property
+    def report_type(self) -> str:
+        return "tlsa" if self.kind == "dane" else "sts"
 
 
 @attrs.frozen
@@ -31,7 +45,7 @@ class Destination:
     tls_policy: str
     #: The configured smarthost (relay mode) rather than a recipient's MX.
     relay: bool = False
-    #: How the MX host's certificate is authenticated (``delivery.policy.Authentication``:
+    #: How the MX host's certificate is authenticated (``Authentication``:
     #: DANE or MTA-STS); None: not at all.
     auth: Authentication | None = None
 

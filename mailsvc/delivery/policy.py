@@ -9,11 +9,10 @@ ends; ``testing`` only reports (docs/decisions.md, "MTA-STS and DANE").
 
 from __future__ import annotations
 
-import attrs
 from twisted.logger import Logger
 
 from mailsvc.crypto.peers import RecordingClientTLS, Tlsa, TrustStore, dane_failure
-from mailsvc.delivery.connections import Destination
+from mailsvc.delivery.connections import Authentication, Destination
 from mailsvc.dns.secure import TLSA, LookupFailed, SecureResolver
 from mailsvc.domain import mtasts
 from mailsvc.outside.fetch import Fetcher
@@ -32,22 +31,6 @@ DNS_TIMEOUT = (2, 5)
 
 class PolicyDeferral(Exception):
     """The policy leaves no host to deliver to now: defer (class ``blocked``)."""
-
-
-@attrs.frozen
-class Authentication:
-    """How a destination's certificate is checked; part of the pooled connection's key."""
-
-    kind: str  # "dane" | "sts"
-    enforce: bool
-    host: str
-    domain: str  # the recipient (policy) domain
-    tlsa: tuple[Tlsa, ...] = ()
-    policy_text: str = ""
-
-    @property
-    def report_type(self) -> str:
-        return "tlsa" if self.kind == "dane" else "sts"
 
 
 class PeerPolicy:

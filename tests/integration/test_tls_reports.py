@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest_twisted as pt
 
-from mailsvc.delivery.policy import Authentication
+from mailsvc.delivery.connections import Authentication
 from tests.helpers.outside import HttpsReceiver, Reply, ThrowawayCA
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TextIO
 
@@ -185,11 +186,26 @@ def main(argv: list[str] | None = None, *, stdin: TextIO | None = None, stdout: 
          stderr: TextIO | None = None, environ: dict[str, str] | None = None) -> int:
     io = Io(stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr,
             dict(os.environ) if environ is None else environ)
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         if args.verb == "doctor":
-            return args.handler(io, args)
-        return args.handler(connect(args.config, args.token_file, io.environ), io, args)
+            code = args.handler(io, args)
+        else:
+            code = args.handler(connect(args.config, args.token_file, io.environ), io, args)
+        io.stdout.flush()
+        return code
     except CliError as e:
         io.note(f"mailsvc: {shown(e)}")
         return 1
+    except BrokenPipeError:
+        return _reader_went_away(io)
+
+
+def _reader_went_away(io: Io) -> int:
+    """What reads the output stopped reading (``| head``, ``| grep -q``): end quietly, with the
+    status of a tool that SIGPIPE ended, as the other tools of a pipeline do. Python would print
+    a traceback, and another at exit when it flushes what was left for the closed pipe (hence
+    the flush above: the last of the output fails here, not at exit)."""
+    if io.stdout is sys.stdout:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE

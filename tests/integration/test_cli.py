@@ -115,6 +115,22 @@ def test_python_m_runs_the_command():
     assert run.returncode == 0 and "doctor" in run.stdout
 
 
+@pt.ensureDeferred
+async def test_a_reader_that_stops_reading_ends_the_command_quietly(fake_api):
+    """``mailsvc queue | grep -q gmail`` under ``pipefail``: the pipe closes before the command
+    writes; it ends as a tool that SIGPIPE ended, with no traceback."""
+    fake_api.deliveries += [Delivery("gmail.com", str(uuid.uuid4()), age=60)]
+
+    def run() -> tuple[int, bytes]:
+        command = subprocess.Popen([sys.executable, "-m", "mailsvc.cli", "queue"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=ROOT, env={"PATH": "/usr/bin:/bin", **fake(fake_api)})
+        command.stdout.close()
+        _, err = command.communicate(timeout=60)
+        return command.returncode, err
+
+    assert await threads.deferToThread(run) == (141, b"")
+
+
 # -- tenants and users on a node --------------------------------------------------------------
 
 

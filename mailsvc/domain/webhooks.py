@@ -212,3 +212,29 @@ def payload(row: dict) -> bytes:
     name = NATIVE_NAMES[row["type"]] if row["naming"] == NATIVE_NAMING else row["type"]
     document = {"type": name, "created_at": timefmt.iso(row["created_at"]), "data": row["data"]}
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+#: What went wrong in an attempt, as the dashboard tells it in words (``web/words.js``):
+#: no answer (timeout, refused, connect, tls, dns, connection, too_large, redirect), not sent
+#: (blocked: the endpoint's address is not public; internal), or the answer's status.
+ATTEMPT_ERRORS = ("timeout", "refused", "connect", "tls", "dns", "connection", "too_large", "redirect",
+                  "blocked", "http_4xx", "http_5xx", "http_other", "internal")
+#: The fetcher's reasons (``outside/fetch.FetchFailed``) that are kinds as they are.
+_FETCH_REASONS = ("timeout", "tls", "dns", "connection", "too_large", "redirect")
+
+
+def attempt_error(status: int | None, reason: str | None, message: str = "") -> str | None:
+    """
+    The kind of failure of an attempt: None for a success (a 2xx answer); else by its status,
+    or, without an answer, by the fetcher's ``reason`` ("connect" is "refused" when the port
+    refused the connection), "blocked" for a target refused before any request, "internal".
+    """
+    if status is not None:
+        if 200 <= status < 300:
+            return None
+        return "http_5xx" if status >= 500 else "http_4xx" if status >= 400 else "http_other"
+    if reason == "connect":
+        return "refused" if "ConnectionRefused" in message else "connect"
+    if reason in _FETCH_REASONS or reason in ("blocked", "internal"):
+        return reason
+    return "internal"

@@ -165,28 +165,62 @@ _CLAIM = """
 """
 
 #: Write finished attempts, fenced by the claim they were made under; ``counted`` is 0 for
-#: a claim given back unattempted.
+#: a claim given back unattempted. Each counted attempt that held its claim is also kept in
+#: ``webhook_attempts`` by the same statement (migration 0028): time, status, duration, the
+#: answer's first 2 KB, and what went wrong (``domain.webhooks.attempt_error``).
 _RECORD = """
-    UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + v.counted,
-        due_at = v.due_at, claimed_until = NULL, claim = NULL,
-        last_attempt_at = coalesce(v.at, d.last_attempt_at),
-        last_status = CASE WHEN v.counted = 1 THEN v.status ELSE d.last_status END,
-        last_response = CASE WHEN v.counted = 1 THEN v.response ELSE d.last_response END
-    FROM unnest(%(o_webhook)s::uuid[], %(o_event)s::uuid[], %(o_claim)s::uuid[], %(o_state)s::text[],
-                %(o_counted)s::int[], %(o_due)s::timestamptz[], %(o_at)s::timestamptz[],
-                %(o_status)s::int[], %(o_response)s::text[])
-         AS v(webhook_id, event_id, claim, state, counted, due_at, at, status, response)
-    WHERE d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim = v.claim
+    WITH v AS (
+        SELECT * FROM unnest(%(o_webhook)s::uuid[], %(o_event)s::uuid[], %(o_claim)s::uuid[], %(o_state)s::text[],
+                             %(o_counted)s::int[], %(o_due)s::timestamptz[], %(o_at)s::timestamptz[],
+                             %(o_status)s::int[], %(o_response)s::text[], %(o_duration)s::int[],
+                             %(o_error)s::text[], %(o_detail)s::text[])
+            AS v(webhook_id, event_id, claim, state, counted, due_at, at, status, response, duration, error, detail)
+    ), recorded AS (
+        UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + v.counted,
+            due_at = v.due_at, claimed_until = NULL, claim = NULL,
+            last_attempt_at = coalesce(v.at, d.last_attempt_at),
+            last_status = CASE WHEN v.counted = 1 THEN v.status ELSE d.last_status END,
+            last_response = CASE WHEN v.counted = 1 THEN v.response ELSE d.last_response END
+        FROM v
+        WHERE d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim = v.claim
+        RETURNING d.webhook_id, d.event_id, d.tenant_id, d.attempts, v.counted, v.at, v.status, v.duration,
+                  v.error, v.detail, v.response
+    )
+    INSERT INTO webhook_attempts (webhook_id, event_id, attempt, tenant_id, at, status, duration_ms, error, detail,
+                                  response)
+    SELECT webhook_id, event_id, attempts, tenant_id, at, status, duration, error, coalesce(detail, ''),
+           CASE WHEN status IS NULL THEN '' ELSE coalesce(response, '') END
+    FROM recorded WHERE counted = 1
+    ON CONFLICT DO NOTHING
 """
 
 _OUTCOME_FIELDS = ("o_webhook", "o_event", "o_claim", "o_state", "o_counted", "o_due", "o_at", "o_status",
-                   "o_response")
+                   "o_response", "o_duration", "o_error", "o_detail")
 
 
-def _outcome_params(outcomes: list[tuple]) -> dict[str, list]:
-    """Outcomes (webhook_id, event_id, claim, state, counted, due_at, attempted_at, status,
-    response) as one array per field."""
-    columns = list(zip(*outcomes, strict=True)) if outcomes else [()] * len(_OUTCOME_FIELDS)
+@attrs.frozen
+class Outcome:
+    """What became of one claimed delivery: ``counted`` 0 for a claim given back unattempted;
+    ``response`` the answer's first 2 KB, or why there was none (the delivery's last answer)."""
+
+    webhook_id: uuid.UUID
+    event_id: uuid.UUID
+    claim: uuid.UUID
+    state: str
+    counted: int
+    due_at: datetime
+    at: datetime | None = None
+    status: int | None = None
+    response: str | None = None
+    duration_ms: int = 0
+    error: str | None = None
+    detail: str = ""
+
+
+def _outcome_params(outcomes: list[Outcome]) -> dict[str, list]:
+    """Outcomes as one array per field."""
+    columns = list(zip(*(attrs.astuple(o, recurse=False) for o in outcomes), strict=True)) if outcomes \
+        else [()] * len(_OUTCOME_FIELDS)
     return {name: list(column) for name, column in zip(_OUTCOME_FIELDS, columns, strict=True)}
 
 
@@ -205,7 +239,7 @@ async def claim(
     )
 
 
-async def record_outcomes(db: Database, outcomes: list[tuple]) -> None:
+async def record_outcomes(db: Database, outcomes: list[Outcome]) -> None:
     await db.execute(_RECORD, _outcome_params(outcomes), desc="record webhook attempts")
 
 
@@ -217,7 +251,7 @@ class Dispatched:
 
 
 async def dispatch(
-    db: Database, outcomes: list[tuple], now: datetime, lease_until: datetime, claim_id: uuid.UUID,
+    db: Database, outcomes: list[Outcome], now: datetime, lease_until: datetime, claim_id: uuid.UUID,
     per_webhook: int, limit: int, fan_out_batch: int,
 ) -> Dispatched:
     """

@@ -11,6 +11,8 @@ target address on this node, ``host_concurrency`` and ``host_rate_per_sec`` (``H
 
 from __future__ import annotations
 
+import codecs
+import time
 import uuid
 from collections import deque
 
@@ -21,7 +23,7 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto import webhook_signatures as signing
-from mailsvc.domain.webhooks import Pace, next_attempt_delay, payload, retry_after_seconds
+from mailsvc.domain.webhooks import Pace, attempt_error, next_attempt_delay, payload, retry_after_seconds
 from mailsvc.engine import LeasedEngine
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
@@ -32,7 +34,8 @@ log = Logger()
 
 #: Seconds an attempt may take, connection to last byte.
 TIMEOUT_SECONDS = 15
-#: Bytes of a response read (the rest is dropped with the connection) and characters kept.
+#: Bytes of a response read (the rest is dropped with the connection) and bytes kept (the
+#: delivery's last answer, and each attempt's).
 RESPONSE_READ = 64 * 1024
 RESPONSE_KEPT = 2048
 #: A lease outlives the attempt's timeout by a wide margin: it only ends early if a node died.
@@ -69,6 +72,26 @@ class _Job:
     message_id: str
     body: bytes
     keys: list[bytes]
+
+
+@attrs.frozen
+class _Attempt:
+    """What one attempt came to: the answer's status and first bytes (``response``), or why
+    there was none; its duration; what went wrong (``domain.webhooks.attempt_error``)."""
+
+    status: int | None
+    response: str
+    retry_after: float | None = None
+    duration_ms: int = 0
+    error: str | None = None
+
+
+def kept_text(body: bytes) -> str:
+    """The first RESPONSE_KEPT bytes of an answer as text: a character cut at the end is left
+    out, bytes that are not UTF-8 read as U+FFFD, and so does a NUL (no text column holds one)."""
+    # Not final when cut: the decoder holds back a character the cut split.
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(body[:RESPONSE_KEPT], len(body) <= RESPONSE_KEPT)
+    return text.replace("\x00", "\ufffd")
 
 
 @attrs.define
@@ -164,6 +187,8 @@ class Dispatcher(LeasedEngine):
         host_rate_per_sec: float = 500,
         on_failure=None,
         fans_out: bool = True,
+        timeout_seconds: float = TIMEOUT_SECONDS,
+        timer=time.monotonic,
     ):
         super().__init__(clock, "webhook dispatch", SAFETY_INTERVAL, on_failure)
         self.channel = CHANNEL if fans_out else rows.QUEUED_CHANNEL
@@ -175,7 +200,10 @@ class Dispatcher(LeasedEngine):
         self._per_endpoint = per_endpoint
         self._max_in_flight = max_in_flight
         self._hosts = HostLimits(clock, host_concurrency, host_rate_per_sec)
-        self._outcomes: list[tuple] = []
+        self._timeout = timeout_seconds
+        #: What an attempt's duration is measured with (wall time, whatever clock schedules).
+        self._timer = timer
+        self._outcomes: list[rows.Outcome] = []
         self._pruned_at = float("-inf")
 
     async def step(self) -> None:
@@ -221,7 +249,8 @@ class Dispatcher(LeasedEngine):
             )
         except Exception:
             log.failure("cannot prepare webhook delivery {key}", key=key)
-            self._finish(key, claim, row["attempts"] + 1, None, "internal error preparing the request", None)
+            self._finish(key, claim, row["attempts"] + 1, _Attempt(None, "internal error preparing the request",
+                                                                   error="internal"))
             return
         d = defer.ensureDeferred(self._deliver(job))
         if not d.called:
@@ -230,33 +259,39 @@ class Dispatcher(LeasedEngine):
 
     async def _deliver(self, job: _Job) -> None:
         status = retry_after = None
+        started = None
         try:
             host = str(await self._fetcher.address_of(job.endpoint))
             if not await self._turn(host):
                 self._release(job)
                 return
+            started = self._timer()
             try:
                 headers = signing.headers(job.keys, job.message_id, int(self._clock.seconds()), job.body)
                 headers["content-type"] = "application/json"
                 fetched = await self._fetcher.post(
-                    job.endpoint, job.body, headers, RESPONSE_READ, TIMEOUT_SECONDS
+                    job.endpoint, job.body, headers, RESPONSE_READ, self._timeout
                 )
             finally:
                 self._hosts.leave(host)
             status = fetched.status
-            response = fetched.body[:RESPONSE_KEPT].decode("utf-8", "replace")
+            response = kept_text(fetched.body)
             retry_after = retry_after_seconds(fetched.headers.get("retry-after"), self._clock.seconds())
+            reason = None
         except TargetRefused as e:
-            response = f"refused: {e.message}"
+            response, reason = f"refused: {e.message}", "blocked"
         except FetchFailed as e:
-            response = f"{e.reason}: {e.message}"
+            response, reason = f"{e.reason}: {e.message}", e.reason
         except Exception:
             log.failure("webhook delivery {id} failed unexpectedly", id=job.message_id)
-            response = "internal error"
+            response, reason = "internal error", "internal"
         if status is None and self._stopping:
             self._release(job)
             return
-        self._finish((job.webhook_id, job.event_id), job.claim, job.attempt, status, response, retry_after)
+        duration = round((self._timer() - started) * 1000) if started is not None else 0
+        error = attempt_error(status, reason, response)
+        self._finish((job.webhook_id, job.event_id), job.claim, job.attempt,
+                     _Attempt(status, response, retry_after, duration, error))
 
     async def _turn(self, host: str) -> bool:
         """Wait for the target host's limits: False when it took too long or the dispatcher
@@ -269,25 +304,30 @@ class Dispatcher(LeasedEngine):
             return False
         return True
 
-    def _finish(self, key, claim, attempt: int, status, response: str, retry_after) -> None:
+    def _finish(self, key, claim, attempt: int, made: _Attempt) -> None:
         now = self._clock.seconds()
         at = timefmt.from_seconds(now)
-        if status is not None and 200 <= status < 300:
+        if made.status is not None and 200 <= made.status < 300:
             state, due = "delivered", now
         else:
-            delay = next_attempt_delay(attempt, retry_after)
+            delay = next_attempt_delay(attempt, made.retry_after)
             if delay is None:
                 state, due = "failed", now
                 log.info("gave up on webhook delivery {key} after {n} attempts", key=key, n=attempt)
             else:
                 state, due = "pending", now + delay
-        self._outcomes.append((*key, claim, state, 1, timefmt.from_seconds(due), at, status, response))
+        detail = made.response if made.status is None else ""
+        webhook_id, event_id = key
+        self._outcomes.append(rows.Outcome(
+            webhook_id, event_id, claim, state, 1, timefmt.from_seconds(due), at, made.status, made.response, made.duration_ms,
+            made.error, detail,
+        ))
         self.wake()
 
     def _release(self, job: _Job) -> None:
         """Give an unfinished attempt back at once instead of leaving it to its lease."""
         now = timefmt.from_seconds(self._clock.seconds())
-        self._outcomes.append((job.webhook_id, job.event_id, job.claim, "pending", 0, now, None, None, None))
+        self._outcomes.append(rows.Outcome(job.webhook_id, job.event_id, job.claim, "pending", 0, now))
         self.wake()
 
     async def settled(self) -> None:

@@ -357,9 +357,12 @@ async def test_a_dead_nodes_attempt_is_taken_over_when_its_lease_ends(rig):
     assert (state["state"], state["attempts"]) == ("delivered", 1)
 
     # The dead node's late outcome no longer holds the claim and changes nothing.
-    late = [(row["id"], event_id, dead_claim, "pending", 1, when, when, 500, "x")]
+    late = [rows.Outcome(row["id"], event_id, dead_claim, "pending", 1, when, when, 500, "x", 10, "http_5xx")]
     await rows.record_outcomes(rig.db, late)
     assert (await rig.delivery(row["id"], event_id))["state"] == "delivered"
+    # Nor is it kept as an attempt: only the attempt that held the claim is.
+    kept = await rig.db.fetchall("SELECT attempt, status FROM webhook_attempts WHERE event_id = %s", (event_id,))
+    assert kept == [{"attempt": 1, "status": 204}]
 
 
 @pt.ensureDeferred

@@ -43,7 +43,7 @@ from mailsvc.app.submit import Submitter
 from mailsvc.app.suppressions import Suppressions
 from mailsvc.app.templates import Templates
 from mailsvc.app.throttle import Throttle
-from mailsvc.app.webhooks import WebhookRegistry
+from mailsvc.app.webhooks import DeliveryRetries, WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.compose_delivery import Delivery, delivery
 from mailsvc.compose_sending import BroadcastsBundle, Sending, broadcasts_of, sending_of
@@ -78,6 +78,7 @@ from mailsvc.http.dashboard.content import ContentReads
 from mailsvc.http.dashboard.inbox import InboxResource
 from mailsvc.http.dashboard.reads import ReadsResource
 from mailsvc.http.dashboard.ui import UiResource
+from mailsvc.http.dashboard.webhooks import WebhookRetriesResource
 from mailsvc.http.health import HealthResource
 from mailsvc.http.openapi import OpenApiResource
 from mailsvc.http.operator import OperatorResource
@@ -208,7 +209,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     _operator(shared, people, node_info, audit_log, operator_tokens)
     _node_routes(router, config, db)
     content = _content(shared, renderer, ai)
-    webhooks = _webhooks(shared)
+    webhooks = _webhooks(shared, audit_log)
     # The node's opened DKIM keys: the domains seal and check them, the delivery worker signs.
     signing_keys = SigningKeys(vaults.dkim_keys)
     # Test addresses: accepted without a domain from the test sender, completed at the delivery's
@@ -396,18 +397,21 @@ class Webhooks:
     service: Group
 
 
-def _webhooks(shared: Shared) -> Webhooks:
+def _webhooks(shared: Shared, audit_log: AuditLog) -> Webhooks:
     """
     The webhook endpoints (their signing secrets sealed by their vault) and their dispatcher,
     with this process's share of the node's requests in flight and per-host limits
     (``per_endpoint`` is counted in PostgreSQL across nodes: whole). The first worker's
     dispatcher fans events out for the node, so one process, not every worker, is woken by
     every NOTIFY on "events"; a worker restarted after a crash takes the hand-over up again.
+    The dashboard's "retry now" of a delivery is mounted with them (a session's route only).
     """
     clock, db, outside, share = shared.clock, shared.db, shared.outside, shared.share
     registry = WebhookRegistry(clock, db, outside.addresses, shared.vaults.webhook_secrets)
     shared.router.mount(WebhooksResource(registry))
     settings = shared.config.webhooks
+    shared.router.mount(WebhookRetriesResource(
+        DeliveryRetries(clock, db, shared.throttle, audit_log, settings.retries_per_hour)))
     dispatcher = Dispatcher(
         clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, share.of_count(settings.max_in_flight),
         share.of_count(settings.host_concurrency), share.of_rate(settings.host_rate_per_sec),

@@ -225,6 +225,8 @@ class WebhooksConfig:
     max_in_flight: int = setting(256, "Requests in flight from one node.", at_least(1))
     host_concurrency: int = setting(64, "Requests in flight from one node to one target address.", at_least(1))
     host_rate_per_sec: int = setting(500, "Requests a second from one node to one target address.", at_least(1))
+    retries_per_hour: int = setting(20, "The dashboard's \"retry now\"s of webhook deliveries an hour for one"
+                                        " account.", at_least(1))
 
 
 @_section

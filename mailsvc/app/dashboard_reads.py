@@ -55,6 +55,10 @@ class DashboardReads:
         self._db = db
         self._clock = clock
 
+    def seconds(self) -> float:
+        """Now, on the reads' clock."""
+        return self._clock.seconds()
+
     async def email_timeline(self, tenant_id: uuid.UUID, email_id: uuid.UUID) -> tuple[list[dict], list[dict]]:
         """The e-mail's events, oldest first, and its deliveries (one per recipient)."""
         events = await reads.email_timeline(self._db, tenant_id, email_id)
@@ -109,15 +113,16 @@ class DashboardReads:
 
     async def webhook_deliveries(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID,
                                  page: Page) -> tuple[list[dict], bool, dict]:
-        """A page of the webhook's deliveries, newest first, each with its ``payload`` as sent;
-        whether more lie beyond it; and of those last attempted in the past 24 hours, how many
-        were delivered and attempted."""
+        """A page of the webhook's deliveries, newest first, each with its ``payload`` as sent and
+        its attempts (``attempts_made``); whether more lie beyond it; and of the past 24 hours:
+        of the deliveries last attempted then, how many were delivered and attempted, and of the
+        attempts made then, how many succeeded and how many were made."""
         now = timefmt.from_seconds(self._clock.seconds())
         rows, more = await reads.webhook_deliveries(self._db, tenant_id, webhook_id, page)
         shown = [{**r, "payload": payload({"type": r["type"], "naming": r["naming"],
                                            "created_at": r["event_created_at"], "data": r["data"]})} for r in rows]
         day = await reads.webhook_outcomes(self._db, tenant_id, webhook_id, now - timedelta(hours=24))
-        return shown, more, {"delivered": int(day["delivered"]), "attempted": int(day["attempted"])}
+        return shown, more, {name: int(day[name]) for name in ("delivered", "attempted", "succeeded", "made")}
 
     async def segment_sizes(self, tenant_id: uuid.UUID) -> list[dict]:
         return await segments.sizes(self._db, tenant_id)

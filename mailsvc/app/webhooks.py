@@ -1,7 +1,8 @@
 """
 Managing webhooks: endpoints are checked where they point before they are stored, signing
 secrets are stored sealed and shown again on retrieve, a rotation keeps the previous secret
-signing for a day, and disabling a webhook drops what was queued for it.
+signing for a day, and disabling a webhook drops what was queued for it; the dashboard's
+"retry now" of one delivery (``DeliveryRetries``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import uuid
 from urllib.parse import urlsplit
 
 from mailsvc import timefmt
+from mailsvc.app.audit import AuditLog
+from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.crypto import webhook_signatures as signing
 from mailsvc.crypto.keyvault import KeyVault
-from mailsvc.domain.errors import Invalid, NotAllowed, NotFound
+from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited
 from mailsvc.domain.paging import Page
 from mailsvc.domain.webhooks import NewWebhook, WebhookChange
 from mailsvc.ids import uuid7
@@ -131,3 +134,69 @@ class WebhookRegistry:
         if await self._db.run("rotate webhook secret", apply) is None:
             raise NotFound("Webhook")
         return secret
+
+
+#: "Retry now"s one account may ask for in an hour (a burst of them, then one every
+#: 3600 / n seconds): each is a request this service sends out at once, whatever the schedule.
+RETRIES_PER_HOUR = 20
+#: The audit log's action of a "retry now".
+RETRY_ACTION = "webhook_delivery.retry"
+
+
+class DeliveryRetries:
+    """
+    "Retry now" of one webhook delivery, from the dashboard only (docs/decisions.md, "Webhook
+    attempts"): a pending or failed delivery of an enabled webhook is made due at once, and the
+    dispatcher sends it as any attempt (the same ``webhook-id`` and body, a new timestamp and
+    signature). Capped per account in the shared throttle (``mailsvc.app.throttle``), counted
+    only when a delivery was made due; each retry is an entry in the audit log (who, which
+    webhook, which event), written in its transaction.
+    """
+
+    def __init__(self, clock, db: Database, throttle: Throttle, audit_log: AuditLog,
+                 per_hour: int = RETRIES_PER_HOUR):
+        self._clock = clock
+        self._db = db
+        self._throttle = throttle
+        self._audit_log = audit_log
+        self._per_hour = per_hour
+
+    def _limits(self, tenant_id: uuid.UUID) -> dict[str, Limit]:
+        return {f"webhook-retry:{tenant_id}": Limit(self._per_hour, 3600 / self._per_hour)}
+
+    async def retry_now(self, tenant_id: uuid.UUID, webhook_id: uuid.UUID, event_id: uuid.UUID,
+                        actor: str) -> dict:
+        """The delivery made due now (``state``, ``attempts`` made so far, ``due_at``)."""
+        limits = self._limits(tenant_id)
+        wait = await self._throttle.reserve(limits)
+        if wait is not None:
+            raise RateLimited(
+                f"An account may retry at most {self._per_hour} webhook deliveries an hour; try again in {wait} s.",
+                wait,
+            )
+        now = self._clock.seconds()
+
+        async def apply(txn: Transaction) -> dict:
+            hook, delivery = await rows.retry_now(txn, tenant_id, webhook_id, event_id, timefmt.from_seconds(now))
+            if hook is None:
+                raise NotFound("Webhook")
+            if hook["status"] != "enabled":
+                raise Conflict("The webhook is disabled: it receives nothing, so its deliveries are not retried."
+                               " Enable it first.")
+            if delivery is None:
+                raise NotFound("Webhook delivery")
+            if not delivery["retried"]:
+                if delivery["state"] == "delivered":
+                    raise Conflict("This delivery was delivered already; only a pending or failed one is retried.")
+                raise Conflict("An attempt of this delivery is being made now; wait for its outcome.")
+            await self._audit_log.write_in(txn, now, actor, RETRY_ACTION, None, None, {
+                "tenant_id": str(tenant_id), "webhook_id": str(webhook_id), "event_id": str(event_id),
+                "was": delivery["state"], "attempts": delivery["attempts"],
+            })
+            return {"state": "pending", "attempts": delivery["attempts"], "due_at": timefmt.from_seconds(now)}
+
+        try:
+            return await self._db.run("retry webhook delivery", apply)
+        except Exception:
+            await self._throttle.give_back(limits)  # nothing was made due
+            raise

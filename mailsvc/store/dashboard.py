@@ -223,12 +223,17 @@ async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uui
                              page: Page) -> tuple[list[dict], bool]:
     """A page of the webhook's deliveries, newest event first (the event's id is the cursor), each
     with its event (type, time, data) and the webhook's naming, from which its payload is built
-    again as it was sent."""
+    again as it was sent, and its attempts, first first (``attempts_made``: a list of rows)."""
     where, order, params = clause(page, "w.event_id")
     rows = await db.fetchall(
         "SELECT w.event_id, e.type, w.state, w.attempts, w.last_attempt_at, w.last_status, w.last_response,"
-        " w.created_at, e.created_at AS event_created_at, e.data, h.naming"
+        " w.due_at, w.claimed_until, w.created_at, e.created_at AS event_created_at, e.data, h.naming,"
+        " coalesce(a.made, '[]') AS attempts_made"
         " FROM webhook_deliveries w JOIN events e ON e.id = w.event_id JOIN webhooks h ON h.id = w.webhook_id"
+        " LEFT JOIN LATERAL (SELECT json_agg(json_build_object("
+        "   'attempt', t.attempt, 'at', t.at, 'status', t.status, 'duration_ms', t.duration_ms, 'error', t.error,"
+        "   'detail', t.detail, 'response', t.response) ORDER BY t.attempt) AS made"
+        "   FROM webhook_attempts t WHERE t.webhook_id = w.webhook_id AND t.event_id = w.event_id) a ON true"
         f" WHERE w.tenant_id = %s AND w.webhook_id = %s AND {where} {order}",
         [tenant_id, webhook_id, *params],
     )
@@ -237,11 +242,17 @@ async def webhook_deliveries(db: Database, tenant_id: uuid.UUID, webhook_id: uui
 
 async def webhook_outcomes(db: Database, tenant_id: uuid.UUID, webhook_id: uuid.UUID, since: datetime) -> dict:
     """Of the webhook's deliveries last attempted at ``since`` or later: how many were delivered,
-    and how many were attempted at all."""
+    and how many were attempted at all; and of its attempts made since, how many succeeded (a
+    2xx answer) and how many were made."""
     return await db.fetchrow(
-        "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS attempted"
-        " FROM webhook_deliveries WHERE tenant_id = %s AND webhook_id = %s AND last_attempt_at >= %s",
-        (tenant_id, webhook_id, since), desc="webhook outcomes",
+        "SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) AS attempted,"
+        " (SELECT count(*) FILTER (WHERE error IS NULL) FROM webhook_attempts"
+        "  WHERE webhook_id = %(webhook)s AND tenant_id = %(tenant)s AND at >= %(since)s) AS succeeded,"
+        " (SELECT count(*) FROM webhook_attempts"
+        "  WHERE webhook_id = %(webhook)s AND tenant_id = %(tenant)s AND at >= %(since)s) AS made"
+        " FROM webhook_deliveries WHERE tenant_id = %(tenant)s AND webhook_id = %(webhook)s"
+        " AND last_attempt_at >= %(since)s",
+        {"tenant": tenant_id, "webhook": webhook_id, "since": since}, desc="webhook outcomes",
     )
 
 

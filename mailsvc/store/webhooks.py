@@ -10,6 +10,7 @@ import attrs
 
 from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.events import CHANNEL as EVENTS_CHANNEL
 from mailsvc.store.paging import clause
 
 _COLUMNS = (
@@ -295,3 +296,37 @@ async def prune(db: Database, deliveries_before: datetime, events_before: dateti
     )
     # The operator's audit log is kept as long as the events.
     await db.execute("DELETE FROM audit_log WHERE at < %s", (events_before,), desc="prune audit log")
+
+
+async def retry_now(txn: Transaction, tenant_id: uuid.UUID, webhook_id: uuid.UUID, event_id: uuid.UUID,
+                    now: datetime) -> tuple[dict | None, dict | None]:
+    """
+    Make one delivery of the account's webhook due at ``now`` if it is pending or failed and
+    no attempt of it is in flight; the webhook's row is read FOR SHARE, so a disabling waits for
+    this transaction and then drops the delivery it made pending. Returns the webhook (its
+    ``status``) and the delivery as it was before (``retried``: whether this made it due, which
+    wakes the dispatchers), either None when there is no such row (a disabled webhook: no
+    delivery is looked at).
+    """
+    hook = await txn.fetchone(
+        "SELECT id, status FROM webhooks WHERE tenant_id = %s AND id = %s FOR SHARE", (tenant_id, webhook_id)
+    )
+    if hook is None or hook["status"] != "enabled":
+        return hook, None
+    delivery = await txn.fetchone(
+        "WITH retried AS ("
+        "  UPDATE webhook_deliveries SET state = 'pending', due_at = %(now)s"
+        "  WHERE webhook_id = %(webhook)s AND event_id = %(event)s AND state IN ('pending', 'failed')"
+        "    AND (claimed_until IS NULL OR claimed_until <= %(now)s)"
+        "  RETURNING state, attempts"
+        "), woken AS ("
+        # The dispatcher that fans out listens on "events", the others on QUEUED_CHANNEL.
+        "  SELECT pg_notify(channel, '') FROM (SELECT 1 FROM retried) r,"
+        "         unnest(ARRAY[%(events)s, %(queued)s]) AS channel"
+        ")"
+        " SELECT d.state, d.attempts, d.claimed_until, (SELECT count(*) FROM retried) = 1 AS retried,"
+        "        (SELECT count(*) FROM woken) AS woken"
+        " FROM webhook_deliveries d WHERE d.webhook_id = %(webhook)s AND d.event_id = %(event)s",
+        {"now": now, "webhook": webhook_id, "event": event_id, "events": EVENTS_CHANNEL, "queued": QUEUED_CHANNEL},
+    )
+    return hook, delivery

@@ -319,8 +319,8 @@ class Dispatcher(LeasedEngine):
         detail = made.response if made.status is None else ""
         webhook_id, event_id = key
         self._outcomes.append(rows.Outcome(
-            webhook_id, event_id, claim, state, 1, timefmt.from_seconds(due), at, made.status, made.response, made.duration_ms,
-            made.error, detail,
+            webhook_id, event_id, claim, state, 1, timefmt.from_seconds(due), at, made.status, made.response,
+            made.duration_ms, made.error, detail,
         ))
         self.wake()
 

@@ -6,11 +6,14 @@ DMARC summary and live DNS answers. docs/decisions.md, "Dashboard".
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard
 from mailsvc.app.dashboard_reads import DELIVERIES_MOST, SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
+from mailsvc.domain.webhooks import ATTEMPT_ERRORS
 from mailsvc.http.dashboard.auth import id_or_not_found
 from mailsvc.http.operation import (
     BOOL,
@@ -115,26 +118,39 @@ class ReadsResource:
 
     @route("GET", "/dashboard/webhooks/<webhook_id>/deliveries", access=SESSION,
            op=Operation(
-               "A webhook's deliveries with their payloads, newest first, a page at a time (50 unless `limit` says),"
-               " and the last 24 hours' outcomes",
+               "A webhook's deliveries with their payloads and every attempt, newest first, a page at a time (50"
+               " unless `limit` says), and the last 24 hours' outcomes",
                query=PAGE, responses={200: {
                    **LIST_ONLY, "properties": {**LIST_ONLY["properties"], "has_more": BOOL, "last_24_hours": obj(
-                       ("delivered", "attempted"), delivered=INT, attempted=INT), "data": {
+                       ("delivered", "attempted", "succeeded", "made"), delivered=INT, attempted=INT, succeeded=INT,
+                       made=INT), "data": {
                        "type": "array", "items": obj(
-                           ("event_id", "event", "state", "attempts"), event_id=UUID, event=STR, state=STR,
-                           attempts=INT, response_status=NULLABLE_INT, response=STR,
-                           last_attempt_at={"type": ["string", "null"]}, created_at=STR, payload=STR)}}}}))
+                           ("event_id", "event", "state", "attempts", "attempts_made"), event_id=UUID, event=STR,
+                           state=STR, attempts=INT, response_status=NULLABLE_INT, response=STR,
+                           last_attempt_at={"type": ["string", "null"]}, next_attempt_at={"type": ["string", "null"]},
+                           in_flight=BOOL, created_at=STR, payload=STR,
+                           attempts_made={"type": "array", "items": obj(
+                               ("attempt", "at", "status", "duration_ms", "error", "detail", "response"),
+                               attempt=INT, at=STR, status=NULLABLE_INT, duration_ms=INT,
+                               error={"enum": [*ATTEMPT_ERRORS, None]}, detail=STR, response=STR)})}}}}))
     async def webhook_deliveries(self, request, caller: Caller, webhook_id: str):
         """A page of the deliveries (``limit``, ``after`` and ``before`` as the API's lists, an
-        event's id the cursor), each with its last attempt's answer (as much as is kept) and its
-        payload as sent; and the deliveries of the last 24 hours, delivered and attempted."""
+        event's id the cursor), each with its last attempt's answer (as much as is kept), every
+        attempt (time, status, duration, the answer's first 2 KB, what went wrong), when the next
+        is due, and its payload as sent; and of the last 24 hours, the deliveries delivered and
+        attempted and the attempts that succeeded and were made."""
         rows, more, day = await self._reads.webhook_deliveries(
             caller.tenant.id, id_or_not_found(webhook_id, "Webhook"), page_of(request.args, DELIVERIES_MOST))
+        now = timefmt.from_seconds(self._reads.seconds())
         return {"object": "list", "has_more": more, "last_24_hours": day, "data": [{
             "event_id": str(r["event_id"]), "event": r["type"], "state": r["state"], "attempts": r["attempts"],
             "response_status": r["last_status"], "response": r["last_response"] or "",
             "last_attempt_at": timefmt.resource(r["last_attempt_at"]),
+            "next_attempt_at": timefmt.resource(r["due_at"]) if r["state"] == "pending" else None,
+            "in_flight": r["claimed_until"] is not None and r["claimed_until"] > now,
             "created_at": timefmt.resource(r["created_at"]), "payload": r["payload"].decode("utf-8"),
+            "attempts_made": [{**a, "at": timefmt.resource(datetime.fromisoformat(a["at"]))}
+                              for a in r["attempts_made"]],
         } for r in rows]}
 
     @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION,

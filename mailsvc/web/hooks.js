@@ -3,6 +3,8 @@
 // payload as sent laid out to read, and the endpoint's success over the last 24 hours. No DOM
 // here (tests/web/ runs it under node).
 
+import { ATTEMPT_ERRORS } from "./words.js";
+
 // The dispatcher's reasons ("<reason>: <message>", mailsvc/outside/fetch.py) in words.
 const REASONS = [
   [/^connect: could not connect: ConnectionRefusedError/, "refused: nothing listens at the endpoint's port"],
@@ -41,4 +43,33 @@ export function successText(day) {
   if (!day || !day.attempted) return "No delivery attempted in the last 24 hours.";
   const rate = Math.round((100 * day.delivered) / day.attempted);
   return `${rate} % delivered (${day.delivered} of ${day.attempted} ${day.attempted === 1 ? "delivery" : "deliveries"})`;
+}
+
+/** One kept attempt's failure in words (its ``error`` kind, with the HTTP status after an
+ *  answer's), or null for a success. */
+export function attemptWords(attempt) {
+  if (!attempt || !attempt.error) return null;
+  const words = Object.hasOwn(ATTEMPT_ERRORS, attempt.error) ? ATTEMPT_ERRORS[attempt.error]
+    : String(attempt.error).replace(/_/g, " ");
+  return attempt.status !== null && attempt.status !== undefined ? `${words} (HTTP ${attempt.status})` : words;
+}
+
+/** How long an attempt took: "85 ms", "1.2 s", "15 s". */
+export function durationText(ms) {
+  const value = Number(ms) || 0;
+  if (value < 1000) return `${Math.round(value)} ms`;
+  return value < 10000 ? `${(value / 1000).toFixed(1)} s` : `${Math.round(value / 1000)} s`;
+}
+
+/** The last 24 hours' attempts: "75 % of attempts succeeded (3 of 4)", or a line when none was made. */
+export function attemptRateText(day) {
+  if (!day || !day.made) return "No attempt in the last 24 hours.";
+  const rate = Math.round((100 * day.succeeded) / day.made);
+  return `${rate} % of attempts succeeded (${day.succeeded} of ${day.made})`;
+}
+
+/** Whether "Retry now" is offered for a delivery of a webhook in ``status``: one pending or
+ *  failed, no attempt of it in flight, its webhook enabled (a disabled one receives nothing). */
+export function retryable(delivery, status) {
+  return status === "enabled" && !delivery.in_flight && (delivery.state === "pending" || delivery.state === "failed");
 }

@@ -57,3 +57,21 @@ export function stateText(code) {
   if (!key) return "—";
   return Object.hasOwn(STATES, key) ? STATES[key] : key.replace(/_/g, " ");
 }
+
+/** What went wrong in one attempt of a webhook delivery (mailsvc/domain/webhooks.py,
+ *  ATTEMPT_ERRORS), in words; hooks.js adds the HTTP status where there was one. */
+export const ATTEMPT_ERRORS = {
+  timeout: "Timeout: the endpoint did not answer in time",
+  refused: "Connection refused: nothing listens at the endpoint's port",
+  connect: "Could not connect to the endpoint",
+  tls: "TLS: the handshake or the certificate check failed",
+  dns: "DNS: the endpoint's name did not resolve",
+  connection: "The connection failed before a complete answer",
+  too_large: "The answer was too large to read",
+  redirect: "The endpoint redirected, and redirects are not followed",
+  blocked: "Not sent: the endpoint's address is not a public one",
+  http_4xx: "4xx: the endpoint refused the event",
+  http_5xx: "5xx: the endpoint failed",
+  http_other: "The answer was not a success",
+  internal: "Not sent: an error on this service's side",
+};

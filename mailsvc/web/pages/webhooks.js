@@ -1,13 +1,16 @@
-// Webhooks: endpoints, their events, signing secret and recent deliveries, each with its last
-// attempt's answer in words and its payload as sent, and the endpoint's last 24 hours.
+// Webhooks: endpoints, their events, signing secret and recent deliveries, each with every
+// attempt (time, status, duration, the answer's first 2 KB, what went wrong in words), its
+// payload as sent and "Retry now", and the endpoint's last 24 hours.
 
 import { del, get, patch, post } from "/ui/api.js";
 import { ago, badge, clip, copyButton, field, h, table } from "/ui/dom.js";
-import { attemptError, pretty, successText } from "/ui/hooks.js";
+import { attemptError, attemptRateText, attemptWords, durationText, pretty, retryable, successText } from "/ui/hooks.js";
 import { apiQuery, listState, pagesOf } from "/ui/listing.js";
 import { action, form, heading, input, opener, pager, route, shell } from "/ui/ui.js";
 
 const DELIVERIES_PAGE = 20;
+/** The delivery last retried: shown open again once the page is drawn anew. */
+let retried = null;
 
 const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
   "email.failed", "email.suppressed", "domain.updated", "contact.created", "contact.updated", "contact.deleted"];
@@ -57,29 +60,60 @@ async function webhookPage(id, query) {
       return h("p.ok", "Saved.");
     }, eventBoxes(hook.events), h("button.primary", { type: "submit" }, "Save events"))),
     h("section.card", h("h2", "Recent deliveries"),
-      h("p.success", h("strong", "Last 24 hours: "), successText(deliveries.last_24_hours)),
+      h("p.success", h("strong", "Last 24 hours: "), attemptRateText(deliveries.last_24_hours), " · ",
+        successText(deliveries.last_24_hours)),
       table(["Event", "State", "Response", "Attempts", "Last attempt"], deliveries.data.map((d) => h("tr",
         h("td", clip(d.event)), h("td", badge(d.state)), h("td", d.response_status ? String(d.response_status) : "—"),
         h("td", String(d.attempts)), h("td", ago(d.last_attempt_at))))),
       deliveries.data.length ? h("h3", "Each delivery") : null,
-      deliveries.data.map(deliveryDetails),
+      deliveries.data.map((d) => deliveryDetails(d, path, hook.status)),
       pager("Pages of deliveries", pagesOf(`#/webhooks/${id}`, state, deliveries.data, deliveries.has_more, "event_id"))));
 }
 
-/** A delivery opened: its last attempt (time, HTTP status, what went wrong in words, the first
- *  2 KB of the answer) and its payload as sent, with a copy button. */
-function deliveryDetails(d) {
+/** A delivery opened: every attempt (time, HTTP status, duration, what went wrong in words, the
+ *  first 2 KB of the answer), "Retry now" while it is pending or failed, and its payload as
+ *  sent, with a copy button. */
+function deliveryDetails(d, path, status) {
   const error = attemptError(d.response_status, d.response);
   const body = pretty(d.payload);
-  return h("details.delivery", h("summary", badge(d.state), ` ${d.event} · ${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`,
-    error ? h("span.muted", ` · ${error}`) : null),
-  h("dl.pairs",
-    h("dt", "Event id"), h("dd.value", clip(d.event_id, "code"), " ", copyButton(d.event_id, "Copy event id")),
-    h("dt", "Last attempt"), h("dd", d.last_attempt_at ? ago(d.last_attempt_at) : "Not yet"),
-    h("dt", "HTTP status"), h("dd", d.response_status ? String(d.response_status) : "None"),
-    error ? [h("dt", "What went wrong"), h("dd", error)] : null,
-    h("dt", "Answer"), h("dd", d.response ? h("pre.answer", d.response) : h("span.muted", "Empty"))),
-  h("h4", "Payload as sent"), h("pre.source", { tabindex: "0" }, body), copyButton(body, "Copy the payload"));
+  return h("details.delivery", { "data-event": d.event_id, open: d.event_id === retried },
+    h("summary", badge(d.state), ` ${d.event} · ${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`,
+      error ? h("span.muted", ` · ${error}`) : null),
+    h("dl.pairs",
+      h("dt", "Event id"), h("dd.value", clip(d.event_id, "code"), " ", copyButton(d.event_id, "Copy event id")),
+      h("dt", "Last attempt"), h("dd", d.last_attempt_at ? ago(d.last_attempt_at) : "Not yet"),
+      d.state === "pending" ? [h("dt", "Next attempt"), h("dd", d.in_flight ? "Being made now" : ago(d.next_attempt_at))]
+        : null),
+    retryRow(d, path, status),
+    h("h4", "Attempts"),
+    d.attempts_made.length ? table(["#", "Time", "HTTP status", "Duration", "What went wrong", "Answer"],
+      d.attempts_made.map(attemptRow), `Every attempt of this ${d.event} delivery`)
+      : h("p.muted", "No attempt yet."),
+    h("h4", "Payload as sent"), h("pre.source", { tabindex: "0" }, body), copyButton(body, "Copy the payload"));
+}
+
+function attemptRow(a) {
+  const words = attemptWords(a);
+  const answer = a.response || a.detail;
+  return h("tr",
+    h("td", String(a.attempt)), h("td.nowrap", ago(a.at)),
+    h("td", a.status !== null ? String(a.status) : "None"), h("td.nowrap", durationText(a.duration_ms)),
+    h("td", words ? words : h("span.ok", "Delivered")),
+    h("td.attempt-answer", answer ? h("pre.answer", { tabindex: "0", "aria-label": `Answer to attempt ${a.attempt}` }, answer)
+      : h("span.muted", "Empty")));
+}
+
+/** "Retry now": the delivery is due at once (the same webhook-id, a new signature); a line
+ *  saying why not for a disabled webhook or an attempt in flight. */
+function retryRow(d, path, status) {
+  if (d.state === "delivered") return null;
+  if (status !== "enabled") return h("p.muted", "The webhook is disabled: it receives nothing. Enable it to retry.");
+  if (!retryable(d, status)) return h("p.muted", "An attempt is being made now.");
+  return h("div.row", action("Retry now", async () => {
+    await post(`${path}/deliveries/${encodeURIComponent(d.event_id)}/retry`);
+    retried = d.event_id;
+    route();
+  }));
 }
 
 export const nav = ["#/webhooks", "Webhooks"];

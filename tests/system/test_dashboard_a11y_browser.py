@@ -84,7 +84,23 @@ def violations(page, where: str, widths=((1280, 800), (375, 740))) -> list[str]:
     return found
 
 
-def shown_on_demand(page, email_hash: str) -> list[str]:
+def webhook_attempts_shown(page, hook_hash: str) -> list[str]:
+    """A webhook delivery opened, with its attempts (nothing listens at its port): one e-mail sent
+    after the webhook was made is one delivery."""
+    resend.Emails.send({"from": "onboarding@resend.dev", "to": ["delivered@resend.dev"], "subject": "For the hook",
+                        "text": "Hello"})
+    page.goto(page.url.split("#")[0] + hook_hash)
+
+    def attempted():
+        page.reload()
+        page.locator("p.success").wait_for()
+        return page.locator("details.delivery table tbody tr").count() > 0
+    until(attempted, 60, "an attempt of the webhook")
+    page.locator("details.delivery summary").first.click()
+    return violations(page, f"{hook_hash}, a delivery's attempts")
+
+
+def shown_on_demand(page, email_hash: str, hashes: list[str]) -> list[str]:
     """What a page shows on a click: an e-mail's other tabs, the menu's drawer on a phone."""
     page.goto(page.url.split("#")[0] + email_hash)
     tablist = page.get_by_role("tablist", name="The e-mail's content")
@@ -92,6 +108,7 @@ def shown_on_demand(page, email_hash: str) -> list[str]:
     for tab in ("HTML", "Text", "Source as signed", "Attachments"):
         tablist.get_by_role("tab", name=tab).click()
         found += violations(page, f"{email_hash}, its {tab} tab")
+    found += webhook_attempts_shown(page, next(h for h in hashes if h.startswith("#/webhooks/")))
     page.set_viewport_size({"width": 375, "height": 740})
     page.get_by_role("button", name="Menu").click()
     page.get_by_role("navigation", name="Sections").get_by_role("link", name="Domains").wait_for(state="visible")
@@ -114,7 +131,7 @@ def test_every_page_passes_axe_in_both_themes(daemon, browser):
                   10, f"{hash_} shown")
             page.wait_for_timeout(250)
             found += violations(page, hash_)
-        found += shown_on_demand(page, next(h for h in hashes if h.startswith("#/emails/")))
+        found += shown_on_demand(page, next(h for h in hashes if h.startswith("#/emails/")), hashes)
         assert not found, f"{len(found)} accessibility violations:\n" + "\n".join(found)
 
     drive(browser, daemon, "a11y", walk, output=OUTPUT, viewport=(1280, 800))

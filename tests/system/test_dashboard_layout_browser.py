@@ -356,8 +356,9 @@ def filter_by_day(page) -> None:
 
 
 def webhook_deliveries(page, made: dict) -> None:
-    """A failed attempt is told in words with its payload as sent; the last 24 hours' share. (The
-    webhook hears of the e-mails sent after it was made: one more.)"""
+    """A failed attempt is told in words with its payload as sent, every attempt of it in a table;
+    Retry now makes one more at once; the last 24 hours' share. (The webhook hears of the e-mails
+    sent after it was made: one more.)"""
     resend.Emails.send({"from": "onboarding@resend.dev", "to": ["delivered@resend.dev"], "subject": "For the hook",
                         "text": "Hello"})
     page.get_by_label("Theme").select_option("auto")  # the system's, as fits sets it
@@ -378,6 +379,24 @@ def webhook_deliveries(page, made: dict) -> None:
     payload = json.loads(delivery.locator("pre.source").text_content())
     assert payload["type"] == "email.sent" and payload["data"]["email_id"]
     assert delivery.get_by_role("button", name=re.compile("^Copy the payload")).is_visible()
+    # Every attempt, with what went wrong in words (nothing listens at port 9), and Retry now.
+    attempts = delivery.get_by_role("table", name=re.compile("^Every attempt of this"))
+    first = attempts.locator("tbody tr").first
+    assert first.locator("td").nth(2).text_content() == "None"  # no HTTP status
+    assert "Connection refused" in first.locator("td").nth(4).text_content()
+    assert re.fullmatch(r"\d+ (ms|s)|\d+\.\d s", first.locator("td").nth(3).text_content())
+    made = attempts.locator("tbody tr").count()
+    event_id = delivery.get_attribute("data-event")
+    delivery.get_by_role("button", name="Retry now").click()
+
+    def retried():
+        page.reload()
+        opened = page.locator(f"details.delivery[data-event='{event_id}']")
+        opened.locator("summary").wait_for()
+        if not opened.evaluate("d => d.open"):
+            opened.locator("summary").click()
+        return opened.locator("table tbody tr").count() > made
+    until(retried, 30, "the retried attempt")
     problems: list[str] = []
     fits(page, "webhook-delivery", problems)
     assert not problems, "\n".join(problems)

@@ -101,18 +101,19 @@ def webhook_attempts_shown(page, hook_hash: str) -> list[str]:
 
 
 def shown_on_demand(page, email_hash: str, hashes: list[str]) -> list[str]:
-    """What a page shows on a click: an e-mail's other tabs, the menu's drawer on a phone."""
+    """What a page shows on a click: an e-mail's other tabs, the menu's drawer on a phone, a
+    webhook delivery's attempts."""
     page.goto(page.url.split("#")[0] + email_hash)
     tablist = page.get_by_role("tablist", name="The e-mail's content")
     found = []
     for tab in ("HTML", "Text", "Source as signed", "Attachments"):
         tablist.get_by_role("tab", name=tab).click()
         found += violations(page, f"{email_hash}, its {tab} tab")
-    found += webhook_attempts_shown(page, next(h for h in hashes if h.startswith("#/webhooks/")))
     page.set_viewport_size({"width": 375, "height": 740})
     page.get_by_role("button", name="Menu").click()
     page.get_by_role("navigation", name="Sections").get_by_role("link", name="Domains").wait_for(state="visible")
-    return found + violations(page, "the menu's drawer", widths=((375, 740),))
+    found += violations(page, "the menu's drawer", widths=((375, 740),))
+    return found + webhook_attempts_shown(page, next(h for h in hashes if h.startswith("#/webhooks/")))
 
 
 def test_every_page_passes_axe_in_both_themes(daemon, browser):

@@ -375,7 +375,7 @@ def webhook_deliveries(page, made: dict) -> None:
     assert "0 % delivered" in page.locator("p.success").text_content()
     delivery = page.locator("details.delivery", has=page.locator("summary .muted")).first
     delivery.locator("summary").click()
-    assert delivery.get_by_role("columnheader", name="What went wrong").count() == 1
+    assert delivery.get_by_role("columnheader", name="Error", exact=True).count() == 1
     payload = json.loads(delivery.locator("pre.source").text_content())
     assert payload["type"] == "email.sent" and payload["data"]["email_id"]
     assert delivery.get_by_role("button", name=re.compile("^Copy the payload")).is_visible()

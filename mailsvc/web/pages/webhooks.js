@@ -86,7 +86,7 @@ function deliveryDetails(d, path, status) {
         : null),
     retryRow(d, path, status),
     h("h4", "Attempts"),
-    d.attempts_made.length ? table(["#", "Time", "HTTP status", "Duration", "What went wrong", "Answer"],
+    d.attempts_made.length ? table(["#", "Time", "HTTP status", "Duration", "Error", "Answer"],
       d.attempts_made.map(attemptRow), `Every attempt of this ${d.event} delivery`)
       : h("p.muted", "No attempt yet."),
     h("h4", "Payload as sent"), h("pre.source", { tabindex: "0" }, body), copyButton(body, "Copy the payload"));

@@ -25,6 +25,7 @@ from mailsvc.config import Config, load
 from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
+from tests.helpers import knobs
 from tests.helpers.browser import browser, daemon  # noqa: F401 (fixtures: headless Chromium, a browser walk's node)
 from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
 from tests.helpers.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
@@ -38,6 +39,8 @@ from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook
 # The tests send to reserved names (example.com, *.example, *.test) routed to loopback peers:
 # nodes they start as processes (which inherit the environment) do not refuse them.
 os.environ.setdefault("MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS", "false")
+for _name, _value in knobs.NODE.items():  # and take the tests' knobs (tests/helpers/knobs.py)
+    os.environ.setdefault(_name, _value)
 
 TEMPLATE = "mailsvc_template"
 _numbers = itertools.count(1)
@@ -121,8 +124,9 @@ async def db(fresh_dsn):
 
 @pytest.fixture
 def config() -> Config:
-    """Defaults, but for the tests' addresses on reserved names (example.com), which they send to."""
-    return load(None, environ={"MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
+    """Defaults, but for the tests' addresses on reserved names (example.com), which they send to,
+    and the tests' knobs (tests/helpers/knobs.py)."""
+    return load(None, environ={**knobs.NODE, "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
 
 
 class Api:

@@ -181,12 +181,13 @@ def _loops_of(group: Group) -> Iterator[Loop]:
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str,
-             share: Share = Share()) -> Parts:
+             share: Share = Share(), submit_clock=None) -> Parts:
     """
     Every part of a node, each built after the parts it takes (one builder per feature, each
     returning its bundle and the services it runs); the routes are mounted in the order
     ``/openapi.json`` lists them. ``share``: this process's part of the node's delivery and
-    webhook limits (one of its workers: ``worker_share``).
+    webhook limits (one of its workers: ``worker_share``). ``submit_clock``: the clock the accept
+    path (``Submitter``) makes its e-mails' ids and times on, ``clock`` unless given.
     """
     metrics = Metrics()
     run_blocking = thread_pool_runner(clock)
@@ -217,7 +218,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     tests = TestAddresses(config.mail.test_domain.rstrip("."))
     domains = _domains(shared, signing_keys, tests)
     router.mount(ReadsResource(people.dashboard, dashboard_reads, domains.domains))
-    sending = sending_of(shared, domains.domains, content.templates, tests, people.keyring, limiter)
+    sending = sending_of(shared, domains.domains, content.templates, tests, people.keyring, limiter, submit_clock)
     broadcasts = broadcasts_of(shared, sending, domains.domains, content.spam)
     mta = delivery(shared, signing_keys, sending.submitter, sending.unsubscribes, tests)
     _mount_inbox(shared, mta, content.spam)

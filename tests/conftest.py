@@ -170,10 +170,16 @@ class Api:
         return created, created["api_key"]["token"]
 
 
+@pytest.fixture
+def assembly() -> dict:
+    """What ``api`` passes to ``compose.assemble`` beside its defaults (a module's own clock of the accept path)."""
+    return {}
+
+
 @pytest_twisted.async_yield_fixture
-async def api(db, config, tmp_path):
+async def api(db, config, tmp_path, assembly):
     operator_token = "op_" + secrets.token_urlsafe(16)
-    parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token)
+    parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token, **assembly)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
     app = Api(parts, port, operator_token)
     yield app

@@ -6,7 +6,6 @@ HTTP application assembled as the daemon assembles it, listening on loopback.
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
 import shutil
@@ -34,6 +33,7 @@ from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching 
 from tests.helpers.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
+from tests.helpers.spares import SpareDatabases
 from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook dispatch nodes)
 
 # The tests send to reserved names (example.com, *.example, *.test) routed to loopback peers:
@@ -43,7 +43,6 @@ for _name, _value in knobs.NODE.items():  # and take the tests' knobs (tests/hel
     os.environ.setdefault(_name, _value)
 
 TEMPLATE = "mailsvc_template"
-_numbers = itertools.count(1)
 
 
 def _dsn_with(dsn: str, dbname: str) -> str:
@@ -97,21 +96,22 @@ def template_dsn(pg_dsn):
     return dsn
 
 
+@pytest.fixture(scope="session")
+def spare_databases(pg_dsn, template_dsn):
+    """The tests' own databases, each cloned while the test before it ran (tests/helpers/spares.py)."""
+    spares = SpareDatabases(lambda: _admin(pg_dsn), TEMPLATE)
+    yield spares
+    spares.close()
+
+
 @pytest.fixture
-def fresh_dsn(pg_dsn, template_dsn):
+def fresh_dsn(pg_dsn, spare_databases):
     """The DSN of a database of this test's own, migrated."""
-    name = f"mailsvc_test_{os.getpid()}_{next(_numbers)}"
-    conn = _admin(pg_dsn)
-    with conn.cursor() as cur:
-        # FILE_COPY: half the time of PostgreSQL 15's default (WAL_LOG) for the migrated template
-        # (83 against 151 ms a database, measured), and every integration test makes one.
-        cur.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+    name = spare_databases.take()
     try:
         yield _dsn_with(pg_dsn, name)
     finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.close()
+        spare_databases.drop(name)
 
 
 @pytest_twisted.async_yield_fixture

@@ -47,7 +47,7 @@ from mailsvc.app.webhooks import DeliveryRetries, WebhookRegistry
 from mailsvc.broadcasting.fanout import Fanout
 from mailsvc.compose_delivery import Delivery, delivery
 from mailsvc.compose_sending import BroadcastsBundle, Sending, broadcasts_of, sending_of
-from mailsvc.compose_shared import Shared, Vaults, by_role, outside_of, vaults_of, woken
+from mailsvc.compose_shared import Shared, Vaults, by_role, outside_of, password_hasher, vaults_of, woken
 from mailsvc.config import Config
 from mailsvc.crypto import credentials, tls
 from mailsvc.delivery.returns import ReturnPath
@@ -182,12 +182,13 @@ def _loops_of(group: Group) -> Iterator[Loop]:
 
 
 def assemble(clock, config: Config, db: Database, master: bytes, operator_token: str,
-             share: Share = Share()) -> Parts:
+             share: Share = Share(), submit_clock=None) -> Parts:
     """
     Every part of a node, each built after the parts it takes (one builder per feature, each
     returning its bundle and the services it runs); the routes are mounted in the order
     ``/openapi.json`` lists them. ``share``: this process's part of the node's delivery and
-    webhook limits (one of its workers: ``worker_share``).
+    webhook limits (one of its workers: ``worker_share``). ``submit_clock``: the clock the accept
+    path (``Submitter``) makes its e-mails' ids and times on, ``clock`` unless given.
     """
     metrics = Metrics()
     run_blocking = thread_pool_runner(clock)
@@ -218,7 +219,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     tests = TestAddresses(config.mail.test_domain.rstrip("."))
     domains = _domains(shared, signing_keys, tests)
     router.mount(ReadsResource(people.dashboard, dashboard_reads, domains.domains))
-    sending = sending_of(shared, domains.domains, content.templates, tests, people.keyring, limiter)
+    sending = sending_of(shared, domains.domains, content.templates, tests, people.keyring, limiter, submit_clock)
     broadcasts = broadcasts_of(shared, sending, domains.domains, content.spam)
     mta = delivery(shared, signing_keys, sending.submitter, sending.unsubscribes, tests)
     _mount_inbox(shared, mta, content.spam)
@@ -273,8 +274,8 @@ def accounts_of(clock, config: Config, db: Database, master: bytes, vaults: Vaul
     dashboard = Dashboard(
         clock, db, credentials.derive(master, "dashboard-password-links"), credentials.derive(master, "dashboard-csrf"),
         SessionSettings(settings.session_idle, settings.session_lifetime, settings.link_lifetime),
-        run_blocking=run_blocking, throttle=throttle, keys=keyring, vault=vaults.two_factor,
-        link_caps=LinkCaps(settings.links_per_user_hour, settings.links_per_tenant_hour),
+        run_blocking=run_blocking, throttle=throttle, hasher=password_hasher(config), keys=keyring,
+        vault=vaults.two_factor, link_caps=LinkCaps(settings.links_per_user_hour, settings.links_per_tenant_hour),
     )
     return People(keyring, dashboard, Accounts(clock, db, keyring, config.api.rate_per_sec, ai))
 
@@ -286,7 +287,8 @@ def _router(clock, config: Config, db: Database, master: bytes, people: People, 
     audit_log = AuditLog(clock, db)
     operator_tokens = OperatorTokens(clock, db, credentials.derive(master, "operator-token-hmac"), audit_log)
     console = Console(clock, db, credentials.derive(master, "console-password-links"),
-                      credentials.derive(master, "console-csrf"), throttle, run_blocking, vault=vaults.two_factor)
+                      credentials.derive(master, "console-csrf"), throttle, run_blocking,
+                      hasher=password_hasher(config), vault=vaults.two_factor)
     router = Router(clock, access_kinds(keyring=people.keyring, limiter=limiter, operator_token=operator_token,
                                         public_origins=config.public.cors_origins, sessions=people.dashboard,
                                         dashboard_origins=config.dashboard.origins, operator_tokens=operator_tokens,

@@ -51,8 +51,9 @@ class Sending:
 
 
 def sending_of(shared: Shared, domains: Domains, templates: Templates, tests: TestAddresses, keyring: KeyRing,
-             limiter: RateLimiter) -> Sending:
+             limiter: RateLimiter, submit_clock=None) -> Sending:
     """
+    ``submit_clock``: the clock of the accept path's ids and times (the process's clock unless given).
     The one accept path (``Submitter``) behind ``POST /emails`` and SMTP submission, the
     e-mails' reads and the scheduled ones' release, and the one-click unsubscribe links.
     SMTP submission holds this process's share of the node's connection caps (at least one each).
@@ -64,7 +65,7 @@ def sending_of(shared: Shared, domains: Domains, templates: Templates, tests: Te
     schedules = Schedules(shared.run_blocking, config.api.date_languages)
     suppressed_for = suppressions.with_test_addresses(suppression_list.suppressed_for, tests)
     submitter = Submitter(
-        clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppressed_for,
+        submit_clock or clock, db, IdempotencyKeys(clock, db), domains.sending_domain, suppressed_for,
         lambda url, max_bytes, timeout: fetcher.get(url, max_bytes, timeout, allow_http=True),
         schedules, unsubscribes=unsubscribes, templates=templates.published,
         tests=TestSends(tests, config.mail.refuse_reserved_recipients), limits=MimeLimits.of(config.mail),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import argon2
 import attrs
 from twisted.application.service import IService
 from twisted.internet.interfaces import IResolver
@@ -55,6 +56,14 @@ def vaults_of(config: Config, master: bytes) -> Vaults:
     return Vaults(credentials.vault(master, old_masters, "webhook-secrets"),
                   credentials.vault(master, old_masters, "dkim-keys"),
                   credentials.vault(master, old_masters, "two-factor-secrets"))
+
+
+def password_hasher(config: Config) -> argon2.PasswordHasher:
+    """The hasher of the dashboard's and the console's passwords: argon2-cffi's defaults (argon2id,
+    RFC 9106's low-memory profile), or the cheapest (tests only)."""
+    if config.security.test_cheap_password_hashes:
+        return argon2.PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)  # argon2id's least
+    return argon2.PasswordHasher()
 
 
 @attrs.frozen

@@ -152,6 +152,9 @@ class SecurityConfig:
     test_extra_ports: tuple[str, ...] = setting((), "Tests only: ports brand import fetches beside 80 and 443.",
                                                 _bad_port)
     test_mta_sts_port: int = setting(0, "Tests only: the port MTA-STS policies are fetched from (0: 443).")
+    test_cheap_password_hashes: bool = setting(
+        False, "Tests only: dashboard and console passwords hashed with argon2id's cheapest parameters"
+               " (fast to check, weak against a stolen hash).")
 
 
 @_section

@@ -6,7 +6,6 @@ HTTP application assembled as the daemon assembles it, listening on loopback.
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
 import shutil
@@ -25,6 +24,7 @@ from mailsvc.config import Config, load
 from mailsvc.store.database import Database
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from mailsvc.store.migrate import migrate
+from tests.helpers import knobs
 from tests.helpers.browser import browser, daemon  # noqa: F401 (fixtures: headless Chromium, a browser walk's node)
 from tests.helpers.daemon import state  # noqa: F401 (a fixture: a daemon's state directory)
 from tests.helpers.dnsserver import dns_server  # noqa: F401 (a fixture: the loopback DNS server)
@@ -33,14 +33,16 @@ from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching 
 from tests.helpers.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
+from tests.helpers.spares import SpareDatabases
 from tests.helpers.webhooks import ca_file, rig  # noqa: F401 (fixtures: webhook dispatch nodes)
 
 # The tests send to reserved names (example.com, *.example, *.test) routed to loopback peers:
 # nodes they start as processes (which inherit the environment) do not refuse them.
 os.environ.setdefault("MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS", "false")
+for _name, _value in knobs.NODE.items():  # and take the tests' knobs (tests/helpers/knobs.py)
+    os.environ.setdefault(_name, _value)
 
 TEMPLATE = "mailsvc_template"
-_numbers = itertools.count(1)
 
 
 def _dsn_with(dsn: str, dbname: str) -> str:
@@ -94,21 +96,22 @@ def template_dsn(pg_dsn):
     return dsn
 
 
+@pytest.fixture(scope="session")
+def spare_databases(pg_dsn, template_dsn):
+    """The tests' own databases, each cloned while the test before it ran (tests/helpers/spares.py)."""
+    spares = SpareDatabases(lambda: _admin(pg_dsn), TEMPLATE)
+    yield spares
+    spares.close()
+
+
 @pytest.fixture
-def fresh_dsn(pg_dsn, template_dsn):
+def fresh_dsn(pg_dsn, spare_databases):
     """The DSN of a database of this test's own, migrated."""
-    name = f"mailsvc_test_{os.getpid()}_{next(_numbers)}"
-    conn = _admin(pg_dsn)
-    with conn.cursor() as cur:
-        # FILE_COPY: half the time of PostgreSQL 15's default (WAL_LOG) for the migrated template
-        # (83 against 151 ms a database, measured), and every integration test makes one.
-        cur.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+    name = spare_databases.take()
     try:
         yield _dsn_with(pg_dsn, name)
     finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.close()
+        spare_databases.drop(name)
 
 
 @pytest_twisted.async_yield_fixture
@@ -121,8 +124,9 @@ async def db(fresh_dsn):
 
 @pytest.fixture
 def config() -> Config:
-    """Defaults, but for the tests' addresses on reserved names (example.com), which they send to."""
-    return load(None, environ={"MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
+    """Defaults, but for the tests' addresses on reserved names (example.com), which they send to,
+    and the tests' knobs (tests/helpers/knobs.py)."""
+    return load(None, environ={**knobs.NODE, "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
 
 
 class Api:
@@ -166,10 +170,16 @@ class Api:
         return created, created["api_key"]["token"]
 
 
+@pytest.fixture
+def assembly() -> dict:
+    """What ``api`` passes to ``compose.assemble`` beside its defaults (a module's own clock of the accept path)."""
+    return {}
+
+
 @pytest_twisted.async_yield_fixture
-async def api(db, config, tmp_path):
+async def api(db, config, tmp_path, assembly):
     operator_token = "op_" + secrets.token_urlsafe(16)
-    parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token)
+    parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token, **assembly)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
     app = Api(parts, port, operator_token)
     yield app

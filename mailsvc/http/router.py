@@ -45,6 +45,7 @@ from mailsvc.http.access import (
 from mailsvc.http.access.base import Cors
 from mailsvc.http.context import Admission, Operator, context_of
 from mailsvc.http.errors import BODY_TOO_LARGE, MAIN, NATIVE, ApiError
+from mailsvc.http.rulemap import RouterApp
 from mailsvc.http.site import DEFAULT_BODY_LIMIT, MIB
 
 if TYPE_CHECKING:
@@ -176,7 +177,8 @@ class Router:
     """Registers the routes of resources, and serves each request through its route's access kind."""
 
     def __init__(self, clock, kinds: dict[str, Access], request_timeout: float = 60):
-        self.app = Klein()
+        #: Klein on a map whose rules share their compiled URL builders (``mailsvc.http.rulemap``).
+        self.app: Klein = RouterApp()
         self._clock = clock
         #: Each access kind's strategy, by the name a route gives (``mailsvc.http.access.access_kinds``).
         self._kinds = kinds

@@ -13,6 +13,7 @@ import pytest
 import pytest_twisted as pt
 
 from mailsvc.config import load
+from tests.helpers import knobs
 from tests.helpers.dashboard import PASSWORD, Session, cookie_of, link_token
 from tests.helpers.sending import BODY, sending_tenant
 
@@ -24,7 +25,7 @@ DARK_HTML = ("<style>body { color: #111 } @media (prefers-color-scheme: dark) { 
 def config(dns_server):
     """Names resolve through the test DNS server (a webhook's endpoint)."""
     dns_server.a("hooks.example.com", "8.8.8.8")
-    return dns_server.configure(load(None, environ={}))
+    return dns_server.configure(load(None, environ=knobs.NODE))
 
 
 async def owner_of_a_sending_account(api):

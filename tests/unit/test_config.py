@@ -1,8 +1,11 @@
 """The configuration loader and the twistd options."""
 
+import argon2
 import pytest
+from argon2.exceptions import VerifyMismatchError
 from twisted.python import usage
 
+from mailsvc.compose_shared import password_hasher
 from mailsvc.config import ConfigError, load
 from mailsvc.tap import Options, makeService
 
@@ -187,3 +190,20 @@ def test_the_engines_defaults_are_the_settings_defaults():
     settings = Settings("node", 25, b"key")
     assert (settings.lease_seconds, settings.batch, settings.max_in_flight) == (
         config.delivery.lease_seconds, config.delivery.batch, config.delivery.max_in_flight)
+
+
+def test_cheap_password_hashes_are_a_test_knob_off_by_default():
+    assert load(None, environ={}).security.test_cheap_password_hashes is False
+    default = password_hasher(load(None, environ={}))
+    cheap = password_hasher(load(None, environ={"MAILSVC_SECURITY_TEST_CHEAP_PASSWORD_HASHES": "true"}))
+    # Off, the hasher is argon2-cffi's own default.
+    assert default.hash("x").split("$")[3] == argon2.PasswordHasher().hash("x").split("$")[3] == "m=65536,t=3,p=4"
+    hashed = cheap.hash("correct horse battery")
+    assert hashed.startswith("$argon2id$v=19$m=8,t=1,p=1$")
+    # A cheap hash still verifies, and refuses any other password, with either hasher.
+    for hasher in (cheap, default):
+        assert hasher.verify(hashed, "correct horse battery")
+        with pytest.raises(VerifyMismatchError):
+            hasher.verify(hashed, "correct horse batterY")
+    # A node with the knob off hashes such a password again at its next sign-in.
+    assert default.check_needs_rehash(hashed) and not cheap.check_needs_rehash(hashed)

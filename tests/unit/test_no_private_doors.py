@@ -13,9 +13,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Private names a test module still reaches, each with why.
 ALLOWED = {
-    "tests/integration/test_partitions.py": {
-        "_clock": "the submitter's clock set back for one request (the ids of past months); the rest of"
-                  " the application keeps the reactor's time, its rate limits included"},
     "tests/helpers/outside.py": {"_disconnected": "twisted.web's Request: whether its client went away"},
     "tests/helpers/fake_ai.py": {"_disconnected": "twisted.web's Request: whether its client went away"},
 }

@@ -8,8 +8,9 @@ transaction's MAIL, RCPT and DATA go out in one write. On a plain TCP connection
 sent at once through the socket (``ITCPTransport.getHandle``) while the transport holds nothing
 unsent, rather than on the reactor's next turn (docs/decisions.md, "Outbound SMTP client").
 Timeouts and a transaction's deadline (``send(deadline=...)``) run on the injected clock. A
-reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH, drops the connection as a ConnectionFault (retried). With credentials (smarthost) the client
-authenticates after (STARTTLS and) EHLO, only over TLS unless plain text is allowed.
+reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH, drops the connection
+as a ConnectionFault (retried). With credentials (smarthost) the client authenticates after
+(STARTTLS and) EHLO, only over TLS unless plain text is allowed.
 """
 
 from __future__ import annotations

@@ -2,24 +2,28 @@
 The outbound SMTP client protocol: one connection (opened by the caller), many transactions.
 Twisted's ``SMTPClient`` is not used (docs/decisions.md, "Outbound SMTP client").
 
-The whole message is CRLF-normalised and dot-stuffed before any byte is written; replies are
-matched to commands through a FIFO, so with PIPELINING a transaction's MAIL, RCPT and DATA go
-out in one write. Timeouts and a transaction's deadline (``send(deadline=...)``) run on the
-injected clock. A reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH,
-drops the connection as a ConnectionFault (retried). With credentials (smarthost) the client
-authenticates after (STARTTLS and) EHLO, only over TLS unless plain text is allowed.
+The whole message is CRLF-normalised and dot-stuffed before any byte is written, and goes out
+in one write; replies are matched to commands through a FIFO, so with PIPELINING a
+transaction's MAIL, RCPT and DATA go out in one write. On a plain TCP connection each write is
+sent at once through the socket (``ITCPTransport.getHandle``) while the transport holds nothing
+unsent, rather than on the reactor's next turn (docs/decisions.md, "Outbound SMTP client").
+Timeouts and a transaction's deadline (``send(deadline=...)``) run on the injected clock. A
+reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH, drops the connection
+as a ConnectionFault (retried). With credentials (smarthost) the client authenticates after
+(STARTTLS and) EHLO, only over TLS unless plain text is allowed.
 """
 
 from __future__ import annotations
 
 import base64
 import re
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 import attrs
 from twisted.internet import defer
-from twisted.internet.interfaces import ISSLTransport, ITLSTransport
+from twisted.internet.interfaces import ISSLTransport, ITCPTransport, ITLSTransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 
@@ -29,7 +33,6 @@ OPPORTUNISTIC = "opportunistic"
 ENFORCED = "enforced"
 TLS_POLICIES = (OPPORTUNISTIC, ENFORCED)
 
-WRITE_CHUNK = 64 * 1024
 #: One reply (e.g. a multi-line EHLO answer) holds at most this many lines and bytes of text;
 #: real servers send tens of lines, a hostile one could send them forever.
 MAX_REPLY_LINES = 100
@@ -245,6 +248,12 @@ class OutboundSMTP(LineOnlyReceiver):
         self._finished = False
         self._connected = False
         self._closed_waiters: list[defer.Deferred] = []
+        #: The socket written to directly (``_write``); None once anything else may write.
+        self._socket: socket.socket | None = None
+        #: Within ``dataReceived``: the reply timer is set again once, after every line read
+        #: (``_replied``: a reply was matched meanwhile).
+        self._reading = False
+        self._replied = False
 
     # -- public -------------------------------------------------------------------------
 
@@ -298,7 +307,31 @@ class OutboundSMTP(LineOnlyReceiver):
 
     def sendLine(self, line: bytes):  # noqa: N802
         """Replies are split on LF (tolerating bare-LF servers); commands always end in CRLF."""
-        self.transport.write(line + b"\r\n")
+        self._write(line + b"\r\n")
+
+    def _write(self, data: bytes) -> None:
+        """
+        ``data`` sent now, in one system call, on a plain TCP connection whose transport holds
+        nothing unsent: the kernel takes it whole in the common case. What the socket does not
+        take (a full send buffer, an error the transport then finds and reports) goes to the
+        transport, and from then on every write does, so that the bytes stay in order. Over TLS
+        (the transport encrypts) and on any other transport, always the transport.
+        """
+        sock = self._socket
+        if sock is not None:
+            try:
+                sent = sock.send(data)
+            except OSError:
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self._socket = None
+        self.transport.write(data)
+
+    def _lose_connection(self) -> None:
+        self._socket = None
+        self.transport.loseConnection()
 
     def __repr__(self):
         user = f" user={self._auth[0]!r}" if self._auth else ""
@@ -311,9 +344,11 @@ class OutboundSMTP(LineOnlyReceiver):
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             no_delay(True)
+        self._socket = _plain_socket(self.transport)
         defer.Deferred.fromCoroutine(self._run())
 
     def connectionLost(self, reason=None):  # noqa: N802
+        self._socket = None
         self._cancel_timer()
         self._connected = False
         self._end(SMTPConnectionLost(reason))
@@ -325,7 +360,15 @@ class OutboundSMTP(LineOnlyReceiver):
         """Nothing more is read from a server whose connection is being dropped."""
         if self._aborted:
             return
-        super().dataReceived(data)
+        self._reading = True
+        try:
+            super().dataReceived(data)
+        finally:
+            self._reading = False
+        if self._replied:  # the timer runs for the reply now next in line, from now
+            self._replied = False
+            self._cancel_timer()
+            self._arm_timer()
 
     def lineLengthExceeded(self, line):  # noqa: N802
         self._abort(SMTPProtocolError(f"reply line longer than {self.MAX_LENGTH} bytes"))
@@ -355,6 +398,10 @@ class OutboundSMTP(LineOnlyReceiver):
             log.info("unexpected SMTP reply {code} {text}", code=code, text=texts[-1])
             return
         pending = self._pending.popleft()
+        if self._reading:
+            self._replied = True
+            pending.result.callback((code, texts))
+            return
         self._cancel_timer()
         pending.result.callback((code, texts))
         self._arm_timer()
@@ -397,7 +444,7 @@ class OutboundSMTP(LineOnlyReceiver):
     def _service_closing(self, texts: list[str]):
         self._end(SessionDeferral(to_reply(421, texts)))
         if self._connected:
-            self.transport.loseConnection()
+            self._lose_connection()
 
     def _abort(self, failure: Exception):
         self._cancel_timer()
@@ -405,6 +452,7 @@ class OutboundSMTP(LineOnlyReceiver):
         self._aborted = True
         self._buffer, self._lines = b"", []  # what a hostile server sent is let go at once
         if self._connected:
+            self._socket = None
             self.transport.abortConnection()
 
     def _deadline_passed(self, job: _Job):
@@ -472,7 +520,7 @@ class OutboundSMTP(LineOnlyReceiver):
             if self._ended is None:
                 self._ended = failure
                 if self._connected:
-                    self.transport.loseConnection()
+                    self._lose_connection()
         except Exception:
             log.failure("outbound SMTP session failed")
             self._abort(ConnectionFault("internal error in the SMTP client"))
@@ -494,6 +542,7 @@ class OutboundSMTP(LineOnlyReceiver):
             self.sendLine(b"STARTTLS")
             reply = await self._reply(self._expect("STARTTLS"))
             if reply.code == 220:
+                self._socket = None  # from here the transport encrypts every byte
                 self.transport.startTLS(self.tls_options)
                 self.encrypted = True
                 await self._hello()
@@ -605,7 +654,7 @@ class OutboundSMTP(LineOnlyReceiver):
 
     def _quit_now(self):
         self.sendLine(b"QUIT")
-        self.transport.loseConnection()
+        self._lose_connection()
 
     async def _transaction(self, job: _Job, must_reset: bool) -> bool:
         """Runs one transaction; True when it reached the end of data (no RSET needed)."""
@@ -668,8 +717,7 @@ class OutboundSMTP(LineOnlyReceiver):
             job.result.callback(_per_recipient(job.recipients, rcpt_replies, data_reply))
             return False
         payload = data_payload(message)
-        for start in range(0, len(payload), WRITE_CHUNK):
-            self.transport.write(payload[start:start + WRITE_CHUNK])
+        self._write(payload)
         final = await self._reply(self._expect("the end of data", self.data_timeout))
         job.result.callback(_per_recipient(job.recipients, rcpt_replies, final))
         return True
@@ -720,6 +768,15 @@ def _per_recipient(recipients, rcpt_replies, data_reply: Reply | None) -> Transa
         decisive = data_reply if reply.positive and data_reply is not None else reply
         results.append(RecipientResult(recipient, outcome_of(decisive), decisive, _class(decisive)))
     return TransactionResult(tuple(results))
+
+
+def _plain_socket(transport) -> socket.socket | None:
+    """The socket of a plain TCP transport, or None (TLS, or a transport that is no socket's)."""
+    if not ITCPTransport.providedBy(transport) or ISSLTransport.providedBy(transport):
+        return None
+    get_handle = getattr(transport, "getHandle", None)  # a fake may claim the interface only
+    handle = get_handle() if get_handle is not None else None
+    return handle if isinstance(handle, socket.socket) else None
 
 
 def _cancelling(result, timer):

@@ -184,3 +184,38 @@ async def test_sink_without_tls_gets_no_credentials(smtp_sink):  # noqa: F811 (t
     assert (recipient.outcome, recipient.deferral_class, recipient.reply.text) == (
         "deferred", "blocked", "smarthost offers no TLS; credentials not sent")
     assert smtp_sink.messages == []
+
+
+# -- writes straight to the socket on a plain connection ----------------------------------
+
+@pt.ensureDeferred
+async def test_plain_connection_writes_to_the_socket_and_falls_back_in_order(smtp_sink):  # noqa: F811
+    """
+    Without TLS every write goes straight to the socket while the transport holds nothing; a
+    message larger than the socket takes at once leaves the rest to the transport, and what
+    follows (the next transaction's commands) comes after it, in order, on the same connection.
+    """
+    smtp_sink.starttls = False
+    client = await connect_loopback(smtp_sink.port)
+    small = b"Subject: one\r\n\r\nfirst\r\n"
+    assert (await client.send("a@x.test", ["b@y.test"], small)).by_outcome("delivered") == ["b@y.test"]
+    large = b"Subject: two\r\n\r\n" + b"".join(b"%07d ." % n + b"x" * 60 + b"\r\n" for n in range(150_000))
+    third = b"Subject: three\r\n\r\n.third\r\n"
+    results = [client.send("a@x.test", ["c@y.test"], large), client.send("a@x.test", ["d@y.test"], third)]
+    outcomes = [(await r).by_outcome("delivered") for r in results]
+    await client.quit()
+    assert outcomes == [["c@y.test"], ["d@y.test"]]
+    assert [m.data for m in smtp_sink.messages] == [small, large, third]
+    assert smtp_sink.connections == 1 and not any(m.tls for m in smtp_sink.messages)
+
+
+@pt.ensureDeferred
+async def test_starttls_after_plain_writes_encrypts_everything_after(tls_server):
+    """The greeting's EHLO and STARTTLS go straight to the socket; everything after it, through TLS."""
+    port, cert_pem, delivery, servers = tls_server
+    client = await connect_loopback(port, tls_options=trusting(cert_pem, "mx.test"))
+    body = b"Subject: x\r\n\r\n" + (b"y" * 70 + b"\r\n") * 5_000
+    result = await client.send("a@x.test", ["b@y.test"], body)
+    await client.quit()
+    assert result.by_outcome("delivered") == ["b@y.test"] and client.encrypted
+    assert [m for _, _, m in delivery.messages] == [body]

@@ -187,8 +187,7 @@ def assemble(clock, config: Config, db: Database, master: bytes, operator_token:
     Every part of a node, each built after the parts it takes (one builder per feature, each
     returning its bundle and the services it runs); the routes are mounted in the order
     ``/openapi.json`` lists them. ``share``: this process's part of the node's delivery and
-    webhook limits (one of its workers: ``worker_share``). ``submit_clock``: the clock the accept
-    path (``Submitter``) makes its e-mails' ids and times on, ``clock`` unless given.
+    webhook limits (one of its workers: ``worker_share``); ``submit_clock``: the accept path's.
     """
     metrics = Metrics()
     run_blocking = thread_pool_runner(clock)
@@ -406,14 +405,13 @@ def _webhooks(shared: Shared, audit_log: AuditLog) -> Webhooks:
     (``per_endpoint`` is counted in PostgreSQL across nodes: whole). The first worker's
     dispatcher fans events out for the node, so one process, not every worker, is woken by
     every NOTIFY on "events"; a worker restarted after a crash takes the hand-over up again.
-    The dashboard's "retry now" of a delivery is mounted with them (a session's route only).
     """
     clock, db, outside, share = shared.clock, shared.db, shared.outside, shared.share
     registry = WebhookRegistry(clock, db, outside.addresses, shared.vaults.webhook_secrets)
     shared.router.mount(WebhooksResource(registry))
     settings = shared.config.webhooks
-    shared.router.mount(WebhookRetriesResource(
-        DeliveryRetries(clock, db, shared.throttle, audit_log, settings.retries_per_hour)))
+    retries = DeliveryRetries(clock, db, shared.throttle, audit_log, settings.retries_per_hour)
+    shared.router.mount(WebhookRetriesResource(retries))
     dispatcher = Dispatcher(
         clock, db, outside.fetcher, registry, settings.concurrency_per_endpoint, share.of_count(settings.max_in_flight),
         share.of_count(settings.host_concurrency), share.of_rate(settings.host_rate_per_sec),

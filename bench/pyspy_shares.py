@@ -38,7 +38,7 @@ GENERIC = [
     ("Twisted/Klein HTTP", r"twisted/web|klein/|werkzeug/|mailsvc/http/"),
     ("reactor/Deferreds/other Twisted", r"twisted/"),
 ]
-_RESUMED = re.compile(r"^(_inlineCallbacks|Deferred\._runCallbacks) \(twisted/internet/defer")
+RESUMED = re.compile(r"^(_inlineCallbacks|Deferred\._runCallbacks) \(twisted/internet/defer")
 
 
 def stacks(path: str):
@@ -56,7 +56,7 @@ def stacks(path: str):
 
 def group(frames: list[str]) -> str:
     for i in range(len(frames) - 1, -1, -1):
-        if _RESUMED.match(frames[i]):
+        if RESUMED.match(frames[i]):
             frames = frames[i + 1:]
             break
     if not frames:

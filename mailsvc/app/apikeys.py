@@ -21,7 +21,9 @@ from datetime import datetime
 import attrs
 
 from mailsvc import timefmt
+from mailsvc.app.audit import record
 from mailsvc.domain.apikeys import Creator, NewKey, Token, new_token, parse_token
+from mailsvc.domain.audit import ACTOR_PREFIXES, API_ACTOR_PREFIX
 from mailsvc.domain.errors import NotAllowed, NotFound
 from mailsvc.domain.paging import Page
 from mailsvc.domain.tenant import Tenant
@@ -49,6 +51,13 @@ class Caller:
     @property
     def full_access(self) -> bool:
         return self.permission == "full_access"
+
+    @property
+    def actor(self) -> str:
+        """Who the audit log says acted: the session's user, or the API key."""
+        if self.user_id is not None:
+            return ACTOR_PREFIXES["user"] + str(self.user_id)
+        return API_ACTOR_PREFIX + str(self.key_id)
 
 
 @attrs.frozen
@@ -155,7 +164,9 @@ class KeyRing:
         )
         return row, token
 
-    async def create(self, tenant_id: uuid.UUID, key: NewKey, creator: Creator) -> tuple[dict, Token]:
+    async def create(self, tenant_id: uuid.UUID, key: NewKey, creator: Creator,
+                     actor: str | None = None) -> tuple[dict, Token]:
+        """A new key; ``actor`` (who asked) is written to the audit log with it (``api_key.create``)."""
         if key.domain_id is not None:
             domain = await accounts.domain_of(self._db, tenant_id, key.domain_id)
             if domain is None:
@@ -165,7 +176,14 @@ class KeyRing:
                     f"domain_id: the domain {domain['name']} is not verified; verify it first",
                     reason="domain_not_verified",
                 )
-        return await self._db.run("create_api_key", self.issue, tenant_id, key, creator)
+
+        async def create(txn: Transaction) -> tuple[dict, Token]:
+            row, token = await self.issue(txn, tenant_id, key, creator)
+            if actor is not None:
+                await record(txn, self._clock.seconds(), actor, "api_key.create", **key_detail(tenant_id, row))
+            return row, token
+
+        return await self._db.run("create_api_key", create)
 
     async def list(self, tenant_id: uuid.UUID, page: Page) -> tuple[builtins.list[dict], bool]:
         rows, has_more = await accounts.list_keys(self._db, tenant_id, page)
@@ -181,11 +199,14 @@ class KeyRing:
             raise NotFound("API key")
         return row
 
-    async def revoke(self, tenant_id: uuid.UUID, key_id: uuid.UUID) -> None:
+    async def revoke(self, tenant_id: uuid.UUID, key_id: uuid.UUID, actor: str | None = None) -> None:
+        """The key goes; ``actor`` (who asked) is written to the audit log with it (``api_key.revoke``)."""
         async def delete(txn: Transaction) -> dict | None:
             row = await accounts.delete_key(txn, tenant_id, key_id)
             if row is not None:
                 accounts.notify_keys_changed(txn, tenant_id)
+                if actor is not None:
+                    await record(txn, self._clock.seconds(), actor, "api_key.revoke", **key_detail(tenant_id, row))
             return row
 
         row = await self._db.run("revoke_api_key", delete)
@@ -215,3 +236,8 @@ class KeyRing:
             for key_id, when in used.items():
                 self._used.setdefault(key_id, when)
             raise
+
+
+def key_detail(tenant_id: uuid.UUID, row: dict) -> dict:
+    """What the audit log keeps of an API key made or revoked (never its secret)."""
+    return {"tenant_id": str(tenant_id), "key_id": str(row["id"]), "name": row["name"], "prefix": row["prefix"]}

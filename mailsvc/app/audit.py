@@ -31,6 +31,13 @@ CONFIGURED_TOKEN_NAME = "operator"
 TOKEN_TAG = "opn_"
 
 
+async def record(txn: Transaction, seconds: float, actor: str, action: str, **detail) -> None:
+    """An entry written in the transaction of the change it records, at ``seconds``: how the
+    account's own changes (its keys, domains, members) are logged, with the account's
+    ``tenant_id`` in ``detail`` (what its Activity page reads)."""
+    await audit.write(txn, uuid7(seconds), timefmt.from_seconds(seconds), actor, action, None, None, detail)
+
+
 class AuditLog:
     def __init__(self, clock, db: Database):
         self._clock = clock

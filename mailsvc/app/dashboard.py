@@ -16,7 +16,7 @@ import argon2
 import attrs
 
 from mailsvc.app.apikeys import Caller, KeyRing
-from mailsvc.app.audit import Entry
+from mailsvc.app.audit import Entry, record
 from mailsvc.app.signin import Challenge, PasswordSignIn, People, SessionSettings, SignedIn
 from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.crypto.keyvault import KeyVault
@@ -110,7 +110,7 @@ class Dashboard(PasswordSignIn):
         """
         Remove a user of the account (their sessions end with them) and, if ``revoke_keys``, the
         API keys they made, in one transaction; the keys revoked (id, prefix) are returned.
-        Kept keys go on working, still showing who made them.
+        Kept keys go on working, still showing who made them. The removal is audited (``user.remove``).
         """
         _owner(caller)
         if user_id == caller.user_id:
@@ -121,6 +121,9 @@ class Dashboard(PasswordSignIn):
             row = await store.delete_user(txn, caller.tenant.id, user_id) if user_id else None
             if row is None:
                 raise NotFound("User")
+            await record(txn, self._clock.seconds(), caller.actor, "user.remove", **link_detail(row),
+                         revoked_keys=[{"key_id": str(k["id"]), "name": k["name"], "prefix": k["prefix"]}
+                                       for k in revoked])
             return revoked
 
         return await self._db.run("remove_user", remove)
@@ -239,8 +242,8 @@ class Dashboard(PasswordSignIn):
 
 
 def link_detail(row: dict) -> dict:
-    """What the audit log keeps of a user's set-password link."""
-    return {"tenant_id": str(row["tenant_id"]), "user_id": str(row["id"]), "email": row["email"]}
+    """What the audit log keeps of a user's set-password link (or removal)."""
+    return {"tenant_id": str(row["tenant_id"]), "user_id": str(row["id"]), "email": row["email"], "role": row["role"]}
 
 
 def _owner(caller: Caller) -> None:

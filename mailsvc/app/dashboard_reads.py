@@ -14,12 +14,13 @@ from datetime import datetime, timedelta
 
 from mailsvc import timefmt
 from mailsvc.app import messages
+from mailsvc.domain.audit import ActivityFilter, activity_actor
 from mailsvc.domain.errors import Invalid, NotFound
 from mailsvc.domain.paging import Page
 from mailsvc.domain.webhooks import payload
 from mailsvc.mail.inspection import as_dark
+from mailsvc.store import audit, emails, previews, segments, templates
 from mailsvc.store import dashboard as reads
-from mailsvc.store import emails, previews, segments, templates
 from mailsvc.store.database import Database
 
 #: A preview lives 10 minutes; at most this many are kept per account (oldest dropped first).
@@ -32,6 +33,12 @@ SEARCH_MOST = 50
 EMAIL_FILTERS = ("delivered", "bounced", "complained", "failed", "delivery_delayed", "scheduled", "suppressed",
                  "sent", "queued", "canceled")
 DELIVERIES_MOST = 50
+#: The entries of an account's activity shown at once.
+ACTIVITY_MOST = 50
+#: What an activity entry's detail keeps to itself: the account (it is the caller's); and where
+#: a sign-in came from (an owner's to see).
+_UNSHOWN = ("tenant_id",)
+_OWNERS_ONLY = ("client", "user_agent")
 
 
 _DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
@@ -123,6 +130,21 @@ class DashboardReads:
                                            "created_at": r["event_created_at"], "data": r["data"]})} for r in rows]
         day = await reads.webhook_outcomes(self._db, tenant_id, webhook_id, now - timedelta(hours=24))
         return shown, more, {name: int(day[name]) for name in ("delivered", "attempted", "succeeded", "made")}
+
+    async def activity(self, tenant_id: uuid.UUID, page: Page, found: ActivityFilter,
+                       owner: bool) -> tuple[list[dict], bool]:
+        """
+        A page of the account's activity, newest first (``store.audit.activity``): each entry's
+        id, time, action, who acted (``activity_actor``) and its detail as the log keeps it
+        (where a sign-in came from only for an ``owner``).
+        """
+        rows, more = await audit.activity(self._db, tenant_id, page, found)
+        hidden = _UNSHOWN if owner else (*_UNSHOWN, *_OWNERS_ONLY)
+        return [{
+            "id": row["id"], "at": row["at"], "action": row["action"],
+            "actor": activity_actor(row["actor"], row["actor_email"], row["actor_key"]),
+            "detail": {k: v for k, v in row["detail"].items() if k not in hidden},
+        } for row in rows], more
 
     async def segment_sizes(self, tenant_id: uuid.UUID) -> list[dict]:
         return await segments.sizes(self._db, tenant_id)

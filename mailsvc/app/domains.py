@@ -20,8 +20,10 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mailsvc import timefmt
+from mailsvc.app.audit import record
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.verify import check_records
+from mailsvc.domain.audit import SYSTEM_ACTOR
 from mailsvc.domain.domains import (
     CheckState,
     DkimKey,
@@ -230,7 +232,8 @@ class Domains:
 
     # The API
 
-    async def create(self, tenant_id: uuid.UUID, body: dict) -> DomainView:
+    async def create(self, tenant_id: uuid.UUID, body: dict, actor: str | None = None) -> DomainView:
+        """A new domain and its DKIM keys; ``actor`` (who asked) is written to the audit log with it."""
         new = new_domain(body)
         refused = self._settings.tests.not_a_sending_domain(new.name)
         if refused is not None:
@@ -276,6 +279,8 @@ class Domains:
                     txn, key_id, row["id"], pair.selector, pair.algorithm, pair.public_key,
                     self._keys.seal(key_id, pair.private_der), now,
                 ))
+            if actor is not None:
+                await record(txn, self._clock.seconds(), actor, "domain.create", **_audited(row))
             return row, keys
 
         try:
@@ -344,21 +349,30 @@ class Domains:
             raise NotFound("Domain")
         return row
 
-    async def delete(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> None:
+    async def delete(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, actor: str | None = None) -> None:
         """
         The domain, its keys and the API keys restricted to it go at once. Its emails keep
         their row with no domain (``emails.domain_id`` is set NULL), which is how the delivery
-        side knows not to deliver what is still queued (docs/decisions.md, Domains).
+        side knows not to deliver what is still queued (docs/decisions.md, Domains). ``actor``
+        (who asked) is written to the audit log with it.
         """
-        row = await self._db.run("delete_domain", store.delete_domain, tenant_id, domain_id)
+        async def delete(txn: Transaction) -> dict | None:
+            row = await store.delete_domain(txn, tenant_id, domain_id)
+            if row is not None and actor is not None:
+                await record(txn, self._clock.seconds(), actor, "domain.delete",
+                             **_audited({**row, "tenant_id": tenant_id}))
+            return row
+
+        row = await self._db.run("delete_domain", delete)
         self._sending.forget(tenant_id)
         if row is None:
             raise NotFound("Domain")
 
-    async def verify(self, tenant_id: uuid.UUID, domain_id: uuid.UUID) -> dict:
+    async def verify(self, tenant_id: uuid.UUID, domain_id: uuid.UUID, actor: str | None = None) -> dict:
         """
         Plan a check now. A domain that is not verified becomes ``pending`` with a fresh
-        verification window; a verified one stays verified while it is checked again.
+        verification window; a verified one stays verified while it is checked again. ``actor``
+        (who asked) is written to the audit log (``domain.check``).
         """
 
         async def plan(txn: Transaction):
@@ -368,6 +382,8 @@ class Domains:
             status = "verified" if row["status"] == "verified" else "pending"
             updated = await store.plan_check(txn, domain_id, status, self._now(), status == "pending")
             await self._status_changed(txn, row, status)
+            if actor is not None:
+                await record(txn, self._clock.seconds(), actor, "domain.check", **_audited(row))
             return updated
 
         row = await self._db.run("verify_domain", plan)
@@ -382,6 +398,10 @@ class Domains:
         reports nothing, the first event is the first check's outcome (from ``pending``). ``reason``: why a domain
         failed other than by its DNS records, added to the event.
         """
+        if status != row["status"] and status in ("verified", "failed"):
+            # The outcome of a check, in the account's activity (the service did it).
+            await record(txn, self._clock.seconds(), SYSTEM_ACTOR, f"domain.{status}",
+                         **_audited(row), **({"reason": reason} if reason is not None else {}))
         if status != row["status"] and row["status"] != "not_started":
             data = {"domain_id": str(row["id"]), "domain": row["name"], "status": status, "previous": row["status"]}
             if reason is not None:
@@ -473,3 +493,8 @@ _TAKEN = "name: the domain {} has already been added by another account"
 
 def _rate(part: int, whole: int) -> float | None:
     return None if not whole else round(part / whole, 4)
+
+
+def _audited(row: dict) -> dict:
+    """What the audit log keeps of a domain's change."""
+    return {"tenant_id": str(row["tenant_id"]), "domain_id": str(row["id"]), "domain": row["name"]}

@@ -147,7 +147,7 @@ def notify_keys_changed(txn: Transaction, tenant_id: uuid.UUID) -> None:
 
 async def delete_key(txn: Transaction, tenant_id: uuid.UUID, key_id: uuid.UUID) -> dict | None:
     return await txn.fetchone(
-        "DELETE FROM api_keys WHERE tenant_id = %s AND id = %s RETURNING id, prefix",
+        "DELETE FROM api_keys WHERE tenant_id = %s AND id = %s RETURNING id, prefix, name",
         (tenant_id, key_id),
     )
 
@@ -155,7 +155,7 @@ async def delete_key(txn: Transaction, tenant_id: uuid.UUID, key_id: uuid.UUID) 
 async def delete_keys_made_by(txn: Transaction, tenant_id: uuid.UUID, user_id: uuid.UUID) -> list[dict]:
     """Revoke every key of the account that ``user_id`` made."""
     return await txn.fetchall(
-        "DELETE FROM api_keys WHERE tenant_id = %s AND created_by_user_id = %s RETURNING id, prefix",
+        "DELETE FROM api_keys WHERE tenant_id = %s AND created_by_user_id = %s RETURNING id, prefix, name",
         (tenant_id, user_id),
     )
 

@@ -3,6 +3,7 @@
 // Each page is a module of pages/; this list is the navigation's order (a new page: its module
 // here, exporting ``nav`` and ``routes``; see ui.js).
 
+import * as activity from "/ui/pages/activity.js";
 import * as apiKeys from "/ui/pages/apikeys.js";
 import * as broadcasts from "/ui/pages/broadcasts.js";
 import * as builder from "/ui/pages/builder.js";
@@ -20,7 +21,7 @@ import * as templates from "/ui/pages/templates.js";
 import * as webhooks from "/ui/pages/webhooks.js";
 import { start } from "/ui/ui.js";
 
-start([signin, overview, emails, email, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, settings, security], {
+start([signin, overview, emails, email, inbox, domains, apiKeys, webhooks, suppressions, contacts, templates, builder, broadcasts, activity, settings, security], {
   // An account that requires two-factor sign-in: a member without it sets it up first.
   mustEnrol: (me) => me.two_factor_enrolment_required, enrolAt: "#/security",
 });

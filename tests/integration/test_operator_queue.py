@@ -257,7 +257,8 @@ async def test_the_tenants_list_and_audited_set_password_links(api):
     _, audit, _ = await api.json("GET", "/admin/v1/audit", bob["token"])
     link = audit["data"][0]
     assert (link["action"], link["actor"]) == ("user.link", "bob")
-    assert link["detail"] == {"tenant_id": corp["id"], "user_id": user["id"], "email": "owner@acme.example"}
+    assert link["detail"] == {"tenant_id": corp["id"], "user_id": user["id"], "email": "owner@acme.example",
+                              "role": "owner"}
 
     # A link issued from the dashboard (an invitation, a reset) is audited under the user who asked.
     tenant, _, owner = await signed_in(api, "boss@example.com")

@@ -66,7 +66,7 @@ def seed(page, daemon) -> list[str]:
     return ["#/", "#/emails", f"#/emails/{sent[0]['id']}", "#/inbox", f"#/inbox/{message['id']}", "#/domains",
             f"#/domains/{domain['id']}", "#/api-keys", "#/webhooks", f"#/webhooks/{hook['id']}", "#/contacts",
             f"#/contacts/{contact['id']}", "#/broadcasts", f"#/broadcasts/{broadcast['id']}", "#/templates",
-            f"#/templates/{template['id']}", "#/suppressions", "#/settings"]
+            f"#/templates/{template['id']}", "#/suppressions", "#/activity", "#/settings"]
 
 
 def violations(page, where: str, widths=((1280, 800), (375, 740))) -> list[str]:

@@ -132,7 +132,8 @@ def pages(made: dict) -> list[tuple[str, str, str]]:
             ("#/api-keys", "API keys", "api-keys"), ("#/webhooks", "Webhooks", "webhooks"),
             (f"#/webhooks/{made['webhook']}", "Webhook", "webhook"), ("#/suppressions", "Suppressions", "suppressions"),
             ("#/contacts", "Contacts and segments", "contacts"), ("#/templates", "Templates", "templates"),
-            ("#/broadcasts", "Broadcasts", "broadcasts"), ("#/settings", "Settings", "settings")]
+            ("#/broadcasts", "Broadcasts", "broadcasts"), ("#/activity", "Activity", "activity"),
+            ("#/settings", "Settings", "settings")]
 
 
 def edited_pages(made: dict) -> list[tuple[str, str | None, str]]:
@@ -219,6 +220,23 @@ def drawer_and_theme(page) -> None:
     page.get_by_label("Theme").select_option("auto")
     assert page.evaluate("localStorage.getItem('mailsvc.theme')") == "auto"
     assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == dark
+
+
+def activity(page) -> None:
+    """The Activity page tells what was done in words (the code in the tooltip), filtered in the hash."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    go(page, "#/activity", "Activity")
+    added = page.locator(".activity-what", has_text=f"added the domain mail.{LONG_LABEL}.example.com")
+    assert added.count() == 1
+    assert added.get_attribute("title").startswith("domain.create {")
+    assert page.locator(".activity-what", has_text="signed in").count() >= 1
+    page.get_by_label("Kind of action").select_option("domains")
+    page.wait_for_url("**#/activity?kind=domains")
+    page.get_by_role("heading", level=1, name="Activity").wait_for()
+    whats = page.locator(".activity-what").all_inner_texts()
+    assert whats and all("domain" in what for what in whats), whats
+    page.get_by_label("Member").select_option(index=1)
+    page.wait_for_url(re.compile(r"#/activity\?kind=domains&member=[\w-]+$"))
 
 
 def lists_first(page) -> None:
@@ -489,6 +507,7 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser, fresh_dsn):
         assert not problems, "\n".join(problems)
         filter_by_day(page)
         drawer_and_theme(page)
+        activity(page)
         lists_first(page)
         dark_preview(page, made)
         webhook_deliveries(page, made)

@@ -63,7 +63,8 @@ class ApiKeysResource:
                         {200: obj(("id", "token"), id=UUID, token=STR)},
                         {201: obj(("id", "token"), id=UUID, token=STR)}))
     async def create(self, request, caller: Caller):
-        row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id))
+        row, token = await self._keys.create(caller.tenant.id, new_key(read_json(request)), made_by(caller.user_id),
+                                             caller.actor)
         if context_of(request).surface == NATIVE:
             return Reply(201, {**_native(row), "token": str(token)})
         return {"object": "api_key", "id": str(row["id"]), "token": str(token)}
@@ -88,7 +89,7 @@ class ApiKeysResource:
            op=Operation("Revoke an API key", responses={200: DELETED}, native_responses={204: None}))
     async def delete(self, request, caller: Caller, key_id: str):
         parsed = _key_id(key_id)
-        await self._keys.revoke(caller.tenant.id, parsed)
+        await self._keys.revoke(caller.tenant.id, parsed, caller.actor)
         if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "api_key", "id": str(parsed), "deleted": True}

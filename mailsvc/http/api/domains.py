@@ -69,7 +69,7 @@ class DomainsResource:
                         {201: obj(("id", "name", "status", "records"), id=UUID, name=STR, status=STR,
                                   records={"type": "array"})}))
     async def create(self, request, caller: Caller):
-        view = await self._domains.create(caller.tenant.id, read_json(request))
+        view = await self._domains.create(caller.tenant.id, read_json(request), caller.actor)
         if context_of(request).surface == NATIVE:
             return Reply(201, {"object": "domain", **_full(view)})
         return Reply(201, _full(view))
@@ -98,7 +98,7 @@ class DomainsResource:
            op=Operation("Delete a domain", responses={200: DELETED}, native_responses={204: None}))
     async def delete(self, request, caller: Caller, domain_id: str):
         parsed = _domain_id(domain_id)
-        await self._domains.delete(caller.tenant.id, parsed)
+        await self._domains.delete(caller.tenant.id, parsed, caller.actor)
         if context_of(request).surface == NATIVE:
             return Reply(204)
         return {"object": "domain", "id": str(parsed), "deleted": True}
@@ -117,7 +117,7 @@ class DomainsResource:
     @route("POST", "/domains/<domain_id>/verify", access=FULL, native=True,
            op=Operation("Check a domain's DNS now", responses={200: RESOURCE}, native_responses={202: RESOURCE}))
     async def verify(self, request, caller: Caller, domain_id: str):
-        row = await self._domains.verify(caller.tenant.id, _domain_id(domain_id))
+        row = await self._domains.verify(caller.tenant.id, _domain_id(domain_id), caller.actor)
         if context_of(request).surface == NATIVE:
             return Reply(202, {"object": "domain", "id": str(row["id"]), "status": row["status"]})
         return {"object": "domain", "id": str(row["id"])}

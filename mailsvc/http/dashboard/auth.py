@@ -200,7 +200,7 @@ class AuthResource:
            op=Operation("Invite a user (owners only)", USER_BODY, {201: USER_LINK}, errors=(409,)))
     async def invite(self, request, caller: Caller):
         row, token = await self._dashboard.invite(caller, read_json(request),
-                                                  self._audit_log.entry(user_actor(caller), LINK))
+                                                  self._audit_log.entry(user_actor(caller), LINK, invited=True))
         link = set_password_link(self._public_url.of(request), token)
         return Reply(201, {**user_json(row), "set_password_url": link})
 

@@ -1,7 +1,7 @@
 """
 What a dashboard shows beyond the API's own resources (``/dashboard/*``): the overview's
-figures, an e-mail's timeline, the search of e-mails, a webhook's deliveries, and a domain's
-DMARC summary and live DNS answers. docs/decisions.md, "Dashboard".
+figures, an e-mail's timeline, the search of e-mails, a webhook's deliveries, a domain's
+DMARC summary and live DNS answers, and the account's activity. docs/decisions.md, "Dashboard".
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from datetime import datetime
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
 from mailsvc.app.dashboard import Dashboard
-from mailsvc.app.dashboard_reads import DELIVERIES_MOST, SEARCH_MOST, DashboardReads
+from mailsvc.app.dashboard_reads import ACTIVITY_MOST, DELIVERIES_MOST, SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
+from mailsvc.domain.audit import ACTIVITY_KINDS, activity_filter
 from mailsvc.domain.webhooks import ATTEMPT_ERRORS
 from mailsvc.http.dashboard.auth import id_or_not_found
 from mailsvc.http.operation import (
@@ -152,6 +153,28 @@ class ReadsResource:
             "attempts_made": [{**a, "at": timefmt.resource(datetime.fromisoformat(a["at"]))}
                               for a in r["attempts_made"]],
         } for r in rows]}
+
+    @route("GET", "/dashboard/activity", access=SESSION,
+           op=Operation(
+               "The account's activity, newest first, a page at a time (50 unless `limit` says): who made and revoked"
+               " keys, added and removed domains, invited and removed members, signed in; a domain's checks",
+               query=(("kind", {"enum": list(ACTIVITY_KINDS)}), ("member", UUID), *PAGE),
+               responses={200: {**LIST_ONLY, "properties": {**LIST_ONLY["properties"], "has_more": BOOL, "data": {
+                   "type": "array", "items": obj(
+                       ("id", "at", "action", "actor", "detail"), id=UUID, at=STR, action=STR, detail=OBJECT,
+                       actor=obj(("type",), type={"enum": ["user", "api_key", "operator", "system"]},
+                                 id=STR, email=NULLABLE_STR, name=NULLABLE_STR, removed=BOOL))}}}}))
+    async def activity(self, request, caller: Caller):
+        """
+        A page (``limit``, ``after`` and ``before`` as the API's lists) of what was done on the
+        account: the audit log's entries about it and its members' sign-ins; of one ``kind``
+        of action, by one ``member`` (a user's id). Where a sign-in came from is an owner's to see.
+        """
+        found = activity_filter(_arg(request, b"kind"), _arg(request, b"member"))
+        rows, more = await self._reads.activity(caller.tenant.id, page_of(request.args, ACTIVITY_MOST), found,
+                                                caller.role == "owner")
+        return {"object": "list", "has_more": more, "data": [
+            {**row, "id": str(row["id"]), "at": timefmt.resource(row["at"])} for row in rows]}
 
     @route("GET", "/dashboard/domains/<domain_id>/dmarc", access=SESSION,
            op=Operation("The domain's DMARC aggregate reports over the last 30 days",

@@ -116,6 +116,7 @@ async def run(reactor, args, root: Path) -> None:
 
     from mailsvc.app.accounts import Accounts
     from mailsvc.app.apikeys import KeyRing
+    from mailsvc.app.throttle import Throttle
     from mailsvc.app.webhooks import WebhookRegistry
     from mailsvc.crypto.keyvault import KeyVault
     from mailsvc.domain.webhooks import new_webhook
@@ -150,7 +151,7 @@ async def run(reactor, args, root: Path) -> None:
         await db.start()
         await migrate(db)
         keyring = KeyRing(reactor, db, secrets.token_bytes(32), "re", 10)
-        tenant, _, _ = await Accounts(reactor, db, keyring, 10).create_tenant({"name": "bench"})
+        tenant, _, _ = await Accounts(reactor, db, keyring, 10, Throttle(reactor, db)).create_tenant({"name": "bench"})
         addresses = PublicAddresses(reactor, Loopback(), allow_private=True)
         fetcher = Fetcher(reactor, addresses, ca_file, args.max_in_flight)
         registry = WebhookRegistry(reactor, db, addresses, KeyVault(secrets.token_bytes(32)))

@@ -276,7 +276,7 @@ def accounts_of(clock, config: Config, db: Database, master: bytes, vaults: Vaul
         run_blocking=run_blocking, throttle=throttle, hasher=password_hasher(config), keys=keyring,
         vault=vaults.two_factor, link_caps=LinkCaps(settings.links_per_user_hour, settings.links_per_tenant_hour),
     )
-    return People(keyring, dashboard, Accounts(clock, db, keyring, config.api.rate_per_sec, ai))
+    return People(keyring, dashboard, Accounts(clock, db, keyring, config.api.rate_per_sec, throttle, ai))
 
 
 def _router(clock, config: Config, db: Database, master: bytes, people: People, throttle: Throttle, run_blocking,

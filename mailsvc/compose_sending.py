@@ -78,7 +78,9 @@ def sending_of(shared: Shared, domains: Domains, templates: Templates, tests: Te
         keyring.authenticate, intake.accept_message, config.hostname,
         auth_failures=SmtpAuthFailures(shared.throttle, clock),
         max_connections=max(1, share.of_count(smtp.submission_max_connections)),
-        max_connections_per_client=max(1, share.of_count(smtp.submission_max_connections_per_client)),
+        # Not shared out: the kernel spreads one client's connections unevenly between the workers
+        # (docs/operations.md, "Limits of the public listeners").
+        max_connections_per_client=smtp.submission_max_connections_per_client,
         command_line_timeout=smtp.submission_command_timeout, session_timeout=smtp.submission_session_timeout,
     )
     release = Loop(clock, "release scheduled emails", SCHEDULE_RELEASE_SECONDS, emails.release_due,

@@ -107,7 +107,8 @@ class SmtpConfig:
     submission_max_connections: int = setting(1000, "Submission connections open at once on a node.",
                                               at_least(1))
     submission_max_connections_per_client: int = setting(
-        50, "Submission connections open at once from one client address (IPv6: one /64).", at_least(1))
+        50, "Submission connections open at once from one client address (IPv6: one /64), on each worker process.",
+        at_least(1))
     submission_command_timeout: int = setting(60, "Seconds one command line may take from its first byte.",
                                               at_least(1))
     submission_session_timeout: int = setting(1800, "Seconds a submission session may last.", at_least(1))

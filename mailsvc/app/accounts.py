@@ -23,13 +23,14 @@ WAITLIST = Limit(10, 6.0)
 
 
 class Accounts:
-    def __init__(self, clock, db: Database, keyring: KeyRing, api_rate_per_sec: int, ai: AiHelper | None = None):
+    def __init__(self, clock, db: Database, keyring: KeyRing, api_rate_per_sec: int, throttle: Throttle,
+                 ai: AiHelper | None = None):
         self._clock = clock
         self._ai = ai
         self._api_rate_per_sec = api_rate_per_sec
         self._db = db
         self._keyring = keyring
-        self._waitlist_throttle = Throttle(clock, db)
+        self._waitlist_throttle = throttle
 
     def _now(self):
         return timefmt.from_seconds(self._clock.seconds())

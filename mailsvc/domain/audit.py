@@ -56,13 +56,17 @@ class AuditFilter:
 def audit_filter(actor_kind: str | None, tenant_id: str | None) -> AuditFilter:
     if actor_kind is not None and actor_kind not in ACTOR_KINDS:
         raise Invalid("actor_kind", "actor_kind: one of " + ", ".join(ACTOR_KINDS))
-    parsed = None
-    if tenant_id is not None:
-        try:
-            parsed = uuid.UUID(tenant_id)
-        except ValueError:
-            raise Invalid("tenant_id", "tenant_id: a tenant's id (a UUID)") from None
-    return AuditFilter(actor_kind, parsed)
+    return AuditFilter(actor_kind, _optional_uuid("tenant_id", tenant_id, "a tenant's id"))
+
+
+def _optional_uuid(field: str, text: str | None, meaning: str) -> uuid.UUID | None:
+    """``text`` as a UUID (None stays None); anything else is refused as ``field``, saying its ``meaning``."""
+    if text is None:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise Invalid(field, f"{field}: {meaning} (a UUID)") from None
 
 
 @attrs.frozen
@@ -89,13 +93,7 @@ class ActivityFilter:
 def activity_filter(kind: str | None, member: str | None) -> ActivityFilter:
     if kind is not None and kind not in ACTIVITY_KINDS:
         raise Invalid("kind", "kind: one of " + ", ".join(ACTIVITY_KINDS))
-    parsed = None
-    if member is not None:
-        try:
-            parsed = uuid.UUID(member)
-        except ValueError:
-            raise Invalid("member", "member: a user's id (a UUID)") from None
-    return ActivityFilter(kind, parsed)
+    return ActivityFilter(kind, _optional_uuid("member", member, "a user's id"))
 
 
 def activity_actor(actor: str, email: str | None, key_name: str | None) -> dict:

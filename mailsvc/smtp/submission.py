@@ -38,8 +38,8 @@ MAX_HEADER_BYTES = 1024 * 1024
 #: client says EHLO at once. Then the idle timeout (RFC 5321 §4.5.3.2's 5 minutes) applies.
 FIRST_COMMAND_TIMEOUT = 30
 #: Connections a process holds at once, in all and from one client (an address; IPv6 by /64):
-#: each may hold a message of up to MAX_MESSAGE_BYTES in memory. A node's are its workers'
-#: shares of ``smtp.submission_max_connections`` and ``..._per_client``.
+#: each may hold a message of up to MAX_MESSAGE_BYTES in memory. A node's workers share out
+#: ``smtp.submission_max_connections``; each allows ``..._per_client`` whole.
 MAX_CONNECTIONS = 1000
 MAX_CONNECTIONS_PER_CLIENT = 50
 #: Seconds one command line may take from its first byte to its end: the idle timeout restarts

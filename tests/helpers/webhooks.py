@@ -9,8 +9,6 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, reactor, task
 
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
@@ -20,6 +18,7 @@ from mailsvc.outside.fetch import Fetcher
 from mailsvc.store import events
 from mailsvc.store.database import Database
 from mailsvc.webhooks.dispatcher import DRAIN_SECONDS, Dispatcher
+from tests.helpers.tenants import new_tenant
 
 
 class CountingFetcher(Fetcher):
@@ -108,10 +107,7 @@ class Rig:
 
 
 async def webhook_tenant(clock, db, name="t"):
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
-        {"name": name}
-    )
-    return tenant.id
+    return (await new_tenant(clock, db, name=name)).id
 
 
 @pytest.fixture

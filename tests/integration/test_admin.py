@@ -4,11 +4,12 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc.app.accounts import WAITLIST, Accounts
+from mailsvc.app.accounts import WAITLIST
 from mailsvc.domain.clients import network_of
 from mailsvc.domain.errors import RateLimited
 from mailsvc.domain.tenant import PLANS
 from mailsvc.http.waitlist import spreadsheet_text
+from tests.helpers.tenants import accounts_for
 
 
 @pt.ensureDeferred
@@ -192,14 +193,14 @@ def test_clients_count_by_network(host, network):
 
 @pt.ensureDeferred
 async def test_waitlist_is_rate_limited_per_client_on_every_node(db, api):
-    accounts = Accounts(task.Clock(), db, api.parts.keyring, 10)
+    accounts = accounts_for(task.Clock(), db, api.parts.keyring)
     for i in range(WAITLIST.burst):
         assert await accounts.join_waitlist(f"u{i}@example.com", "192.0.2.1") == f"u{i}@example.com"
     with pytest.raises(RateLimited):
         await accounts.join_waitlist("late@example.com", "192.0.2.1")
     with pytest.raises(RateLimited):  # invalid addresses count too
         await accounts.join_waitlist("not an address", "192.0.2.1")
-    another_node = Accounts(task.Clock(), db, api.parts.keyring, 10)
+    another_node = accounts_for(task.Clock(), db, api.parts.keyring)
     with pytest.raises(RateLimited) as refused:  # every node counts on the one database
         await another_node.join_waitlist("late@example.com", "192.0.2.1")
     assert refused.value.retry_after == 6

@@ -13,6 +13,7 @@ from mailsvc.app.apikeys import KeyRing
 from mailsvc.domain.apikeys import API, NewKey
 from tests.conftest import Api
 from tests.helpers.sdk import call
+from tests.helpers.tenants import accounts_for
 
 
 @pt.ensureDeferred
@@ -178,9 +179,7 @@ async def test_revocation_reaches_another_node_within_the_cache_time(db):
     secret = b"k" * 32
     node_a = KeyRing(clock, db, secret, "re", cache_seconds=10)
     node_b = KeyRing(clock, db, secret, "re", cache_seconds=10)
-    from mailsvc.app.accounts import Accounts
-
-    tenant, row, token = await Accounts(clock, db, node_a, 10).create_tenant({"name": "t"})
+    tenant, row, token = await accounts_for(clock, db, node_a).create_tenant({"name": "t"})
     assert await node_b.authenticate(str(token)) is not None
     await node_a.revoke(tenant.id, row["id"])
     assert await node_a.authenticate(str(token)) is None
@@ -194,9 +193,7 @@ async def test_revocation_reaches_another_node_within_the_cache_time(db):
 async def test_only_an_hmac_of_the_secret_is_stored(db):
     clock = task.Clock()
     ring = KeyRing(clock, db, b"s" * 32, "re", cache_seconds=10)
-    from mailsvc.app.accounts import Accounts
-
-    tenant, _, token = await Accounts(clock, db, ring, 10).create_tenant({"name": "t"})
+    tenant, _, token = await accounts_for(clock, db, ring).create_tenant({"name": "t"})
     _, second = await ring.create(tenant.id, NewKey("n", "full_access", None), API)
     rows = await db.fetchall("SELECT * FROM api_keys")
     dump = repr(rows)

@@ -10,13 +10,12 @@ import pytest_twisted as pt
 from twisted.internet import defer, reactor, task
 
 from mailsvc import timefmt
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.domains import Domains, Settings, SigningKeys
 from mailsvc.crypto.keyvault import KeyVault
 from mailsvc.dns.resolver import build_resolver
 from mailsvc.domain.testaddresses import TestAddresses
 from tests.helpers.domainsupport import MX_HOST, SPF_INCLUDE
+from tests.helpers.tenants import new_tenant
 
 WINDOW = 72 * 3600
 DAY = 86400
@@ -31,9 +30,7 @@ def node(clock, db, dns_server) -> Domains:
 
 
 async def tenant(clock, db, plan="scale"):
-    accounts = Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10)
-    created, _, _ = await accounts.create_tenant({"name": "t", "plan": plan})
-    return created.id
+    return (await new_tenant(clock, db, plan=plan)).id
 
 
 def publish(dns_server, domains_view, skip=()):

@@ -4,18 +4,15 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import task
 
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
 from mailsvc.store import events
+from tests.helpers.tenants import new_tenant
 
 
 @pt.ensureDeferred
 async def test_event_is_written_with_its_change_or_not_at_all(db):
     clock = task.Clock()
     clock.advance(1_800_000_000)
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
-        {"name": "t"}
-    )
+    tenant = await new_tenant(clock, db)
 
     async def change(txn, fail):
         await events.record(txn, clock, tenant.id, "domain.updated", {"status": "pending"})

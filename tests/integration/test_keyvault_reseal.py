@@ -13,8 +13,6 @@ import pytest_twisted as pt
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from twisted.internet import task
 
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
 from mailsvc.app.resealing import reseal
 from mailsvc.app.webhooks import WebhookRegistry, secret_bound_to
 from mailsvc.crypto import credentials
@@ -22,6 +20,7 @@ from mailsvc.crypto.keyvault import NONCE_BYTES
 from mailsvc.domain.webhooks import new_webhook
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.store import domains as domain_rows
+from tests.helpers.tenants import new_tenant
 
 OLD, NEW = b"o" * 32, b"n" * 32
 
@@ -35,9 +34,7 @@ def _legacy(key: bytes, plaintext: bytes, bound_to: bytes, nonce: bytes | None =
 @pt.ensureDeferred
 async def test_a_start_reseals_every_stored_secret_under_the_current_key(db):
     clock = task.Clock()
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
-        {"name": "t"}
-    )
+    tenant = await new_tenant(clock, db)
     addresses = PublicAddresses(clock, None, allow_private=True)
     before = credentials.vault(OLD, (), "webhook-secrets")
     webhook, secret = await WebhookRegistry(clock, db, addresses, before).create(

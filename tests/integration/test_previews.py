@@ -5,17 +5,15 @@ from __future__ import annotations
 import pytest_twisted as pt
 from twisted.internet import reactor, task
 
-from mailsvc.app.accounts import Accounts
-from mailsvc.app.apikeys import KeyRing
 from mailsvc.store import previews
 from mailsvc.store.database import Database
+from tests.helpers.tenants import new_tenant
 
 
 async def _tenant(db, name):
     clock = task.Clock()
     clock.advance(1_800_000_000)
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant({"name": name})
-    return tenant.id
+    return (await new_tenant(clock, db, name=name)).id
 
 
 @pt.ensureDeferred

@@ -13,14 +13,14 @@ from mailsvc.http.site import Site
 from mailsvc.ids import uuid7
 from mailsvc.metrics import Metrics
 from mailsvc.store.database import DatabaseUnavailable
+from tests.helpers.tenants import accounts_for
 
 
 async def _tenant(db, clock):
-    from mailsvc.app.accounts import Accounts
     from mailsvc.app.apikeys import KeyRing
 
     ring = KeyRing(clock, db, b"k" * 32, "re", 10)
-    tenant, _, _ = await Accounts(clock, db, ring, 10).create_tenant({"name": "t"})
+    tenant, _, _ = await accounts_for(clock, db, ring).create_tenant({"name": "t"})
     return tenant
 
 

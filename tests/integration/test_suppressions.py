@@ -14,6 +14,7 @@ from mailsvc.app import suppressions
 from mailsvc.domain.suppression import normal_form
 from mailsvc.store import suppressions as suppression_rows
 from tests.helpers.sdk import call
+from tests.helpers.tenants import new_tenant
 
 
 async def _tenant_id(api, key) -> uuid.UUID:
@@ -320,14 +321,9 @@ async def test_suppressed_for_in_one_query_on_the_database_or_in_a_transaction(a
 
 @pt.ensureDeferred
 async def test_add_keeps_one_record_and_honours_the_strength_order(db):
-    from mailsvc.app.accounts import Accounts
-    from mailsvc.app.apikeys import KeyRing
-
     clock = task.Clock()
     clock.advance(1_800_000_000)
-    tenant, _, _ = await Accounts(clock, db, KeyRing(clock, db, b"k" * 32, "re", 10), 10).create_tenant(
-        {"name": "t"}
-    )
+    tenant = await new_tenant(clock, db)
     first_email, second_email, third_email = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 
     async def add(address, origin, source_id=None):

@@ -13,6 +13,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 import pytest_twisted as pt
 import standardwebhooks
@@ -38,6 +39,25 @@ async def _hook(rig, node, tenant_id, host="hooks.example.com", port=None):
     url = f"https://{host}:{port or rig.https_receiver.number}/hook"
     row, secret = await node.registry.create(tenant_id, new_webhook({"endpoint": url, "events": ["domain.updated"]}))
     return row, secret
+
+
+@attrs.frozen
+class Member:
+    """A member signed in to the dashboard, a dispatching node and one webhook of the member's account."""
+
+    session: object
+    tenant_id: uuid.UUID
+    node: object
+    hook: dict
+    secret: str
+
+
+async def _member_with_hook(api, rig) -> Member:
+    tenant, _, session = await signed_in(api)
+    tenant_id = uuid.UUID(tenant["id"])
+    node = rig.node()
+    hook, secret = await _hook(rig, node, tenant_id)
+    return Member(session, tenant_id, node, hook, secret)
 
 
 def _catch_up(rig) -> None:
@@ -74,10 +94,8 @@ def _signed_by(secret: str, request) -> bool:
 
 @pt.ensureDeferred
 async def test_each_attempt_is_kept_with_its_status_duration_answer_and_error(api, rig):
-    tenant, _, session = await signed_in(api)
-    tenant_id = uuid.UUID(tenant["id"])
-    node = rig.node()
-    row, _ = await _hook(rig, node, tenant_id)
+    member = await _member_with_hook(api, rig)
+    session, tenant_id, node, row = member.session, member.tenant_id, member.node, member.hook
     # 2 KB is kept: the cut after byte 2048 falls inside the é, which is left out.
     long_answer = b"boom\x00" + b"x" * 2042 + "é".encode() + b"y" * 500
     rig.receiver.replies = [Reply(500, {}, long_answer), Reply(200, {}, b"ok")]
@@ -140,10 +158,8 @@ async def test_attempts_without_an_answer_say_why_in_kinds(api, rig, dns_server)
 
 @pt.ensureDeferred
 async def test_retry_now_sends_a_pending_delivery_at_once_with_its_id_and_a_new_signature(api, rig):
-    tenant, _, session = await signed_in(api)
-    tenant_id = uuid.UUID(tenant["id"])
-    node = rig.node()
-    row, secret = await _hook(rig, node, tenant_id)
+    member = await _member_with_hook(api, rig)
+    session, tenant_id, node, row, secret = member.session, member.tenant_id, member.node, member.hook, member.secret
     rig.receiver.replies = [Reply(500, {}, b"down")]
     event_id = await rig.event(tenant_id=tenant_id)
     await node.run()
@@ -179,10 +195,8 @@ async def test_retry_now_sends_a_pending_delivery_at_once_with_its_id_and_a_new_
 
 @pt.ensureDeferred
 async def test_retry_now_gives_a_failed_delivery_one_more_attempt(api, rig):
-    tenant, _, session = await signed_in(api)
-    tenant_id = uuid.UUID(tenant["id"])
-    node = rig.node()
-    row, secret = await _hook(rig, node, tenant_id)
+    member = await _member_with_hook(api, rig)
+    session, tenant_id, node, row, secret = member.session, member.tenant_id, member.node, member.hook, member.secret
     rig.receiver.default = Reply(503, {}, b"still down")
     event_id = await rig.event(tenant_id=tenant_id)
     await node.run()
@@ -210,10 +224,8 @@ async def test_retry_now_gives_a_failed_delivery_one_more_attempt(api, rig):
 
 @pt.ensureDeferred
 async def test_a_disabled_webhooks_delivery_is_not_retried_and_it_receives_nothing(api, rig):
-    tenant, _, session = await signed_in(api)
-    tenant_id = uuid.UUID(tenant["id"])
-    node = rig.node()
-    row, _ = await _hook(rig, node, tenant_id)
+    member = await _member_with_hook(api, rig)
+    session, tenant_id, node, row = member.session, member.tenant_id, member.node, member.hook
     rig.receiver.default = Reply(500)
     event_id = await rig.event(tenant_id=tenant_id)
     await node.run()
@@ -246,10 +258,8 @@ async def test_a_disabled_webhooks_delivery_is_not_retried_and_it_receives_nothi
 
 @pt.ensureDeferred
 async def test_retries_are_capped_per_account(api, rig):
-    tenant, _, session = await signed_in(api)
-    tenant_id = uuid.UUID(tenant["id"])
-    node = rig.node()
-    row, _ = await _hook(rig, node, tenant_id)
+    member = await _member_with_hook(api, rig)
+    session, tenant_id, node, row = member.session, member.tenant_id, member.node, member.hook
     rig.receiver.default = Reply(500)
     event_id = await rig.event(tenant_id=tenant_id)
     await node.run()

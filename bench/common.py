@@ -76,6 +76,14 @@ def require(tools: tuple[str, ...], script: str) -> None:
             raise SystemExit(f"{tool} is not installed: run {script}, which installs it")
 
 
+def run_bench(bench) -> None:
+    """``bench.run()``, then ``bench.close()`` (which stops what it started) however the run ends."""
+    try:
+        bench.run()
+    finally:
+        bench.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Processes: CPU and RSS
 

@@ -100,11 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         return delivery.serve(args.serve)
     common.require(("smtp-sink", "strace"), "bench/delivery.sh (and apt-get install -y strace)")
-    bench = Bench(args)
-    try:
-        bench.run()
-    finally:
-        bench.close()
+    common.run_bench(Bench(args))
 
 
 if __name__ == "__main__":

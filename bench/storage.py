@@ -144,11 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=int, default=1800)
     args = parser.parse_args(argv)
     common.require(("smtp-sink",), "bench/delivery.sh")
-    bench = Bench(args)
-    try:
-        bench.run()
-    finally:
-        bench.close()
+    common.run_bench(Bench(args))
 
 
 if __name__ == "__main__":

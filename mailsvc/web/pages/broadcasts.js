@@ -37,7 +37,7 @@ const BROADCASTS_PAGE = 50;
 /** The segment a new broadcast goes to; with no segment yet, what to do first, in words. */
 function segmentField(segments) {
   if (!segments.length) {
-    return h("div.field", h("p.muted#no-segment", { id: "no-segment" }, "There is no segment yet: a broadcast goes to the contacts of a segment. ",
+    return h("div.field", h("p#no-segment.muted", "There is no segment yet: a broadcast goes to the contacts of a segment. ",
       h("a", { href: "#/contacts" }, "Make one on the Contacts and segments page"), " (New segment), then come back."));
   }
   return field("Segment", h("select", { name: "segment_id", required: true }, segments.map((s) =>
@@ -126,7 +126,7 @@ function draftOf(form) {
 function draftEditor(ui, b, path, sizes) {
   const html = h("textarea.code", { name: "html", rows: 10, spellcheck: "false" }, b.html || "");
   const menu = h("select", {}, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
-  const status = h("div.save-state#draft-state", { id: "draft-state" });
+  const status = h("div#draft-state.save-state");
   const segments = sizes.some((s) => s.id === b.segment_id) ? sizes : [{ id: b.segment_id, name: "(its segment)", contacts: 0 }, ...sizes];
   const node = h("form.draft",
     h("div.inline", field("Name", ui.input("name", { value: b.name || "", maxlength: 256 })),
@@ -154,12 +154,12 @@ function draftEditor(ui, b, path, sizes) {
   });
   node.addEventListener("submit", (event) => { event.preventDefault(); edits.flush(); });
   node.append(h("div.row.save-bar", h("button.primary", { type: "submit" }, "Save draft"), undo, status));
-  return { card: h("section.card#edit", { id: "edit" }, h("h2", "Edit"), node), edits };
+  return { card: h("section#edit.card", h("h2", "Edit"), node), edits };
 }
 
 /** A scheduled broadcast is not edited (its PATCH is refused): back to a draft first. */
 function scheduledCard(ui, path) {
-  return h("section.card#edit", { id: "edit" }, h("h2", "Edit"),
+  return h("section#edit.card", h("h2", "Edit"),
     h("p.muted", "A scheduled broadcast cannot be changed. Cancelling the schedule makes it a draft again, to edit and send or schedule anew."),
     ui.action("Cancel the schedule to edit", async () => { await post(`${path}/cancel`); ui.route(); }, "primary"));
 }
@@ -237,7 +237,7 @@ async function broadcastPage(ui, id) {
   const chart = h("div#stats", { id: "stats" }, statsChart(b.stats || {}));
   const status = h("span#bc-status", { id: "bc-status" }, badge(b.status));
   const cancel = ui.action("Cancel", async () => { await post(`${path}/cancel`); ui.route(); }, "danger small");
-  const cancelWhy = h("p.muted#cancel-why", { id: "cancel-why" });
+  const cancelWhy = h("p#cancel-why.muted");
   // Cancel follows the state as the page refreshes (a queued broadcast may be canceled, a sent one not).
   const showCancel = (state) => {
     const why = CANCEL_WHY[state];

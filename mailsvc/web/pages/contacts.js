@@ -79,7 +79,7 @@ function segmentForm() {
 }
 
 function segmentsCard(segments, newSegment) {
-  return h("section.card#segments", { id: "segments" }, h("h2", "Segments"), newSegment,
+  return h("section#segments.card", h("h2", "Segments"), newSegment,
     wide(table(["Name", "Created", ""], segments.map((s) => {
       const name = input("name", { value: s.name, maxlength: 256, "aria-label": `New name for segment ${s.name}` });
       return h("tr", h("td", name), h("td.nowrap", ago(s.created_at)),

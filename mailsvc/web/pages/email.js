@@ -40,7 +40,8 @@ function detailsCard(email, more) {
     h("dt", "Idempotency key"), h("dd", more.idempotency_key ? copyable(more.idempotency_key, "Copy key")
       : h("span.muted", "None (or expired: keys live 24 hours)")),
     h("dt", "Tags"), h("dd", tags.length ? tags : h("span.muted", "None")),
-    rows.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)])));
+    rows.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k),
+      h("dd", typeof v === "string" ? [clip(v), " ", copyButton(v, `Copy ${k}`)] : v)])));
 }
 
 function sourcePanel(more) {

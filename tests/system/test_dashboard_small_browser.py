@@ -29,7 +29,8 @@ ENDPOINT = f"https://127.0.0.1:9/hooks/{LONG_LABEL}/mailsvc/events"
 CLIPPED = """(selector) => [...document.querySelectorAll(selector)].filter((n) => n.checkVisibility()).map((n) => {
   const text = document.createRange();
   text.selectNodeContents(n);
-  return [n.title, n.scrollWidth > n.clientWidth, new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size];
+  const lines = new Set([...text.getClientRects()].map((r) => Math.round(r.top)));
+  return [n.title, n.scrollWidth > n.clientWidth, lines.size];
 })"""
 
 

@@ -39,6 +39,7 @@ const SENTENCES = {
   },
   "user.sign_in": (by) => `${by} signed in`,
   "user.two_factor_reset": (by, d) => `${by} turned off two-factor sign-in for ${d.email}`,
+  "webhook_delivery.retry": webhookRetry,
   "tenant.create": (by, d) => `${by} created the account${d.name ? ` ${quoted(d.name)}` : ""}`,
   "tenant.update": (by, d) => {
     const changed = d.changes && typeof d.changes === "object" ? Object.keys(d.changes) : [];
@@ -46,11 +47,21 @@ const SENTENCES = {
   },
 };
 
-/** A webhook's retry, by whatever name its writer gives it ("webhook.retry", "webhook_delivery.retry"). */
+/** What a retried delivery had come to before the retry (the detail's ``was`` and ``attempts``). */
+function retriedFrom(d) {
+  const attempts = Number.isInteger(d.attempts) ? d.attempts : null;
+  if (attempts === 0) return " (no attempt had been made yet)";
+  const after = attempts === null ? "" : ` after ${plural(attempts, "attempt", "attempts")}`;
+  if (d.was === "failed") return ` (it had failed${after})`;
+  if (d.was === "pending") return ` (it was still pending${after})`;
+  return after ? ` (${after.trim()})` : "";
+}
+
+/** A webhook's "retry now" (mailsvc/app/webhooks.py writes its detail: webhook_id, event_id, was, attempts). */
 function webhookRetry(by, d) {
-  const what = d.event || d.type;
-  const where = d.url || d.endpoint;
-  return `${by} retried a webhook delivery${what ? ` of ${what}` : ""}${where ? ` to ${where}` : ""}`;
+  const what = d.event_id ? `the delivery of event ${d.event_id}` : "a webhook delivery";
+  const where = d.webhook_id ? ` to webhook ${d.webhook_id}` : "";
+  return `${by} retried ${what}${where}${retriedFrom(d)}`;
 }
 
 /** An entry as a sentence (no full stop): known actions in words, any other as who and its code. */
@@ -60,7 +71,6 @@ export function sentence(entry) {
   const action = String(entry.action || "");
   const say = SENTENCES[action];
   if (say) return say(by, detail, (entry.actor || {}).type === "system");
-  if (action.startsWith("webhook") && action.includes("retr")) return webhookRetry(by, detail);
   return `${by}: ${action || "(no action)"}`;
 }
 

@@ -47,6 +47,10 @@ export function shell(current, ...content) {
   ];
 }
 
+/** The open drawer's close (focus back on its Menu button), or null: Escape closes it wherever
+ *  the focus is (one listener, on the document, for every page drawn). */
+let closeDrawer = null;
+
 /** On a small screen the navigation is a drawer: the Menu button opens it (focus on its first
  *  link), and it closes again by the button, Escape, or a link followed. A link to the page shown
  *  reads it again. */
@@ -54,11 +58,12 @@ function drawer(toggle, nav) {
   const show = (open, focus) => {
     nav.classList.toggle("open", open);
     toggle.setAttribute("aria-expanded", String(open));
+    closeDrawer = open ? () => show(false, true) : null;
     if (open && focus) nav.querySelector("a").focus();
     if (!open && focus) toggle.focus();
   };
+  closeDrawer = null;  // a page drawn anew starts with its drawer closed
   toggle.addEventListener("click", () => show(!nav.classList.contains("open"), true));
-  nav.addEventListener("keydown", (event) => { if (event.key === "Escape") show(false, true); });
   nav.addEventListener("click", (event) => {
     const link = event.target.closest("a");
     if (!link) return;
@@ -83,18 +88,27 @@ export function heading(title, ...tools) {
 }
 
 /** A list page's "New …" button and the card it opens: the page opens on its list, the form
- *  hidden until asked for (open at once when the list is still empty: it is what to do next). */
+ *  hidden until asked for (open at once when the list is still empty: it is what to do next).
+ *  Escape in the card closes it, focus back on the button. */
 export function opener(label, card, open = false) {
   if (!card.id) card.id = `new-${label.toLowerCase().replace(/[^a-z]+/g, "-")}`;
   card.hidden = !open;
   const button = h("button.primary", { type: "button", "aria-expanded": String(open), "aria-controls": card.id }, label);
+  const show = (shown) => {
+    card.hidden = !shown;
+    button.setAttribute("aria-expanded", String(shown));
+  };
   button.addEventListener("click", () => {
-    card.hidden = !card.hidden;
-    button.setAttribute("aria-expanded", String(!card.hidden));
+    show(card.hidden);
     if (!card.hidden) {
       const first = card.querySelector("input, select, textarea");
       if (first) first.focus();
     }
+  });
+  card.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented) return;
+    show(false);
+    button.focus();
   });
   return button;
 }
@@ -329,6 +343,10 @@ export function start(modules, site = {}) {
   PAGES = modules.flatMap((m) => m.routes || []);
   OPEN = modules.flatMap((m) => m.openRoutes || []);
   window.addEventListener("hashchange", route);
+  // A modal dialog open takes Escape itself (the browser closes it, focus back where it was).
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && closeDrawer && !document.querySelector("dialog[open]")) closeDrawer();
+  });
   window.addEventListener("beforeunload", (event) => {
     if (unsaved && unsaved()) { event.preventDefault(); event.returnValue = ""; }
   });

@@ -35,8 +35,13 @@ test("each kind of action is a sentence in words", () => {
     "The operator created the account 'Acme'");
   assert.equal(said("tenant.update", { changes: { daily_quota: 9, plan: "scale" } }, { type: "operator", name: "o@ops.test" }),
     "The operator o@ops.test changed the account's settings (daily_quota, plan)");
-  assert.equal(said("webhook.retry", { event: "email.delivered", url: "https://hooks.acme.test/in" }),
-    "ana@acme.test retried a webhook delivery of email.delivered to https://hooks.acme.test/in");
+  const retried = { webhook_id: "wh_1", event_id: "evt_9", tenant_id: "t1" };
+  assert.equal(said("webhook_delivery.retry", { ...retried, was: "failed", attempts: 3 }),
+    "ana@acme.test retried the delivery of event evt_9 to webhook wh_1 (it had failed after 3 attempts)");
+  assert.equal(said("webhook_delivery.retry", { ...retried, was: "pending", attempts: 1 }),
+    "ana@acme.test retried the delivery of event evt_9 to webhook wh_1 (it was still pending after 1 attempt)");
+  assert.equal(said("webhook_delivery.retry", { ...retried, was: "pending", attempts: 0 }),
+    "ana@acme.test retried the delivery of event evt_9 to webhook wh_1 (no attempt had been made yet)");
   assert.equal(said("webhook_delivery.retry", {}), "ana@acme.test retried a webhook delivery");
 });
 

@@ -10,6 +10,7 @@ import { addressList } from "/ui/autosave.js";
 import { PLACEHOLDERS, insertPlaceholder } from "/ui/placeholders.js";
 import * as ui from "/ui/ui.js";
 import { reasonText } from "/ui/words.js";
+import { progressOf } from "/ui/broadcast.js";
 
 const OUTCOMES = ["delivered", "bounced", "complained", "suppressed", "failed", "delivery_delayed"];
 const COLOURS = { delivered: "#16a34a", bounced: "#dc2626", complained: "#9333ea", suppressed: "#6b7280", failed: "#b91c1c", delivery_delayed: "#d97706" };
@@ -32,6 +33,16 @@ function insertAtCursor(area, text) {
 }
 
 const BROADCASTS_PAGE = 50;
+
+/** The segment a new broadcast goes to; with no segment yet, what to do first, in words. */
+function segmentField(segments) {
+  if (!segments.length) {
+    return h("div.field", h("p#no-segment.muted", "There is no segment yet: a broadcast goes to the contacts of a segment. ",
+      h("a", { href: "#/contacts" }, "Make one on the Contacts and segments page"), " (New segment), then come back."));
+  }
+  return field("Segment", h("select", { name: "segment_id", required: true }, segments.map((s) =>
+    h("option", { value: s.id }, `${s.name} (${s.contacts.toLocaleString("en")} contacts)`))));
+}
 
 async function broadcastsPage(ui, query) {
   const state = listState(query);
@@ -59,8 +70,7 @@ async function broadcastsPage(ui, query) {
       });
       location.hash = `#/broadcasts/${made.id}`;
     }, h("div.inline", field("Name", ui.input("name", { maxlength: 256 })),
-      field("Segment", h("select", { name: "segment_id", required: true }, sizes.data.map((s) =>
-        h("option", { value: s.id }, `${s.name} (${s.contacts.toLocaleString("en")} contacts)`))))),
+      segmentField(sizes.data)),
     h("div.inline", field("From", ui.input("from", { required: true, list: "bc-from", value: verified[0] ? `news@${verified[0]}` : "" }),
       verified.length ? `Verified domains: ${verified.join(", ")}` : "No verified domain yet"),
     h("datalist#bc-from", { id: "bc-from" }, verified.map((d) => h("option", { value: `news@${d}` }))),
@@ -95,13 +105,12 @@ function statsChart(stats) {
 }
 
 function progressView(b) {
-  const total = b.progress ? b.progress.total : b.recipients || 0;
-  const done = b.progress ? b.progress.done : b.status === "sent" ? total : 0;
-  const pct = total ? Math.floor((done / total) * 100) : b.status === "sent" ? 100 : 0;
+  const shown = progressOf(b);
+  if (shown.words) return h("div#progress", { id: "progress" }, h("p#progress-text.muted", { id: "progress-text" }, shown.words));
   const waiting = b.wait_until ? h("p.warn", `Paused (${(b.wait_reason || "").replace("_", " ")}) until ${when(b.wait_until)}.`) : null;
   return h("div#progress", { id: "progress" },
-    h("progress", { max: 100, value: pct, "aria-label": "Sending progress" }),
-    h("p#progress-text", { id: "progress-text", "aria-live": "polite" }, `${done.toLocaleString("en")} / ${total.toLocaleString("en")} written (${pct} %)`),
+    h("progress", { max: 100, value: shown.pct, "aria-label": "Sending progress" }),
+    h("p#progress-text", { id: "progress-text", "aria-live": "polite" }, shown.text),
     waiting);
 }
 
@@ -117,7 +126,7 @@ function draftOf(form) {
 function draftEditor(ui, b, path, sizes) {
   const html = h("textarea.code", { name: "html", rows: 10, spellcheck: "false" }, b.html || "");
   const menu = h("select", {}, PLACEHOLDERS.map(([v, label]) => h("option", { value: v }, label)));
-  const status = h("div.save-state#draft-state", { id: "draft-state" });
+  const status = h("div#draft-state.save-state");
   const segments = sizes.some((s) => s.id === b.segment_id) ? sizes : [{ id: b.segment_id, name: "(its segment)", contacts: 0 }, ...sizes];
   const node = h("form.draft",
     h("div.inline", field("Name", ui.input("name", { value: b.name || "", maxlength: 256 })),
@@ -145,12 +154,12 @@ function draftEditor(ui, b, path, sizes) {
   });
   node.addEventListener("submit", (event) => { event.preventDefault(); edits.flush(); });
   node.append(h("div.row.save-bar", h("button.primary", { type: "submit" }, "Save draft"), undo, status));
-  return { card: h("section.card#edit", { id: "edit" }, h("h2", "Edit"), node), edits };
+  return { card: h("section#edit.card", h("h2", "Edit"), node), edits };
 }
 
 /** A scheduled broadcast is not edited (its PATCH is refused): back to a draft first. */
 function scheduledCard(ui, path) {
-  return h("section.card#edit", { id: "edit" }, h("h2", "Edit"),
+  return h("section#edit.card", h("h2", "Edit"),
     h("p.muted", "A scheduled broadcast cannot be changed. Cancelling the schedule makes it a draft again, to edit and send or schedule anew."),
     ui.action("Cancel the schedule to edit", async () => { await post(`${path}/cancel`); ui.route(); }, "primary"));
 }
@@ -228,7 +237,7 @@ async function broadcastPage(ui, id) {
   const chart = h("div#stats", { id: "stats" }, statsChart(b.stats || {}));
   const status = h("span#bc-status", { id: "bc-status" }, badge(b.status));
   const cancel = ui.action("Cancel", async () => { await post(`${path}/cancel`); ui.route(); }, "danger small");
-  const cancelWhy = h("p.muted#cancel-why", { id: "cancel-why" });
+  const cancelWhy = h("p#cancel-why.muted");
   // Cancel follows the state as the page refreshes (a queued broadcast may be canceled, a sent one not).
   const showCancel = (state) => {
     const why = CANCEL_WHY[state];
@@ -243,7 +252,8 @@ async function broadcastPage(ui, id) {
     b.scheduled_at ? h("p#scheduled", { id: "scheduled" }, `Scheduled for ${when(b.scheduled_at)} (${b.scheduled_at} UTC).`) : null,
     b.failure ? h("p.error", { role: "alert" }, `${reasonText(b.failure)}.`) : null,
     editor ? editor.card : b.status === "scheduled" ? scheduledCard(ui, path) : null,
-    h("section.card", h("h2", "Progress"), progress, h("h3", "Deliveries by outcome"), chart),
+    h("section.card", h("h2", "Progress"), progress,
+      progressOf(b).words ? null : [h("h3", "Deliveries by outcome"), chart]),
     previewCard(ui, path, members.data, saved),
     sendCard(ui, b, path, saved),
     h("section.card", h("h2", "Actions"), cancel, cancelWhy,

@@ -52,11 +52,13 @@ async function contactsPage(query) {
   h("p", h("label.check", h("input", { type: "checkbox", name: "unsubscribed" }), "Unsubscribed")),
   h("button.primary", { type: "submit" }, "Add contact")));
   const empty = !q && !segment && !state.after && !state.before && !list.data.length;
-  return shell("#/contacts", heading("Contacts and segments", opener("New contact", card, empty)), card,
+  const newSegment = segmentForm();
+  return shell("#/contacts", heading("Contacts and segments", opener("New contact", card, empty),
+    opener("New segment", newSegment, !segmentsList.length)), card,
     h("section#contact-list.card", h("h2", "Contacts"), search, listed,
       pager("Pages of contacts", pagesOf("#/contacts", state, list.data, list.has_more))),
     importCard(segmentsList, refresh),
-    segmentsCard(segmentsList));
+    segmentsCard(segmentsList, newSegment));
 }
 
 function contactsTable(items, caption) {
@@ -67,13 +69,17 @@ function contactsTable(items, caption) {
   caption ? "No contact matches." : "No contact yet: add one below or import a CSV file."));
 }
 
-function segmentsCard(segments) {
-  return h("section.card", h("h2", "Segments"),
-    form(async (data) => {
-      await post("/dashboard/segments", { name: data.get("name") });
-      route();
-    }, h("div.inline", field("New segment name", input("name", { required: true, maxlength: 256 })),
-      h("button.primary", { type: "submit" }, "Create segment"))),
+/** The form of a new segment, hidden behind the page's "New segment" until asked for. */
+function segmentForm() {
+  return h("div#new-segment", { id: "new-segment" }, form(async (data) => {
+    await post("/dashboard/segments", { name: data.get("name") });
+    route();
+  }, h("div.inline", field("New segment name", input("name", { required: true, maxlength: 256 })),
+    h("button.primary", { type: "submit" }, "Create segment"))));
+}
+
+function segmentsCard(segments, newSegment) {
+  return h("section#segments.card", h("h2", "Segments"), newSegment,
     wide(table(["Name", "Created", ""], segments.map((s) => {
       const name = input("name", { value: s.name, maxlength: 256, "aria-label": `New name for segment ${s.name}` });
       return h("tr", h("td", name), h("td.nowrap", ago(s.created_at)),
@@ -85,7 +91,7 @@ function segmentsCard(segments) {
             // A list filtered on the segment just deleted has nothing left to show.
             if (location.hash.includes(s.id)) location.hash = "#/contacts"; else route();
           }, "danger small")));
-    }), "Segments (deleting one keeps its contacts)", "No segment yet: a segment is a list of contacts a broadcast goes to.")));
+    }), "Segments (deleting one keeps its contacts)", "No segment yet: a segment is a list of contacts a broadcast goes to (New segment).")));
 }
 
 function importCard(segments, refresh) {

@@ -5,7 +5,7 @@
 
 import { get } from "/ui/api.js";
 import { mailPreview } from "/ui/content.js";
-import { ago, badge, copyable, h, table } from "/ui/dom.js";
+import { ago, badge, clip, copyButton, copyable, h, table } from "/ui/dom.js";
 import { answerOf, detailOf } from "/ui/events.js";
 import { shell, tabs } from "/ui/ui.js";
 
@@ -15,7 +15,8 @@ function timeline(events) {
     const answer = answerOf(e.data), detail = detailOf(e.data);
     const to = e.data && e.data.to ? [].concat(e.data.to).join(", ") : null;
     return h("li", badge(String(e.type).replace(/^email\./, "")), " ", ago(e.created_at),
-      to ? h("span.muted", ` ${to}`) : null, detail ? h("span.muted", ` · ${detail}`) : null,
+      to ? [" ", clip(to, "span.muted.to"), " ", copyButton(to, "Copy address")] : null,
+      detail ? h("span.muted", ` · ${detail}`) : null,
       answer ? h("pre.answer", { title: "The receiving server's answer" }, answer) : null);
   }));
 }
@@ -25,7 +26,7 @@ function statusCard(email, events) {
     h("span.muted", "since "), ago(events.data.length ? events.data[events.data.length - 1].created_at : email.created_at)),
   timeline(events),
   table(["Recipient", "Delivery", "Attempts", "Last answer"], events.deliveries.map((d) => h("tr",
-    h("td", d.recipient), h("td", badge(d.status)), h("td", String(d.attempts)), h("td", d.last_response || "—")))));
+    h("td.nowrap", clip(d.recipient), " ", copyButton(d.recipient, "Copy address")), h("td", badge(d.status)), h("td", String(d.attempts)), h("td", d.last_response || "—")))));
 }
 
 function detailsCard(email, more) {
@@ -39,7 +40,8 @@ function detailsCard(email, more) {
     h("dt", "Idempotency key"), h("dd", more.idempotency_key ? copyable(more.idempotency_key, "Copy key")
       : h("span.muted", "None (or expired: keys live 24 hours)")),
     h("dt", "Tags"), h("dd", tags.length ? tags : h("span.muted", "None")),
-    rows.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k), h("dd", v)])));
+    rows.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", k),
+      h("dd", typeof v === "string" ? [clip(v), " ", copyButton(v, `Copy ${k}`)] : v)])));
 }
 
 function sourcePanel(more) {

@@ -80,7 +80,7 @@ function draftOf(form, vars, builder) {
 /** The draft, edited in place: saved a second after the typing stops ("Save draft" saves at
  *  once), with its state, and Undo back to the previous saved value. */
 function draftCard(t, path, vars, html, verified, drawSamples) {
-  const status = h("div.save-state#draft-state", { id: "draft-state" });
+  const status = h("div#draft-state.save-state");
   const node = h("form.draft",
     h("div.inline", field("Name", ui.input("name", { value: t.name, required: true })),
       field("Alias", ui.input("alias", { value: t.alias || "" }))),

@@ -95,6 +95,26 @@ export function setRuns(block, runs) {
   }
 }
 
+/** The link a typed address makes: ``{href}`` for an http(s) URL with a host, a mailto: one or a
+ *  {{{PLACEHOLDER}}}, else ``{error}`` saying why, as the server's check of a run's link does
+ *  (mailsvc/domain/documents.py, LINK_SCHEMES). */
+export function linkOf(given) {
+  const text = String(given).trim();
+  if (!text) return { error: "Type the link's address (https://…, mailto:…)." };
+  if (/^\{\{\{[\w|. -]+\}\}\}$/.test(text)) return { href: text };
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text);
+  const kind = scheme ? scheme[1].toLowerCase() : null;
+  if (!["https", "http", "mailto"].includes(kind)) {
+    return { error: `Only https://, http:// and mailto: links go in an e-mail${kind ? ` (not ${kind}:)` : ""}.` };
+  }
+  if (/[\s<>"\\]/.test(text)) return { error: "A link has no spaces, quotes or angle brackets." };
+  let url;
+  try { url = new URL(text); } catch { return { error: "This is not a valid address." }; }
+  if (kind !== "mailto" && !url.hostname) return { error: "The address needs a host (https://example.com/…)." };
+  if (kind === "mailto" && text.length <= "mailto:".length) return { error: "Name an address after mailto:." };
+  return { href: text };
+}
+
 /** Black or white, whichever reads better on the colour ``hex`` (#rrggbb): WCAG's relative luminance. */
 export function inkOn(hex) {
   const channel = (i) => {

@@ -175,7 +175,7 @@ function mark(command) {
 class LinkForm {
   constructor() {
     this.url = h("input", { type: "text", inputmode: "url", autocomplete: "off", spellcheck: "false" });
-    this.said = h("p.error", { role: "alert" });
+    this.said = h("p.refusal", { role: "alert" });
     this.node = h("form.linkform", { hidden: true, "aria-label": "Link" }, field("Link URL", this.url), h("div.inline",
       h("button.primary.small", { type: "submit" }, "Apply link"),
       h("button.secondary.small", { type: "button", onclick: () => this.done("unlink") }, "Remove link"),

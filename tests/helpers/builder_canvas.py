@@ -150,10 +150,18 @@ class BuilderCanvas:
             node.dispatch_event("change")
 
     def undo(self, keyboard: bool = False) -> None:
-        self.page.keyboard.press("Control+z") if keyboard else self.page.get_by_role("button", name="Undo").click()
+        """Undo: Ctrl+Z where the focus is, or the Undo button."""
+        if keyboard:
+            self.page.keyboard.press("Control+z")
+        else:
+            self.page.get_by_role("button", name="Undo").click()
 
     def redo(self, keyboard: bool = False) -> None:
-        self.page.keyboard.press("Control+Shift+z") if keyboard else self.page.get_by_role("button", name="Redo").click()
+        """Redo: Ctrl+Shift+Z where the focus is, or the Redo button."""
+        if keyboard:
+            self.page.keyboard.press("Control+Shift+z")
+        else:
+            self.page.get_by_role("button", name="Redo").click()
 
     def rendered(self) -> None:
         """Waits for the preview to show the document as it is."""

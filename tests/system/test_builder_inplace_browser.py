@@ -209,6 +209,7 @@ def look(page, builder) -> None:
         for scheme in ("light", "dark"):
             page.set_viewport_size({"width": width, "height": 900})
             page.emulate_media(color_scheme=scheme)
+            page.evaluate("window.scrollTo(0, 0)")  # the sticky marks bar and side pane where they start
             page.wait_for_timeout(300)
             page.screenshot(path=str(OUTPUT / f"builder-{width}-{scheme}.png"), full_page=True)
             seen = page.evaluate("""() => {

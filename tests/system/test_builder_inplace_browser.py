@@ -22,19 +22,24 @@ from tests.helpers.builder_canvas import BuilderCanvas
 OUTPUT = output_dir("builder-inplace")
 
 
+def on_the_builder(browser, node, dsn, name: str, walk) -> None:
+    """``walk(page, builder)`` on the builder of a new account on the top plan, at 1,280 px."""
+    def signed_in(page, context):
+        set_first_password(page, node)
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE tenants SET plan = 'scale'")
+        go(page, "#/builder", "Builder")
+        walk(page, BuilderCanvas(page))
+
+    drive(browser, node, name, signed_in, output=OUTPUT, viewport=(1280, 900))
+
+
 @pytest.mark.slow
 def test_the_canvas_edits_moves_undoes_and_saves(daemon, browser, fresh_dsn):
-    drive(browser, daemon, "builder-inplace", lambda page, context: walk(page, daemon, fresh_dsn), output=OUTPUT,
-          viewport=(1280, 900))
+    on_the_builder(browser, daemon, fresh_dsn, "builder-inplace", walk)
 
 
-def walk(page, node, dsn):
-    set_first_password(page, node)
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("UPDATE tenants SET plan = 'scale'")
-    go(page, "#/builder", "Builder")
-    builder = BuilderCanvas(page)
-
+def walk(page, builder):
     # Insert: a heading at the top, then a text and a button after it; no per-block forms beside.
     builder.insert_block("heading", 0)
     builder.insert_block("text", 1)
@@ -148,16 +153,10 @@ def walk(page, node, dsn):
 
 @pytest.mark.slow
 def test_a_link_given_in_place_is_saved_and_a_bad_one_refused(daemon, browser, fresh_dsn):
-    drive(browser, daemon, "builder-link", lambda page, context: links(page, daemon, fresh_dsn), output=OUTPUT,
-          viewport=(1280, 900))
+    on_the_builder(browser, daemon, fresh_dsn, "builder-link", links)
 
 
-def links(page, node, dsn):
-    set_first_password(page, node)
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("UPDATE tenants SET plan = 'scale'")
-    go(page, "#/builder", "Builder")
-    builder = BuilderCanvas(page)
+def links(page, builder):
     builder.insert_block("heading", 0)
     builder.insert_block("text", 1)
     builder.type_text("heading", "Spring news")

@@ -68,7 +68,7 @@ class Drawing {
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.
     const label = block.type === "button" ? node.querySelector(".cbutton") : null;
     const brand = this.ctx.doc().theme && this.ctx.doc().theme.brand_color;
-    paint(node, label && brand ? { background: brand, ...block.style } : block.style, label);
+    paint(node, label && brand ? { background: brand, ...block.style } : block.style, label || node);
     node.addEventListener("click", (e) => { e.stopPropagation(); if (this.ctx.selected() !== block.id) this.ctx.select(block.id); });
     node.addEventListener("focus", (e) => { if (e.target === node && this.ctx.selected() !== block.id) this.ctx.select(block.id); });
     node.addEventListener("keydown", (e) => {

@@ -17,6 +17,16 @@ export function locate(blocks, id) {
   return null;
 }
 
+/** Gives each block in the tree that has none an id from ``newId()`` (a document from the API or
+ *  the AI may come without): the canvas selects, moves and edits a block by its id. */
+export function giveIds(blocks, newId) {
+  for (const block of blocks) {
+    if (!block.id) block.id = newId();
+    for (const column of block.columns || []) giveIds(column.blocks, newId);
+  }
+  return blocks;
+}
+
 /** Moves the block ``id`` ``by`` places within its list (Alt+↑ is -1); false at either end. */
 export function moveBy(blocks, id, by) {
   const at = locate(blocks, id);

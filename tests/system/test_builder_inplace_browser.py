@@ -17,6 +17,7 @@ import psycopg2
 import pytest
 
 from tests.helpers.browser import drive, go, output_dir, set_first_password
+from tests.helpers.builder import EVERY_BLOCK
 from tests.helpers.builder_canvas import BuilderCanvas
 
 OUTPUT = output_dir("builder-inplace")
@@ -198,6 +199,67 @@ def links(page, builder):
     assert form.get_by_label("Link URL").input_value() == "https://acme.example/notes?from=mail"
     form.get_by_role("button", name="Remove link").click()
     assert builder.text("text").locator("a").count() == 0
+
+
+#: The panel's fields for each block type of tests/samples/builder/every_block.json (the text is
+#: on the canvas), and the style's, which all but spacers and columns have.
+SETTINGS = {
+    "heading": ["Heading level"], "text": [], "quote": [], "code": [], "button": ["Button URL", "Full width"],
+    "image": ["Image URL", "Alt text", "Width (px)", "Height (px)", "Link URL"], "divider": ["Thickness (px)"],
+    "spacer": ["Height (px)"], "list": ["Numbered", "Items, one a line"], "social": ["Links: network URL, one a line"],
+    "footer": ["Unsubscribe link", "Unsubscribe label", "Unsubscribe URL"],
+}
+STYLE = ["Text colour", "Background", "Font size (px)", "top", "right", "bottom", "left"]
+
+
+@pytest.mark.slow
+def test_every_block_of_the_sample_has_its_fields_on_the_canvas_or_in_the_panel(daemon, browser, fresh_dsn):
+    on_the_builder(browser, daemon, fresh_dsn, "builder-every-block", every_block)
+
+
+def every_block(page, builder):
+    # The sample's blocks have no ids, as a document made through the API may not.
+    template_id = page.evaluate("""async (document) => {
+        const me = await (await fetch("/me")).json();
+        const made = await fetch("/dashboard/templates", {method: "POST",
+            body: JSON.stringify({name: "Every block", builder: document}),
+            headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
+        const body = await made.json();
+        if (!made.ok) throw new Error(JSON.stringify(body));
+        return body.id;
+    }""", EVERY_BLOCK)
+    go(page, f"#/builder/{template_id}", "Builder: Every block")
+    assert builder.types() == [block["type"] for block in EVERY_BLOCK["blocks"]]
+    for index, kind in enumerate(builder.types()):
+        if kind != "columns":
+            builder.select_block(index)
+            for label in SETTINGS[kind] + ([] if kind == "spacer" else STYLE):
+                assert builder.setting(label).count() == 1, (index, kind, label)
+    builder.select_block(0, within=builder.column("columns", 1))
+    assert builder.setting("Image URL").input_value() == "http://127.0.0.1:1/right.png"
+
+    # What the old forms showed is there: a heading's level, a footer's text with its link.
+    builder.select_block(1)
+    assert builder.setting("Heading level").input_value() == "2"
+    assert builder.text("footer").locator("a").get_attribute("href") == "https://acme.example"
+    builder.select_block(6)
+    assert builder.setting("Height (px)").input_value() == "240"
+    builder.set_setting("Height (px)", 300)
+    builder.select_block("footer")
+    assert builder.setting("Unsubscribe label").input_value() == "Unsubscribe from these e-mails"
+    builder.set_setting("Unsubscribe URL", "https://acme.example/unsubscribe")
+    builder.type_text("footer", " Thanks.", replace=False)
+    builder.select_block(1)
+    builder.set_setting("Heading level", 3)
+
+    saved = builder.saved(builder.save())["blocks"]
+    assert saved[6]["height"] == 300
+    assert saved[1]["level"] == 3
+    footer = saved[-1]
+    assert footer["unsubscribe_url"] == "https://acme.example/unsubscribe"
+    assert footer["runs"] == [{"text": "You get this because you signed up at "},
+                              {"text": "acme.example", "href": "https://acme.example"}, {"text": ". Thanks."}], footer
+    assert all(block.get("id") for block in saved)
 
 
 def look(page, builder) -> None:

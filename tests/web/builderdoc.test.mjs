@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { History, inkOn, insertAt, linkOf, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
+import { History, giveIds, inkOn, insertAt, linkOf, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
 
 function sample() {
   return [
@@ -111,4 +111,12 @@ test("a link the e-mail cannot hold is refused, saying why", () => {
   assert.match(linkOf("https://acme.example/a b").error, /no spaces/);
   assert.match(linkOf("https://").error, /not a valid address|needs a host/);
   assert.match(linkOf("mailto:").error, /after mailto:/);
+});
+
+test("blocks without an id are given one, in columns too; an id given is kept", () => {
+  let n = 0;
+  const blocks = [{ type: "heading", text: "A" }, { id: "kept", type: "columns", columns: [{ blocks: [{ type: "text", text: "x" }] }, { blocks: [] }] }];
+  assert.equal(giveIds(blocks, () => `new${++n}`), blocks);
+  assert.deepEqual([blocks[0].id, blocks[1].id, blocks[1].columns[0].blocks[0].id], ["new1", "kept", "new2"]);
+  assert.equal(locate(blocks, "new2").block.text, "x");
 });

@@ -9,7 +9,7 @@ import { effective } from "/ui/theme.js";
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
-import { History, locate, moveBy, remove } from "/ui/builderdoc.js";
+import { History, giveIds, locate, moveBy, remove } from "/ui/builderdoc.js";
 import { canvas, marksBar } from "/ui/buildercanvas.js";
 import { settings, swatch } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
@@ -75,6 +75,7 @@ async function builderPage(ui, templateId) {
   const template = templateId ? await get(`/dashboard/templates/${templateId}`) : null;
   let doc = template && template.builder ? structuredClone(template.builder) : { version: 1, preview_text: "", theme: {}, blocks: [] };
   doc.theme = doc.theme || {};
+  giveIds(doc.blocks, uid);
   const history = new History();
   let selected = null;
   dirty = false;
@@ -195,7 +196,11 @@ async function builderPage(ui, templateId) {
   const aiBox = h("section.card", h("h2", "Generate with AI"), quota, ui.form(async (data) => {
     try {
       const out = await post("/dashboard/template-builder/ai/generate", { prompt: data.get("prompt") });
-      change(() => { doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } }; if (out.subject) subject.value = out.subject; });
+      change(() => {
+        doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } };
+        giveIds(doc.blocks, uid);
+        if (out.subject) subject.value = out.subject;
+      });
       return h("p.ok", "Generated: the design below was replaced (Undo brings yours back).");
     } catch (error) {
       if (error instanceof ApiError && AI_ERRORS[error.name]) throw new Error(`${AI_ERRORS[error.name]} (${error.name})`);

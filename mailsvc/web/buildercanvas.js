@@ -1,16 +1,16 @@
 // The builder's editing canvas: the document's blocks drawn in the dashboard's own page (the
 // sandboxed preview stays the true rendering), a block selected by a click, its text edited where
-// it stands (headings, paragraphs and quotes keep their bold, italic and links: Ctrl+B, Ctrl+I,
-// Ctrl+K or the marks bar),
+// it stands (headings, paragraphs, quotes and footers keep their bold, italic and links: Ctrl+B,
+// Ctrl+I, Ctrl+K or the marks bar, whose link form asks for the address and refuses a bad one),
 // moved by drag and drop (its handle) or Alt+↑/↓, a "+" between blocks opening the palette of block types.
 // Every string goes in as text (web/dom.js); styles are set through the CSSOM, never as markup.
 
-import { h, safeUrl } from "/ui/dom.js";
-import { inkOn, insertAt, locate, moveBy, moveTo, remove, runsOf, setRuns, tidyRuns } from "/ui/builderdoc.js";
+import { field, h, safeUrl } from "/ui/dom.js";
+import { inkOn, insertAt, linkOf, locate, moveBy, moveTo, remove, runsOf, setRuns, tidyRuns } from "/ui/builderdoc.js";
 
 export const TYPES = ["heading", "text", "button", "image", "divider", "spacer", "columns", "list", "quote", "code", "social", "footer"];
-const MARKED = new Set(["heading", "text", "quote"]);
-const PLAIN = { button: "label", code: "text", footer: "text" };
+const MARKED = new Set(["heading", "text", "quote", "footer"]);
+const PLAIN = { button: "label", code: "text" };
 const SINGLE_LINE = new Set(["heading", "button"]);
 
 /** The canvas of ``ctx.doc()``: ``ctx`` gives ``doc()``, ``selected()``, ``select(id)``,
@@ -68,7 +68,7 @@ class Drawing {
     // A button's colours are the button's own, as in the e-mail; a block's are its row's.
     const label = block.type === "button" ? node.querySelector(".cbutton") : null;
     const brand = this.ctx.doc().theme && this.ctx.doc().theme.brand_color;
-    paint(node, label && brand ? { background: brand, ...block.style } : block.style, label);
+    paint(node, label && brand ? { background: brand, ...block.style } : block.style, label || node);
     node.addEventListener("click", (e) => { e.stopPropagation(); if (this.ctx.selected() !== block.id) this.ctx.select(block.id); });
     node.addEventListener("focus", (e) => { if (e.target === node && this.ctx.selected() !== block.id) this.ctx.select(block.id); });
     node.addEventListener("keydown", (e) => {
@@ -92,13 +92,13 @@ class Drawing {
   }
   body(block, depth) {
     if (MARKED.has(block.type)) {
-      const tag = block.type === "heading" ? `h${block.level || 1}` : block.type === "quote" ? "blockquote" : "p";
-      return this.editable(h(tag, runsOf(block).map(drawRun)), block, "true");
+      const tag = { heading: `h${block.level || 1}`, quote: "blockquote", footer: "p.cfooter" }[block.type] || "p";
+      const node = this.editable(h(tag, runsOf(block).map(drawRun)), block, "true");
+      return block.type === "footer" && block.unsubscribe ? [node, h("p.cfooter.muted", block.unsubscribe_label || "Unsubscribe")] : node;
     }
     if (PLAIN[block.type]) {
-      const tag = { button: "span.cbutton", code: "pre", footer: "p.cfooter" }[block.type];
-      const node = this.editable(h(tag, block[PLAIN[block.type]] || ""), block, "plaintext-only");
-      return block.type === "footer" && block.unsubscribe ? [node, h("p.cfooter.muted", block.unsubscribe_label || "Unsubscribe")] : node;
+      const tag = { button: "span.cbutton", code: "pre" }[block.type];
+      return this.editable(h(tag, block[PLAIN[block.type]] || ""), block, "plaintext-only");
     }
     switch (block.type) {
       case "image": return picture(block);
@@ -144,7 +144,8 @@ class Drawing {
 }
 
 /** Bold, Italic and Link for the text being edited on the canvas (the keyboard's Ctrl+B, Ctrl+I,
- *  Ctrl+K, for a pointer or a phone): a press keeps the caret where it is. */
+ *  Ctrl+K, for a pointer or a phone): a press keeps the caret where it is. Link opens the bar's
+ *  link form. */
 export function marksBar() {
   const act = (label, command, key) => {
     const button = h("button.secondary.small", { type: "button", "aria-label": label, title: `${label} (Ctrl+${key})`, "data-mark": command }, label);
@@ -152,19 +153,68 @@ export function marksBar() {
     button.addEventListener("click", () => mark(command));
     return button;
   };
-  return h("div.marks", { role: "toolbar", "aria-label": "Text marks" }, act("Bold", "bold", "B"), act("Italic", "italic", "I"),
-    act("Link", "createLink", "K"));
+  linking = new LinkForm();
+  return h("div.marks", h("div.marktools", { role: "toolbar", "aria-label": "Text marks" }, act("Bold", "bold", "B"),
+    act("Italic", "italic", "I"), act("Link", "createLink", "K")), linking.node);
 }
+
+/** The link form of the page's marks bar (one a page). */
+let linking = null;
 
 /** Applies ``command`` to the selection in a marked editable text; a link asks for its URL. */
 function mark(command) {
   const at = document.activeElement;
   if (!at || !at.isContentEditable || at.getAttribute("contenteditable") !== "true") return;
-  if (command !== "createLink") { document.execCommand(command); return; }
-  const given = prompt("Link URL (https://…, mailto:…)", "https://");
-  if (given === null) return;
-  const link = safeUrl(given.trim()) && /^(https?|mailto):/i.test(given.trim()) ? given.trim() : null;
-  if (link) document.execCommand("createLink", false, link); else document.execCommand("unlink");
+  if (command !== "createLink") document.execCommand(command);
+  else if (linking) linking.open(at.closest("[contenteditable]"));
+}
+
+/** The address of a link for the text selected in an editable: the selection is kept while the
+ *  address is typed and given back to the text on Apply (the link made), Remove link or Cancel;
+ *  an address the e-mail cannot hold is refused there, saying why (builderdoc.js, linkOf). */
+class LinkForm {
+  constructor() {
+    this.url = h("input", { type: "text", inputmode: "url", autocomplete: "off", spellcheck: "false" });
+    this.said = h("p.refusal", { role: "alert" });
+    this.node = h("form.linkform", { hidden: true, "aria-label": "Link" }, field("Link URL", this.url), h("div.inline",
+      h("button.primary.small", { type: "submit" }, "Apply link"),
+      h("button.secondary.small", { type: "button", onclick: () => this.done("unlink") }, "Remove link"),
+      h("button.secondary.small", { type: "button", onclick: () => this.done(null) }, "Cancel")), this.said);
+    this.node.addEventListener("submit", (e) => { e.preventDefault(); this.apply(); });
+    this.node.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); this.done(null); } });
+    this.text = null; this.range = null;
+  }
+  open(text) {
+    const selection = getSelection();
+    this.text = text;
+    this.range = selection.rangeCount ? selection.getRangeAt(0).cloneRange() : null;
+    const start = this.range && this.range.startContainer;
+    const link = start && (start.nodeType === Node.ELEMENT_NODE ? start : start.parentNode).closest("a");
+    this.url.value = link && text.contains(link) ? link.getAttribute("href") : "https://";
+    this.said.textContent = "";
+    this.url.removeAttribute("aria-invalid");
+    this.node.hidden = false;
+    this.url.focus();
+    this.url.select();
+  }
+  apply() {
+    const out = linkOf(this.url.value);
+    if (out.error) { this.said.textContent = out.error; this.url.setAttribute("aria-invalid", "true"); this.url.focus(); return; }
+    this.done("createLink", out.href);
+  }
+  /** Closes the form, the selection back in the text, ``command`` applied to it; the text is then
+   *  left, so that the change is taken in (and undone) as one. */
+  done(command, value) {
+    this.node.hidden = true;
+    const text = this.text; this.text = null;
+    if (!text || !text.isConnected) return;
+    text.focus();
+    const selection = getSelection();
+    if (this.range) { selection.removeAllRanges(); selection.addRange(this.range); }
+    if (!command) return;
+    document.execCommand(command, false, value);
+    text.blur();
+  }
 }
 
 /** An image: drawn when it is this origin's (the page loads nothing else); else its alt text in a frame. */

@@ -17,6 +17,16 @@ export function locate(blocks, id) {
   return null;
 }
 
+/** Gives each block in the tree that has none an id from ``newId()`` (a document from the API or
+ *  the AI may come without): the canvas selects, moves and edits a block by its id. */
+export function giveIds(blocks, newId) {
+  for (const block of blocks) {
+    if (!block.id) block.id = newId();
+    for (const column of block.columns || []) giveIds(column.blocks, newId);
+  }
+  return blocks;
+}
+
 /** Moves the block ``id`` ``by`` places within its list (Alt+↑ is -1); false at either end. */
 export function moveBy(blocks, id, by) {
   const at = locate(blocks, id);
@@ -93,6 +103,26 @@ export function setRuns(block, runs) {
     delete block.text;
     block.runs = tidy;
   }
+}
+
+/** The link a typed address makes: ``{href}`` for an http(s) URL with a host, a mailto: one or a
+ *  {{{PLACEHOLDER}}}, else ``{error}`` saying why, as the server's check of a run's link does
+ *  (mailsvc/domain/documents.py, LINK_SCHEMES). */
+export function linkOf(given) {
+  const text = String(given).trim();
+  if (!text) return { error: "Type the link's address (https://…, mailto:…)." };
+  if (/^\{\{\{[\w|. -]+\}\}\}$/.test(text)) return { href: text };
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text);
+  const kind = scheme ? scheme[1].toLowerCase() : null;
+  if (!["https", "http", "mailto"].includes(kind)) {
+    return { error: `Only https://, http:// and mailto: links go in an e-mail${kind ? ` (not ${kind}:)` : ""}.` };
+  }
+  if (/[\s<>"\\]/.test(text)) return { error: "A link has no spaces, quotes or angle brackets." };
+  let url;
+  try { url = new URL(text); } catch { return { error: "This is not a valid address." }; }
+  if (kind !== "mailto" && !url.hostname) return { error: "The address needs a host (https://example.com/…)." };
+  if (kind === "mailto" && text.length <= "mailto:".length) return { error: "Name an address after mailto:." };
+  return { href: text };
 }
 
 /** Black or white, whichever reads better on the colour ``hex`` (#rrggbb): WCAG's relative luminance. */

@@ -1,6 +1,7 @@
 // The selected block's settings, beside the builder's canvas: its link, colours (a swatch with
 // the native colour picker, or "Default" when the theme decides), alignment, spacing and size,
-// and what a type has besides its text (a heading's level, a list's items, a footer's link).
+// and what a type has besides the text typed on the canvas (a heading's level, a button's or an
+// image's link, a picture's size, a list's items, social links, a footer's unsubscribe link).
 
 import { field, h } from "/ui/dom.js";
 
@@ -52,6 +53,7 @@ function own(block, change) {
     case "button": return [input(block, "href", "Button URL", { type: "url" }, change), check(block, "full_width", "Full width", change)];
     case "image": return [input(block, "src", "Image URL", { type: "url" }, change), input(block, "alt", "Alt text", {}, change),
       input(block, "width", "Width (px)", { type: "number", min: 1, max: 800 }, change, number),
+      input(block, "height", "Height (px)", { type: "number", min: 1, max: 4000, placeholder: "auto" }, change, number),
       input(block, "href", "Link URL", { type: "url" }, change)];
     case "divider": return [input(block, "thickness", "Thickness (px)", { type: "number", min: 1, max: 20 }, change, number)];
     case "spacer": return [input(block, "height", "Height (px)", { type: "number", min: 1, max: 400 }, change, number)];
@@ -61,7 +63,8 @@ function own(block, change) {
     case "social": return [lines(block, "Links: network URL, one a line", (b) => (b.links || []).map((l) => `${l.network} ${l.url}`).join("\n"),
       (b, v) => { b.links = v.split("\n").filter(Boolean).map((l) => { const [network, url] = l.trim().split(/\s+/); return { network, url }; }); }, change)];
     case "footer": return [check(block, "unsubscribe", "Unsubscribe link", change),
-      input(block, "unsubscribe_label", "Unsubscribe label", {}, change)];
+      input(block, "unsubscribe_label", "Unsubscribe label", { placeholder: "Unsubscribe" }, change),
+      input(block, "unsubscribe_url", "Unsubscribe URL", { inputmode: "url", placeholder: "the recipient's own link" }, change)];
     default: return [];
   }
 }

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from tests.helpers.browser import drive, go, set_first_password
+from tests.helpers.builder_canvas import BuilderCanvas
 from tests.helpers.content_ui import OUTPUT, Session, daemon, shoot, sink  # noqa: F401 (fixtures)
 from tests.helpers.daemon import ROOT
 from tests.helpers.fixture_site import ACCENT, BUTTON, PRIMARY
@@ -125,14 +126,11 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
 
     # A design of one's own first: a heading and a text.
     go(page, "#/builder", "Builder")
-    blocks = page.locator("#blocks > ol > li.block")
-    frame = page.frame_locator("iframe.mailframe")
-    for kind in ("heading", "text"):
-        page.get_by_label("Block type", exact=True).select_option(kind)
-        page.get_by_role("button", name="Add block", exact=True).click()
-    heading = page.locator("#blocks > ol > li.block[data-type=heading]").get_by_label("Heading text")
-    heading.fill("Before the AI")
-    heading.press("Tab")
+    builder = BuilderCanvas(page)
+    frame = builder.preview
+    builder.insert_block("heading", 0)
+    builder.insert_block("text", 1)
+    builder.type_text("heading", "Before the AI")
     frame.get_by_text("Before the AI").wait_for()
     quota = page.locator("#ai-quota")
     assert quota.text_content() == f"{AI_QUOTA} of {AI_QUOTA} generations left this month (10 a minute)."
@@ -142,9 +140,8 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     page.get_by_label("Describe the e-mail").fill("An autumn sale for Acme Rockets, half price until Sunday.")
     page.get_by_role("button", name="Generate", exact=True).click()
     page.get_by_text("Generated: the design below was replaced").wait_for()
-    assert [blocks.nth(i).get_attribute("data-type") for i in range(blocks.count())] == [
-        "heading", "text", "button", "footer"]
-    assert heading.input_value() == "Autumn sale at Acme Rockets"
+    assert builder.types() == ["heading", "text", "button", "footer"]
+    assert builder.text("heading").text_content() == "Autumn sale at Acme Rockets"
     assert page.get_by_label("Subject").input_value() == "Autumn sale"
     page.locator("#ai-quota", has_text=f"1 of {AI_QUOTA} generations left").wait_for()
     frame.get_by_text("Shop the autumn sale").wait_for()
@@ -152,9 +149,9 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     shoot(page, "builder-ai")
 
     # Undo: one's own design again, on the canvas and in the preview.
-    page.get_by_role("button", name="Undo").click()
-    assert [blocks.nth(i).get_attribute("data-type") for i in range(blocks.count())] == ["heading", "text"]
-    assert heading.input_value() == "Before the AI"
+    builder.undo()
+    assert builder.types() == ["heading", "text"]
+    assert builder.text("heading").text_content() == "Before the AI"
     frame.get_by_text("Before the AI").wait_for()
     assert "Shop the autumn sale" not in preview_html(page)
 
@@ -164,7 +161,7 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     failed = page.locator("#main p.error")
     failed.wait_for()
     assert failed.text_content().startswith("The AI provider could not be reached or answered an error.")
-    assert blocks.count() == 2
+    assert builder.types() == ["heading", "text"]
     assert quota.text_content().startswith(f"1 of {AI_QUOTA} ")
 
     # Import from website: the AI's pick (the last generation of the quota) is proposed.
@@ -216,9 +213,7 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     shoot(page, "builder-brand-applied")
 
     # Saved: the template's document has the picks and one's own blocks; so has the account's theme.
-    page.get_by_label("Template name").fill("Autumn")
-    page.get_by_role("button", name="Save as template").click()
-    template_id = until(lambda: page.locator("#save-status").get_attribute("data-template-id"), 10, "the save")
+    template_id = builder.save("Autumn")
     saved = api.call("GET", f"/dashboard/templates/{template_id}")["builder"]
     assert [(b["type"], b.get("text")) for b in saved["blocks"]] == [
         ("heading", "Before the AI"), ("text", "Some text.")]
@@ -232,7 +227,7 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     # The quota used up (a generation and the import's pick): said in words.
     page.get_by_role("button", name="Generate", exact=True).click()
     page.locator("#main p.error", has_text="This month's AI generations are used up").wait_for()
-    assert blocks.count() == 2
+    assert builder.types() == ["heading", "text"]
 
 
 def test_the_pages_wait_out_429s(daemon, browser, sink, fresh_dsn, tmp_path):  # noqa: F811
@@ -281,7 +276,7 @@ def rate_limited(page, context, node, fresh_dsn, tmp_path):
     assert page.locator("#contact-list tbody tr").count() == 30
     assert page.locator("p.error").count() == 0, page.locator("p.error").first.text_content()
     go(page, "#/builder", "Builder")
-    page.get_by_role("button", name="Add block", exact=True).click()
+    BuilderCanvas(page).insert_block("heading", 0)
     page.get_by_text("Preview up to date.").wait_for(timeout=30_000)
     # The frame's load of the rendering is not counted: it shows the e-mail, never a 429's JSON.
     page.frame_locator("iframe.mailframe").get_by_text("A heading").wait_for()

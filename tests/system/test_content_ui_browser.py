@@ -18,6 +18,7 @@ import psycopg2
 import pytest
 
 from tests.helpers.browser import PASSWORD, drive, go
+from tests.helpers.builder_canvas import BuilderCanvas
 from tests.helpers.content_ui import OUTPUT, Session, daemon, daemon_settings, shoot, sink  # noqa: F401 (fixtures)
 from tests.helpers.polling import until
 
@@ -58,49 +59,33 @@ def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, p
         cur.execute("UPDATE tenants SET plan = 'scale', delivery_mode = 'relay', send_rate_per_sec = 2000,"
                     " daily_quota = 100000, monthly_quota = 1000000")
 
-    # The builder: eight block types, a two-column row, mouse and keyboard.
+    # The builder: eight block types, a two-column row, mouse and keyboard, on the canvas.
     go(page, "#/builder", "Builder")
-    blocks = page.locator("#blocks > ol > li.block")
-    add_type = page.get_by_label("Block type", exact=True)
-    for kind in ("heading", "text", "button", "divider", "list", "quote", "columns", "footer"):
-        add_type.select_option(kind)
-        page.get_by_role("button", name="Add block", exact=True).click()
-    assert blocks.count() == 8
-    # Inside the columns: an image on the left, a text on the right.
-    columns = page.locator("li.block[data-type=columns] .column")
-    columns.nth(0).get_by_label("Block type for this column").select_option("image")
-    columns.nth(0).get_by_role("button", name="Add to column").click()
-    columns = page.locator("li.block[data-type=columns] .column")
-    columns.nth(1).get_by_label("Block type for this column").select_option("code")
-    columns.nth(1).get_by_role("button", name="Add to column").click()
-    # Edit the heading's text with the keyboard.
-    heading = page.locator("#blocks > ol > li.block[data-type=heading]").get_by_label("Heading text")
-    heading.fill("Spring news")
-    heading.press("Tab")
+    builder = BuilderCanvas(page)
+    for at, kind in enumerate(("heading", "text", "button", "divider", "list", "quote", "columns", "footer")):
+        builder.insert_block(kind, at)
+    assert len(builder.types()) == 8
+    # Inside the columns: an image on the left, a code block on the right.
+    builder.insert_block("image", 0, column=builder.column("columns", 0))
+    builder.insert_block("code", 0, column=builder.column("columns", 1))
+    # Edit the heading's text with the keyboard, where it stands.
+    builder.type_text("heading", "Spring news")
     # Keyboard move: the footer (last) goes up one with Alt+ArrowUp, then back down.
-    footer = page.locator("#blocks > ol > li.block[data-type=footer]")
-    footer.focus()
-    page.keyboard.press("Alt+ArrowUp")
-    assert blocks.nth(6).get_attribute("data-type") == "footer"
-    page.keyboard.press("Alt+ArrowDown")
-    assert blocks.nth(7).get_attribute("data-type") == "footer"
-    # Drag and drop: the quote onto the text (before it).
-    top = "#blocks > ol > li.block"
-    transfer = page.evaluate_handle("new DataTransfer()")
-    page.locator(f"{top}[data-type=quote] .handle").dispatch_event("dragstart", {"dataTransfer": transfer})
-    target = page.locator(f"{top}[data-type=text] .blockhead strong")
-    target.dispatch_event("dragover", {"dataTransfer": transfer})
-    target.dispatch_event("drop", {"dataTransfer": transfer})
-    order = [blocks.nth(i).get_attribute("data-type") for i in range(blocks.count())]
-    assert order == ["heading", "quote", "text", "button", "divider", "list", "columns", "footer"], order
-    # Remove then undo, redo, undo.
-    page.get_by_role("button", name="Remove divider").click()
-    assert blocks.count() == 7
-    page.get_by_role("button", name="Undo").click()
-    assert blocks.count() == 8
+    builder.move_block("footer", -1)
+    assert builder.types()[6] == "footer"
+    builder.move_block("footer", 1)
+    assert builder.types()[7] == "footer"
+    # Drag and drop: the quote onto the gap before the text.
+    builder.drag_block("quote", 1)
+    assert builder.types() == ["heading", "quote", "text", "button", "divider", "list", "columns", "footer"]
+    # Remove then undo.
+    builder.select_block("divider")
+    builder.settings.get_by_role("button", name="Remove block").click()
+    assert len(builder.types()) == 7
+    builder.undo()
+    assert len(builder.types()) == 8
     # The theme: a brand colour.
-    page.locator("input[name=brand_color]").fill("#7c3aed")
-    page.locator("input[name=brand_color]").dispatch_event("change")
+    builder.set_theme("brand_color", "#7c3aed")
     # The live preview: the server's rendering in the sandboxed frame.
     page.get_by_text("Preview up to date.").wait_for()
     frame = page.frame_locator("iframe.mailframe")
@@ -114,8 +99,7 @@ def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, p
     page.get_by_label("Template name").fill("Spring")
     page.get_by_label("Subject").fill("Spring news")
     shoot(page, "builder", "content-builder.png")
-    page.get_by_role("button", name="Save as template").click()
-    template_id = until(lambda: page.locator("#save-status").get_attribute("data-template-id"), 10, "the save")
+    template_id = builder.save()
 
     # The template: publish after the diff, send a test, compare with the renderer.
     go(page, f"#/templates/{template_id}", "Spring")

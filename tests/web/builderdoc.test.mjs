@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { History, inkOn, insertAt, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
+import { History, giveIds, inkOn, insertAt, linkOf, locate, moveBy, moveTo, remove, setRuns, tidyRuns } from "../../mailsvc/web/builderdoc.js";
 
 function sample() {
   return [
@@ -95,4 +95,28 @@ test("the ink on a background is the one of black and white that contrasts more"
   assert.equal(inkOn("#000000"), "#ffffff");
   assert.equal(inkOn("#fde68a"), "#000000");
   assert.equal(inkOn("#ffffff"), "#000000");
+});
+
+test("a link's address is an http(s) URL with a host, a mailto: one or a placeholder", () => {
+  assert.deepEqual(linkOf(" https://acme.example/notes?from=mail "), { href: "https://acme.example/notes?from=mail" });
+  assert.deepEqual(linkOf("mailto:docs@acme.example"), { href: "mailto:docs@acme.example" });
+  assert.deepEqual(linkOf("{{{CTA_URL}}}"), { href: "{{{CTA_URL}}}" });
+});
+
+test("a link the e-mail cannot hold is refused, saying why", () => {
+  assert.match(linkOf("javascript:alert(1)").error, /Only https:\/\/, http:\/\/ and mailto: links .*\(not javascript:\)/);
+  assert.match(linkOf("data:text/html,hi").error, /not data:/);
+  assert.match(linkOf("acme.example/notes").error, /^Only https:/);
+  assert.match(linkOf("   ").error, /Type the link's address/);
+  assert.match(linkOf("https://acme.example/a b").error, /no spaces/);
+  assert.match(linkOf("https://").error, /not a valid address|needs a host/);
+  assert.match(linkOf("mailto:").error, /after mailto:/);
+});
+
+test("blocks without an id are given one, in columns too; an id given is kept", () => {
+  let n = 0;
+  const blocks = [{ type: "heading", text: "A" }, { id: "kept", type: "columns", columns: [{ blocks: [{ type: "text", text: "x" }] }, { blocks: [] }] }];
+  assert.equal(giveIds(blocks, () => `new${++n}`), blocks);
+  assert.deepEqual([blocks[0].id, blocks[1].id, blocks[1].columns[0].blocks[0].id], ["new1", "kept", "new2"]);
+  assert.equal(locate(blocks, "new2").block.text, "x");
 });

@@ -1,7 +1,7 @@
 // The visual builder: a block editor over the builder document (docs/contract/dashboard.md,
-// "Builder document"): the blocks on a canvas in the page (web/buildercanvas.js), the selected
-// block's settings beside it (web/buildersettings.js), every block's fields in the outline, and
-// Undo / Redo over every change (web/builderdoc.js). The preview is always the server's own
+// "Builder document"): the blocks on a canvas in the page, edited where they stand
+// (web/buildercanvas.js), every other field of the selected block in the settings beside it
+// (web/buildersettings.js), and Undo / Redo over every change (web/builderdoc.js). The preview is always the server's own
 // rendering (POST /dashboard/template-builder/render, debounced), shown in a sandboxed frame at
 // desktop or phone width, light or dark.
 
@@ -9,8 +9,8 @@ import { effective } from "/ui/theme.js";
 import { ApiError, get, patch, post } from "/ui/api.js";
 import { field, h } from "/ui/dom.js";
 import { previewFrame } from "/ui/content.js";
-import { History, locate, moveBy, remove } from "/ui/builderdoc.js";
-import { TYPES, canvas, marksBar } from "/ui/buildercanvas.js";
+import { History, giveIds, locate, moveBy, remove } from "/ui/builderdoc.js";
+import { canvas, marksBar } from "/ui/buildercanvas.js";
 import { settings, swatch } from "/ui/buildersettings.js";
 import * as ui from "/ui/ui.js";
 
@@ -75,13 +75,13 @@ async function builderPage(ui, templateId) {
   const template = templateId ? await get(`/dashboard/templates/${templateId}`) : null;
   let doc = template && template.builder ? structuredClone(template.builder) : { version: 1, preview_text: "", theme: {}, blocks: [] };
   doc.theme = doc.theme || {};
+  giveIds(doc.blocks, uid);
   const history = new History();
   let selected = null;
   dirty = false;
   const frame = previewFrame("Live preview");
   // The preview starts as the dashboard's theme; "Light / dark" flips it (the frame's color-scheme).
   const frameBox = h(`div.framebox.desktop.${effective(document.documentElement)}`, frame);
-  const blocksBox = h("div#blocks", { id: "blocks" });
   const canvasBox = h("div.canvasbox");
   const settingsBox = h("div#settings", { id: "settings" });
   const themeBox = h("div#theme", { id: "theme" });
@@ -112,19 +112,18 @@ async function builderPage(ui, templateId) {
   // The views drawn again after a change, but for ``kept`` (the one the change was made in).
   const draw = (kept = []) => {
     if (!kept.includes("canvas")) canvasBox.replaceChildren(canvas(ctx));
-    if (!kept.includes("outline")) blocksBox.replaceChildren(blockList(doc.blocks, change));
     if (!kept.includes("theme")) themeBox.replaceChildren(themePanel());
     if (!kept.includes("settings")) settingsBox.replaceChildren(settingsPanel());
     undoB.disabled = !history.canUndo; redoB.disabled = !history.canRedo;
     schedule();
   };
-  // ``redraw``: true draws every view again; false keeps the forms (outline and theme) where the
-  // change was typed; a view's name keeps that one.
+  // ``redraw``: true draws every view again; false keeps the theme's form, where the change was
+  // typed; a view's name keeps that one (and the theme).
   function change(mutate, redraw = true) {
     history.record(doc);
     mutate();
     dirty = true;
-    draw(redraw === true ? [] : redraw === false ? ["outline", "theme"] : [redraw, "theme"]);
+    draw(redraw === true ? [] : redraw === false ? ["theme"] : [redraw, "theme"]);
   }
   const step = (to) => { if (to) { doc = to; dirty = true; draw(); } };
   const undo = () => step(history.undo(doc));
@@ -184,115 +183,6 @@ async function builderPage(ui, templateId) {
     }));
   }
 
-  function blockList(list, onChange, depth = 1) {
-    const holder = h("ol.blocklist");
-    list.forEach((block, index) => holder.append(blockCard(list, block, index, onChange, depth)));
-    const add = h("select", { "aria-label": depth === 1 ? "Block type" : "Block type for this column" }, TYPES.filter((t) => t !== "columns" || depth < 3).map((t) => h("option", { value: t }, t)));
-    holder.append(h("li.addrow", add, h("button.secondary.small", { type: "button", onclick: () => onChange(() => list.push(newBlock(add.value))) }, depth === 1 ? "Add block" : "Add to column")));
-    holder.addEventListener("dragover", (e) => e.preventDefault());
-    holder.addEventListener("drop", (e) => {
-      e.preventDefault(); e.stopPropagation();
-      const from = dragging; dragging = null;
-      if (!from) return;
-      const target = e.target.closest("li.block");
-      const to = target && target.parentNode === holder ? [...holder.children].indexOf(target) : list.length;
-      onChange(() => {
-        const [moved] = from.list.splice(from.index, 1);
-        let at = to;
-        if (from.list === list && from.index < to) at -= 1;
-        list.splice(Math.max(0, Math.min(at, list.length)), 0, moved);
-      });
-    });
-    return holder;
-  }
-
-  let dragging = null;
-  function blockCard(list, block, index, onChange, depth) {
-    const move = (by) => {
-      const to = index + by;
-      if (to < 0 || to >= list.length) return;
-      onChange(() => { list.splice(index, 1); list.splice(to, 0, block); });
-      // Found by comparing the data attribute, not by a selector built from the id.
-      setTimeout(() => {
-        const again = [...blocksBox.querySelectorAll("[data-block]")].find((node) => node.dataset.block === block.id);
-        if (again) again.focus();
-      }, 0);
-    };
-    const card = h("li.block", { draggable: "true", tabindex: "0", "data-block": block.id, "data-type": block.type,
-      "aria-label": `${block.type} block, ${index + 1} of ${list.length}. Alt+Arrow keys move it, Delete removes it.` },
-    h("div.blockhead", h("span.handle", { "aria-hidden": "true" }, "⠿"), h("strong", block.type),
-      h("button.secondary.small", { type: "button", "aria-label": `Move ${block.type} up`, onclick: () => move(-1) }, "↑"),
-      h("button.secondary.small", { type: "button", "aria-label": `Move ${block.type} down`, onclick: () => move(1) }, "↓"),
-      h("button.danger.small", { type: "button", "aria-label": `Remove ${block.type}`, onclick: () => onChange(() => list.splice(index, 1)) }, "✕")),
-    fields(block, onChange, depth));
-    card.addEventListener("keydown", (e) => {
-      if (e.target !== card) return;
-      if (e.altKey && e.key === "ArrowUp") { e.preventDefault(); move(-1); }
-      if (e.altKey && e.key === "ArrowDown") { e.preventDefault(); move(1); }
-      if (e.key === "Delete") { e.preventDefault(); onChange(() => list.splice(index, 1)); }
-    });
-    card.addEventListener("dragstart", (e) => { e.stopPropagation(); dragging = { list, index }; e.dataTransfer.setData("text/plain", block.id); });
-    return card;
-  }
-
-  // A text with marks (runs, from the canvas) is shown plain here; typed here, it is plain again.
-  function text(block, key, label, onChange, multiline = false) {
-    const value = key === "text" && Array.isArray(block.runs) ? block.runs.map((r) => r.text).join("") : block[key] ?? "";
-    const node = multiline ? h("textarea", { rows: 2 }, value) : h("input", { value });
-    node.addEventListener("change", () => onChange(() => { block[key] = node.value; if (key === "text") delete block.runs; }, false));
-    return field(label, node);
-  }
-  function num(block, key, label, onChange) {
-    const node = h("input", { type: "number", value: block[key] ?? "" });
-    node.addEventListener("change", () => onChange(() => { if (node.value === "") delete block[key]; else block[key] = Number(node.value); }, false));
-    return field(label, node);
-  }
-  function styles(block, onChange) {
-    block.style = block.style || {};
-    const align = h("select", ["", "left", "center", "right"].map((a) => h("option", { value: a, selected: block.style.align === a }, a || "(default)")));
-    align.addEventListener("change", () => onChange(() => { if (align.value) block.style.align = align.value; else delete block.style.align; }, false));
-    const colour = (key) => {
-      const node = h("input", { type: "color", value: block.style[key] || "#000000" });
-      node.addEventListener("change", () => onChange(() => { block.style[key] = node.value; }, false));
-      return field(key === "color" ? "Text colour" : "Background", node);
-    };
-    const size = h("input", { type: "number", min: 10, max: 64, value: block.style.font_size ?? "" });
-    size.addEventListener("change", () => onChange(() => { if (size.value) block.style.font_size = Number(size.value); else delete block.style.font_size; }, false));
-    return h("details.styles", h("summary", "Style"), h("div.inline", field("Align", align), colour("color"), colour("background"), field("Font size", size)));
-  }
-  function fields(block, onChange, depth) {
-    const parts = [];
-    switch (block.type) {
-      case "heading": parts.push(num(block, "level", "Level", onChange), text(block, "text", "Heading text", onChange)); break;
-      case "text": case "quote": case "code": parts.push(text(block, "text", "Text", onChange, true)); break;
-      case "button": parts.push(text(block, "label", "Label", onChange), text(block, "href", "Link", onChange)); break;
-      case "image": parts.push(text(block, "src", "Image URL", onChange), text(block, "alt", "Alt text", onChange), num(block, "width", "Width", onChange)); break;
-      case "divider": parts.push(num(block, "thickness", "Thickness", onChange)); break;
-      case "spacer": parts.push(num(block, "height", "Height", onChange)); break;
-      case "footer": parts.push(text(block, "text", "Footer text", onChange, true)); break;
-      case "list": {
-        const node = h("textarea", { rows: 3 }, block.items.map((runs) => runs.map((r) => r.text).join("")).join("\n"));
-        node.addEventListener("change", () => onChange(() => { block.items = node.value.split("\n").filter(Boolean).map((t) => [{ text: t }]); }, false));
-        parts.push(field("Items, one a line", node));
-        break;
-      }
-      case "social": {
-        const node = h("textarea", { rows: 2 }, block.links.map((l) => `${l.network} ${l.url}`).join("\n"));
-        node.addEventListener("change", () => onChange(() => {
-          block.links = node.value.split("\n").filter(Boolean).map((l) => { const [network, url] = l.trim().split(/\s+/); return { network, url }; });
-        }, false));
-        parts.push(field("Links: network URL, one a line", node));
-        break;
-      }
-      case "columns":
-        parts.push(h("div.columns", block.columns.map((col, i) => h("div.column", h("p.muted", `Column ${i + 1}`), blockList(col.blocks, onChange, depth + 1)))));
-        break;
-      default: break;
-    }
-    if (block.type !== "columns" && block.type !== "spacer") parts.push(styles(block, onChange));
-    return h("div.blockfields", parts);
-  }
-
   // AI generation
   const quota = h("p#ai-quota", { id: "ai-quota" });
   const showQuota = (ai) => {
@@ -306,7 +196,11 @@ async function builderPage(ui, templateId) {
   const aiBox = h("section.card", h("h2", "Generate with AI"), quota, ui.form(async (data) => {
     try {
       const out = await post("/dashboard/template-builder/ai/generate", { prompt: data.get("prompt") });
-      change(() => { doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } }; if (out.subject) subject.value = out.subject; });
+      change(() => {
+        doc = { ...out.document, theme: { ...(out.document.theme || {}), ...doc.theme } };
+        giveIds(doc.blocks, uid);
+        if (out.subject) subject.value = out.subject;
+      });
       return h("p.ok", "Generated: the design below was replaced (Undo brings yours back).");
     } catch (error) {
       if (error instanceof ApiError && AI_ERRORS[error.name]) throw new Error(`${AI_ERRORS[error.name]} (${error.name})`);
@@ -391,7 +285,7 @@ async function builderPage(ui, templateId) {
       h("section.card.meta", h("div.inline", field("Template name", name), field("Subject", subject), save, undoB, redoB), saveStatus,
         field("Preview text", (() => { const p = h("input", { value: doc.preview_text || "" }); p.addEventListener("change", () => change(() => { doc.preview_text = p.value; }, false)); return p; })())),
       h("section.card.canvascard", { "aria-labelledby": "canvas-title" }, h("h2#canvas-title", { id: "canvas-title" }, "Canvas"),
-        h("p.muted", "Click a block to select it and type in it (Ctrl+B bold, Ctrl+I italic, Ctrl+K link). Drag a block, or select it and press Alt+↑ / Alt+↓; + inserts one."),
+        h("p.muted", "Click a block to select it and type in it (Ctrl+B bold, Ctrl+I italic, Ctrl+K link); its other settings are in the panel. Drag a block, or select it and press Alt+↑ / Alt+↓; + inserts one."),
         marksBar(), canvasBox),
       h("div.sidepane",
         h("section.card.settingscard", h("h2", "Settings"), settingsBox),
@@ -400,7 +294,6 @@ async function builderPage(ui, templateId) {
           h("button.secondary.small", { type: "button", onclick: width("phone") }, "Phone"),
           h("button.secondary.small", { type: "button", onclick: () => frameBox.classList.toggle("light", !frameBox.classList.toggle("dark")) }, "Light / dark")),
         status, frameBox)),
-      h("section.card", h("h2", "Blocks"), h("p.muted", "Every block's fields. Drag blocks, or focus one and press Alt+↑ / Alt+↓ to move it."), blocksBox),
       h("section.card", h("h2", "Theme"), themeBox), aiBox, importBox));
   draw();
   return page;

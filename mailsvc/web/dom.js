@@ -46,9 +46,16 @@ function set(node, attrs) {
 }
 
 /** h("tag.class", {attr: value, onclick: fn}, ...children) */
+/** A spec's tag, id and classes ("section#edit.card", "section.card#edit": the same), in any order after the tag. */
+export function parseSpec(spec) {
+  const tag = spec.match(/^[^.#]*/)[0] || "div";
+  const id = (spec.match(/#([^.#]+)/) || [])[1];
+  const classes = [...spec.matchAll(/\.([^.#]+)/g)].map((m) => m[1]);
+  return { tag, id, classes };
+}
+
 export function h(spec, attrs, ...children) {
-  const [head, ...classes] = spec.split(".");
-  const [tag, id] = head.split("#");
+  const { tag, id, classes } = parseSpec(spec);
   const node = document.createElement(tag);
   if (id) node.id = id;
   if (attrs && (attrs instanceof Node || typeof attrs !== "object" || Array.isArray(attrs))) {

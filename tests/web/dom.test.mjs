@@ -5,7 +5,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { instant, relative, safeUrl } from "../../mailsvc/web/dom.js";
+import { instant, parseSpec, relative, safeUrl } from "../../mailsvc/web/dom.js";
 
 const PAGE = "https://mail.example.net/ui/";
 const WEB = new URL("../../mailsvc/web/", import.meta.url).pathname;
@@ -28,6 +28,15 @@ test("every other scheme is refused, however it is spelled", () => {
 test("what cannot be read as a URL is refused", () => {
   assert.equal(safeUrl("http://[::1", PAGE), null);
   assert.equal(safeUrl("/ui/", undefined), null);  // no page to read a path against
+});
+
+test("an element's spec gives its id and classes in either order", () => {
+  const card = { tag: "section", id: "edit", classes: ["card", "wide"] };
+  assert.deepEqual(parseSpec("section#edit.card.wide"), card);
+  assert.deepEqual(parseSpec("section.card#edit.wide"), card);
+  assert.deepEqual(parseSpec("section.card.wide#edit"), card);
+  assert.deepEqual(parseSpec("p"), { tag: "p", id: undefined, classes: [] });
+  assert.deepEqual(parseSpec(".note"), { tag: "div", id: undefined, classes: ["note"] });
 });
 
 function modules(dir) {

@@ -39,6 +39,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def react_in_scratch(prefix: str, run: Callable) -> None:
+    """``run(reactor, root)`` on the reactor, ``root`` a throw-away directory (removed after) that
+    the embedded cluster's unprivileged owner can reach."""
+    from twisted.internet import defer, task
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    try:
+        task.react(lambda reactor: defer.ensureDeferred(run(reactor, root)))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def load_average() -> str:
     """The 1-minute load average, as /proc/loadavg writes it."""
     return Path("/proc/loadavg").read_text().split()[0]

@@ -32,16 +32,14 @@ import argparse
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.common import cpu_seconds, free_port, postgres_pids
+from bench.common import cpu_seconds, free_port, postgres_pids, react_in_scratch
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "hooks.bench.example"
@@ -366,14 +364,7 @@ def main(argv: list[str] | None = None) -> None:
         receive(int(args.receive[0]), args.receive[1], args.receive[2])
         return
 
-    from twisted.internet import defer, task
-
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-bench-webhooks-"))
-    root.chmod(0o755)  # the embedded cluster's unprivileged owner must reach its directory
-    try:
-        task.react(lambda reactor: defer.ensureDeferred(run(reactor, args, root)))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    react_in_scratch("mailsvc-bench-webhooks-", lambda reactor, root: run(reactor, args, root))
 
 
 if __name__ == "__main__":

@@ -238,6 +238,29 @@ def columnar(columns: str, types: Sequence[str], rows: Sequence[tuple]) -> tuple
     return sql, parameters
 
 
+#: A table of at most this many rows in a statement is written as a ``VALUES`` list (``rowwise``),
+#: more as columns (``columnar``): for one to four rows PostgreSQL plans and runs the list in
+#: less time and it is built faster (``python -m bench.accept_forms``; docs/benchmarks.md, "SMTP
+#: submission"), and SMTP sessions write one or two e-mails a statement.
+VALUES_ROWS = 4
+
+
+def rowwise(types: Sequence[str], rows: Sequence[tuple]) -> tuple[str, list]:
+    """``("VALUES (%s::uuid, …), (…)", parameters)``: ``rows`` with a placeholder per value, for an
+    ``INSERT INTO t (columns)`` before it; few rows only (each value is a parameter)."""
+    if any(len(row) != len(types) for row in rows):
+        raise ValueError("the types and the rows' values differ in number")
+    row = "(" + ", ".join(f"%s::{kind}" for kind in types) + ")"
+    return "VALUES " + ", ".join([row] * len(rows)), [value for one in rows for value in one]
+
+
+def rows_form(columns: str, types: Sequence[str], rows: Sequence[tuple]) -> tuple[str, list]:
+    """The rows of one table as the statement writes them: ``rowwise`` for few, else ``columnar``."""
+    if len(rows) <= VALUES_ROWS:
+        return rowwise(types, rows)
+    return columnar(columns, types, rows)
+
+
 def inlined(sql: str, parameters: list) -> tuple[str, list]:
     """
     ``sql`` with its ids, times, NULLs and booleans written in place of their ``%s``, as psycopg2
@@ -293,14 +316,14 @@ async def write(db: Database, clock, rows: AcceptRows, now: datetime) -> None:
     inserted: list[str] = []
     for name, table, columns, types, typed, values_of in parts:
         if typed:
-            select, values = columnar(columns, types, [values_of(one) for one in typed])
+            select, values = rows_form(columns, types, [values_of(one) for one in typed])
             ctes.append(f"{name} AS (INSERT INTO {table} ({columns}) {select} RETURNING 1)")
             parameters += values
             inserted.append(name)
     channels = [DELIVERIES]
     if rows.events:
-        select, values = columnar(events.COLUMNS, events.TYPES,
-                                  events.values(clock, [(e.tenant_id, e.type, e.data) for e in rows.events]))
+        select, values = rows_form(events.COLUMNS, events.TYPES,
+                                   events.values(clock, [(e.tenant_id, e.type, e.data) for e in rows.events]))
         ctes.append(f"new_events AS (INSERT INTO events ({events.COLUMNS}) {select} RETURNING 1)")
         parameters += values
         inserted.append("new_events")

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 import pytest_twisted as pt
-from twisted.internet import reactor, threads
+from twisted.internet import reactor, task, threads
 
 from mailsvc import timefmt
 from mailsvc.app.idempotency import IdempotencyKey, IdempotencyKeys
@@ -262,3 +262,68 @@ async def test_a_batch_writes_every_email_delivery_and_event_as_given(api):
                     "email_id": str(email_id), "created_at": timefmt.iso(e["created_at"]), "to": live,
                     "delivery_id": str(d["id"]), "recipient": d["recipient"], "reason": "manual"}))
     assert [(e["type"], e["data"]) for e in events] == expected
+
+
+def _two_emails(tenant_id: uuid.UUID, domain_id: uuid.UUID, now) -> AcceptRows:
+    """Two e-mails that differ in every kind of column (NULLs, bytes, JSON, times), three
+    recipients, an attachment, their events and their charge."""
+    rows = AcceptRows()
+    first, second = uuid.uuid4(), uuid.uuid4()
+    rows.emails += [
+        EmailRow(id=first, tenant_id=tenant_id, domain_id=domain_id, message_id="<m1@acme.example.com>",
+                 sender="Acme <news@acme.example.com>", to=(Mailbox("Ann", "ann@example.com"),), cc=(),
+                 bcc=(Mailbox("", "bob@example.com"),), reply_to=(), subject="Hello", html="<p>Hi</p>", text=None,
+                 tags=[{"name": "kind", "value": "welcome"}], stream="transactional", source="api",
+                 scheduled_at=None, status="queued", last_event="sent", message=None, created_at=now,
+                 headers=[("X-Entity-Ref-ID", "7")], links_base=None),
+        EmailRow(id=second, tenant_id=tenant_id, domain_id=None, message_id="<m2@acme.example.com>",
+                 sender="news@acme.example.com", to=(Mailbox("", "cy@example.com"),), cc=(), bcc=(), reply_to=(),
+                 subject="It's 'quoted' \\ and \u00e9", html=None, text="plain", tags=[], stream="broadcast",
+                 source="smtp", scheduled_at=timefmt.from_seconds(now.timestamp() + 60), status="scheduled",
+                 last_event="scheduled", message=b"\x00\xffthe message", created_at=now, headers=(),
+                 links_base="https://acme.example.com"),
+    ]
+    rows.attachments.append(AttachmentRow(uuid.uuid4(), first, tenant_id, "logo.png", "image/png", True, "logo",
+                                          b"\x89PNG"))
+    rows.deliveries += [
+        DeliveryRow(uuid.uuid4(), first, tenant_id, "ann@example.com", "queued", now, now, None),
+        DeliveryRow(uuid.uuid4(), first, tenant_id, "bob@example.com", "suppressed", None, now, None),
+        DeliveryRow(uuid.uuid4(), second, tenant_id, "cy@example.com", "scheduled", None, now,
+                    timefmt.from_seconds(now.timestamp() + 86400)),
+    ]
+    rows.events += [EventRow(tenant_id, "email.sent", {"n": 1, "to": ["ann@example.com"]}),
+                    EventRow(tenant_id, "email.sent", {"n": 2, "to": []})]
+    rows.charge(tenant_id, 3, 1000, 1000)
+    return rows
+
+
+@pt.ensureDeferred
+async def test_both_row_forms_store_the_same_rows(api, monkeypatch):
+    """A VALUES list (few rows) and columns split by unnest (more) write the same rows."""
+    tenant, _, domain_id = await sending_tenant(api)
+    tenant_id, db = uuid.UUID(tenant["id"]), api.parts.db
+    clock = task.Clock()
+    clock.advance(1_800_000_000)
+    now = timefmt.from_seconds(clock.seconds())
+    tables = {"emails": ("id", "message_id"), "deliveries": ("id, email_id", "recipient"),
+              "attachments": ("id, email_id", "filename"), "events": ("id", "data->>'n'")}
+
+    async def stored(values_rows: int) -> dict:
+        monkeypatch.setattr(accept, "VALUES_ROWS", values_rows)
+        await accept.write(db, clock, _two_emails(tenant_id, uuid.UUID(domain_id), now), now)
+        seen = {}
+        for table, (ids, order) in tables.items():
+            dropped = " - ".join(f"'{column.strip()}'" for column in ids.split(","))
+            found = await db.fetchall(
+                f"SELECT to_jsonb(t) - {dropped} AS row FROM {table} t WHERE tenant_id = %s ORDER BY {order}",
+                (tenant_id,))
+            seen[table] = [one["row"] for one in found]
+        for table in ("deliveries", "attachments", "emails", "events"):
+            await db.execute(f"DELETE FROM {table} WHERE tenant_id = %s", (tenant_id,))
+        return seen
+
+    by_columns, by_values = await stored(0), await stored(4)
+    assert [len(by_columns[table]) for table in tables] == [2, 3, 1, 2]
+    assert by_values == by_columns
+    usage = await db.fetchall("SELECT count FROM usage WHERE tenant_id = %s", (tenant_id,))
+    assert [row["count"] for row in usage] == [6, 6]

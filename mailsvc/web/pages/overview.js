@@ -8,7 +8,7 @@ import {
 } from "/ui/overview.js";
 import { form, input, shell } from "/ui/ui.js";
 
-const CHART = { width: 720, height: 240, left: 52, bottom: 30, top: 12 };
+const CHART = { width: 720, height: 240, bottom: 30, top: 12 };
 
 /** Per day, a bar of what was sent and beside it one of the outcomes (delivered, then bounced
  *  or complained on top), over a y-axis of a few round values. A day with any mail has a
@@ -18,8 +18,9 @@ const CHART = { width: 720, height: 240, left: 52, bottom: 30, top: 12 };
  *  chart takes its card's width; on a phone a month's or a quarter's chart scrolls sideways in
  *  its own box rather than shrink its labels past reading. */
 function chart(days) {
-  const { width, height, left, bottom, top } = CHART;
+  const { width, height, bottom, top } = CHART;
   const ticks = yTicks(Math.max(...days.map((d) => Math.max(d.sent, d.delivered + d.bounced + d.complained))));
+  const left = 24 + 9 * Math.max(3, ...ticks.map((v) => tickText(v).length)); // room for the longest value
   const most = ticks.at(-1);
   const step = (width - left) / days.length;
   const base = height - bottom;
@@ -68,9 +69,9 @@ function chart(days) {
   box.append(svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart days", "aria-hidden": "true" },
     grid, labels, columns));
   // The y-axis again, over the box's left edge where the chart scrolls (a phone): in view
-  // whichever days are (style.css).
-  const axis = svg("svg", { viewBox: `0 0 ${left} ${height}`, class: "y-axis", "aria-hidden": "true" },
-    svg("rect", { x: 0, y: 0, width: left, height: base + 1, class: "y-axis-back" }), ticks.map(value));
+  // whichever days are; as wide as the chart, so drawn to its scale (style.css).
+  const axis = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: `y-axis ${size}`, "aria-hidden": "true" },
+    svg("rect", { x: 0, y: 0, width: left, height, class: "y-axis-back" }), ticks.map(value));
   choose(chosen);
   return [h("div.chart-frame", box, axis), readout];
 }

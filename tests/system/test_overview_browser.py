@@ -2,7 +2,8 @@
 The overview in a real headless Chromium against the real daemon, an account with a quarter of
 mail behind it: the 90-day period, the chart's y-axis, a day's figures in the readout on hover,
 on a tap and by the arrow keys, the days as a table on demand, and the reputation guard's lines
-in words; axe finds nothing wrong with it (the table open). Screenshots at 375 and 1,280 px, light and dark, go to ``test-output/overview/``.
+in words; axe finds nothing wrong with it (the table open). Screenshots at 375 and 1,280 px,
+light and dark, go to ``test-output/overview/``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def quarter(dsn: str) -> list[dict]:
             cur.execute("INSERT INTO usage (tenant_id, period, count) VALUES (%s, %s, %s)",
                         (tenant, f"day:{d['day']:%Y-%m-%d}", d["sent"]))
             cur.execute("INSERT INTO delivery_stats (tenant_id, day, delivered, bounced, complained)"
-                        " VALUES (%s, %s, %s, %s, %s)", (tenant, d["day"], d["delivered"], d["bounced"], d["complained"]))
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        (tenant, d["day"], d["delivered"], d["bounced"], d["complained"]))
     return days
 
 
@@ -78,7 +80,8 @@ def test_a_quarter_at_a_glance(daemon, browser, fresh_dsn):
         judged = sum(d["delivered"] + d["bounced"] for d in week)
         bounces = page.locator("div.guard-line").first
         share = sum(d["bounced"] for d in week) / judged
-        assert bounces.locator(".guard-headline").text_content().startswith(f"Bounces {round(100 * share, 1):g} % of 4 %")
+        headline = bounces.locator(".guard-headline").text_content()
+        assert headline.startswith(f"Bounces {round(100 * share, 1):g} % of 4 %"), headline
         assert f"of {judged:,} messages judged" in bounces.locator(".guard-detail").text_content()
         complaints = page.locator("div.guard-line").nth(1)
         assert complaints.locator(".guard-headline").text_content().startswith("Complaints")

@@ -102,7 +102,8 @@ function guardCard(guard) {
   };
   return h("section.card.guard", h("h2", "Pause lines"),
     h("p.muted", `The whole account's last ${guard.days} days, as the reputation guard judges them: sending pauses`
-      + " when a rate goes over its line."),
+      + " when a rate goes over its line. Mail to test addresses or kept in capture mode is left out, as the guard"
+      + " leaves it out."),
     line("bounce"), line("complaint"));
 }
 

@@ -20,16 +20,17 @@ from mailsvc.app.audit import Entry, record
 from mailsvc.app.signin import Challenge, PasswordSignIn, People, SessionSettings, SignedIn
 from mailsvc.app.throttle import Limit, Throttle
 from mailsvc.crypto.keyvault import KeyVault
+from mailsvc.domain.delivery import GUARD_DAYS
 from mailsvc.domain.errors import Conflict, Invalid, NotAllowed, NotFound, RateLimited
 from mailsvc.domain.tenant import Tenant
 from mailsvc.domain.users import new_password, role_of, user_address
 from mailsvc.ids import uuid7
-from mailsvc.store import accounts, two_factor
+from mailsvc.store import accounts, delivery_outcomes, two_factor
 from mailsvc.store import dashboard as store
 from mailsvc.store.database import Database, Transaction
 
 #: The overview's periods, in days.
-OVERVIEW_PERIODS = (7, 30)
+OVERVIEW_PERIODS = (7, 30, 90)
 _DOMAIN = re.compile(r"[A-Za-z0-9.-]{1,253}")
 
 #: Users, their sessions and their throttle keys (``address:…``, ``client:…``).
@@ -219,8 +220,14 @@ class Dashboard(PasswordSignIn):
         return {"day": counts.get(day, 0), "daily_quota": tenant.daily_quota,
                 "month": counts.get(month, 0), "monthly_quota": tenant.monthly_quota}
 
+    async def guard(self, tenant_id: uuid.UUID) -> dict:
+        """The reputation guard's lines as it judges the account now, from the very figures it
+        reads (``delivery_outcomes.reputation``): what the overview sets beside its pause lines."""
+        standing = await delivery_outcomes.reputation(self._db, tenant_id, self._now())
+        return {"days": GUARD_DAYS, **standing.lines()}
+
     async def daily(self, tenant_id: uuid.UUID, days: int = 30, domain: str | None = None) -> list[dict]:
-        """Sends and outcomes per day over the last ``days`` (7 or 30), of the whole account or of
+        """Sends and outcomes per day over the last ``days`` (7, 30 or 90), of the whole account or of
         the mail sent from one ``domain``."""
         if days not in OVERVIEW_PERIODS:
             raise Invalid("days", f"days must be one of {', '.join(map(str, OVERVIEW_PERIODS))}")

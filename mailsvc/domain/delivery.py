@@ -113,14 +113,30 @@ class Reputation:
     bounced: int
     complained: int
 
+    def lines(self) -> dict[str, dict]:
+        """Each of the guard's lines as it judges it: the bounces counted against the messages
+        judged (delivered or bounced), the complaints against those delivered; ``rate`` is None
+        until some were judged, ``counts`` whether enough were (``minimum``) for the line to
+        apply, ``over`` whether sending pauses for it."""
+        out = {}
+        for name, count, judged, limit, minimum in (
+                ("bounce", self.bounced, self.delivered + self.bounced, BOUNCE_RATE_LIMIT, BOUNCE_RATE_MINIMUM),
+                ("complaint", self.complained, self.delivered, COMPLAINT_RATE_LIMIT, COMPLAINT_RATE_MINIMUM)):
+            rate = count / judged if judged else None
+            counts = judged >= minimum
+            out[name] = {"count": count, "judged": judged, "rate": rate, "limit": limit, "minimum": minimum,
+                         "counts": counts, "over": counts and rate is not None and rate > limit}
+        return out
+
     def breach(self) -> str | None:
         """Why sending must pause, or None."""
-        judged = self.delivered + self.bounced
-        if judged >= BOUNCE_RATE_MINIMUM and self.bounced / judged > BOUNCE_RATE_LIMIT:
-            return (f"bounce rate {100 * self.bounced / judged:.1f}% over the last {GUARD_DAYS} days"
-                    f" ({self.bounced} of {judged} messages) exceeds {100 * BOUNCE_RATE_LIMIT:g}%")
-        if self.delivered >= COMPLAINT_RATE_MINIMUM and self.complained / self.delivered > COMPLAINT_RATE_LIMIT:
-            return (f"complaint rate {100 * self.complained / self.delivered:.2f}% over the last {GUARD_DAYS} days"
+        lines = self.lines()
+        bounce, complaint = lines["bounce"], lines["complaint"]
+        if bounce["over"]:
+            return (f"bounce rate {100 * bounce['rate']:.1f}% over the last {GUARD_DAYS} days"
+                    f" ({self.bounced} of {bounce['judged']} messages) exceeds {100 * BOUNCE_RATE_LIMIT:g}%")
+        if complaint["over"]:
+            return (f"complaint rate {100 * complaint['rate']:.2f}% over the last {GUARD_DAYS} days"
                     f" ({self.complained} of {self.delivered} delivered) exceeds {100 * COMPLAINT_RATE_LIMIT:g}%")
         return None
 

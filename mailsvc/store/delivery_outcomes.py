@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -23,7 +23,7 @@ from mailsvc.domain.errors import Invalid
 from mailsvc.ids import uuid7
 from mailsvc.store import accounts, events
 from mailsvc.store import suppressions as suppression_list
-from mailsvc.store.database import Transaction
+from mailsvc.store.database import Database, Transaction
 
 _EVENT_OF_OUTCOME = {
     "delivered": "email.delivered", "deferred": "email.delivery_delayed", "bounced": "email.bounced",
@@ -163,15 +163,21 @@ def _valid(addresses: list[str]) -> list[str]:
     return valid
 
 
-async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
-    """The reputation guard: an active tenant paused when the delivery policy says its 7-day
-    rates call for it (``policy.reputation_pause``)."""
-    row = await txn.fetchrow(
+async def reputation(db: Database | Transaction, tenant_id: uuid.UUID, at: datetime) -> Reputation:
+    """The tenant's outcomes over the guard's window: the last ``GUARD_DAYS`` UTC days, ``at``'s
+    among them. The guard judges these, and the overview shows them."""
+    row = await db.fetchrow(
         "SELECT coalesce(sum(delivered), 0) AS delivered, coalesce(sum(bounced), 0) AS bounced,"
         " coalesce(sum(complained), 0) AS complained FROM delivery_stats WHERE tenant_id = %s AND day > %s",
         (tenant_id, (at - timedelta(days=GUARD_DAYS)).date()),
     )
-    reason = policy.reputation_pause(Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"])))
+    return Reputation(int(row["delivered"]), int(row["bounced"]), int(row["complained"]))
+
+
+async def _guard(txn: Transaction, tenant_id: uuid.UUID, at) -> None:
+    """The reputation guard: an active tenant paused when the delivery policy says its 7-day
+    rates call for it (``policy.reputation_pause``)."""
+    reason = policy.reputation_pause(await reputation(txn, tenant_id, at))
     if reason is not None:
         paused = await txn.fetchone(
             "UPDATE tenants SET status = 'paused', status_reason = %s, updated_at = %s"

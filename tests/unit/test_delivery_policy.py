@@ -105,3 +105,21 @@ def test_reputation_pause(reputation, paused):
     assert (reason is not None) == paused
     if paused:
         assert reason.startswith("reputation guard: ") and reason.endswith(reputation.breach())
+
+
+@pytest.mark.parametrize(("reputation", "bounce", "complaint"), [
+    (Reputation(0, 0, 0), (None, False, False), (None, False, False)),
+    (Reputation(150, 49, 0), (49 / 199, False, False), (0.0, False, False)),  # over 4 %, too few judged
+    (Reputation(192, 8, 0), (0.04, True, False), (0.0, False, False)),  # at the line, not over it
+    (Reputation(192, 9, 0), (9 / 201, True, True), (0.0, False, False)),
+    (Reputation(5000, 0, 6), (0.0, True, False), (6 / 5000, True, True)),
+])
+def test_the_guards_lines_are_what_it_pauses_by(reputation, bounce, complaint):
+    """Each line's rate, whether enough were judged for it, whether it is over: the guard pauses
+    exactly when one is over (the overview shows these lines)."""
+    lines = reputation.lines()
+    assert tuple(lines["bounce"][k] for k in ("rate", "counts", "over")) == bounce
+    assert tuple(lines["complaint"][k] for k in ("rate", "counts", "over")) == complaint
+    assert lines["bounce"]["judged"] == reputation.delivered + reputation.bounced
+    assert lines["complaint"]["judged"] == reputation.delivered
+    assert (reputation.breach() is not None) == (lines["bounce"]["over"] or lines["complaint"]["over"])

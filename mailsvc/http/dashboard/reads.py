@@ -10,7 +10,7 @@ from datetime import datetime
 
 from mailsvc import timefmt
 from mailsvc.app.apikeys import Caller
-from mailsvc.app.dashboard import Dashboard
+from mailsvc.app.dashboard import OVERVIEW_PERIODS, Dashboard
 from mailsvc.app.dashboard_reads import ACTIVITY_MOST, DELIVERIES_MOST, SEARCH_MOST, DashboardReads
 from mailsvc.app.domains import Domains
 from mailsvc.domain.audit import ACTIVITY_KINDS, activity_filter
@@ -22,6 +22,7 @@ from mailsvc.http.operation import (
     LIST_ONLY,
     NULLABLE_INT,
     NULLABLE_STR,
+    NUMBER,
     OBJECT,
     PAGE,
     STR,
@@ -33,6 +34,11 @@ from mailsvc.http.pagination import page_of
 from mailsvc.http.router import SESSION, route
 from mailsvc.http.schemas import DASHBOARD_USAGE, DMARC
 from mailsvc.ids import parse_uuid
+
+#: One of the reputation guard's lines (``Reputation.lines``): ``count`` of ``judged`` messages
+#: (``rate``: null until some were judged) against ``limit``, once at least ``minimum`` were.
+_GUARD_LINE = obj(("count", "judged", "rate", "limit", "minimum", "counts", "over"), count=INT, judged=INT,
+                  rate={"type": ["number", "null"]}, limit=NUMBER, minimum=INT, counts=BOOL, over=BOOL)
 
 
 def _event(row: dict) -> dict:
@@ -54,19 +60,24 @@ class ReadsResource:
         self._domains = domains
 
     @route("GET", "/dashboard/stats", access=SESSION,
-           op=Operation("Sends and outcomes per day over 30 days (or `days`: 7), of the account or of the mail sent"
-                        " from one `domain`, and the quota used",
-                        query=(("days", {"type": "integer", "enum": [7, 30]}), ("domain", STR)), responses={200: obj(
-               ("object", "days", "usage"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
+           op=Operation("Sends and outcomes per day over 30 days (or `days`: 7 or 90), of the account or of the mail"
+                        " sent from one `domain`, the quota used, and the reputation guard's lines as it judges the"
+                        " account now (over its last `guard.days` days)",
+                        query=(("days", {"type": "integer", "enum": list(OVERVIEW_PERIODS)}), ("domain", STR)),
+                        responses={200: obj(
+               ("object", "days", "usage", "guard"), object={"const": "stats"}, usage=DASHBOARD_USAGE,
+               guard=obj(("days", "bounce", "complaint"), days=INT, bounce=_GUARD_LINE, complaint=_GUARD_LINE),
                days={"type": "array", "items": obj(("day", "sent", "delivered", "bounced", "complained"), day=STR,
                                                    sent=INT, delivered=INT, bounced=INT, complained=INT)})}))
     async def stats(self, request, caller: Caller):
-        """Sends (recipients accepted) and outcomes per day over 30 days (or ``days``: 7), of the
-        account or of the mail sent from one ``domain``, and the quota used."""
+        """Sends (recipients accepted) and outcomes per day over 30 days (or ``days``: 7 or 90), of
+        the account or of the mail sent from one ``domain``, the quota used, and the reputation
+        guard's lines: the account's own, whatever ``domain`` narrows the days to."""
         days = _arg(request, b"days") or "30"
         return {"object": "stats", "days": await self._dashboard.daily(
                     caller.tenant.id, int(days) if days.isdigit() else 0, _arg(request, b"domain")),
-                "usage": await self._dashboard.usage(caller.tenant)}
+                "usage": await self._dashboard.usage(caller.tenant),
+                "guard": await self._dashboard.guard(caller.tenant.id)}
 
     @route("GET", "/dashboard/emails/<email_id>/events", access=SESSION,
            op=Operation("An e-mail's events and its deliveries", responses={200: obj(

@@ -16,24 +16,12 @@ import pytest
 import resend
 
 from tests.helpers.browser import api_key_of, drive, output_dir, set_first_password
-from tests.helpers.node_sdk import NODE_DIR
+from tests.helpers.pagechecks import AXE, violations
 from tests.helpers.polling import until
 
 pytestmark = pytest.mark.slow
 
 OUTPUT = output_dir("a11y")
-AXE = NODE_DIR / "node_modules" / "axe-core" / "axe.min.js"
-RULES = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
-
-#: axe's ``RULES`` on the whole document; each violation as "rule (impact): help", then up to
-#: three of its elements with axe's own words on what is wrong there.
-CHECK = """async (rules) => {
-  const found = await axe.run(document, {runOnly: {type: "tag", values: rules}});
-  return found.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(" ")}: ${n.failureSummary.replace(/\\s+/g, " ")}`)}));
-}"""
-
-
 def call(page, method: str, path: str, body: dict | None) -> dict:
     """The dashboard's own API, as the page calls it (session cookie, CSRF token)."""
     status, made = page.evaluate("""async ([method, path, body]) => {
@@ -67,21 +55,6 @@ def seed(page, daemon) -> list[str]:
             f"#/domains/{domain['id']}", "#/api-keys", "#/webhooks", f"#/webhooks/{hook['id']}", "#/contacts",
             f"#/contacts/{contact['id']}", "#/broadcasts", f"#/broadcasts/{broadcast['id']}", "#/templates",
             f"#/templates/{template['id']}", "#/suppressions", "#/activity", "#/settings"]
-
-
-def violations(page, where: str, widths=((1280, 800), (375, 740))) -> list[str]:
-    """axe's violations of the page as shown, in both themes at each of ``widths``."""
-    if not page.evaluate("typeof axe !== 'undefined'"):
-        page.evaluate(f"() => {{ {AXE.read_text()} }}")
-    found = []
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        for width, height in widths:
-            page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(100)
-            found += [f"{where} at {width} px, {scheme}: {v['id']} ({v['impact']}): {v['help']}\n    "
-                      + "\n    ".join(v["nodes"]) for v in page.evaluate(CHECK, RULES)]
-    return found
 
 
 def webhook_attempts_shown(page, hook_hash: str) -> list[str]:

@@ -12,9 +12,7 @@ docs/decisions.md, "Dashboard: themes and small screens" and "Dashboard: an e-ma
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 
 import psycopg2
 import pytest
@@ -28,66 +26,20 @@ from tests.helpers.browser import (
     output_dir,
     set_first_password,
 )
-from tests.helpers.daemon import ROOT
+from tests.helpers.pagechecks import LONG_LABEL, fits, page_call
 from tests.helpers.polling import until
 
 pytestmark = pytest.mark.slow
 
 OUTPUT = output_dir("layout")
 #: Copied to docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1 (the README's "Dashboard").
-DOCS_SHOTS = {"emails-375-dark", "inbox-1280-dark"}
-LONG_LABEL = "a-very-long-label-that-no-phone-screen-has-room-for"
+DOCS_SHOTS = frozenset({"emails-375-dark", "inbox-1280-dark"})
 #: A message with its own dark-mode rules, as a well-made e-mail has.
 HTML = """<!doctype html><html><head><meta name="color-scheme" content="light dark"><style>
 body { font-family: sans-serif; margin: 0; padding: 24px; background: #ffffff; color: #1d2939; }
 @media (prefers-color-scheme: dark) { body { background: #16181d; color: #e6e9ef; } }
 </style></head><body><h1>Your order has shipped</h1><p>It arrives on Thursday.</p></body></html>"""
 LONG_SUBJECT = "Your order INV-2026-000123456789 has shipped: track it, change the address or return it"
-
-#: Per element of text: its colour against the first opaque background behind it, as WCAG 2's
-#: contrast ratio. Returns the texts below 4.5:1 (AA for normal text).
-LOW_CONTRAST = """() => {
-  const rgb = (c) => { const m = c.match(/[\\d.]+/g) || []; return m.map(Number); };
-  const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
-  const lum = ([r, g, b]) => 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  const behind = (node) => {
-    for (let n = node; n; n = n.parentElement) {
-      const c = rgb(getComputedStyle(n).backgroundColor);
-      if (c.length === 3 || (c.length === 4 && c[3] >= 0.99)) return c.slice(0, 3);
-    }
-    return rgb(getComputedStyle(document.documentElement).backgroundColor).slice(0, 3);
-  };
-  const low = [];
-  for (const node of document.querySelectorAll("main *, header *, nav a")) {
-    if (!node.checkVisibility || !node.checkVisibility()) continue;
-    if (node.closest("svg, option, iframe") || node.disabled) continue;
-    const own = [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim());
-    if (!own) continue;
-    const a = lum(rgb(getComputedStyle(node).color).slice(0, 3)), b = lum(behind(node));
-    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-    const what = `${node.tagName}.${node.className} "${node.textContent.trim().slice(0, 30)}"`;
-    if (ratio < 4.5) low.push(`${what} ${ratio.toFixed(2)}`);
-  }
-  return low;
-}"""
-
-#: Every address, subject, button and badge is on one line (none breaks letter by letter).
-BROKEN = """() => [...document.querySelectorAll("main .clip, main button, main a.button, main .badge, header button")]
-  .filter((node) => node.checkVisibility()).filter((node) => {
-    const text = document.createRange();
-    text.selectNodeContents(node);
-    return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size > 1;
-  }).map((node) => node.textContent.slice(0, 40))"""
-
-
-def call(page, method: str, path: str, body=None):
-    """The dashboard's own API, as the page calls it (session cookie, CSRF token)."""
-    return page.evaluate("""async ([method, path, body]) => {
-        const me = await (await fetch("/me")).json();
-        const r = await fetch(path, {method, body: body === null ? undefined : JSON.stringify(body),
-            headers: {"Content-Type": "application/json", "X-CSRF-Token": me.csrf_token}});
-        return [r.status, await r.json()];
-    }""", [method, path, body])
 
 
 def seed(page, daemon) -> dict:
@@ -97,9 +49,9 @@ def seed(page, daemon) -> dict:
     sent = [resend.Emails.send({"from": "onboarding@resend.dev", "to": [f"{kind}+{LONG_LABEL}@resend.dev"],
                                 "subject": f"{LONG_SUBJECT} ({kind})", "html": HTML, "text": "Your order has shipped"})
             for kind in ("delivered", "bounced", "complained")]
-    status, domain = call(page, "POST", "/dashboard/domains", {"name": f"mail.{LONG_LABEL}.example.com"})
+    status, domain = page_call(page, "POST", "/dashboard/domains", {"name": f"mail.{LONG_LABEL}.example.com"})
     assert status in (200, 201), domain
-    status, hook = call(page, "POST", "/dashboard/webhooks", {
+    status, hook = page_call(page, "POST", "/dashboard/webhooks", {
         "endpoint": f"https://127.0.0.1:9/hooks/{LONG_LABEL}/mailsvc/events", "events": ["email.sent"]})
     assert status in (200, 201), hook
     made = {}
@@ -109,15 +61,15 @@ def seed(page, daemon) -> dict:
             ("template", "/dashboard/templates",
              {"name": "Order shipped", "subject": "Shipped", "html": "<p>Shipped</p>"}),
             ("segment", "/dashboard/segments", {"name": f"Customers {LONG_LABEL}"})):
-        status, made[name] = call(page, "POST", path, body)
+        status, made[name] = page_call(page, "POST", path, body)
         assert status in (200, 201), made[name]
-    status, broadcast = call(page, "POST", "/dashboard/broadcasts", {
+    status, broadcast = page_call(page, "POST", "/dashboard/broadcasts", {
         "segment_id": made["segment"]["id"], "name": f"Spring sale {LONG_LABEL}", "from": "onboarding@resend.dev",
         "subject": LONG_SUBJECT, "html": "<p>Spring</p>"})
     assert status in (200, 201), broadcast
 
     def inbox():
-        listed = call(page, "GET", "/dashboard/inbox", None)[1]["data"]
+        listed = page_call(page, "GET", "/dashboard/inbox", None)[1]["data"]
         return listed if len(listed) == 3 else None
     message = until(inbox, 30, "three messages in the inbox")[0]
     return {"email": sent[0]["id"], "domain": domain["id"], "webhook": hook["id"], "message": message["id"],
@@ -152,37 +104,6 @@ def open_page(page, hash_: str, heading: str | None) -> None:
         page.goto(page.url.split("#")[0] + hash_)
         page.locator("main h1").wait_for()
     page.wait_for_timeout(250)
-
-
-def fits(page, name: str, problems: list[str]) -> None:
-    """At both widths, in both themes: no sideways scroll, nothing broken over lines, AA contrast."""
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        for width, height in ((375, 740), (1280, 800)):
-            page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(60)
-            where = f"{name} at {width} px, {scheme}"
-            wide, room = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
-            if wide > room:
-                problems.append(f"{where}: {wide} px wide")
-            boxed = page.evaluate("""[...document.querySelectorAll('.table-wrap')]
-                .filter((box) => box.scrollWidth > box.clientWidth + 1).map((box) => box.scrollWidth)""")
-            if boxed:
-                problems.append(f"{where}: a table scrolls sideways in its box: {boxed}")
-            if broken := page.evaluate(BROKEN):
-                problems.append(f"{where}: broken over lines: {broken}")
-            if low := page.evaluate(LOW_CONTRAST):
-                problems.append(f"{where}: contrast below 4.5: {low[:5]}")
-            shot = OUTPUT / f"{name}-{width}-{scheme}.png"
-            # As tall as the page: Chromium paints a sandboxed frame only where it is in view.
-            tall = page.evaluate("document.documentElement.scrollHeight")
-            page.set_viewport_size({"width": width, "height": max(height, tall)})
-            page.wait_for_timeout(150)
-            page.screenshot(path=str(shot), full_page=True)
-            page.set_viewport_size({"width": width, "height": height})
-            if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
-                shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")
 
 
 def drawer_and_theme(page) -> None:
@@ -346,7 +267,7 @@ def email_page(page, made: dict, problems: list[str]) -> None:
     assert page.get_by_role("tabpanel").locator("pre.text").text_content() == "Your order has shipped"
     tablist.get_by_role("tab", name="Source as signed").click()
     assert page.get_by_role("tabpanel").locator("pre.source").text_content().startswith("DKIM-Signature:")
-    fits(page, "email-source", problems)
+    fits(page, "email-source", problems, OUTPUT, DOCS_SHOTS)
     page.get_by_role("link", name="Its Inbox copy").click()
     page.wait_for_url(re.compile(r"#/inbox/[\w-]+$"))
 
@@ -416,14 +337,14 @@ def webhook_deliveries(page, made: dict) -> None:
         return opened.locator("table tbody tr").count() > made
     until(retried, 30, "the retried attempt")
     problems: list[str] = []
-    fits(page, "webhook-delivery", problems)
+    fits(page, "webhook-delivery", problems, OUTPUT, DOCS_SHOTS)
     assert not problems, "\n".join(problems)
 
 
 def lists_paged(page) -> None:
     """A list a page at a time, the cursor in the hash: Older, then Newer, and Back returns."""
     page.set_viewport_size({"width": 1280, "height": 800})
-    status, added = call(page, "POST", "/dashboard/suppressions/batch/add", {
+    status, added = page_call(page, "POST", "/dashboard/suppressions/batch/add", {
         "emails": [f"paged{i:02}@example.com" for i in range(55)]})
     assert status == 201, added
     go(page, "#/suppressions", "Suppressions")
@@ -454,13 +375,13 @@ def autosaved_template(page, made: dict, seen) -> None:
     subject.fill("Shipped today")
     assert state.text_content() == "Unsaved changes…"
     state.get_by_text("Saved.").wait_for()
-    assert call(page, "GET", path)[1]["subject"] == "Shipped today"
+    assert page_call(page, "GET", path)[1]["subject"] == "Shipped today"
     subject.press("Control+z")
     until(lambda: subject.input_value() == "Shipped", 10, "the previous saved subject on screen")
-    until(lambda: call(page, "GET", path)[1]["subject"] == "Shipped", 10, "the previous saved subject saved")
+    until(lambda: page_call(page, "GET", path)[1]["subject"] == "Shipped", 10, "the previous saved subject saved")
     page.get_by_label("Reply-To").fill("replies@example.com, desk@example.com")
     state.get_by_text("Saved.").wait_for()
-    assert call(page, "GET", path)[1]["reply_to"] == ["replies@example.com", "desk@example.com"]
+    assert page_call(page, "GET", path)[1]["reply_to"] == ["replies@example.com", "desk@example.com"]
     subject.fill("Not saved yet")
     asked = len(seen.dialogs)
     page.get_by_role("navigation", name="Sections").get_by_role("link", name="Templates").click()
@@ -477,16 +398,16 @@ def edited_broadcast(page, made: dict, dsn: str) -> None:
     go(page, f"#{path.removeprefix('/dashboard')}", f"Spring sale {LONG_LABEL}")
     page.get_by_label("Preview text").fill("Everything half price")
     page.locator("#draft-state").get_by_text("Saved.").wait_for()
-    assert call(page, "GET", path)[1]["preview_text"] == "Everything half price"
+    assert page_call(page, "GET", path)[1]["preview_text"] == "Everything half price"
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute("UPDATE broadcasts SET status = 'scheduled', scheduled_at = now() + interval '2 days'"
                     " WHERE id = %s", (made["broadcast"],))
-    status, refused = call(page, "PATCH", path, {"subject": "Too late"})
+    status, refused = page_call(page, "PATCH", path, {"subject": "Too late"})
     assert status == 409, refused
     page.reload()
     page.get_by_role("button", name="Cancel the schedule to edit").click()
     page.get_by_label("Preview text").wait_for()
-    assert call(page, "GET", path)[1]["status"] == "draft"
+    assert page_call(page, "GET", path)[1]["status"] == "draft"
     assert page.get_by_label("Preview text").input_value() == "Everything half price"
 
 
@@ -502,7 +423,7 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser, fresh_dsn):
             open_page(page, hash_, heading)
             for opened in page.locator("details.delivery").all()[:1]:
                 opened.evaluate("d => { d.open = true; }")
-            fits(page, name, problems)
+            fits(page, name, problems, OUTPUT, DOCS_SHOTS)
         email_page(page, made, problems)
         assert not problems, "\n".join(problems)
         filter_by_day(page)
@@ -513,7 +434,7 @@ def test_every_page_fits_a_phone_in_both_themes(daemon, browser, fresh_dsn):
         webhook_deliveries(page, made)
         for hash_, heading, name in edited_pages(made):
             open_page(page, hash_, heading)
-            fits(page, name, problems)
+            fits(page, name, problems, OUTPUT, DOCS_SHOTS)
         assert not problems, "\n".join(problems)
         lists_paged(page)
         autosaved_template(page, made, seen)

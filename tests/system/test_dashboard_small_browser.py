@@ -15,12 +15,13 @@ from __future__ import annotations
 import pytest
 import resend
 
-from tests.helpers.browser import api_key_of, drive, go, set_first_password
+from tests.helpers.browser import api_key_of, drive, go, output_dir, set_first_password
+from tests.helpers.pagechecks import BROKEN, LONG_LABEL, fits, page_call, violations
 from tests.helpers.polling import until
-from tests.system.test_dashboard_a11y_browser import violations
-from tests.system.test_dashboard_layout_browser import BROKEN, LONG_LABEL, OUTPUT, call, fits
 
 pytestmark = pytest.mark.slow
+
+OUTPUT = output_dir("small")
 
 ADDRESS = f"delivered+{LONG_LABEL}@resend.dev"
 ENDPOINT = f"https://127.0.0.1:9/hooks/{LONG_LABEL}/mailsvc/events"
@@ -115,21 +116,21 @@ def test_small_things(daemon, browser):
         resend.api_url, resend.api_key = daemon.url, api_key_of(page)
         email = resend.Emails.send({"from": "onboarding@resend.dev", "to": [ADDRESS], "subject": "Shipped",
                                     "text": "Your order has shipped"})
-        status, hook = call(page, "POST", "/dashboard/webhooks", {"endpoint": ENDPOINT, "events": ["email.sent"]})
+        status, hook = page_call(page, "POST", "/dashboard/webhooks", {"endpoint": ENDPOINT, "events": ["email.sent"]})
         assert status in (200, 201), hook
         drawer_closes_on_escape(page)
         no_segment_yet(page)
         problems: list[str] = []
-        fits(page, "broadcasts-no-segment", problems)
+        fits(page, "broadcasts-no-segment", problems, OUTPUT)
         segments_first(page)
-        fits(page, "contacts", problems)
-        segment = call(page, "GET", "/dashboard/segments", None)[1]["data"][0]
-        status, broadcast = call(page, "POST", "/dashboard/broadcasts", {
+        fits(page, "contacts", problems, OUTPUT)
+        segment = page_call(page, "GET", "/dashboard/segments", None)[1]["data"][0]
+        status, broadcast = page_call(page, "POST", "/dashboard/broadcasts", {
             "segment_id": segment["id"], "name": f"Spring sale {LONG_LABEL}", "from": "onboarding@resend.dev",
             "subject": "Spring", "html": "<p>Spring</p>"})
         assert status in (200, 201), broadcast
         draft_in_words(page, broadcast["id"])
-        fits(page, "broadcast-draft", problems)
+        fits(page, "broadcast-draft", problems, OUTPUT)
 
         go(page, f"#/emails/{email['id']}", "Shipped")
 
@@ -139,15 +140,15 @@ def test_small_things(daemon, browser):
             return page.locator("ol.timeline .clip.to").count() >= 1
         until(addressed, 30, "an event of the e-mail with its address")
         clipped(page, "ol.timeline .clip.to", ADDRESS)
-        fits(page, "email", problems)
+        fits(page, "email", problems, OUTPUT)
         go(page, "#/webhooks", "Webhooks")
         clipped(page, "tbody .clip", ENDPOINT)
-        fits(page, "webhooks", problems)
+        fits(page, "webhooks", problems, OUTPUT)
         go(page, f"#/webhooks/{hook['id']}", "Webhook")
         clipped(page, "dd .clip", ENDPOINT)
-        fits(page, "webhook", problems)
+        fits(page, "webhook", problems, OUTPUT)
         activity_menus(page)
-        fits(page, "activity", problems)
+        fits(page, "activity", problems, OUTPUT)
         assert not problems, "\n".join(problems)
         found = []
         for hash_ in ("#/broadcasts", "#/contacts", f"#/broadcasts/{broadcast['id']}", f"#/emails/{email['id']}",

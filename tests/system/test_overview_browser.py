@@ -14,7 +14,7 @@ import psycopg2
 import pytest
 
 from tests.helpers.browser import drive, go, output_dir, set_first_password
-from tests.system.test_dashboard_a11y_browser import AXE, violations
+from tests.helpers.pagechecks import AXE, violations
 
 pytestmark = pytest.mark.slow
 

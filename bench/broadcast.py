@@ -205,7 +205,7 @@ class Trickle:
         self.answered: dict[str, float] = {}  # e-mail id → when its POST was answered
         self.failed = 0
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._send)
+        self.thread = threading.Thread(target=self._send, daemon=True)  # an interrupted run ends
         self.began = time.monotonic()
         self.thread.start()
 

@@ -14,7 +14,7 @@ and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1)
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
     .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 1000] [--transactional]
-        [--background [--background-contacts 1000000]]
+        [--background [--background-contacts 1000000]] [--latency 20]
 
 With ``--accept-only``, each broadcast is timed until accepted only (the delivery node still runs
 beside it), as for a million contacts. The database's growth (``pg_database_size`` after a
@@ -23,7 +23,10 @@ many transactional e-mails of about the same size are then sent end to end (``PO
 /emails/batch`` → the same delivery node → the sink) and each broadcast's delivery time is
 given as a ratio of theirs. With ``--background``, other accounts' data is made first
 (bench/background.py): their deferred deliveries sit in the queue the delivery node claims from.
-The subject and the body carry placeholders as users write them (``{{{FIRST_NAME}}}``,
+With ``--latency RATE``, transactional e-mails of the same account are sent at that rate while
+each broadcast fans out and is delivered, each timed from its POST's answer to its arrival at
+the sink (bench/idsink.py's, by Message-ID): p50, p95, p99, max. The subject and the body
+carry placeholders as users write them (``{{{FIRST_NAME}}}``,
 ``{{{contact.plan}}}``).
 """
 

@@ -14,7 +14,7 @@ and master key; the tests' loopback DNS server (MX of example.net → 127.0.0.1)
 
     bench/delivery.sh --only none    # once: installs postfix (smtp-sink) if missing
     .venv/bin/python -m bench.broadcast [--contacts 100000] [--nodes 1,2] [--chunk 1000] [--transactional]
-        [--background [--background-contacts 1000000]]
+        [--background [--background-contacts 1000000]] [--latency 20]
 
 With ``--accept-only``, each broadcast is timed until accepted only (the delivery node still runs
 beside it), as for a million contacts. The database's growth (``pg_database_size`` after a
@@ -23,7 +23,10 @@ many transactional e-mails of about the same size are then sent end to end (``PO
 /emails/batch`` → the same delivery node → the sink) and each broadcast's delivery time is
 given as a ratio of theirs. With ``--background``, other accounts' data is made first
 (bench/background.py): their deferred deliveries sit in the queue the delivery node claims from.
-The subject and the body carry placeholders as users write them (``{{{FIRST_NAME}}}``,
+With ``--latency RATE``, transactional e-mails of the same account are sent at that rate while
+each broadcast fans out and is delivered, each timed from its POST's answer to its arrival at
+the sink (bench/idsink.py's, by Message-ID): p50, p95, p99, max. The subject and the body
+carry placeholders as users write them (``{{{FIRST_NAME}}}``,
 ``{{{contact.plan}}}``).
 """
 
@@ -34,8 +37,9 @@ import json
 import statistics
 import threading
 import time
+import urllib.request
 
-from bench import ab, background, common, delivery
+from bench import ab, background, common, delivery, idsink
 from bench.common import load_average
 from bench.delivery import DOMAIN, RCPT_DOMAIN
 
@@ -55,7 +59,8 @@ class Bench(delivery.Bench):
     """The delivery benchmark's start-up (DNS, sink, API node, tenant), then a segment of contacts."""
 
     def __init__(self, args):
-        super().__init__(args, prefix="mailsvc-bench-broadcast-", env={"MAILSVC_BROADCASTS_CHUNK": str(args.chunk)})
+        super().__init__(args, prefix="mailsvc-bench-broadcast-", env={"MAILSVC_BROADCASTS_CHUNK": str(args.chunk)},
+                         sink=idsink.IdSink if args.latency else delivery.Sink)
 
     def setup(self) -> None:
         super().setup()
@@ -122,6 +127,7 @@ class Bench(delivery.Bench):
             "subject": "{{{FIRST_NAME}}}, news for {{{contact.plan}}} plans",
             "html": HTML, "send": True, "name": f"bench {nodes} node(s)"})
         broadcast_id = created["id"]
+        trickle = Trickle(self, self.args.latency) if self.args.latency else None
         total = self.args.contacts
         accepted_at = delivered_at = None
         progress = []
@@ -144,6 +150,7 @@ class Bench(delivery.Bench):
             time.sleep(0.2 if total <= 100_000 else 1)  # counting a million rows costs PostgreSQL
         stop.set()
         sampler.join()
+        latency = trickle.finish() if trickle else None
         for n in fanout:
             n.stop()
             self.nodes.remove(n)
@@ -157,6 +164,7 @@ class Bench(delivery.Bench):
             "accepted_per_s": round(total / (accepted_at - began)),
             "sink_count": self.sink.count() - sink_before,
             "rss": rss, "progress_every_5s": progress[::25], "load": load_average(),
+            **({"transactional_latency": latency} if latency else {}),
         }
 
     def database_size(self) -> int:
@@ -188,6 +196,59 @@ class Bench(delivery.Bench):
         print(json.dumps(results, indent=2), flush=True)
 
 
+class Trickle:
+    """
+    Transactional e-mails of the broadcast's account at a steady ``rate`` (``POST /emails``, one
+    recipient, one at a time) while the broadcast fans out and is delivered; each timed from its
+    POST's answer to its arrival at the sink (bench/idsink.py), matched by its Message-ID.
+    """
+
+    def __init__(self, bench: Bench, rate: float):
+        self.bench, self.rate = bench, rate
+        self.answered: dict[str, float] = {}  # e-mail id → when its POST was answered
+        self.failed = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._send, daemon=True)  # an interrupted run ends
+        self.began = time.monotonic()
+        self.thread.start()
+
+    def _send(self) -> None:
+        n = 0
+        while not self.stopping.wait(max(0.0, self.began + n / self.rate - time.monotonic())):
+            body = delivery.email_json(50_000_000 + n, self.bench.args.rows)
+            request = urllib.request.Request(
+                self.bench.url + "/emails", method="POST", data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.bench.key}"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    self.answered[json.loads(response.read())["id"]] = time.time()
+            except OSError:
+                self.failed += 1
+            n += 1
+
+    def finish(self) -> dict:
+        """Stop sending, wait for every one sent at the sink, and the latencies' percentiles."""
+        self.stopping.set()
+        self.thread.join()
+        sent_for = time.monotonic() - self.began
+        ids = dict(self.bench.sql("SELECT message_id, id::text FROM emails WHERE id = ANY(%s::uuid[])",
+                                  (list(self.answered),)))
+        sink = self.bench.sink
+        common.wait_until(lambda: set(ids) <= sink.arrivals().keys(), self.bench.args.timeout, 1)
+        seen = sink.arrivals()
+        latencies = sorted(seen[m][0] - self.answered[i] for m, i in ids.items() if m in seen)
+        if not latencies:
+            return {"sent": len(self.answered), "failed": self.failed}
+
+        def at(share: float) -> float:
+            return round(latencies[min(len(latencies) - 1, int(share * len(latencies)))], 3)
+
+        return {"sent": len(self.answered), "failed": self.failed,
+                "rate_per_s": round(len(self.answered) / sent_for, 1),
+                "arrived": len(latencies), "p50_s": at(0.50), "p95_s": at(0.95), "p99_s": at(0.99),
+                "max_s": round(latencies[-1], 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--contacts", type=int, default=100_000)
@@ -199,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="stop each broadcast once every recipient is accepted (delivery still runs beside)")
     parser.add_argument("--transactional", action="store_true",
                         help="then as many transactional e-mails end to end, for comparison")
+    parser.add_argument("--latency", type=float, default=0, metavar="RATE",
+                        help="transactional e-mails per second during each broadcast, each timed to the sink")
     background.add_arguments(parser)
     parser.add_argument("--rows", type=int, default=10, help="rows of the transactional e-mails' HTML (10: ~2 KB)")
     args = parser.parse_args(argv)

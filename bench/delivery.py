@@ -167,12 +167,14 @@ class Bench:
     """
     ``start_api(root, name, env)`` starts the API node and ``start_deliverer`` each delivery
     node (a server process of this module by default; bench/ab.py passes ones that start a
-    node of several processes).
+    node of several processes); ``sink(root)`` the sink they deliver to (``smtp-sink -c`` by
+    default; bench/soak.py passes one that logs Message-IDs).
     """
 
     def __init__(self, args, start_api=start_node, prefix: str = "mailsvc-bench-delivery-", env: dict | None = None,
-                 start_deliverer=start_node):
+                 start_deliverer=start_node, sink=Sink):
         self.args = args
+        self.make_sink = sink
         self.start_api = start_api
         self.start_deliverer = start_deliverer
         self.extra_env = env or {}
@@ -189,7 +191,7 @@ class Bench:
         self.dns = subprocess.Popen([sys.executable, "-m", "bench.delivery", "--serve-dns"], cwd=ROOT,
                                     env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
         dns_port = int(self.dns.stdout.readline())
-        self.sink = Sink(self.root)
+        self.sink = self.make_sink(self.root)
         self.sinks.append(self.sink)
         self.common = {
             "MAILSVC_DNS_SERVERS": f"127.0.0.1:{dns_port}",

@@ -266,11 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=10, help="rows of the transactional e-mails' HTML (10: ~2 KB)")
     args = parser.parse_args(argv)
     common.require(("smtp-sink",), "bench/delivery.sh")
-    bench = Bench(args)
-    try:
-        bench.run()
-    finally:
-        bench.close()
+    common.run_bench(Bench(args))
 
 
 if __name__ == "__main__":

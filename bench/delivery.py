@@ -447,11 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve_dns:
         return serve_dns()
     common.require(("smtp-sink", "smtp-source", "postfix"), "bench/delivery.sh")
-    bench = Bench(args)
-    try:
-        bench.run()
-    finally:
-        bench.close()
+    common.run_bench(Bench(args))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ HTTP application assembled as the daemon assembles it, listening on loopback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -122,11 +123,16 @@ async def db(fresh_dsn):
     database.stop()
 
 
-@pytest.fixture
-def config() -> Config:
+def _tests_config() -> Config:
     """Defaults, but for the tests' addresses on reserved names (example.com), which they send to,
     and the tests' knobs (tests/helpers/knobs.py)."""
     return load(None, environ={**knobs.NODE, "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
+
+
+@pytest.fixture
+def config() -> Config:
+    """The configuration ``api`` assembles the application with (``_tests_config``)."""
+    return _tests_config()
 
 
 class Api:
@@ -176,16 +182,50 @@ def assembly() -> dict:
     return {}
 
 
-@pytest_twisted.async_yield_fixture
-async def api(db, config, tmp_path, assembly):
+@contextlib.asynccontextmanager
+async def _serving(db: Database, config: Config, assembly: dict):
+    """The application assembled on ``db``, listening on loopback until the block ends."""
     operator_token = "op_" + secrets.token_urlsafe(16)
     parts = compose.assemble(reactor, config, db, secrets.token_bytes(32), operator_token, **assembly)
     port = reactor.listenTCP(0, parts.site, interface="127.0.0.1")
     app = Api(parts, port, operator_token)
-    yield app
-    await app.pool.closeCachedConnections()
-    await port.stopListening()
-    await parts.service.stopService()  # what of the tree a test started (loops, engines)
+    try:
+        yield app
+    finally:
+        await app.pool.closeCachedConnections()
+        await port.stopListening()
+        await parts.service.stopService()  # what of the tree a test started (loops, engines)
+
+
+@pytest_twisted.async_yield_fixture
+async def api(db, config, tmp_path, assembly):
+    async with _serving(db, config, assembly) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def shared_config() -> Config:
+    """``shared_api``'s configuration: the ``config`` fixture's, unless the module gives its own."""
+    return _tests_config()
+
+
+@pytest_twisted.async_yield_fixture(scope="module")
+async def shared_api(pg_dsn, spare_databases, shared_config):
+    """
+    One application (and database) for the tests of a module that only read, made for its first
+    such test instead of for each (``api``'s database clone and assembly). Only for tests that write
+    nothing another could see, nor read what another changes (a counter in /metrics, the waitlist):
+    a test that writes takes ``api``.
+    """
+    name = spare_databases.take()
+    database = Database(reactor, _dsn_with(pg_dsn, name), 4)
+    await database.start()
+    try:
+        async with _serving(database, shared_config, {}) as app:
+            yield app
+    finally:
+        database.stop()
+        spare_databases.drop(name)
 
 
 @pytest_twisted.async_yield_fixture

@@ -149,7 +149,8 @@ class Store:
 
     def quiet(self, seconds: float = 10) -> None:
         """
-        Until no other client backend is executing a statement (a stopped client sends none).
+        Until no other client backend of this database is executing a statement (a stopped client
+        sends none; the run's cluster may hold other tests' databases).
         Two waits count as quiet, since neither ends while the client is stopped: sending rows
         to it (``ClientWrite``: its socket is full; the statement commits only once they are
         all sent), and waiting for a lock (the chain of waits ends at a running statement,
@@ -157,6 +158,7 @@ class Store:
         """
         busy = ("SELECT wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity"
                 " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state = 'active'"
+                " AND datname = current_database()"
                 " AND wait_event_type IS DISTINCT FROM 'Lock' AND wait_event IS DISTINCT FROM 'ClientWrite'")
         until(lambda: not self.rows(busy), seconds,
               lambda: f"the daemon's backends idle after SIGSTOP: {self.rows(busy)}", interval=0.02)

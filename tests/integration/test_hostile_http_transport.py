@@ -20,11 +20,22 @@ from tests.helpers.http import Responses
 MIB = 1024 * 1024
 
 
+def _deadlines_of_a_second():
+    return load(None, environ={"MAILSVC_HTTP_HEADER_TIMEOUT": "1", "MAILSVC_HTTP_BODY_TIMEOUT": "1",
+                               "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
+
+
 @pytest.fixture
 def config():
     """The assembled app (the ``api`` fixture) with 1 s header and body deadlines."""
-    return load(None, environ={"MAILSVC_HTTP_HEADER_TIMEOUT": "1", "MAILSVC_HTTP_BODY_TIMEOUT": "1",
-                               "MAILSVC_MAIL_REFUSE_RESERVED_RECIPIENTS": "false"})
+    return _deadlines_of_a_second()
+
+
+@pytest.fixture(scope="module")
+def shared_config():
+    """The same for ``shared_api``: the tests refused before their request reaches a route, or
+    that only read ``/healthz``, share one app."""
+    return _deadlines_of_a_second()
 
 
 def _talk(port: int, parts: list, want: int | None) -> tuple[bytes, bool]:
@@ -86,19 +97,19 @@ def post(path: str, length: int, *headers: str) -> bytes:
 
 
 @pt.ensureDeferred
-async def test_headers_sent_slowly_get_408_and_a_close(api):
+async def test_headers_sent_slowly_get_408_and_a_close(shared_api):
     parts = [b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\n"]
     for i in range(40):  # one header every 0.1 s would take 4 s
         parts += [0.1, b"X-Slow-%d: 1\r\n" % i]
-    [answer], closed = await talk(api, parts)
+    [answer], closed = await talk(shared_api, parts)
     assert error_of(answer) == (408, "request_timeout") and closed
 
 
 @pt.ensureDeferred
-async def test_a_body_sent_slowly_gets_408_and_a_close(api):
+async def test_a_body_sent_slowly_gets_408_and_a_close(shared_api):
     parts = [b"POST /public/waitlist HTTP/1.1\r\nHost: mail.test\r\nContent-Length: 100\r\n\r\n"]
     parts += [0.1, b"{"] * 40
-    [answer], closed = await talk(api, parts)
+    [answer], closed = await talk(shared_api, parts)
     assert error_of(answer) == (408, "request_timeout") and closed
 
 
@@ -147,11 +158,11 @@ async def test_a_chunked_body_over_the_limit_is_refused_as_it_passes(api):
 
 
 @pt.ensureDeferred
-async def test_no_key_and_a_huge_body_is_refused_before_the_body(api):
+async def test_no_key_and_a_huge_body_is_refused_before_the_body(shared_api):
     parts = [post("/emails", 50 * MIB), b"a" * 65536]
-    [answer], closed = await talk(api, parts)
+    [answer], closed = await talk(shared_api, parts)
     assert error_of(answer) == (401, "missing_api_key") and closed
-    [answer], closed = await talk(api, [post("/v1/emails", 50 * MIB)])
+    [answer], closed = await talk(shared_api, [post("/v1/emails", 50 * MIB)])
     assert error_of(answer) == (401, "missing_api_key") and closed
 
 
@@ -171,15 +182,15 @@ async def test_an_unknown_or_revoked_key_and_a_huge_body_is_refused_before_the_b
 
 
 @pt.ensureDeferred
-async def test_a_bad_content_length_is_400(api):
+async def test_a_bad_content_length_is_400(shared_api):
     for length in ("abc", "-1", "1e3", "5, 6"):
         request = f"POST /public/waitlist HTTP/1.1\r\nHost: mail.test\r\nContent-Length: {length}\r\n\r\n"
-        [answer], closed = await talk(api, [request.encode()])
+        [answer], closed = await talk(shared_api, [request.encode()])
         assert error_of(answer) == (400, "bad_request") and closed, length
 
 
 @pt.ensureDeferred
-async def test_request_smuggling_is_refused(api):
+async def test_request_smuggling_is_refused(shared_api):
     smuggled = b"GET /admin/v1/waitlist HTTP/1.1\r\nHost: mail.test\r\n\r\n"
     for framing in (
         f"Content-Length: {len(smuggled) + 5}\r\nTransfer-Encoding: chunked",
@@ -191,15 +202,15 @@ async def test_request_smuggling_is_refused(api):
         "Transfer-Encoding : chunked",
     ):
         request = f"POST /public/waitlist HTTP/1.1\r\nHost: mail.test\r\n{framing}\r\n\r\n".encode()
-        answers, closed = await talk(api, [request + b"0\r\n\r\n" + smuggled])
+        answers, closed = await talk(shared_api, [request + b"0\r\n\r\n" + smuggled])
         assert [error_of(a) for a in answers] == [(400, "bad_request")] and closed, framing
 
 
 @pt.ensureDeferred
-async def test_many_pipelined_requests_are_answered_in_order(api):
+async def test_many_pipelined_requests_are_answered_in_order(shared_api):
     one = b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\nX-Request-Id: r%d\r\n\r\n"
     last = b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\nConnection: close\r\n\r\n"
-    answers, closed = await talk(api, [b"".join(one % i for i in range(100)) + last])
+    answers, closed = await talk(shared_api, [b"".join(one % i for i in range(100)) + last])
     assert [a[0] for a in answers] == [200] * 101 and closed
     assert [a[1]["x-request-id"] for a in answers[:100]] == [f"r{i}" for i in range(100)]
 
@@ -217,48 +228,48 @@ async def test_a_known_key_keeps_the_connection(api):
 
 
 @pt.ensureDeferred
-async def test_a_header_of_1_mib_is_431(api):
+async def test_a_header_of_1_mib_is_431(shared_api):
     request = b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\nX-Big: " + b"a" * MIB + b"\r\n\r\n"
-    [answer], closed = await talk(api, [request])
+    [answer], closed = await talk(shared_api, [request])
     assert error_of(answer) == (431, "request_header_fields_too_large") and closed
 
 
 @pt.ensureDeferred
-async def test_ten_thousand_headers_is_431(api):
+async def test_ten_thousand_headers_is_431(shared_api):
     headers = b"".join(b"X-%d: 1\r\n" % i for i in range(10_000))
-    [answer], closed = await talk(api, [b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\n" + headers + b"\r\n"])
+    [answer], closed = await talk(shared_api, [b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\n" + headers + b"\r\n"])
     assert error_of(answer) == (431, "request_header_fields_too_large") and closed
     short = b"".join(b"a%d:\r\n" % i for i in range(150))  # small, but too many
-    [answer], closed = await talk(api, [b"GET /healthz HTTP/1.1\r\n" + short + b"\r\n"])
+    [answer], closed = await talk(shared_api, [b"GET /healthz HTTP/1.1\r\n" + short + b"\r\n"])
     assert error_of(answer) == (431, "request_header_fields_too_large") and closed
 
 
 @pt.ensureDeferred
-async def test_control_characters_and_garbage_are_400(api):
+async def test_control_characters_and_garbage_are_400(shared_api):
     for request in (
         b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\nX-Nul: a\x00b\r\n\r\n",
         b"GET /healthz HTTP/1.1\r\nHost: mail.test\r\nNo colon here\r\n\r\n",
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",  # TLS to the plain port
         b"GET\r\n\r\n",
     ):
-        [answer], closed = await talk(api, [request])
+        [answer], closed = await talk(shared_api, [request])
         assert error_of(answer) == (400, "bad_request") and closed, request
 
 
 @pt.ensureDeferred
-async def test_a_connection_that_sends_nothing_is_not_answered(api):
+async def test_a_connection_that_sends_nothing_is_not_answered(shared_api):
     # No request began: the idle timeout, not a 408, applies; the listener still serves others.
-    with socket.create_connection(("127.0.0.1", api.port.getHost().port)):
-        code, body, _ = await api.json("GET", "/healthz")
+    with socket.create_connection(("127.0.0.1", shared_api.port.getHost().port)):
+        code, body, _ = await shared_api.json("GET", "/healthz")
     assert (code, body) == (200, {"status": "ok"})
 
 
 @pt.ensureDeferred
-async def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(api):
+async def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(shared_api):
     started = time.monotonic()
-    answers, closed = await talk(api, [])  # the header deadline is 1 s here, the idle timeout 75 s
+    answers, closed = await talk(shared_api, [])  # the header deadline is 1 s here, the idle timeout 75 s
     assert answers == [] and closed and time.monotonic() - started < 5
     # A first byte in time starts the header deadline: that request is answered.
     parts = [0.5, b"G", 0.7, b"ET /healthz HTTP/1.1\r\nHost: mail.test\r\nConnection: close\r\n\r\n"]
-    [(status, _, _)], closed = await talk(api, parts)
+    [(status, _, _)], closed = await talk(shared_api, parts)
     assert status == 200 and closed

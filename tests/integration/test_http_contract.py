@@ -11,14 +11,14 @@ MAIN_ERROR_KEYS = {"statusCode", "name", "message"}
 
 
 @pt.ensureDeferred
-async def test_unknown_route_main_and_native_envelopes(api):
-    code, body, response = await api.json("GET", "/nothing-here")
+async def test_unknown_route_main_and_native_envelopes(shared_api):
+    code, body, response = await shared_api.json("GET", "/nothing-here")
     assert code == 404
     assert body == {"statusCode": 404, "name": "not_found",
                     "message": "The requested endpoint does not exist."}
     assert response.headers.getRawHeaders("content-type") == ["application/json"]
 
-    code, body, response = await api.json("GET", "/v1/nothing-here")
+    code, body, response = await shared_api.json("GET", "/v1/nothing-here")
     assert code == 404
     assert set(body) == {"error"}
     assert body["error"]["code"] == "not_found"
@@ -35,16 +35,16 @@ async def test_wrong_method(api):
 
 
 @pt.ensureDeferred
-async def test_request_id_is_generated_or_taken_from_the_client(api):
-    response, _ = await api.request("GET", "/healthz")
+async def test_request_id_is_generated_or_taken_from_the_client(shared_api):
+    response, _ = await shared_api.request("GET", "/healthz")
     generated = response.headers.getRawHeaders("x-request-id")
     assert generated and generated[0].startswith("req_")
 
-    response, _ = await api.request("GET", "/healthz", headers={"X-Request-Id": "client-abc-123"})
+    response, _ = await shared_api.request("GET", "/healthz", headers={"X-Request-Id": "client-abc-123"})
     assert response.headers.getRawHeaders("x-request-id") == ["client-abc-123"]
 
     too_long = "x" * 65
-    response, _ = await api.request("GET", "/nowhere", headers={"X-Request-Id": too_long})
+    response, _ = await shared_api.request("GET", "/nowhere", headers={"X-Request-Id": too_long})
     assert response.headers.getRawHeaders("x-request-id")[0] != too_long
 
 
@@ -92,9 +92,9 @@ async def test_body_limit_is_enforced_before_buffering(api):
 
 
 @pt.ensureDeferred
-async def test_body_limits_by_route(api):
+async def test_body_limits_by_route(shared_api):
     # docs/contract/main-api.md, "Limits": the route's own body size, on its /v1 and /dashboard copies too.
-    limit = api.parts.router.body_limit
+    limit = shared_api.parts.router.body_limit
     some_id = b"0190f5a4-0000-7000-8000-000000000000"
     for method, path, expected in [
         (b"POST", b"/emails", 50 * MIB), (b"POST", b"/emails/batch?x=1", 50 * MIB),

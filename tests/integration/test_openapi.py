@@ -14,13 +14,13 @@ from tests.helpers.sending import sending_tenant
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_document_names_every_route_the_router_serves(api):
-    code, doc, response = await api.json("GET", "/openapi.json")
+async def test_the_document_names_every_route_the_router_serves(shared_api):
+    code, doc, response = await shared_api.json("GET", "/openapi.json")
     assert code == 200
     assert response.headers.getRawHeaders("content-type") == ["application/json"]
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    served = {(m.method.lower(), openapi.openapi_path(m.path)[0]) for m in api.parts.router.mounted}
+    served = {(m.method.lower(), openapi.openapi_path(m.path)[0]) for m in shared_api.parts.router.mounted}
     documented = {(method, path) for path, item in doc["paths"].items() for method in item}
     assert served == documented
     # Every surface is there: main, native, operator and the public pages.
@@ -74,8 +74,8 @@ SNAPSHOT = Path(__file__).parent.parent / "samples" / "openapi.json"
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_served_document_is_the_one_published(api):
-    code, doc, _ = await api.json("GET", "/openapi.json")
+async def test_the_served_document_is_the_one_published(shared_api):
+    code, doc, _ = await shared_api.json("GET", "/openapi.json")
     assert code == 200
     published = json.loads(SNAPSHOT.read_text())
     changed = sorted(path for path in {*doc["paths"], *published["paths"]}
@@ -92,12 +92,12 @@ def test_a_route_without_an_operation_fails_loudly():
         openapi.document(mounted)
 
 
-def test_the_document_is_valid_openapi_3_1(api):
+def test_the_document_is_valid_openapi_3_1(shared_api):
     # Every schema is valid JSON Schema 2020-12 (OpenAPI 3.1's dialect); jsonschema_rs comes
     # with schemathesis.
     import jsonschema_rs
 
-    doc = openapi.document(api.parts.router.mounted)
+    doc = openapi.document(shared_api.parts.router.mounted)
     json.dumps(doc)
     for item in doc["paths"].values():
         for op in item.values():
@@ -137,8 +137,8 @@ async def test_usage_counts_todays_and_this_months_sends_against_the_quotas(api,
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_operator_api_tells_of_the_node(api):
-    code, node, _ = await api.json("GET", "/admin/v1", api.operator_token)
+async def test_the_operator_api_tells_of_the_node(shared_api):
+    code, node, _ = await shared_api.json("GET", "/admin/v1", shared_api.operator_token)
     assert code == 200
     assert node["object"] == "node" and node["version"] and node["onion"] is None
 

@@ -11,10 +11,20 @@ ALLOWED = "https://www.example.com"
 OTHER = "https://evil.example"
 
 
+def _two_origins():
+    return load(None, environ={"MAILSVC_PUBLIC_CORS_ORIGINS": f"{ALLOWED}, https://app.example.com/"})
+
+
 @pytest.fixture
 def config():
     """The assembled app (the ``api`` fixture) with two configured public origins."""
-    return load(None, environ={"MAILSVC_PUBLIC_CORS_ORIGINS": f"{ALLOWED}, https://app.example.com/"})
+    return _two_origins()
+
+
+@pytest.fixture(scope="module")
+def shared_config():
+    """The same for ``shared_api``, which the preflights (they write nothing) share."""
+    return _two_origins()
 
 
 def cors_headers(response) -> dict[str, str]:
@@ -29,9 +39,9 @@ def preflight(origin: str, method: str = "POST"):
 
 
 @pt.ensureDeferred
-async def test_preflight_is_answered_for_a_configured_origin(api):
+async def test_preflight_is_answered_for_a_configured_origin(shared_api):
     for origin in (ALLOWED, "https://app.example.com"):
-        response, body = await api.request("OPTIONS", "/public/waitlist", headers=preflight(origin))
+        response, body = await shared_api.request("OPTIONS", "/public/waitlist", headers=preflight(origin))
         assert response.code == 204 and body == b""
         assert cors_headers(response) == {
             "access-control-allow-origin": origin,
@@ -44,9 +54,9 @@ async def test_preflight_is_answered_for_a_configured_origin(api):
 
 
 @pt.ensureDeferred
-async def test_preflight_from_another_origin_gets_no_cors_headers(api):
+async def test_preflight_from_another_origin_gets_no_cors_headers(shared_api):
     for headers in (preflight(OTHER), preflight(ALLOWED + ".evil.example"), {}):
-        response, _ = await api.request("OPTIONS", "/public/waitlist", headers=headers)
+        response, _ = await shared_api.request("OPTIONS", "/public/waitlist", headers=headers)
         assert response.code == 204
         assert cors_headers(response) == {}
 

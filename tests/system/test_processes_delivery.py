@@ -4,7 +4,8 @@ with two workers: both are seen sending to the sink, the node's connections to o
 within ``delivery.per_destination`` between them, and a worker SIGKILLed mid-delivery loses
 nothing: what it held comes back when its leases end and is delivered. A sending node (the
 delivery role without api) runs its workers too. Each worker's share of the limits on a
-Clock: tests/unit/test_shares.py.
+Clock: tests/unit/test_shares.py. Nothing here stops PostgreSQL: each test's database is a
+clone on the run's cluster (``fresh_dsn``), not a cluster made and migrated for it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted as pt
 import requests
-from twisted.internet import reactor
 
-from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.daemon import serving_pid
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
@@ -72,16 +71,15 @@ async def both_seen_sending(daemon, store, sink, started: float, total: int) -> 
 
 
 @pt.ensureDeferred
-async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_loses_nothing(dns_server, smtp_sink):  # noqa: F811
+async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_loses_nothing(
+        fresh_dsn, dns_server, smtp_sink):  # noqa: F811
     root = Path(tempfile.mkdtemp(prefix="mailsvc-workers-"))
     root.chmod(0o755)
-    cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False  # what is tested is who delivers, not TLS
     smtp_sink.delay = 0.001  # every reply: delivery lasts seconds, long enough to watch
-    daemon = Daemon(root, cluster.dsn, dns_server.address, smtp_sink.port)
+    daemon = Daemon(root, fresh_dsn, dns_server.address, smtp_sink.port)
     # Two connections and 20 deliveries in flight a worker: the wait for a connection stays well
     # within an attempt's deadline (half the 6 s lease).
     daemon.env.update(MAILSVC_DELIVERY_PER_DESTINATION=str(PER_DESTINATION), MAILSVC_DELIVERY_MAX_IN_FLIGHT="40")
@@ -91,7 +89,7 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
         # 1. Accept everything on a node without the delivery role.
         daemon.start("api,webhooks,scheduler")
         await daemon.ready()
-        store = Store(cluster.dsn)
+        store = Store(fresh_dsn)
         key = await blocking(setup_tenant, daemon, store)
         for first in range(0, MESSAGES, BATCH * 4):
             for d in [blocking(_accept, daemon.url, key, f) for f in range(first, first + BATCH * 4, BATCH)]:
@@ -146,7 +144,6 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
             daemon.kill()
         if store is not None:
             store.conn.close()
-        await cluster.stop()
         if passed:
             shutil.rmtree(root, ignore_errors=True)
         else:
@@ -154,22 +151,20 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
 
 
 @pt.ensureDeferred
-async def test_a_node_without_the_api_role_delivers_from_every_worker(dns_server, smtp_sink):  # noqa: F811
+async def test_a_node_without_the_api_role_delivers_from_every_worker(fresh_dsn, dns_server, smtp_sink):  # noqa: F811
     root = Path(tempfile.mkdtemp(prefix="mailsvc-workers-"))
     root.chmod(0o755)
-    cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
-    await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False
     smtp_sink.delay = 0.001
-    daemon = Daemon(root, cluster.dsn, dns_server.address, smtp_sink.port)
+    daemon = Daemon(root, fresh_dsn, dns_server.address, smtp_sink.port)
     store = None
     passed = False
     try:
         daemon.start("api,webhooks,scheduler")
         await daemon.ready()
-        store = Store(cluster.dsn)
+        store = Store(fresh_dsn)
         key = await blocking(setup_tenant, daemon, store)
         for d in [blocking(_accept, daemon.url, key, f) for f in range(0, 1000, BATCH)]:
             await d
@@ -188,7 +183,6 @@ async def test_a_node_without_the_api_role_delivers_from_every_worker(dns_server
             daemon.kill()
         if store is not None:
             store.conn.close()
-        await cluster.stop()
         if passed:
             shutil.rmtree(root, ignore_errors=True)
         else:

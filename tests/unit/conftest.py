@@ -12,7 +12,7 @@ import pytest
 #: loopback, a daemon or a browser. ``pg_dsn`` alone covers every fixture built on the database
 #: (``db``, ``api``, ``mta``, ...); the others are named so that the message names them.
 OUTSIDE_THE_UNIT_TIER = frozenset({
-    "pg_dsn", "template_dsn", "fresh_dsn", "db", "api", "mta", "start_mta_with",
+    "pg_dsn", "template_dsn", "fresh_dsn", "db", "api", "shared_api", "mta", "start_mta_with",
     "dns_server", "smtp_sink", "https_receiver", "rig", "sts", "smtp_ports",
     "state", "browser",
 })

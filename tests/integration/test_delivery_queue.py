@@ -164,8 +164,9 @@ async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by
 
 
 def _rows_read(plan: dict) -> int:
-    """Rows the plan's nodes read from ``deliveries`` (an index or a table), over all their loops."""
-    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") == "deliveries" else 0
+    """Rows the plan's nodes read from ``deliveries`` (an index or a table, kept or filtered out), all loops."""
+    read = plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)
+    own = read * plan.get("Actual Loops", 1) if plan.get("Relation Name") == "deliveries" else 0
     return own + sum(_rows_read(child) for child in plan.get("Plans", ()))
 
 

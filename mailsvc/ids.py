@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import datetime
 
 _last = [0, 0]  # (milliseconds, 12-bit counter) of the previous id of this process
 #: Random bytes drawn from the OS in blocks, 10 taken by each id: one ``getrandom`` call per id
@@ -43,6 +44,12 @@ def uuid7(seconds: float) -> uuid.UUID:
     rand_b = rand & ((1 << 62) - 1)
     value = (millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     return uuid.UUID(int=value)
+
+
+def first_id_at(instant: datetime) -> uuid.UUID:
+    """The smallest UUIDv7 of ``instant``'s millisecond: ids made from then on sort at or after it
+    (a lower bound on ids for a range of time, so an index on ids bounds a scan by time)."""
+    return uuid.UUID(int=int(instant.timestamp() * 1000) << 80)
 
 
 def start_over() -> None:

@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, date, datetime, time
 
 from mailsvc.domain.paging import Page
+from mailsvc.ids import first_id_at
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.paging import clause
-from mailsvc.store.usage import _first_id_at
 
 _USER_COLUMNS = ("id, tenant_id, email, role, password_hash, password_version, created_at, updated_at,"
                  " totp_enabled_at IS NOT NULL AS two_factor")
@@ -211,7 +211,7 @@ async def daily_stats_from(db: Database, tenant_id: uuid.UUID, since: date, doma
         # The sender is an address, or a name with its address in angle brackets.
         "   AND lower(substring(e.sender from '@([^@<>[:space:]]+)>?[[:space:]]*$')) = %s"
         " GROUP BY 1",
-        (tenant_id, _first_id_at(datetime.combine(since, time(), UTC)), since, domain),
+        (tenant_id, first_id_at(datetime.combine(since, time(), UTC)), since, domain),
     )
     return {row["day"]: {k: int(row[k]) for k in ("sent", "delivered", "bounced", "complained")} for row in rows}
 

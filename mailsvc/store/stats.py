@@ -6,8 +6,8 @@ from datetime import datetime
 
 import attrs
 
+from mailsvc.ids import first_id_at
 from mailsvc.store.database import Database
-from mailsvc.store.usage import _first_id_at
 
 
 async def mail_today(db: Database, day: datetime) -> list[dict]:
@@ -16,7 +16,7 @@ async def mail_today(db: Database, day: datetime) -> list[dict]:
         "SELECT t.plan, d.status, count(*) AS n FROM emails e"
         " JOIN deliveries d ON d.email_id = e.id JOIN tenants t ON t.id = e.tenant_id"
         " WHERE e.id >= %s GROUP BY t.plan, d.status",
-        (_first_id_at(day),), desc="stats_mail_today",
+        (first_id_at(day),), desc="stats_mail_today",
     )
 
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from mailsvc.ids import first_id_at
 from mailsvc.store.database import Database
-
-
-def _first_id_at(instant: datetime) -> uuid.UUID:
-    """The smallest UUIDv7 of ``instant``'s millisecond: ids from then on sort at or after it."""
-    return uuid.UUID(int=int(instant.timestamp() * 1000) << 80)
 
 
 async def counts(db: Database, tenant_id: uuid.UUID, day: datetime, month: datetime) -> dict:
@@ -26,7 +22,7 @@ async def counts(db: Database, tenant_id: uuid.UUID, day: datetime, month: datet
         " (SELECT count(*) FROM emails WHERE tenant_id = %(t)s AND id >= %(d)s) AS day_emails,"
         " (SELECT count(*) FROM emails WHERE tenant_id = %(t)s AND id >= %(m)s) AS month_emails",
         {"t": tenant_id, "dp": f"day:{day:%Y-%m-%d}", "mp": f"month:{month:%Y-%m}",
-         "d": _first_id_at(day), "m": _first_id_at(month)},
+         "d": first_id_at(day), "m": first_id_at(month)},
         desc="usage",
     )
     return dict(row)

@@ -53,6 +53,12 @@ class BuilderCanvas:
         gap.locator("button.plus").click()
         gap.get_by_role("button", name=kind, exact=True).click()
 
+    def append_blocks(self, *kinds: str) -> None:
+        """Blocks of ``kinds`` inserted one after another at the end of the canvas, in that order."""
+        start = self.page.locator(TOP).count()
+        for offset, kind in enumerate(kinds):
+            self.insert_block(kind, start + offset)
+
     def select_block(self, at: At, within=None) -> None:
         """A click on block ``at``: selected, its settings beside the canvas."""
         block = self.block(at, within)

@@ -128,8 +128,7 @@ def ai_and_brand(page, context, node, fakes, tmp_path):
     go(page, "#/builder", "Builder")
     builder = BuilderCanvas(page)
     frame = builder.preview
-    builder.insert_block("heading", 0)
-    builder.insert_block("text", 1)
+    builder.append_blocks("heading", "text")
     builder.type_text("heading", "Before the AI")
     frame.get_by_text("Before the AI").wait_for()
     quota = page.locator("#ai-quota")

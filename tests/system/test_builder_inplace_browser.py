@@ -42,9 +42,7 @@ def test_the_canvas_edits_moves_undoes_and_saves(daemon, browser, fresh_dsn):
 
 def walk(page, builder):
     # Insert: a heading at the top, then a text and a button after it; no per-block forms beside.
-    builder.insert_block("heading", 0)
-    builder.insert_block("text", 1)
-    builder.insert_block("button", 2)
+    builder.append_blocks("heading", "text", "button")
     assert builder.types() == ["heading", "text", "button"]
     assert page.locator("#blocks, li.block, .blockfields").count() == 0
 
@@ -158,8 +156,7 @@ def test_a_link_given_in_place_is_saved_and_a_bad_one_refused(daemon, browser, f
 
 
 def links(page, builder):
-    builder.insert_block("heading", 0)
-    builder.insert_block("text", 1)
+    builder.append_blocks("heading", "text")
     builder.type_text("heading", "Spring news")
     builder.type_text("text", "Read the notes today.")
 

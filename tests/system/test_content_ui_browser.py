@@ -62,8 +62,7 @@ def walk(page, context, daemon, sink, fresh_dsn):  # noqa: F811 (the fixtures, p
     # The builder: eight block types, a two-column row, mouse and keyboard, on the canvas.
     go(page, "#/builder", "Builder")
     builder = BuilderCanvas(page)
-    for at, kind in enumerate(("heading", "text", "button", "divider", "list", "quote", "columns", "footer")):
-        builder.insert_block(kind, at)
+    builder.append_blocks("heading", "text", "button", "divider", "list", "quote", "columns", "footer")
     assert len(builder.types()) == 8
     # Inside the columns: an image on the left, a code block on the right.
     builder.insert_block("image", 0, column=builder.column("columns", 0))

@@ -71,7 +71,7 @@ function contactsTable(items, caption) {
 
 /** The form of a new segment, hidden behind the page's "New segment" until asked for. */
 function segmentForm() {
-  return h("div#new-segment", { id: "new-segment" }, form(async (data) => {
+  return h("div#new-segment", form(async (data) => {
     await post("/dashboard/segments", { name: data.get("name") });
     route();
   }, h("div.inline", field("New segment name", input("name", { required: true, maxlength: 256 })),

@@ -41,8 +41,6 @@ def process_pool_runner(reactor, workers: int = PARSE_PROCESSES) -> Callable[...
 
     def started() -> ProcessPoolExecutor:
         with starting:
-            if pool and getattr(pool[0], "_broken", False):
-                pool.pop().shutdown(wait=False)
             if not pool:
                 # spawn: a process started afresh, not a fork of one running a reactor and threads;
                 # at a lower priority (nice 10), so that the reactor's process has a core first.
@@ -55,10 +53,14 @@ def process_pool_runner(reactor, workers: int = PARSE_PROCESSES) -> Callable[...
 
     def submitted(fn: Callable[..., Any], args: tuple):
         """The future of ``fn(*args)``; called in a thread (the first call starts the processes)."""
+        executor = started()
         try:
+            return executor.submit(fn, *args)
+        except BrokenProcessPool:  # a process of it died: the pool is started anew
+            with starting:
+                if pool and pool[0] is executor:
+                    pool.pop().shutdown(wait=False)
             return started().submit(fn, *args)
-        except BrokenProcessPool:
-            return started().submit(fn, *args)  # started anew
 
     def outcome(future) -> defer.Deferred:
         result: defer.Deferred = defer.Deferred()
@@ -75,11 +77,11 @@ def process_pool_runner(reactor, workers: int = PARSE_PROCESSES) -> Callable[...
         return result
 
     def run(fn: Callable[..., Any], *args) -> defer.Deferred:
-        if pool and not getattr(pool[0], "_broken", False):
+        if pool:
             try:
                 return outcome(pool[0].submit(fn, *args))
             except BrokenProcessPool:
-                pass
+                pass  # started anew in a thread, as the first use is
         return threads.deferToThreadPool(reactor, reactor.getThreadPool(), submitted, fn, args).addCallback(outcome)
 
     return run

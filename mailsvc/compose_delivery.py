@@ -36,7 +36,7 @@ from mailsvc.mail import simulated
 from mailsvc.outside.fetch import TrustRoots
 from mailsvc.service import Group
 from mailsvc.smtp.message import submission_from_message
-from mailsvc.smtp.outbound import ENFORCED
+from mailsvc.smtp.outbound_tls import ENFORCED
 from mailsvc.store import accounts as accounts_store
 from mailsvc.store import deliveries as deliveries_store
 from mailsvc.store.database import Database

@@ -17,7 +17,8 @@ from twisted.python.failure import Failure
 
 from mailsvc.crypto.peers import Tlsa
 from mailsvc.delivery.shaping import TooLateForSlot
-from mailsvc.smtp.outbound import OutboundSMTP, TransactionResult
+from mailsvc.smtp.outbound import OutboundSMTP
+from mailsvc.smtp.replies import TransactionResult
 
 log = Logger()
 

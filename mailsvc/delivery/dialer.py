@@ -19,7 +19,8 @@ from mailsvc.delivery.connections import Destination
 from mailsvc.delivery.policy import PeerPolicy
 from mailsvc.outside.addresses import PublicAddresses
 from mailsvc.outside.fetch import TrustRoots
-from mailsvc.smtp.outbound import ENFORCED, OPPORTUNISTIC, OutboundSMTP
+from mailsvc.smtp.outbound import OutboundSMTP
+from mailsvc.smtp.outbound_tls import ENFORCED, OPPORTUNISTIC
 
 #: Seconds a TCP connection may take.
 CONNECT_TIMEOUT = 30

@@ -39,7 +39,7 @@ from mailsvc.domain import policy
 from mailsvc.domain.delivery import CONTENT_EXPIRED, RETRY_WINDOW_EXHAUSTED
 from mailsvc.engine import LeasedEngine
 from mailsvc.mail import dkim, verp
-from mailsvc.smtp.outbound import ConnectionFault, DeadlinePassedUnsent, RecipientResult
+from mailsvc.smtp.replies import ConnectionFault, DeadlinePassedUnsent, RecipientResult
 from mailsvc.store import deliveries as store
 from mailsvc.store.accept import DELIVERIES
 from mailsvc.store.database import Database

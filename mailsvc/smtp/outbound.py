@@ -5,188 +5,56 @@ Twisted's ``SMTPClient`` is not used (docs/decisions.md, "Outbound SMTP client")
 The whole message is CRLF-normalised and dot-stuffed before any byte is written, and goes out
 in one write; replies are matched to commands through a FIFO, so with PIPELINING a
 transaction's MAIL, RCPT and DATA go out in one write. On a plain TCP connection each write is
-sent at once through the socket (``ITCPTransport.getHandle``) while the transport holds nothing
-unsent, rather than on the reactor's next turn (docs/decisions.md, "Outbound SMTP client").
-Timeouts and a transaction's deadline (``send(deadline=...)``) run on the injected clock. A
-reply past MAX_REPLY_LINES / MAX_REPLY_BYTES, or a line past MAX_LENGTH, drops the connection
-as a ConnectionFault (retried). With credentials (smarthost) the client authenticates after
-(STARTTLS and) EHLO, only over TLS unless plain text is allowed.
+sent at once through the socket (``smtp/direct_writes.py``). Timeouts and a transaction's
+deadline (``send(deadline=...)``) run on the injected clock. A reply past MAX_REPLY_LINES /
+MAX_REPLY_BYTES, or a line past MAX_LENGTH, drops the connection as a ConnectionFault
+(retried). The session's steps after EHLO have their own modules: STARTTLS and the peer's
+policy (``smtp/outbound_tls.py``), then with credentials (smarthost) AUTH
+(``smtp/outbound_auth.py``); what the replies decide is ``smtp/replies.py``.
 """
 
 from __future__ import annotations
 
-import base64
-import re
-import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 import attrs
 from twisted.internet import defer
-from twisted.internet.interfaces import ISSLTransport, ITCPTransport, ITLSTransport
+from twisted.internet.interfaces import ISSLTransport, ITLSTransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 
+from mailsvc.smtp.direct_writes import DirectWrites
+from mailsvc.smtp.outbound_auth import Credentials
+from mailsvc.smtp.outbound_tls import OPPORTUNISTIC, StartTLS
+from mailsvc.smtp.outbound_transaction import (
+    Job,
+    checked_address,
+    data_payload,
+    mail_from,
+    normalise_lines,
+    over_size,
+    rcpt_to,
+)
+from mailsvc.smtp.replies import (
+    ConnectionFault,
+    DeadlinePassed,
+    DeadlinePassedUnsent,
+    RecipientResult,
+    Reply,
+    ReplyLines,
+    SessionDeferral,
+    SMTPConnectionLost,
+    SMTPProtocolError,
+    SMTPTimeout,
+    TransactionResult,
+    decided_all,
+    decided_each,
+    parse_extensions,
+    to_reply,
+)
+
 log = Logger()
-
-OPPORTUNISTIC = "opportunistic"
-ENFORCED = "enforced"
-TLS_POLICIES = (OPPORTUNISTIC, ENFORCED)
-
-#: One reply (e.g. a multi-line EHLO answer) holds at most this many lines and bytes of text;
-#: real servers send tens of lines, a hostile one could send them forever.
-MAX_REPLY_LINES = 100
-MAX_REPLY_BYTES = 64 * 1024
-
-_REPLY_LINE = re.compile(rb"^(\d{3})([ -]?)(.*)$")
-_ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})(?:\s+|$)")
-_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-_ADDRESS_FORBIDDEN = re.compile(r"[\x00-\x20<>\x7f]")
-
-
-@attrs.frozen
-class Reply:
-    """One SMTP reply: code, enhanced status code ("" when absent) and text."""
-
-    code: int
-    enhanced_code: str
-    text: str
-
-    @property
-    def positive(self) -> bool:
-        return 200 <= self.code < 400
-
-
-@attrs.frozen
-class RecipientResult:
-    """What became of one recipient: ``outcome`` is delivered, deferred or bounced."""
-
-    recipient: str
-    outcome: str
-    reply: Reply
-    #: for a deferral: ``transient``, or ``blocked`` (TLS policy not met, or the smarthost
-    #: refused or cannot take our credentials: the operator must act); None otherwise.
-    deferral_class: str | None = None
-
-
-@attrs.frozen
-class TransactionResult:
-    recipients: tuple[RecipientResult, ...]
-
-    def by_outcome(self, outcome: str) -> list[str]:
-        return [r.recipient for r in self.recipients if r.outcome == outcome]
-
-
-class ConnectionFault(Exception):
-    """The connection failed under a transaction; its outcome is unknown (retry it)."""
-
-
-class SMTPTimeout(ConnectionFault):
-    def __init__(self, waiting_for: str, seconds: float):
-        super().__init__(f"no reply to {waiting_for} within {seconds:g} s; connection aborted")
-        self.waiting_for, self.seconds = waiting_for, seconds
-
-
-class DeadlinePassed(ConnectionFault):
-    """The transaction's overall deadline passed (the connection, if any, was aborted)."""
-
-    def __init__(self, where: str):
-        super().__init__(f"the delivery deadline passed during {where}")
-
-
-class DeadlinePassedUnsent(DeadlinePassed):
-    """The deadline passed while ``may_send`` was still being awaited: no byte of DATA was sent."""
-
-
-class SMTPConnectionLost(ConnectionFault):
-    def __init__(self, reason):
-        super().__init__(f"connection lost: {reason.getErrorMessage() if reason else 'closed'}")
-
-
-class SMTPProtocolError(ConnectionFault):
-    """The server sent something that is not an SMTP reply."""
-
-
-class SessionDeferral(Exception):
-    """The session ended before the transaction could finish: every recipient is deferred."""
-
-    def __init__(self, reply: Reply, deferral_class: str = "transient"):
-        super().__init__(f"{reply.code} {reply.text}")
-        self.reply, self.deferral_class = reply, deferral_class
-
-
-def outcome_of(reply: Reply) -> str:
-    if reply.code < 400:
-        return "delivered"
-    return "deferred" if reply.code < 500 else "bounced"
-
-
-def normalise_lines(message: bytes) -> bytes:
-    """Every bare CR or LF becomes CRLF, and the message ends with CRLF (if not empty)."""
-    normal = _LINE_BREAK.sub(b"\r\n", message)
-    if normal and not normal.endswith(b"\r\n"):
-        normal += b"\r\n"
-    return normal
-
-
-def data_payload(normalised: bytes) -> bytes:
-    """Dot-stuffing on whole lines of the complete message, then the end-of-data line."""
-    stuffed = normalised.replace(b"\r\n.", b"\r\n..")
-    if stuffed.startswith(b"."):
-        stuffed = b"." + stuffed
-    return stuffed + b".\r\n"
-
-
-def parse_extensions(lines: list[str]) -> dict[str, str]:
-    """EHLO reply lines after the first → {KEYWORD: parameters}."""
-    extensions = {}
-    for line in lines[1:]:
-        keyword, _, params = line.strip().partition(" ")
-        if keyword:
-            extensions[keyword.upper()] = params.strip()
-    return extensions
-
-
-def _auth_mechanisms(extensions: dict[str, str]) -> set[str]:
-    """SASL mechanisms from ``AUTH a b`` and the pre-standard ``AUTH=a b``."""
-    found = set()
-    for keyword, params in extensions.items():
-        if keyword == "AUTH":
-            found.update(params.upper().split())
-        elif keyword.startswith("AUTH="):
-            found.update((keyword[5:] + " " + params).upper().split())
-    return found
-
-
-def _address(address: str) -> bytes:
-    if _ADDRESS_FORBIDDEN.search(address):
-        raise ValueError(f"address {address!r} contains a character not allowed in SMTP")
-    return address.encode("utf-8")
-
-
-@attrs.define
-class _Job:
-    result: defer.Deferred
-    sender: str = ""
-    recipients: tuple[str, ...] = ()
-    message: bytes = b""
-    quit: bool = False
-    #: Awaited right before DATA is sent; an exception it raises fails the transaction
-    #: unsent (the connection stays usable).
-    may_send: Callable[[], Awaitable[None]] | None = None
-    asking: bool = False  # ``may_send`` is being awaited
-
-    def end(self, failure: Exception) -> None:
-        if self.result.called:
-            return
-        if self.quit:
-            self.result.callback(None)
-        elif isinstance(failure, SessionDeferral):
-            self.result.callback(TransactionResult(tuple(
-                RecipientResult(r, "deferred", failure.reply, failure.deferral_class)
-                for r in self.recipients)))
-        else:
-            self.result.errback(failure)
 
 
 @attrs.define
@@ -211,45 +79,27 @@ class OutboundSMTP(LineOnlyReceiver):
                  tls_options=None, command_timeout: float = 300, data_timeout: float = 600,
                  auth: tuple[str, str] | None = None, allow_plaintext_auth: bool = False,
                  peer_policy=None):
-        if tls_policy not in TLS_POLICIES:
-            raise ValueError(f"tls_policy must be one of {TLS_POLICIES}")
-        if tls_policy == ENFORCED and tls_options is None:
-            raise ValueError("an enforced TLS policy needs tls_options")
-        if auth is not None:
-            if (len(auth) != 2 or not all(isinstance(part, str) for part in auth)
-                    or any("\x00" in part or "\r" in part or "\n" in part for part in auth)):
-                raise ValueError("auth must be (username, password): strings without NUL, CR or LF")
-            if not auth[0]:
-                raise ValueError("auth needs a username")
-        #: (username, password); kept private and never logged or put into a reply or error.
-        self._auth = None if auth is None else (auth[0], auth[1])
-        self.allow_plaintext_auth = allow_plaintext_auth
+        self._tls = StartTLS(tls_policy, tls_options, peer_policy)
+        self._credentials = Credentials.checked(auth, allow_plaintext_auth)
         #: the SASL mechanism used once authenticated (PLAIN or LOGIN), None before.
         self.authenticated_with: str | None = None
         self.clock = clock
         self.helo_name = helo_name.encode("ascii")
-        self.tls_policy = tls_policy
-        self.tls_options = tls_options
-        #: MTA-STS or DANE (``delivery.policy.PeerPolicy``): ``check()`` → why the server's
-        #: certificate does not do (None: it does), ``enforce``, ``report(result)``.
-        self.peer_policy = peer_policy
         self.command_timeout = command_timeout
         self.data_timeout = data_timeout
         self.extensions: dict[str, str] = {}
         self.encrypted = False
-        self._lines: list[str] = []
-        self._reply_bytes = 0
+        self._reply_lines = ReplyLines()
         self._aborted = False
         self._pending: deque[_Pending] = deque()
         self._timer = None
-        self._jobs: deque[_Job] = deque()
+        self._jobs: deque[Job] = deque()
         self._wakeup: defer.Deferred | None = None
         self._ended: Exception | None = None
         self._finished = False
         self._connected = False
         self._closed_waiters: list[defer.Deferred] = []
-        #: The socket written to directly (``_write``); None once anything else may write.
-        self._socket: socket.socket | None = None
+        self._direct = DirectWrites()
         #: Within ``dataReceived``: the reply timer is set again once, after every line read
         #: (``_replied``: a reply was matched meanwhile).
         self._reading = False
@@ -267,8 +117,8 @@ class OutboundSMTP(LineOnlyReceiver):
         if not recipients:
             raise ValueError("send needs at least one recipient")
         for address in (sender, *recipients):
-            _address(address)
-        job = _Job(defer.Deferred(), sender, tuple(recipients), message, may_send=may_send)
+            checked_address(address)
+        job = Job(defer.Deferred(), sender, tuple(recipients), message, may_send=may_send)
         if deadline is not None:
             timer = self.clock.callLater(max(0.0, deadline - self.clock.seconds()), self._deadline_passed, job)
             job.result.addBoth(_cancelling, timer)
@@ -278,7 +128,7 @@ class OutboundSMTP(LineOnlyReceiver):
     def quit(self) -> defer.Deferred:
         """QUIT after the queued transactions; fires once the connection is closed."""
         closed = self.when_closed()
-        self._enqueue(_Job(defer.Deferred(), quit=True))
+        self._enqueue(Job(defer.Deferred(), quit=True))
         return closed
 
     @property
@@ -310,31 +160,17 @@ class OutboundSMTP(LineOnlyReceiver):
         self._write(line + b"\r\n")
 
     def _write(self, data: bytes) -> None:
-        """
-        ``data`` sent now, in one system call, on a plain TCP connection whose transport holds
-        nothing unsent: the kernel takes it whole in the common case. What the socket does not
-        take (a full send buffer, an error the transport then finds and reports) goes to the
-        transport, and from then on every write does, so that the bytes stay in order. Over TLS
-        (the transport encrypts) and on any other transport, always the transport.
-        """
-        sock = self._socket
-        if sock is not None:
-            try:
-                sent = sock.send(data)
-            except OSError:
-                sent = 0
-            if sent == len(data):
-                return
-            data = data[sent:]
-            self._socket = None
-        self.transport.write(data)
+        """Straight to the socket while it may (``smtp/direct_writes.py``), else through the transport."""
+        rest = self._direct.send(data)
+        if rest:
+            self.transport.write(rest)
 
     def _lose_connection(self) -> None:
-        self._socket = None
+        self._direct.close()
         self.transport.loseConnection()
 
     def __repr__(self):
-        user = f" user={self._auth[0]!r}" if self._auth else ""
+        user = f" user={self._credentials.username!r}" if self._credentials else ""
         return f"<OutboundSMTP {self.helo_name.decode()}{user}>"
 
     def connectionMade(self):  # noqa: N802
@@ -344,11 +180,11 @@ class OutboundSMTP(LineOnlyReceiver):
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             no_delay(True)
-        self._socket = _plain_socket(self.transport)
+        self._direct.open(self.transport)
         defer.Deferred.fromCoroutine(self._run())
 
     def connectionLost(self, reason=None):  # noqa: N802
-        self._socket = None
+        self._direct.close()
         self._cancel_timer()
         self._connected = False
         self._end(SMTPConnectionLost(reason))
@@ -376,21 +212,14 @@ class OutboundSMTP(LineOnlyReceiver):
     def lineReceived(self, line: bytes):  # noqa: N802
         if self._aborted:
             return
-        match = _REPLY_LINE.match(line.rstrip(b"\r"))
-        if match is None or (match.group(2) == b"" and match.group(3)):
-            self._abort(SMTPProtocolError(f"not an SMTP reply: {line[:80]!r}"))
+        try:
+            reply = self._reply_lines.add(line)
+        except SMTPProtocolError as failure:
+            self._abort(failure)
             return
-        code = int(match.group(1))
-        text = match.group(3).decode("utf-8", "replace")
-        self._lines.append(text)
-        self._reply_bytes += len(text)
-        if len(self._lines) > MAX_REPLY_LINES or self._reply_bytes > MAX_REPLY_BYTES:
-            self._abort(SMTPProtocolError(
-                f"reply longer than {MAX_REPLY_LINES} lines or {MAX_REPLY_BYTES} bytes"))
+        if reply is None:
             return
-        if match.group(2) == b"-":
-            return
-        texts, self._lines, self._reply_bytes = self._lines, [], 0
+        code, texts = reply
         if code == 421:
             self._service_closing(texts)
             return
@@ -450,12 +279,13 @@ class OutboundSMTP(LineOnlyReceiver):
         self._cancel_timer()
         self._end(failure)
         self._aborted = True
-        self._buffer, self._lines = b"", []  # what a hostile server sent is let go at once
+        self._buffer = b""  # what a hostile server sent is let go at once
+        self._reply_lines.clear()
         if self._connected:
-            self._socket = None
+            self._direct.close()
             self.transport.abortConnection()
 
-    def _deadline_passed(self, job: _Job):
+    def _deadline_passed(self, job: Job):
         """The job may be awaiting ``may_send`` rather than a reply: it is failed here too."""
         failure: DeadlinePassed
         if job.asking:
@@ -476,7 +306,7 @@ class OutboundSMTP(LineOnlyReceiver):
 
     # -- job queue ----------------------------------------------------------------------
 
-    def _enqueue(self, job: _Job):
+    def _enqueue(self, job: Job):
         self._jobs.append(job)
         if self._finished:
             self._drain(self._ended or ConnectionFault("the SMTP session has ended"))
@@ -488,7 +318,7 @@ class OutboundSMTP(LineOnlyReceiver):
         if wakeup is not None:
             wakeup.callback(None)
 
-    async def _next_job(self) -> _Job:
+    async def _next_job(self) -> Job:
         while not self._jobs:
             if self._ended is not None:
                 raise self._ended
@@ -534,110 +364,29 @@ class OutboundSMTP(LineOnlyReceiver):
     async def _open(self):
         greeting = await self._reply(self._expect("the greeting"))
         if greeting.code != 220:
-            self._quit_now()
+            self.quit_now()
             raise SessionDeferral(greeting)
-        await self._hello()
-        tls_refusal = None
-        if "STARTTLS" in self.extensions and self.tls_options is not None and not self.encrypted:
-            self.sendLine(b"STARTTLS")
-            reply = await self._reply(self._expect("STARTTLS"))
-            if reply.code == 220:
-                self._socket = None  # from here the transport encrypts every byte
-                self.transport.startTLS(self.tls_options)
-                self.encrypted = True
-                await self._hello()
-            elif self.tls_policy == ENFORCED:
-                self._quit_now()
-                raise SessionDeferral(reply, "blocked")
-            else:
-                tls_refusal = reply
-        if self.tls_policy == ENFORCED and not self.encrypted:
-            if self.peer_policy is not None:
-                self.peer_policy.report("starttls-not-supported")
-            self._quit_now()
-            raise SessionDeferral(Reply(450, "4.7.4", "TLS is required, but was not offered"), "blocked")
-        if self.peer_policy is not None:
-            self._check_peer()
-        if self._auth is not None:
-            await self._authenticate(self._auth, tls_refusal)
+        await self.hello()
+        tls_refusal = await self._tls.start(self)
+        if self._credentials is not None:
+            self.authenticated_with = await self._credentials.authenticate(self, tls_refusal)
 
-    def _check_peer(self):
-        """
-        The server's certificate under MTA-STS or DANE, once TLS is up and before any
-        transaction: a failure is reported, and under an enforced policy the session ends
-        (every recipient deferred ``blocked``; a policy failure never bounces).
-        """
-        policy = self.peer_policy
-        if not self.encrypted:
-            policy.report("starttls-not-supported")
-            failure = "starttls-not-supported: the server offers no STARTTLS"
-        else:
-            try:
-                failure = policy.check()
-            except Exception as e:
-                failure = f"validation-failure: {type(e).__name__}"
-            policy.report(failure.partition(":")[0] if failure else None)
-        if failure and policy.enforce:
-            self._quit_now()
-            raise SessionDeferral(Reply(450, "4.7.5", f"{policy.name} policy not met: {failure}"), "blocked")
-        if failure:
-            log.info("{policy} policy (testing) not met by {host}: {why}", policy=policy.name,
-                     host=getattr(policy, "host", "?"), why=failure)
+    # -- what the session's steps (``Securing``) see of it ------------------------------
 
-    async def _authenticate(self, auth: tuple[str, str], tls_refusal: Reply | None):
-        """
-        AUTH PLAIN (with an initial response) when offered, else AUTH LOGIN. Credentials go
-        only over an encrypted connection unless ``allow_plaintext_auth``. Any failure ends
-        the session: 4xx defers every recipient as ``transient``, anything else as
-        ``blocked`` (the operator must fix the credentials or the smarthost's set-up).
-        """
-        if not self.encrypted and not self.allow_plaintext_auth:
-            if tls_refusal is not None:
-                why = f"smarthost refused STARTTLS ({tls_refusal.code} {tls_refusal.text})"
-            elif "STARTTLS" in self.extensions:
-                why = "no TLS options were given for the smarthost"
-            else:
-                why = "smarthost offers no TLS"
-            self._quit_now()
-            raise SessionDeferral(Reply(450, "4.7.0", f"{why}; credentials not sent"), "blocked")
-        mechanisms = _auth_mechanisms(self.extensions)
-        username, password = (part.encode("utf-8") for part in auth)
-        if "PLAIN" in mechanisms:
-            mechanism = "PLAIN"
-            first = b"AUTH PLAIN " + base64.b64encode(b"\x00" + username + b"\x00" + password)
-            responses = []
-        elif "LOGIN" in mechanisms:
-            mechanism = "LOGIN"
-            first = b"AUTH LOGIN"
-            responses = [base64.b64encode(username), base64.b64encode(password)]
-        else:
-            offered = " ".join(sorted(mechanisms)) or "none"
-            self._quit_now()
-            raise SessionDeferral(Reply(
-                450, "4.7.0", f"smarthost offers no AUTH mechanism we support (offered: {offered}); "
-                              "credentials not sent"), "blocked")
-        self.sendLine(first)
-        code, texts = await self._raw(self._expect("AUTH " + mechanism))
-        for response in responses:
-            if code != 334:
-                break
-            self.sendLine(response)
-            code, texts = await self._raw(self._expect("AUTH " + mechanism))
-        if code == 334:  # the server asks for more than the mechanism has: cancel
-            self.sendLine(b"*")
-            code, texts = await self._raw(self._expect("AUTH " + mechanism))
-            if code < 400:
-                code, texts = 535, ["5.7.0 unexpected challenge; authentication cancelled"]
-        reply = to_reply(code, texts)
-        if code == 235:
-            self.authenticated_with = mechanism
-            return
-        log.warn("smarthost refused AUTH {mechanism} for {user}: {code} {text}",
-                 mechanism=mechanism, user=auth[0], code=reply.code, text=reply.text)
-        self._quit_now()
-        raise SessionDeferral(reply, "transient" if 400 <= code < 500 else "blocked")
+    async def ask(self, line: bytes, command: str) -> Reply:
+        self.sendLine(line)
+        return await self._reply(self._expect(command))
 
-    async def _hello(self):
+    def quit_now(self) -> None:
+        self.sendLine(b"QUIT")
+        self._lose_connection()
+
+    def start_tls(self, options) -> None:
+        self._direct.close()  # from here the transport encrypts every byte
+        self.transport.startTLS(options)
+        self.encrypted = True
+
+    async def hello(self) -> None:
         self.sendLine(b"EHLO " + self.helo_name)
         code, texts = await self._raw(self._expect("EHLO"))
         if code == 250:
@@ -649,28 +398,19 @@ class OutboundSMTP(LineOnlyReceiver):
             if code == 250:
                 self.extensions = {}
                 return
-        self._quit_now()
+        self.quit_now()
         raise SessionDeferral(to_reply(code, texts))
 
-    def _quit_now(self):
-        self.sendLine(b"QUIT")
-        self._lose_connection()
-
-    async def _transaction(self, job: _Job, must_reset: bool) -> bool:
+    async def _transaction(self, job: Job, must_reset: bool) -> bool:
         """Runs one transaction; True when it reached the end of data (no RSET needed)."""
         message = normalise_lines(job.message)
-        limit = self.extensions.get("SIZE", "")
-        if limit.isdigit() and 0 < int(limit) < len(message):
-            refusal = Reply(552, "5.3.4", f"message size {len(message)} exceeds size limit {limit} of server")
+        refusal = over_size(message, self.extensions)
+        if refusal is not None:
             job.result.callback(TransactionResult(tuple(
                 RecipientResult(r, "bounced", refusal) for r in job.recipients)))
             return not must_reset
-        mail = b"MAIL FROM:<" + _address(job.sender) + b">"
-        if "SIZE" in self.extensions:
-            mail += b" SIZE=%d" % len(message)
-        if "8BITMIME" in self.extensions and not message.isascii():
-            mail += b" BODY=8BITMIME"
-        rcpts = [b"RCPT TO:<" + _address(r) + b">" for r in job.recipients]
+        mail = mail_from(job.sender, message, self.extensions)
+        rcpts = [rcpt_to(r) for r in job.recipients]
 
         if "PIPELINING" in self.extensions:
             if not await self._may_send(job):  # DATA goes out with MAIL and RCPT: ask first
@@ -687,42 +427,41 @@ class OutboundSMTP(LineOnlyReceiver):
             mail_reply, rcpt_replies, data_reply = replies[0], replies[1:-1], replies[-1]
         else:
             if must_reset:
-                self.sendLine(b"RSET")
-                reset = await self._reply(self._expect("RSET"))
+                reset = await self.ask(b"RSET", "RSET")
                 if reset.code != 250:
                     raise SessionDeferral(reset)
-            self.sendLine(mail)
-            mail_reply = await self._reply(self._expect("MAIL FROM"))
+            mail_reply = await self.ask(mail, "MAIL FROM")
             rcpt_replies, data_reply = [], None
             if mail_reply.code == 250:
-                for rcpt in rcpts:
-                    self.sendLine(rcpt)
-                    rcpt_replies.append(await self._reply(self._expect("RCPT TO")))
+                rcpt_replies = [await self.ask(rcpt, "RCPT TO") for rcpt in rcpts]
                 if any(r.positive for r in rcpt_replies):
                     if not await self._may_send(job):
                         return False  # the next transaction starts with RSET
-                    self.sendLine(b"DATA")
-                    data_reply = await self._reply(self._expect("DATA"))
+                    data_reply = await self.ask(b"DATA", "DATA")
+        return await self._decided(job, message, mail_reply, rcpt_replies, data_reply)
 
+    async def _decided(self, job: Job, message: bytes, mail_reply: Reply, rcpt_replies: list[Reply],
+                       data_reply: Reply | None) -> bool:
+        """What the replies decide: the message goes out once DATA is accepted; True when it did."""
         if mail_reply.code != 250:
-            job.result.callback(_all(job.recipients, mail_reply))
+            job.result.callback(decided_all(job.recipients, mail_reply))
             await self._close_empty_data(data_reply)
             return False
         accepted = [r for r, reply in zip(job.recipients, rcpt_replies, strict=True) if reply.positive]
         if not accepted:
             await self._close_empty_data(data_reply)
-            job.result.callback(_per_recipient(job.recipients, rcpt_replies, None))
+            job.result.callback(decided_each(job.recipients, rcpt_replies, None))
             return False
         if data_reply is None or data_reply.code != 354:
-            job.result.callback(_per_recipient(job.recipients, rcpt_replies, data_reply))
+            job.result.callback(decided_each(job.recipients, rcpt_replies, data_reply))
             return False
         payload = data_payload(message)
         self._write(payload)
         final = await self._reply(self._expect("the end of data", self.data_timeout))
-        job.result.callback(_per_recipient(job.recipients, rcpt_replies, final))
+        job.result.callback(decided_each(job.recipients, rcpt_replies, final))
         return True
 
-    async def _may_send(self, job: _Job) -> bool:
+    async def _may_send(self, job: Job) -> bool:
         """False when ``may_send`` refused: the job has failed with what it raised."""
         if job.may_send is None:
             return True
@@ -747,43 +486,8 @@ class OutboundSMTP(LineOnlyReceiver):
             await self._reply(self._expect("the end of data"))
 
 
-def to_reply(code: int, texts: list[str]) -> Reply:
-    enhanced = ""
-    first = _ENHANCED.match(texts[0]) if texts else None
-    if first and first.group(1)[0] == str(code)[0]:
-        enhanced = first.group(1)
-        texts = [_ENHANCED.sub("", t, count=1) if t.startswith(enhanced) else t for t in texts]
-    return Reply(code, enhanced, " ".join(t for t in texts if t))
-
-
-def _all(recipients, reply: Reply) -> TransactionResult:
-    return TransactionResult(tuple(RecipientResult(r, outcome_of(reply), reply, _class(reply))
-                                   for r in recipients))
-
-
-def _per_recipient(recipients, rcpt_replies, data_reply: Reply | None) -> TransactionResult:
-    """A refused RCPT decides its recipient; the DATA outcome applies to every accepted one."""
-    results = []
-    for recipient, reply in zip(recipients, rcpt_replies, strict=True):
-        decisive = data_reply if reply.positive and data_reply is not None else reply
-        results.append(RecipientResult(recipient, outcome_of(decisive), decisive, _class(decisive)))
-    return TransactionResult(tuple(results))
-
-
-def _plain_socket(transport) -> socket.socket | None:
-    """The socket of a plain TCP transport, or None (TLS, or a transport that is no socket's)."""
-    if not ITCPTransport.providedBy(transport) or ISSLTransport.providedBy(transport):
-        return None
-    get_handle = getattr(transport, "getHandle", None)  # a fake may claim the interface only
-    handle = get_handle() if get_handle is not None else None
-    return handle if isinstance(handle, socket.socket) else None
-
-
 def _cancelling(result, timer):
     if timer.active():
         timer.cancel()
     return result
 
-
-def _class(reply: Reply) -> str | None:
-    return "transient" if 400 <= reply.code < 500 else None

@@ -14,11 +14,9 @@ from twisted.mail.imap4 import LOGINCredentials, PLAINCredentials  # the public 
 from zope.interface import implementer
 
 from mailsvc.crypto import tls as tls_files
-from mailsvc.smtp.outbound import (
-    ENFORCED,
-    ConnectionFault,
-    OutboundSMTP,
-)
+from mailsvc.smtp.outbound import OutboundSMTP
+from mailsvc.smtp.outbound_tls import ENFORCED
+from mailsvc.smtp.replies import ConnectionFault
 from tests.helpers.esmtp import (  # noqa: F401 (close_connections: a fixture)
     PipeliningESMTP,
     RecordingDelivery,

@@ -15,7 +15,8 @@ import pytest
 import pytest_twisted as pt
 from twisted.internet import defer, endpoints, reactor, ssl, threads
 
-from mailsvc.smtp.outbound import OutboundSMTP, normalise_lines
+from mailsvc.smtp.outbound import OutboundSMTP
+from mailsvc.smtp.outbound_transaction import normalise_lines
 from tests.helpers.smtpsink import Received, Sink, smtp_sink  # noqa: F401 (smtp_sink is a fixture)
 
 

@@ -16,20 +16,19 @@ from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from mailsvc.smtp.outbound import (
-    ENFORCED,
+from mailsvc.smtp.outbound import OutboundSMTP
+from mailsvc.smtp.outbound_tls import ENFORCED
+from mailsvc.smtp.outbound_transaction import data_payload, normalise_lines
+from mailsvc.smtp.replies import (
     MAX_REPLY_BYTES,
     MAX_REPLY_LINES,
     ConnectionFault,
     DeadlinePassed,
     DeadlinePassedUnsent,
-    OutboundSMTP,
     Reply,
     SMTPConnectionLost,
     SMTPProtocolError,
     SMTPTimeout,
-    data_payload,
-    normalise_lines,
     to_reply,
 )
 from tests.helpers.esmtp import (  # noqa: F401 (close_connections: a fixture)

@@ -95,7 +95,7 @@ from mailsvc.outside.fetch import Fetcher
 from mailsvc.runners import process_pool_runner, thread_pool_runner
 from mailsvc.service import Group, Part
 from mailsvc.smtp.submission import Submission
-from mailsvc.store import partitions, queue, stats
+from mailsvc.store import partition_maintenance, queue, stats
 from mailsvc.store.database import Database
 from mailsvc.store.notify import Notifications
 from mailsvc.webhooks.dispatcher import Dispatcher
@@ -493,7 +493,7 @@ def _maintain_partitions(shared: Shared) -> Loop:
     clock, db = shared.clock, shared.db
 
     async def maintain() -> None:
-        for change in await partitions.maintain(db, timefmt.from_seconds(clock.seconds())):
+        for change in await partition_maintenance.maintain(db, timefmt.from_seconds(clock.seconds())):
             log.info("time partitions: {action} {name}", action=change["action"], name=change["partition_name"])
 
     return Loop(clock, "maintain time partitions", PARTITION_MAINTENANCE_SECONDS, maintain,

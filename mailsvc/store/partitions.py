@@ -1,9 +1,10 @@
 """
 Time partitions (docs/operations.md, "Time partitions"): the opt-in step that turns ``emails``,
 ``events``, ``deliveries`` and ``attachments`` into tables partitioned by month of UUIDv7 ids
-while the nodes keep running, and the maintenance that keeps months ahead and drops those past
-the retention. The step is an operator's command on one connection of its own (it holds the
-migrations' advisory lock from start to end), so it is plain psycopg2, not the node's pool.
+while the nodes keep running. The step is an operator's command on one connection of its own
+(it holds the migrations' advisory lock from start to end), so it is plain psycopg2, not the
+node's pool. It installs the months' functions that the hourly maintenance then calls
+(``store/partition_maintenance.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg2
@@ -19,8 +19,8 @@ import psycopg2.extensions
 from psycopg2 import errors as pgerrors
 from psycopg2 import sql
 
-from mailsvc.store.database import Database
 from mailsvc.store.migrate import MIGRATIONS_LOCK
+from mailsvc.store.partition_maintenance import FUNCTIONS
 
 #: The schema version this step was written for: a later migration that changes these tables
 #: must be checked against the partitioned layout before the step may run on it.
@@ -36,103 +36,11 @@ TABLES = {
     "deliveries": ("email_id", ("id", "email_id")),
     "attachments": ("email_id", ("id", "email_id")),
 }
-#: Tables whose ``email_id`` references ``emails (id)``.
-CHILDREN = ("deliveries", "attachments")
 
 T = TypeVar("T")
 
 DEFAULT_RETENTION_MONTHS = 13
 DEFAULT_PREMAKE_MONTHS = 3
-
-FUNCTIONS = """
--- The smallest UUIDv7 of the millisecond of t: 48 bits of Unix milliseconds, version 7, variant
--- 10, zeros. Every id made at or after t compares greater or equal (uuid order is byte order).
-CREATE OR REPLACE FUNCTION uuid7_bound(t timestamptz) RETURNS uuid
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT (lpad(to_hex(floor(extract(epoch FROM t) * 1000)::bigint), 12, '0') || '70008000000000000000')::uuid
-$$;
-
--- When a UUIDv7 was made (its first 48 bits).
-CREATE OR REPLACE FUNCTION uuid7_time(id uuid) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT to_timestamp(('x' || lpad(left(replace(id::text, '-', ''), 12), 16, '0'))::bit(64)::bigint / 1000.0)
-$$;
-
--- The partition p_name of p_parent for the UTC month starting at p_month, unless it exists.
-CREATE OR REPLACE FUNCTION mailsvc_create_month(p_parent text, p_name text, p_month timestamp) RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF to_regclass(p_name) IS NOT NULL THEN
-        RETURN false;
-    END IF;
-    EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)', p_name, p_parent,
-                   uuid7_bound(p_month AT TIME ZONE 'UTC'),
-                   uuid7_bound((p_month + interval '1 month') AT TIME ZONE 'UTC'));
-    RETURN true;
-END
-$$;
-
--- Premake and retention, as storage_settings says: the months from p_now's to premake_months
--- ahead exist, and every month that ended retention_months or more before p_now is dropped,
--- its attachments and deliveries first, then the webhook deliveries of its events, then its
--- e-mails and events (detached first: detaching checks that nothing references them).
-CREATE OR REPLACE FUNCTION mailsvc_partition_maintenance(p_now timestamptz)
-RETURNS TABLE (action text, partition_name text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    settings record;
-    this_month timestamp := date_trunc('month', p_now AT TIME ZONE 'UTC');
-    cutoff timestamp;
-    month timestamp;
-    parent text;
-BEGIN
-    SELECT * INTO settings FROM storage_settings;
-    IF NOT FOUND OR NOT settings.partitioned THEN
-        RETURN;
-    END IF;
-    -- Traffic must not queue behind maintenance: it gives up and comes back in an hour.
-    PERFORM set_config('lock_timeout', '5s', true);
-    FOR ahead IN 0 .. settings.premake_months LOOP
-        month := this_month + make_interval(months => ahead);
-        FOREACH parent IN ARRAY ARRAY['emails', 'events', 'deliveries', 'attachments'] LOOP
-            IF mailsvc_create_month(parent, parent || to_char(month, '_YYYY_MM'), month) THEN
-                action := 'created';
-                partition_name := parent || to_char(month, '_YYYY_MM');
-                RETURN NEXT;
-            END IF;
-        END LOOP;
-    END LOOP;
-    cutoff := (p_now AT TIME ZONE 'UTC') - make_interval(months => settings.retention_months);
-    FOR month IN
-        SELECT DISTINCT to_date(right(c.relname, 7), 'YYYY_MM')::timestamp
-        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent IN ('emails'::regclass, 'events'::regclass)
-          AND c.relname ~ '^(emails|events)_\\d{4}_\\d{2}$'
-        ORDER BY 1
-    LOOP
-        EXIT WHEN month + interval '1 month' > cutoff;
-        DELETE FROM webhook_deliveries
-        WHERE event_id >= uuid7_bound(month AT TIME ZONE 'UTC')
-          AND event_id < uuid7_bound((month + interval '1 month') AT TIME ZONE 'UTC');
-        FOREACH parent IN ARRAY ARRAY['attachments', 'deliveries', 'emails', 'events'] LOOP
-            partition_name := parent || to_char(month, '_YYYY_MM');
-            IF parent = 'deliveries' AND to_regclass(partition_name) IS NOT NULL THEN
-                -- A dropped partition fires no trigger: its queued rows leave the queue's counts first.
-                DELETE FROM deliveries WHERE status IN ('queued', 'deferred')
-                    AND email_id >= uuid7_bound(month AT TIME ZONE 'UTC')
-                    AND email_id < uuid7_bound((month + interval '1 month') AT TIME ZONE 'UTC');
-            END IF;
-            IF to_regclass(partition_name) IS NOT NULL THEN
-                EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', parent, partition_name);
-                EXECUTE format('DROP TABLE %I', partition_name);
-                action := 'dropped';
-                RETURN NEXT;
-            END IF;
-        END LOOP;
-    END LOOP;
-END
-$$;
-"""
 
 #: While rows are copied, every change to the old tables is noted here and applied again.
 CHANGE_LOG = """
@@ -533,16 +441,3 @@ def _swapped(cur, layout, retention_months: int, premake_months: int, locked_at:
     cur.execute("INSERT INTO storage_settings (partitioned, retention_months, premake_months) VALUES (true, %s, %s)",
                 (retention_months, premake_months))
     return repointed
-
-
-async def maintain(db: Database, now: datetime) -> list[dict]:
-    """
-    Premake and retention when the tables are partitioned (nothing otherwise): what was created
-    and dropped, as ``{"action", "partition_name"}``.
-    """
-    present = await db.fetchrow("SELECT to_regclass('storage_settings') IS NOT NULL AS present",
-                                desc="time partitions present")
-    if not present["present"]:
-        return []
-    return await db.fetchall("SELECT action, partition_name FROM mailsvc_partition_maintenance(%s)", (now,),
-                             desc="time partition maintenance")

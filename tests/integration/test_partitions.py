@@ -22,7 +22,7 @@ from twisted.internet.threads import blockingCallFromThread
 from mailsvc import ids
 from mailsvc.app import suppressions
 from mailsvc.config import load
-from mailsvc.store import deliveries, partitions, webhooks
+from mailsvc.store import deliveries, partition_maintenance, partitions, webhooks
 from mailsvc.store.deliveries import Outcome
 from tests.helpers.polling import async_until
 from tests.helpers.sending import BODY, sending_tenant
@@ -305,7 +305,7 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, submi
     kept = {t: [r for r in present[t] if month_of(r[keys[t]]) != doomed] for t in TABLES}
     assert all(len(kept[t]) < len(present[t]) for t in TABLES)  # every table has rows to lose
     at = month(11, 2)  # 13 months after a day into the month of `older`
-    done = await partitions.maintain(db, at)
+    done = await partition_maintenance.maintain(db, at)
     assert sorted(r["partition_name"] for r in done if r["action"] == "dropped") == sorted(
         f"{t}_{doomed}" for t in ("emails", "events", "deliveries", "attachments"))
     assert {t: await rows_of(db, t) for t in TABLES} == kept
@@ -321,7 +321,7 @@ async def test_partitioning_keeps_every_row_and_the_store_works_on_it(api, submi
         for table in ("emails", "events", "deliveries", "attachments"):
             name = f"{table}_{index // 12}_{index % 12 + 1:02d}"
             assert name in ahead
-    assert await partitions.maintain(db, at) == []  # nothing left to do
+    assert await partition_maintenance.maintain(db, at) == []  # nothing left to do
 
     # Once checked, the operator drops the old tables; the new ones keep every row.
     present = await snapshot(db)
@@ -338,7 +338,7 @@ async def test_without_opting_in_the_layout_stays_plain(api):
     _, key, _ = await sending_tenant(api)
     code, _, _ = await api.json("POST", "/emails", key, json=MAIL)
     assert code == 200
-    assert await partitions.maintain(db, datetime.now(UTC) + timedelta(days=3650)) == []
+    assert await partition_maintenance.maintain(db, datetime.now(UTC) + timedelta(days=3650)) == []
     kinds = await db.fetchall("SELECT relname, relkind FROM pg_class WHERE relname = ANY(%s)",
                               (["emails", "events", "deliveries", "attachments", "storage_settings"],))
     assert {r["relname"]: r["relkind"] for r in kinds} == {

@@ -89,10 +89,11 @@ STAGES: tuple[Stage, ...] = (
         ("mailsvc.store.deliveries", "Renewals"),
         ("mailsvc.store.deliveries", "ClaimedDelivery"),
         ("mailsvc.domain.delivery", "fair_shares"),
-        ("mailsvc.domain.delivery", "Pace"),
+        ("mailsvc.domain.delivery", "AccountPace"),
         ("mailsvc.domain.policy", "*"),
     ), earlier=(
         ("mailsvc.store.deliveries", "renew"),
+        ("mailsvc.domain.delivery", "Pace"),
     )),
     Stage("contents", (DELIVERY,), (
         ("mailsvc.store.delivery_contents", "*"),

@@ -7,7 +7,6 @@ reputation pauses its sending, and how recipients' outcomes sum up to the email'
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 
 import attrs
@@ -142,9 +141,9 @@ class Reputation:
 
 
 @attrs.frozen
-class Pace:
+class AccountPace:
     """
-    The pacing of one tenant's deliveries at ``rate`` per second, on the service's one ``Gcra``:
+    The pacing of one account's deliveries at ``rate`` per second, on the service's one ``Gcra``:
     ``tat`` is when the next message may start. Up to one second's worth (at least one) may
     start at once; the rest wait their turn.
     """
@@ -159,9 +158,7 @@ class Pace:
         """
         rate = max(self.rate, 0.001)
         gcra = Gcra.per_second(rate, max(1.0, rate))
-        ahead = max(self.tat, now) - now
-        room = math.floor((gcra.window - ahead) / gcra.interval + 1e-9)
-        admitted = max(0, min(wanted, room))
+        admitted = gcra.admitted(self.tat, now, wanted)
         tat = gcra.counted(self.tat, now, admitted)
         next_start = now + gcra.wait(tat, now) if admitted < wanted else tat
         return admitted, tat, next_start

@@ -41,6 +41,15 @@ class Gcra:
         """Whether ``count`` more arriving at ``now`` are within the rate."""
         return self.counted(tat, now, count) - now <= self.window
 
+    def admitted(self, tat: float | None, now: float, wanted: int) -> int:
+        """
+        How many of ``wanted`` arriving at ``now`` conform together (0: none yet), counted whole
+        through float rounding: the one an interval brings back is one, not 0.99999999999997.
+        """
+        ahead = max(now if tat is None else tat, now) - now
+        room = math.floor((self.window - ahead) / self.interval + 1e-9)
+        return max(0, min(wanted, room))
+
     def wait(self, tat: float | None, now: float) -> float:
         """Seconds from ``now`` until one more conforms (0: at once)."""
         if tat is None:

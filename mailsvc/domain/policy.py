@@ -125,7 +125,7 @@ class PathPolicy:
     """What the policy decided for one account and destination."""
 
     admission: Admission
-    #: The account's deliveries a second (GCRA, ``domain.delivery.Pace``).
+    #: The account's deliveries a second (GCRA, ``domain.delivery.AccountPace``).
     pace_per_sec: float
     recipients_per_transaction: int
     #: The TLS the destination's hosts are asked for when no DANE or MTA-STS policy says more

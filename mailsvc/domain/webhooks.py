@@ -179,7 +179,7 @@ def next_attempt_delay(attempt: int, retry_after: float | None) -> float | None:
 
 
 @attrs.define
-class Pace:
+class HostPace:
     """
     The starts to one host: ``rate`` a second on average, at most ``burst`` at once after a
     quiet spell (a ``Gcra``). ``tat`` is the theoretical arrival time of the next start.

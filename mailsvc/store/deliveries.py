@@ -24,7 +24,7 @@ import attrs
 
 from mailsvc import timefmt
 from mailsvc.domain import policy
-from mailsvc.domain.delivery import Pace, fair_shares
+from mailsvc.domain.delivery import AccountPace, fair_shares
 from mailsvc.store import delivery_contents, delivery_outcomes
 from mailsvc.store.database import Database, Transaction
 from mailsvc.store.delivery_contents import Contents
@@ -136,7 +136,7 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
     wanted = []
     for r in due:
         rate = policy.resolve(_account(r)).pace_per_sec
-        may_start, _, _ = Pace(rate, now if r["tat"] is None else r["tat"]).admit(now, r["n"])
+        may_start, _, _ = AccountPace(rate, now if r["tat"] is None else r["tat"]).admit(now, r["n"])
         wanted.append(min(r["n"], may_start + 1))
     shares = fair_shares(wanted, limit)
     taking = [(r["tenant_id"], share) for r, share in zip(due, shares, strict=True) if share > 0]
@@ -152,7 +152,7 @@ async def _claim(txn: Transaction, clock, node: str, token: uuid.UUID, limit: in
     postponed: dict[float, list[uuid.UUID]] = defaultdict(list)
     paces = await _paces(txn, list(by_tenant))
     for tenant_id, tenant_rows in by_tenant.items():
-        pace = Pace(policy.resolve(tenant_rows[0].account).pace_per_sec, paces.get(tenant_id, now))
+        pace = AccountPace(policy.resolve(tenant_rows[0].account).pace_per_sec, paces.get(tenant_id, now))
         count, tat, next_start = pace.admit(now, len(tenant_rows))
         paces[tenant_id] = tat
         admitted.extend(tenant_rows[:count])

@@ -23,7 +23,7 @@ from twisted.logger import Logger
 from mailsvc import timefmt
 from mailsvc.app.webhooks import WebhookRegistry
 from mailsvc.crypto import webhook_signatures as signing
-from mailsvc.domain.webhooks import Pace, attempt_error, next_attempt_delay, payload, retry_after_seconds
+from mailsvc.domain.webhooks import HostPace, attempt_error, next_attempt_delay, payload, retry_after_seconds
 from mailsvc.engine import LeasedEngine
 from mailsvc.outside.fetch import Fetcher, FetchFailed, TargetRefused
 from mailsvc.store import webhooks as rows
@@ -96,7 +96,7 @@ def kept_text(body: bytes) -> str:
 
 @attrs.define
 class _Host:
-    pace: Pace
+    pace: HostPace
     busy: int = 0
     waiting: deque[defer.Deferred] = attrs.Factory(deque)
     timer: object = None  # the call that resumes admission when the pace allows
@@ -126,7 +126,7 @@ class HostLimits:
         if entry is None:
             if len(self._hosts) >= HOSTS_KEPT:
                 self._forget_idle()
-            entry = self._hosts[host] = _Host(Pace(self._rate, max(self._rate, 1)))
+            entry = self._hosts[host] = _Host(HostPace(self._rate, max(self._rate, 1)))
         turn: defer.Deferred[None] = defer.Deferred(entry.waiting.remove)
         entry.waiting.append(turn)
         self._admit(entry)

@@ -67,7 +67,7 @@ class _Pending:
 class OutboundSMTP(LineOnlyReceiver):
     """
     Client side of one SMTP connection. Transactions queue up through ``send()`` and run one
-    after another once the session (greeting, EHLO, STARTTLS) is ready.
+    after another once the session (greeting, EHLO, STARTTLS, AUTH) is ready.
     """
 
     delimiter = b"\n"
@@ -371,7 +371,7 @@ class OutboundSMTP(LineOnlyReceiver):
         if self._credentials is not None:
             self.authenticated_with = await self._credentials.authenticate(self, tls_refusal)
 
-    # -- what the session's steps (``Securing``) see of it ------------------------------
+    # -- what the session's steps see of it (``replies.Session``, ``outbound_tls.Securing``) --
 
     async def ask(self, line: bytes, command: str) -> Reply:
         self.sendLine(line)

@@ -19,7 +19,10 @@ import attrs
 from mailsvc.store.database import Database
 
 
-@attrs.frozen
+#: Not slotted: a frozen slotted class sets each field through ``object.__setattr__``, 1.4× the
+#: dict's cost per claimed e-mail; a frozen dict-backed one stores them as the dict did
+#: (``bench.contents``, docs/benchmarks.md "Delivery contents as typed rows").
+@attrs.frozen(slots=False)
 class EmailContent:
     """An e-mail as its deliveries send it: its content (``message`` when stored: an SMTP
     submission's, or written by an older version), whether it is stored ``signed`` (by an older

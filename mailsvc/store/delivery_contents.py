@@ -19,9 +19,9 @@ import attrs
 from mailsvc.store.database import Database
 
 
-#: Not slotted: a frozen slotted class sets each field through ``object.__setattr__``, 1.4× the
-#: dict's cost per claimed e-mail; a frozen dict-backed one stores them as the dict did
-#: (``bench.contents``, docs/benchmarks.md "Delivery contents as typed rows").
+#: Not slotted: a frozen slotted class sets each field through ``object.__setattr__`` (1 µs
+#: more a claimed e-mail than the dict); a frozen dict-backed one stores them as the dict did,
+#: its reads a little slower (``bench.contents``, docs/benchmarks.md "Delivery contents as typed rows").
 @attrs.frozen(slots=False)
 class EmailContent:
     """An e-mail as its deliveries send it: its content (``message`` when stored: an SMTP

@@ -86,7 +86,7 @@ class DashboardReads:
         if row["broadcast_id"] is not None:
             # As its recipient got it (``app/messages``); none once the broadcast is deleted.
             content = await emails.broadcast_content(self._db, row["broadcast_id"], email_id)
-            return (messages.broadcast_content(content, content).html or "") if content is not None else ""
+            return (messages.broadcast_content(*content).html or "") if content is not None else ""
         return row["html"] or ""
 
     async def email_particulars(self, tenant_id: uuid.UUID, email_id: uuid.UUID | None) -> dict:

@@ -92,12 +92,12 @@ class SigningKeys:
     def seal(self, key_id: uuid.UUID, der: bytes) -> bytes:
         return self._vault.seal(der, key_id.bytes)
 
-    def signer(self, key_id: uuid.UUID, selector: str, algorithm: str, sealed: bytes) -> Signer:
+    def signer(self, key_id: uuid.UUID, selector: str, algorithm: str, sealed: bytes | memoryview) -> Signer:
         key = self._opened.get(key_id)
         if key is None:
             if len(self._opened) >= self.CACHE_SIZE:
                 self._opened.clear()
-            key = dkim.load_private_key(self._vault.open(sealed, key_id.bytes))
+            key = dkim.load_private_key(self._vault.open(bytes(sealed), key_id.bytes))
             self._opened[key_id] = key
         return Signer(selector, algorithm, key)
 

@@ -84,7 +84,7 @@ class Emails:
             # once the broadcast is deleted.
             content = await rows.broadcast_content(self.db, row["broadcast_id"], email_id)
             if content is not None:
-                shown = messages.broadcast_content(content, content)
+                shown = messages.broadcast_content(*content)
                 row = {**row, "html": shown.html, "text": shown.text}
         return row
 

@@ -21,6 +21,7 @@ from mailsvc.store import deliveries as store
 from mailsvc.store import inbox
 from mailsvc.store.database import Database
 from mailsvc.store.deliveries import ClaimedDelivery, Outcome
+from mailsvc.store.delivery_contents import EmailContent
 
 #: Messages the inbox keeps per account.
 INBOX_SIZE = 1000
@@ -58,7 +59,7 @@ class Door:
     def return_path_host(self) -> str:
         return f"{TEST_RETURN_PATH}.{self._tests.domain}"
 
-    async def stop(self, group: list[ClaimedDelivery], email_row: dict, message: bytes, return_path: str,
+    async def stop(self, group: list[ClaimedDelivery], email_row: EmailContent, message: bytes, return_path: str,
                    token) -> list[Outcome]:
         """
         Stop ``group`` (signed ``message``) here; the outcomes the worker writes with the others.
@@ -67,11 +68,11 @@ class Door:
         now = self._clock.seconds()
         first = group[0]
         kind = self.outcome(first.recipient)
-        simulated_key = email_row["domain_id"] is None
+        simulated_key = email_row.domain_id is None
         entry = inbox.entry(
             uuid7(now), first.tenant_id, first.email_id, [w.recipient for w in group],
-            "captured" if kind is None else kind, email_row["sender"], email_row["subject"],
-            email_row["domain"] or self._tests.domain, return_path, simulated_key, message,
+            "captured" if kind is None else kind, email_row.sender, email_row.subject,
+            email_row.domain or self._tests.domain, return_path, simulated_key, message,
             timefmt.from_seconds(now))
         await inbox.keep(self._db, [entry], self._inbox_size)
         if kind is None:

@@ -21,7 +21,7 @@ from mailsvc.delivery.door import Door
 from mailsvc.domain import policy
 from mailsvc.domain.policy import PathPolicy
 from mailsvc.store.deliveries import ClaimedDelivery
-from mailsvc.store.delivery_contents import Contents
+from mailsvc.store.delivery_contents import Contents, EmailContent, SigningKey
 
 log = Logger()
 
@@ -31,12 +31,12 @@ class Transaction:
     """Recipients of one SMTP transaction and what they are sent."""
 
     group: list[ClaimedDelivery]
-    email: dict
+    email: EmailContent
     #: The delivery policy of the group's account and destination.
     path: PathPolicy
     message: bytes
     #: The sending domain's DKIM key rows to sign with; None: the message is stored signed.
-    keys: list[dict] | None
+    keys: list[SigningKey] | None
     #: Where its signed bytes are shared with the step's other transactions; None: its own.
     shared: Hashable | None
     #: It stops at the door (a test address, capture mode) instead of leaving.
@@ -78,8 +78,8 @@ class Transactions:
                 continue
             assert email is not None  # not expired
             domain = w.recipient.rpartition("@")[2].lower()
-            path = policy.resolve(w.account, domain, sending_tls=email["tls"])
-            own = w.own_message or (email["message"] is None and email["stream"] == "broadcast")
+            path = policy.resolve(w.account, domain, sending_tls=email.tls)
+            own = w.own_message or (email.message is None and email.stream == "broadcast")
             if own and not w.own_message:
                 to_build[w.email_id].append(w)
             if self._door.outcome(w.recipient) is not None:
@@ -95,18 +95,18 @@ class Transactions:
                         for t in self._chunked(key, group, paths[key], contents, messages)]
         return Grouping(transactions, expired, [w for _, ws in unbuilt for w in ws])
 
-    def _expired(self, w: ClaimedDelivery, email: dict | None, contents: Contents) -> str | None:
+    def _expired(self, w: ClaimedDelivery, email: EmailContent | None, contents: Contents) -> str | None:
         """Why what was accepted can no longer be sent as it was accepted, if it cannot: the
         message is gone (pruned), or its sending domain was deleted (a domain with no keys cannot
         sign: as deleted; the API never leaves one keyless)."""
         if email is None:
             return "the stored message is gone"
-        if email["broadcast_id"] is not None and (
-                email["broadcast_id"] not in contents.broadcasts or email["snapshot"] is None):
+        if email.broadcast_id is not None and (
+                email.broadcast_id not in contents.broadcasts or email.snapshot is None):
             return "the broadcast's content is gone"
-        test_sender = email["domain_id"] is None and self._door.is_test_sender(email["sender"])
+        test_sender = email.domain_id is None and self._door.is_test_sender(email.sender)
         if not test_sender and (
-                email["domain_id"] is None or not (email["signed"] or contents.keys.get(email["domain_id"]))):
+                email.domain_id is None or not (email.signed or contents.keys.get(email.domain_id))):
             return "the sending domain was deleted"
         if test_sender and self._door.outcome(w.recipient) is None:
             # Never real mail in the test domain's name (the accept path lets none through).
@@ -122,18 +122,18 @@ class Transactions:
         for start in range(0, len(group), size):
             chunk = group[start:start + size]
             email = contents.emails[chunk[0].email_id]
-            test_sender = email["domain_id"] is None
-            keys = None if email["signed"] or test_sender else contents.keys[email["domain_id"]]
+            test_sender = email.domain_id is None
+            keys = None if email.signed or email.domain_id is None else contents.keys[email.domain_id]
             own = contents.own.get(chunk[0].id) or messages.get(chunk[0].id)
             if own is not None:
                 yield Transaction(chunk, email, path, own, keys, None, at_door, test_sender)
             else:
                 shared: Hashable | None = None
                 if test_sender:
-                    shared = (email["id"], "test")
+                    shared = (email.id, "test")
                 elif keys is not None:
-                    shared = (email["id"], tuple(k["id"] for k in keys))
-                yield Transaction(chunk, email, path, messages[email["id"]], keys, shared, at_door, test_sender)
+                    shared = (email.id, tuple(k.id for k in keys))
+                yield Transaction(chunk, email, path, messages[email.id], keys, shared, at_door, test_sender)
 
     def _built(self, contents: Contents, to_build: dict[uuid.UUID, list[ClaimedDelivery]],
                groups: dict[tuple, list[ClaimedDelivery]],
@@ -154,11 +154,11 @@ class Transactions:
                         recipients = [one.recipient for one in to_build[w.email_id]]
                         own = self._messages.per_recipient(
                             email, contents.attachments.get(w.email_id, ()), recipients,
-                            contents.broadcasts.get(email["broadcast_id"]))
+                            contents.broadcast_of(email))
                         built.update((one.id, own[one.recipient]) for one in to_build[w.email_id])
                 elif not w.own_message and w.email_id not in built:
                     built[w.email_id] = message_of(email, contents.attachments.get(w.email_id, ()))
             except Exception:
-                log.failure("building a message of {domain} failed", domain=email["domain"])
+                log.failure("building a message of {domain} failed", domain=email.domain)
                 unbuilt.append((key, groups.pop(key)))
         return built, unbuilt

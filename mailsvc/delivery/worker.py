@@ -221,9 +221,10 @@ class DeliveryWorker(LeasedEngine):
             if t.test_sender:
                 domain, signers = self._door.test_domain, [self._door.test_signer]
             else:
-                domain = t.email["domain"]
-                assert t.keys is not None  # not the test sender: a message without keys left unsigned above
-                signers = [self._keys.signer(k["id"], k["selector"], k["algorithm"], k["private_key"])
+                # Not the test sender: its domain's (a deleted one's expired), keys and all (none: left unsigned above).
+                assert t.email.domain is not None and t.keys is not None
+                domain = t.email.domain
+                signers = [self._keys.signer(k.id, k.selector, k.algorithm, k.private_key)
                            for k in t.keys]
             return dkim.sign(t.message, domain, signers, timestamp=int(self._clock.seconds())) + t.message
 
@@ -240,7 +241,7 @@ class DeliveryWorker(LeasedEngine):
         try:
             message = self._signed(t, signatures)
         except Exception:
-            log.failure("signing a message of {domain} failed", domain=t.email["domain"])
+            log.failure("signing a message of {domain} failed", domain=t.email.domain)
             for w in t.group:
                 self._defer(w, token, "transient", None, None, "internal error")
             return
@@ -260,7 +261,7 @@ class DeliveryWorker(LeasedEngine):
             for w in t.group:
                 self._defer(w, token, "blocked", None, None, str(e))
         except Exception:
-            log.failure("choosing the destinations of {domain} failed", domain=t.email["domain"])
+            log.failure("choosing the destinations of {domain} failed", domain=t.email.domain)
             for w in t.group:
                 self._defer(w, token, "transient", None, None, "internal error")
         return None
@@ -319,7 +320,7 @@ class DeliveryWorker(LeasedEngine):
 
     def _envelope_sender(self, t: Transaction) -> str:
         email = t.email
-        host = self._door.return_path_host() if t.test_sender else f"{email['return_path']}.{email['domain']}"
+        host = self._door.return_path_host() if t.test_sender else f"{email.return_path}.{email.domain}"
         return verp.envelope_sender(self._settings.verp_key, t.group[0].id, host)
 
     async def _at_door(self, t: Transaction, signatures: _StepSignatures, token: uuid.UUID) -> None:
@@ -328,7 +329,7 @@ class DeliveryWorker(LeasedEngine):
             message = self._signed(t, signatures)
             decided = await self._door.stop(t.group, t.email, message, self._envelope_sender(t), token)
         except Exception:
-            log.failure("stopping a message of {domain} at the door failed", domain=t.email["domain"])
+            log.failure("stopping a message of {domain} at the door failed", domain=t.email.domain)
             for w in t.group:
                 self._defer(w, token, "transient", None, None, "internal error")
             return

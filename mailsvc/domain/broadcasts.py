@@ -113,9 +113,9 @@ def broadcast_fields(body: dict, *, creating: bool) -> dict[str, Any]:
     return fields
 
 
-def check_sendable(row: Mapping[str, Any]) -> None:
+def check_sendable(html: str | None, text: str | None) -> None:
     """What a send needs besides its state: something to send."""
-    if not row["html"] and not row["text"]:
+    if not html and not text:
         raise Invalid("html", "html or text is required to send a broadcast")
 
 

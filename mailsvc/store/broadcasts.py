@@ -39,6 +39,52 @@ CHANNEL = "broadcasts"
 ANALYZE_AFTER = 10_000
 
 
+@attrs.frozen
+class Broadcast:
+    """A broadcast as its resource reads it (``COLUMNS``)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    #: None: the segment was deleted.
+    segment_id: uuid.UUID | None
+    sender: str
+    subject: str
+    reply_to: list[str]
+    preview_text: str | None
+    html: str | None
+    text: str | None
+    status: str
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    sent_at: datetime | None
+    #: Recipients in the membership fixed at start; None before.
+    total: int | None
+    wait_reason: str | None
+    wait_until: datetime | None
+    failure: str | None
+    links_base: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Broadcast:
+        return cls(*(row[a.name] for a in attrs.fields(cls)))
+
+
+@attrs.frozen
+class BroadcastItem:
+    """A broadcast as its list reads it (``LIST_COLUMNS``)."""
+
+    id: uuid.UUID
+    name: str
+    segment_id: uuid.UUID | None
+    status: str
+    scheduled_at: datetime | None
+    sent_at: datetime | None
+    created_at: datetime
+
+
 async def wake_fanout(db: Database) -> None:
     """NOTIFY the fan-out nodes that a broadcast is ready (queued, released or resumed)."""
     await db.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
@@ -46,20 +92,24 @@ async def wake_fanout(db: Database) -> None:
 
 async def insert(db: Database | Transaction, broadcast_id: uuid.UUID, tenant_id: uuid.UUID,
                  fields: dict[str, Any], status: str, scheduled_at: datetime | None, links_base: str | None,
-                 now: datetime) -> dict:
+                 now: datetime) -> Broadcast:
     columns = [c for c in fields if c in WRITABLE]
     names = "".join(f", {c}" for c in columns)
     marks = "".join(", %s" for _ in columns)
-    return await db.fetchrow(
+    return Broadcast.of(await db.fetchrow(
         "INSERT INTO broadcasts (id, tenant_id, status, scheduled_at, links_base, created_at, updated_at"
         f"{names}) VALUES (%s, %s, %s, %s, %s, %s, %s{marks}) RETURNING {COLUMNS}",
         [broadcast_id, tenant_id, status, scheduled_at, links_base, now, now, *(fields[c] for c in columns)],
-    )
+    ))
 
 
-async def get(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID) -> dict | None:
-    return await db.fetchone(f"SELECT {COLUMNS} FROM broadcasts WHERE tenant_id = %s AND id = %s",
-                             (tenant_id, broadcast_id))
+def _broadcast(row: Mapping[str, Any] | None) -> Broadcast | None:
+    return None if row is None else Broadcast.of(row)
+
+
+async def get(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID) -> Broadcast | None:
+    return _broadcast(await db.fetchone(f"SELECT {COLUMNS} FROM broadcasts WHERE tenant_id = %s AND id = %s",
+                                        (tenant_id, broadcast_id)))
 
 
 async def status(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID) -> str | None:
@@ -68,52 +118,54 @@ async def status(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id:
     return None if row is None else row["status"]
 
 
-async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:
+async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[BroadcastItem], bool]:
     where, order, params = clause(page)
     rows = await db.fetchall(
         f"SELECT {LIST_COLUMNS} FROM broadcasts WHERE tenant_id = %s AND {where} {order}", [tenant_id, *params])
-    return page.finish(rows)
+    return page.finish([BroadcastItem(r["id"], r["name"], r["segment_id"], r["status"], r["scheduled_at"],
+                                      r["sent_at"], r["created_at"]) for r in rows])
 
 
 async def update_draft(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID,
-                       fields: dict[str, Any], now: datetime) -> dict | None:
+                       fields: dict[str, Any], now: datetime) -> Broadcast | None:
     """Change a draft; None when it is absent or no longer a draft."""
     columns = [c for c in fields if c in WRITABLE]
     sets = "".join(f", {c} = %s" for c in columns)
-    return await db.fetchone(
+    return _broadcast(await db.fetchone(
         f"UPDATE broadcasts SET updated_at = %s{sets} WHERE tenant_id = %s AND id = %s AND status = 'draft'"
         f" RETURNING {COLUMNS}",
         [now, *(fields[c] for c in columns), tenant_id, broadcast_id],
-    )
+    ))
 
 
 async def transition(db: Database | Transaction, tenant_id: uuid.UUID | None, broadcast_id: uuid.UUID,
-                     before: tuple[str, ...], after: str, now: datetime, **also: Any) -> dict | None:
+                     before: tuple[str, ...], after: str, now: datetime, **also: Any) -> Broadcast | None:
     """
     The one guarded UPDATE of a status: ``before`` → ``after`` (and the ``also`` columns), or
     None when the broadcast is absent or in another state.
     """
     sets = "".join(f", {c} = %s" for c in also)
     tenant = " AND tenant_id = %s" if tenant_id is not None else ""
-    return await db.fetchone(
+    return _broadcast(await db.fetchone(
         f"UPDATE broadcasts SET status = %s, updated_at = %s{sets}"
         f" WHERE id = %s{tenant} AND status = ANY(%s) RETURNING {COLUMNS}",
         [after, now, *also.values(), broadcast_id, *([tenant_id] if tenant_id else []), list(before)],
-    )
+    ))
 
 
 async def delete(db: Database | Transaction, tenant_id: uuid.UUID, broadcast_id: uuid.UUID,
-                 at_once: tuple[str, ...], when_quiet: tuple[str, ...]) -> dict | None:
+                 at_once: tuple[str, ...], when_quiet: tuple[str, ...]) -> bool:
     """
     Delete a broadcast in one of the ``at_once`` states, or in one of the ``when_quiet`` states
-    while no delivery of its e-mails is still queued (or deferred for a retry); None otherwise.
+    while no delivery of its e-mails is still queued (or deferred for a retry); False otherwise.
     """
-    return await db.fetchone(
+    deleted = await db.fetchone(
         "DELETE FROM broadcasts b WHERE tenant_id = %s AND id = %s AND (status = ANY(%s) OR (status = ANY(%s)"
         " AND NOT EXISTS (SELECT 1 FROM broadcast_recipients r JOIN deliveries d ON d.email_id = r.email_id"
         "   WHERE r.broadcast_id = b.id AND r.email_id IS NOT NULL AND d.status IN ('queued', 'deferred'))))"
         " RETURNING id",
         (tenant_id, broadcast_id, list(at_once), list(when_quiet)))
+    return deleted is not None
 
 
 async def segment_exists(db: Database | Transaction, tenant_id: uuid.UUID, segment_id: uuid.UUID) -> bool:
@@ -133,7 +185,7 @@ async def release_due(db: Database | Transaction, now: datetime) -> list[uuid.UU
 
 # Starting: queued → sending, with the membership fixed.
 
-async def start_next(txn: Transaction, now: datetime) -> BroadcastRow | None:
+async def start_next(txn: Transaction, now: datetime) -> Broadcast | None:
     """
     Take one queued broadcast (SKIP LOCKED: each is started by one node) and start it: its
     segment's members at this moment become its recipients, and it is `sending` (or `failed`
@@ -144,8 +196,7 @@ async def start_next(txn: Transaction, now: datetime) -> BroadcastRow | None:
     if row is None:
         return None
     if row["segment_id"] is None:
-        failed = await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
-        return None if failed is None else BroadcastRow.of(failed)
+        return await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
     inserted = await txn.execute(
         "INSERT INTO broadcast_recipients (broadcast_id, contact_id)"
         " SELECT %s, contact_id FROM segment_contacts WHERE segment_id = %s",
@@ -159,29 +210,13 @@ async def start_next(txn: Transaction, now: datetime) -> BroadcastRow | None:
         " total = (SELECT count(*) FROM broadcast_recipients r WHERE r.broadcast_id = b.id)"
         f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
         (now, now, row["id"]))
-    return None if started is None else BroadcastRow.of(started)
+    return _broadcast(started)
 
 
 # The fan-out.
 
-@attrs.frozen
-class BroadcastRow:
-    """A sending broadcast, as the fan-out reads it."""
-
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    sender: str
-    subject: str
-    reply_to: list[str] | None
-    preview_text: str | None
-    html: str | None
-    text: str | None
-    links_base: str | None
-    wait_reason: str | None
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> BroadcastRow:
-        return cls(*(row[a.name] for a in attrs.fields(cls)))
+#: A sending broadcast, as the fan-out reads it: the row of its columns.
+BroadcastRow = Broadcast
 
 
 @attrs.frozen
@@ -192,12 +227,12 @@ class ClaimedRecipient:
     #: None: the contact was deleted since the send started.
     contact: Contact | None
 
-async def ready(db: Database, now: datetime, limit: int) -> list[BroadcastRow]:
+async def ready(db: Database, now: datetime, limit: int) -> list[Broadcast]:
     """Sending broadcasts with nothing to wait for, oldest first."""
     found = await db.fetchall(
         f"SELECT {COLUMNS} FROM broadcasts WHERE status = 'sending' AND (wait_until IS NULL OR wait_until <= %s)"
         " ORDER BY id LIMIT %s", (now, limit))
-    return [BroadcastRow.of(r) for r in found]
+    return [Broadcast.of(r) for r in found]
 
 
 async def wait(db: Database, broadcast_id: uuid.UUID, reason: str | None, until: datetime | None,
@@ -313,15 +348,18 @@ async def delivery_counts(db: Database, broadcast_id: uuid.UUID) -> dict[str, in
 
 
 async def sample_contact(db: Database, tenant_id: uuid.UUID, segment_id: uuid.UUID | None,
-                         contact_id: uuid.UUID | None) -> dict | None:
+                         contact_id: uuid.UUID | None) -> Contact | None:
     """A contact of the account for a preview: the one named, else the segment's newest member."""
     if contact_id is not None:
-        return await db.fetchone(
+        found = await db.fetchone(
             "SELECT id, email, first_name, last_name, properties FROM contacts WHERE tenant_id = %s AND id = %s",
             (tenant_id, contact_id))
-    if segment_id is None:
+    elif segment_id is not None:
+        found = await db.fetchone(
+            "SELECT c.id, c.email, c.first_name, c.last_name, c.properties FROM segment_contacts sc"
+            " JOIN contacts c ON c.id = sc.contact_id WHERE sc.segment_id = %s AND c.tenant_id = %s"
+            " ORDER BY sc.contact_id DESC LIMIT 1", (segment_id, tenant_id))
+    else:
         return None
-    return await db.fetchone(
-        "SELECT c.id, c.email, c.first_name, c.last_name, c.properties FROM segment_contacts sc"
-        " JOIN contacts c ON c.id = sc.contact_id WHERE sc.segment_id = %s AND c.tenant_id = %s"
-        " ORDER BY sc.contact_id DESC LIMIT 1", (segment_id, tenant_id))
+    return None if found is None else Contact(found["id"], found["email"], found["first_name"], found["last_name"],
+                                              found["properties"] or {})

@@ -13,6 +13,7 @@ import attrs
 
 from mailsvc.domain.paging import Page
 from mailsvc.store.database import Database, Transaction
+from mailsvc.store.delivery_contents import BroadcastContent
 from mailsvc.store.paging import clause
 
 #: A broadcast's e-mail stores no tags (``[]``): its one tag names the broadcast.
@@ -36,13 +37,19 @@ async def get(db: Database, tenant_id: uuid.UUID, email_id: uuid.UUID,
         (tenant_id, email_id, domain_id))
 
 
-async def broadcast_content(db: Database, broadcast_id: uuid.UUID, email_id: uuid.UUID) -> dict | None:
-    """A broadcast's e-mail's content: the broadcast's subject, html, text and preview, and the
-    recipient's ``contact_id`` and ``snapshot``; None once the broadcast is deleted."""
-    return await db.fetchone(
-        "SELECT b.id, b.subject, b.html, b.text, b.preview_text, r.contact_id, r.snapshot"
+async def broadcast_content(db: Database, broadcast_id: uuid.UUID,
+                            email_id: uuid.UUID) -> tuple[BroadcastContent, uuid.UUID, dict | None] | None:
+    """A broadcast's e-mail's content: the broadcast's, and the recipient's ``contact_id`` and
+    ``snapshot``; None once the broadcast is deleted."""
+    row = await db.fetchone(
+        "SELECT b.id, b.subject, b.html, b.text, b.preview_text, b.links_base, r.contact_id, r.snapshot"
         " FROM broadcasts b JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.email_id = %s"
         " WHERE b.id = %s", (email_id, broadcast_id))
+    if row is None:
+        return None
+    content = BroadcastContent(row["id"], row["subject"], row["html"], row["text"], row["preview_text"],
+                               row["links_base"])
+    return content, row["contact_id"], row["snapshot"]
 
 
 async def page(db: Database, tenant_id: uuid.UUID, page: Page) -> tuple[list[dict], bool]:

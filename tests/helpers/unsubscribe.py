@@ -39,7 +39,7 @@ async def deliveries(api, email_id) -> dict[str, bytes | None]:
     assert all(r["message"] is None for r in rows)  # never stored: built at delivery
     contents = await delivery_contents.contents(api.parts.db, [r["id"] for r in rows])
     email = contents.emails[uuid.UUID(str(email_id))]
-    own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email["stream"] == "broadcast" else []
+    own = [r["recipient"] for r in rows if r["status"] != "suppressed"] if email.stream == "broadcast" else []
     built = api.parts.delivery.messages.per_recipient(
-        email, contents.attachments.get(email["id"], ()), own, contents.broadcasts.get(email["broadcast_id"]))
+        email, contents.attachments.get(email.id, ()), own, contents.broadcast_of(email))
     return {r["recipient"]: built.get(r["recipient"]) for r in rows}

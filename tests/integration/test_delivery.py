@@ -21,6 +21,7 @@ from mailsvc.mail import dkim as signing
 from mailsvc.mail import simulated, verp
 from mailsvc.store.deliveries import ClaimedAccount, ClaimedDelivery
 from tests.helpers.polling import async_until
+from tests.helpers.sending import email_content
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 
@@ -530,7 +531,7 @@ async def test_the_inbox_keeps_the_newest_messages_per_account(api):
     other, _ = await api.tenant()
     clock = task.Clock()
     door = Door(clock, api.parts.db, TestAddresses(), simulated.test_signer(b"k" * 32), "mx.test", None, inbox_size=5)
-    row = {"domain_id": uuid.uuid4(), "sender": "a@acme.dev", "subject": "s", "domain": "acme.dev"}
+    row = email_content(sender="a@acme.dev", subject="s", domain="acme.dev")
     for n in range(7):
         for account in (tenant, other):
             clock.advance(1)

@@ -68,7 +68,7 @@ async def test_a_claim_returns_what_its_rows_send(api):
     assert len(claimed.work) == 3
     contents = claimed.contents
     (email,) = contents.emails.values()
-    assert str(email["id"]) == email_id and email["subject"] == BODY["subject"]
+    assert str(email.id) == email_id and email.subject == BODY["subject"]
     (keys,) = contents.keys.values()  # the sending domain's, once however many e-mails it signs
-    assert {k["algorithm"] for k in keys} == {"rsa-sha256", "ed25519-sha256"}
+    assert {k.algorithm for k in keys} == {"rsa-sha256", "ed25519-sha256"}
     assert contents.own == {} and contents.broadcasts == {}

@@ -19,6 +19,8 @@ from mailsvc.app.unsubscribe import Unsubscribes
 from mailsvc.domain.broadcasts import Contact, Content, personalised, snapshot, used_fields
 from mailsvc.domain.email import submission_from_json
 from mailsvc.mail import mime
+from mailsvc.store.delivery_contents import AttachmentContent, BroadcastContent
+from tests.helpers.sending import email_content
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
 PNG = base64.b64decode(
@@ -33,17 +35,17 @@ BODY = {"from": '"Acme, Inc." <news@acme.example>', "to": ["Ann <ann@example.com
 def row(email_id=None, message=None, stream="transactional", **body):
     """An e-mail as the accept statement stores it (``store/accept.py``) and the worker reads it."""
     s = submission_from_json({**BODY, **body}, NOW)
-    attachments = [{"filename": a.filename, "content_type": a.content_type, "content_id": a.content_id,
-                    "content": memoryview(a.content)} for a in s.attachments]
-    return {
-        "id": email_id or uuid.uuid4(), "tenant_id": uuid.UUID(int=1), "message_id": "<m1@acme.example>",
-        "sender": str(s.sender), "subject": s.subject, "html": s.html, "text": s.text,
-        "recipients": {"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc], "bcc": [],
-                       "reply_to": [str(m) for m in s.reply_to]},
-        "headers": [list(h) for h in s.headers] or None, "stream": stream, "links_base": "https://mail.example",
+    attachments = [AttachmentContent(a.filename, a.content_type, a.content_id, memoryview(a.content))
+                   for a in s.attachments]
+    return email_content(
+        id=email_id or uuid.uuid4(), tenant_id=uuid.UUID(int=1), message_id="<m1@acme.example>",
+        sender=str(s.sender), subject=s.subject, html=s.html, text=s.text,
+        recipients={"to": [str(m) for m in s.to], "cc": [str(m) for m in s.cc], "bcc": [],
+                    "reply_to": [str(m) for m in s.reply_to]},
+        headers=[list(h) for h in s.headers] or None, stream=stream, links_base="https://mail.example",
         # As PostgreSQL gives it back in another session time zone.
-        "created_at": NOW.astimezone(timezone(timedelta(hours=2))), "message": message,
-    }, attachments
+        created_at=NOW.astimezone(timezone(timedelta(hours=2))), message=message,
+    ), attachments
 
 
 def boundaries(raw: bytes) -> list[bytes]:
@@ -55,7 +57,7 @@ def test_the_same_row_gives_the_same_bytes():
     first = message_of(email_row, attachments)
     assert message_of(email_row, attachments) == first
     assert len(boundaries(first)) == 3  # mixed, alternative, related: each seeded by the id
-    other = message_of({**email_row, "id": uuid.uuid4()}, attachments)
+    other = message_of(attrs.evolve(email_row, id=uuid.uuid4()), attachments)
     assert boundaries(other) != boundaries(first)
     assert re.sub(rb"={15}\d{19}==", b"B", other) == re.sub(rb"={15}\d{19}==", b"B", first)
 
@@ -97,7 +99,7 @@ def test_each_broadcast_recipient_gets_its_own_link_the_same_on_every_build():
         assert built == messages.per_recipient(email_row, attachments, ["ann@example.com", "bob@example.com"])
         for recipient, raw in built.items():
             message = email.message_from_bytes(raw, policy=email.policy.default)
-            url = links.url("https://mail.example", email_row["tenant_id"], email_row["id"], recipient)
+            url = links.url("https://mail.example", email_row.tenant_id, email_row.id, recipient)
             assert message["List-Unsubscribe"] == f"<{url}>"
             assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
             text = message.get_body(("plain",)).get_content()
@@ -110,7 +112,7 @@ def test_the_size_bound_holds():
                  {"subject": "ü" * 490}):
         email_row, attachments = row(**body)
         s = submission_of(email_row)
-        parts = [(a["filename"], bytes(a["content"]), a["content_type"], a["content_id"]) for a in attachments]
+        parts = [(a.filename, bytes(a.content), a.content_type, a.content_id) for a in attachments]
         built = mime.build(s, message_id="<m1@acme.example>", date=NOW, attachments=parts)
         assert len(built) <= mime.size_bound(s, parts) <= 8 * len(built) + 8192, body
 
@@ -123,9 +125,8 @@ def test_a_broadcast_recipient_keeps_only_what_its_content_uses():
     contact = Contact(uuid.uuid4(), "ann@example.com", "Ann", "Lee", {"plan": "pro", "secret": "kept out"})
     taken = snapshot(contact, used)
     assert taken == {"first_name": "Ann", "last_name": "Lee", "properties": {"plan": "pro"}}
-    broadcast = {"id": uuid.uuid4(), "subject": content.subject, "html": content.html, "text": None,
-                 "preview_text": content.preview_text}
-    shown = broadcast_content({"contact_id": contact.id, "snapshot": taken}, broadcast)
+    broadcast = BroadcastContent(uuid.uuid4(), content.subject, content.html, None, content.preview_text, None)
+    shown = broadcast_content(broadcast, contact.id, taken)
     assert shown == personalised(attrs.evolve(content, text=plain_text(broadcast)), contact)
     assert shown.subject == "News for Ann" and "pro {{{SVC_UNSUBSCRIBE_URL}}}" in shown.text
 

@@ -8,7 +8,7 @@ API) renders the message for a contact, for the UI.
 from __future__ import annotations
 
 from mailsvc.app.apikeys import Caller
-from mailsvc.app.broadcasts import Broadcasts
+from mailsvc.app.broadcasts import Broadcast, Broadcasts
 from mailsvc.http.baseurl import PublicUrl
 from mailsvc.http.body import read_json
 from mailsvc.http.context import context_of
@@ -61,10 +61,10 @@ class BroadcastsResource:
         #: The unsubscribe links' base (``http.public_url``, else where the sender reached this service).
         self._public_url = PublicUrl(public_url)
 
-    async def _written(self, request, caller: Caller, row: dict, main: dict | None = None) -> Reply:
+    async def _written(self, request, caller: Caller, row: Broadcast, main: dict | None = None) -> Reply:
         if context_of(request).surface == NATIVE:
-            return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row["id"])))
-        return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row["id"])})
+            return Reply(200, await self._broadcasts.get(caller.tenant.id, str(row.id)))
+        return Reply(200, main if main is not None else {"object": "broadcast", "id": str(row.id)})
 
     @route("POST", "/broadcasts", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            multi_line=("html", "text"),
@@ -118,7 +118,7 @@ class BroadcastsResource:
     async def send(self, request, caller: Caller, broadcast_id: str):
         row = await self._broadcasts.send(caller.tenant.id, broadcast_id, read_json(request),
                                           self._public_url.of(request))
-        return await self._written(request, caller, row, {"id": str(row["id"])})
+        return await self._written(request, caller, row, {"id": str(row.id)})
 
     @route("POST", "/broadcasts/<broadcast_id>/cancel", access=FULL, native=True, body_limit=TEMPLATE_BODY_LIMIT,
            op=Operation(

@@ -6,6 +6,8 @@ A tenant at ``2 / LEASE_SECONDS`` per second or more would make that row a hot s
 leases a batch of tokens from it and spends them locally for at most ``LEASE_SECONDS``, each
 take checked against a window ``LEASE_SECONDS`` shorter so all nodes together stay within the
 documented burst; slower tenants take one token per request (docs/decisions.md, "Rate limit").
+The next lease is asked for while half of the current one is left, so that the requests of a
+busy tenant do not all wait for the statement each time a lease runs out.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ class _Lease:
     rate: int
     tokens: int = 0
     expires: float = 0.0
+    since: float = 0.0  # when this node began to spend it
     size: int = 1  # tokens the next lease asks for
     used: int = 0  # tokens spent of the current lease
     single_until: float = 0.0  # no lease before this time (the row was too full)
     pending: list[defer.Deferred] | None = None  # requests waiting for a lease under way
+    #: The next lease, asked for before this one ran out: under way, then its tokens and expiry.
+    ahead: defer.Deferred | None = None
+    next: tuple[int, float] | None = None
 
 
 class RateLimiter:
@@ -64,14 +70,23 @@ class RateLimiter:
             lease = self._leases[tenant_id] = _Lease(rate_per_sec)
         while True:
             now = self._clock.seconds()
+            if (lease.tokens <= 0 or now >= lease.expires) and lease.next is not None:
+                (tokens, expires), lease.next = lease.next, None
+                if now < expires:
+                    lease.tokens, lease.expires, lease.size, lease.used, lease.since = tokens, expires, tokens, 0, now
             if lease.tokens > 0 and now < lease.expires:
                 lease.tokens -= 1
                 lease.used += 1
+                self._ask_ahead(tenant_id, lease, now)
                 return None
-            if lease.pending is None:
+            waiting_for = lease.ahead if lease.pending is None else None
+            if lease.pending is None and waiting_for is None:
                 break
             waiting: defer.Deferred = defer.Deferred()
-            lease.pending.append(waiting)
+            if waiting_for is not None:
+                waiting_for.addBoth(lambda _, d=waiting: d.callback(None))
+            else:
+                lease.pending.append(waiting)
             await waiting
         lease.pending = []
         try:
@@ -89,6 +104,30 @@ class RateLimiter:
             waiting.callback(None)
         return wait
 
+    def _ask_ahead(self, tenant_id: uuid.UUID, lease: _Lease, now: float) -> None:
+        """
+        With half of the lease spent (its tokens or its time), ask for the next one, sized from
+        the pace of this one, without making anyone wait for it: a refusal or an error leaves
+        the next take to renew as usual.
+        """
+        if lease.ahead is not None or lease.next is not None or now < lease.single_until or not (
+                lease.tokens <= lease.used or lease.expires - now <= self._lease_seconds / 2):
+            return
+        pace = lease.used * self._lease_seconds / max(now - lease.since, self._lease_seconds / 8)
+        size = min(max(2, math.ceil(pace)), math.floor(lease.rate * self._lease_seconds))
+        rate = Gcra(1.0 / lease.rate, self._lease_window / 2)
+
+        async def ask() -> None:
+            try:
+                if await api_rate.lease(self._db, tenant_id, now, size, rate):
+                    lease.next = (size, now + self._lease_seconds)
+            finally:
+                lease.ahead = None
+
+        # An error is not this request's: the next renewal meets it, if it lasts.
+        ahead = defer.ensureDeferred(ask()).addErrback(lambda _: None)
+        lease.ahead = None if ahead.called else ahead
+
     async def _renew(self, tenant_id: uuid.UUID, lease: _Lease, now: float) -> int | None:
         """Take a new lease (spending one of its tokens), or one token; or say how long to wait."""
         rate = lease.rate
@@ -103,14 +142,14 @@ class RateLimiter:
         lease.tokens, lease.used, lease.size = 0, 0, size
         if size >= 2 and now >= lease.single_until:
             if await api_rate.lease(self._db, tenant_id, now, size, Gcra(1.0 / rate, window / 2)):
-                lease.tokens, lease.used, lease.expires = size - 1, 1, now + self._lease_seconds
+                lease.tokens, lease.used, lease.expires, lease.since = size - 1, 1, now + self._lease_seconds, now
                 return None
             # The row is busy: one token per request for a while, checked exactly.
             lease.single_until = now + self._lease_seconds
             lease.size = 1
         wait = await self._take_one(tenant_id, rate, window, now)
         if wait is None:
-            lease.used, lease.expires = 1, now + self._lease_seconds
+            lease.used, lease.expires, lease.since = 1, now + self._lease_seconds, now
         return wait
 
     async def _take_one(self, tenant_id: uuid.UUID, rate_per_sec: int, window: float,

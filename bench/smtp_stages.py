@@ -119,6 +119,19 @@ def install(out: Path) -> None:
             record["suppressions"] = now
         return await statement(*args, **kwargs)
 
+    limits: list[float] = []
+
+    def counted(function):
+        async def wrapped(*args, **kwargs):
+            start = clock()
+            try:
+                return await function(*args, **kwargs)
+            finally:
+                limits.append(clock() - start)
+        return wrapped
+
+    from mailsvc.store import api_rate
+    api_rate.take, api_rate.lease = counted(api_rate.take), counted(api_rate.lease)
     submission.SubmissionProtocol._message_received = message_received
     submission.SubmissionProtocol._accept = accept_
     intake.RateLimiter.take = after(intake.RateLimiter.take, "rate limit")
@@ -135,7 +148,12 @@ def install(out: Path) -> None:
         for name, _ in STAGES:
             means[name] = sum(r[name] - r[previous] for r in records) / max(len(records), 1) * 1e6
             previous = name
-        out.write_text(json.dumps({"messages": len(records), "means_us": means,
-                                   "group_mean": sum(sizes) / max(len(sizes), 1), "groups": len(sizes)}))
+        statements, limits[:] = list(limits), []
+        written = out.with_suffix(".part")
+        written.write_text(json.dumps({
+            "messages": len(records), "means_us": means, "group_mean": sum(sizes) / max(len(sizes), 1),
+            "groups": len(sizes), "limit_statements": len(statements),
+            "limit_statement_us": sum(statements) / max(len(statements), 1) * 1e6}))
+        written.rename(out)
 
     signal.signal(signal.SIGUSR1, dump)

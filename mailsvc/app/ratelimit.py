@@ -55,6 +55,8 @@ class RateLimiter:
         self._lease_window = burst_factor - lease_seconds
         self._may_lease = self._lease_window >= 4 * lease_seconds
         self._leases: dict[uuid.UUID, _Lease] = {}
+        #: Seconds the last lease asked for ahead took to be answered.
+        self._round_trip = 0.0
 
     def _leasing(self, rate_per_sec: int) -> bool:
         return self._may_lease and math.floor(rate_per_sec * self._lease_seconds) >= 2
@@ -110,11 +112,16 @@ class RateLimiter:
         the pace of this one, without making anyone wait for it: a refusal or an error leaves
         the next take to renew as usual.
         """
+        short = lease.tokens <= lease.used
+        # Time enough for the statement: half the lease, or twice its last round trip if longer.
+        margin = max(self._lease_seconds / 2, 2 * self._round_trip)
         if lease.ahead is not None or lease.next is not None or now < lease.single_until or not (
-                lease.tokens <= lease.used or lease.expires - now <= self._lease_seconds / 2):
+                short or lease.expires - now <= margin):
             return
+        # Twice the pace (requests come in bursts), or twice the size when half of it went early.
         pace = lease.used * self._lease_seconds / max(now - lease.since, self._lease_seconds / 8)
-        size = min(max(2, math.ceil(pace)), math.floor(lease.rate * self._lease_seconds))
+        wanted = 2 * lease.size if short else math.ceil(2 * pace)
+        size = min(max(2, wanted), math.floor(lease.rate * self._lease_seconds))
         rate = Gcra(1.0 / lease.rate, self._lease_window / 2)
 
         async def ask() -> None:
@@ -123,6 +130,7 @@ class RateLimiter:
                     lease.next = (size, now + self._lease_seconds)
             finally:
                 lease.ahead = None
+                self._round_trip = self._clock.seconds() - now
 
         # An error is not this request's: the next renewal meets it, if it lasts.
         ahead = defer.ensureDeferred(ask()).addErrback(lambda _: None)

@@ -338,6 +338,7 @@ def stages_of(nodes: list[Node]) -> dict | None:
     statements = sum(p["limit_statements"] for p in parts)
     return {"means_us": means, "group_mean": sum(p["group_mean"] * p["groups"] for p in parts) / max(groups, 1),
             "limit_per_message": statements / max(messages, 1),
+            "limit_waits": sum(p["limit_waits"] for p in parts) / max(messages, 1),
             "limit_statement_us": sum(p["limit_statement_us"] * p["limit_statements"] for p in parts)
             / max(statements, 1)}
 
@@ -367,7 +368,8 @@ def stage_lines(r: dict) -> str:
         lines.append(f"      server, µs a message (wall; {stages['group_mean']:.1f} messages a group commit):")
         lines += [f"        {name:17} {stages['means_us'][name]:>9,.0f}  {what}" for name, what in smtp_stages.STAGES]
         lines.append(f"      rate limit statements: {stages['limit_per_message']:.2f} a message, "
-                     f"{stages['limit_statement_us']:,.0f} µs each (sent to answered)")
+                     f"{stages['limit_statement_us']:,.0f} µs each (sent to answered); "
+                     f"{stages['limit_waits']:.0%} of the messages waited over 1 ms on the rate limit")
     return "\n" + "\n".join(lines)
 
 

@@ -153,7 +153,8 @@ def install(out: Path) -> None:
         written.write_text(json.dumps({
             "messages": len(records), "means_us": means, "group_mean": sum(sizes) / max(len(sizes), 1),
             "groups": len(sizes), "limit_statements": len(statements),
-            "limit_statement_us": sum(statements) / max(len(statements), 1) * 1e6}))
+            "limit_statement_us": sum(statements) / max(len(statements), 1) * 1e6,
+            "limit_waits": sum(1 for r in records if r["rate limit"] - r["checks"] > 0.001)}))
         written.rename(out)
 
     signal.signal(signal.SIGUSR1, dump)

@@ -40,6 +40,7 @@ class _Lease:
     used: int = 0  # tokens spent of the current lease
     single_until: float = 0.0  # no lease before this time (the row was too full)
     pending: list[defer.Deferred] | None = None  # requests waiting for a lease under way
+    queued: int = 0  # requests that waited for the last renewal: the next one is for them too
     #: The next lease, asked for before this one ran out: under way, then its tokens and expiry.
     ahead: defer.Deferred | None = None
     next: tuple[int, float] | None = None
@@ -102,6 +103,7 @@ class RateLimiter:
                 waiting.errback(failure)
             raise
         waiters, lease.pending = lease.pending, None
+        lease.queued = len(waiters)
         for waiting in waiters:
             waiting.callback(None)
         return wait
@@ -146,7 +148,9 @@ class RateLimiter:
             size = max(1, lease.used)
         else:
             size = lease.size * 2  # ran out early
-        size = min(size, most)
+        # Requests that queued behind the last renewal and found it too small (or expired)
+        # each wait for this one: as many tokens, or they would go one statement at a time.
+        size = min(max(size, lease.queued + 1), most)
         lease.tokens, lease.used, lease.size = 0, 0, size
         if size >= 2 and now >= lease.single_until:
             if await api_rate.lease(self._db, tenant_id, now, size, Gcra(1.0 / rate, window / 2)):

@@ -239,6 +239,17 @@ async def test_a_busy_tenants_requests_do_not_wait_for_the_next_lease(db):
 
 
 @pt.ensureDeferred
+async def test_requests_queued_behind_a_small_renewal_share_the_next(db):
+    """Eight requests at once for a new lease: the first takes one token, the seven queued
+    behind it share the next statement (not 2 tokens, then 4...); the third is the lease
+    asked for ahead once half of that one is spent."""
+    clock, tenant, counting, node = await _counted_node(db)
+    results = await defer.gatherResults([defer.ensureDeferred(node.take(tenant.id, 100_000)) for _ in range(8)])
+    assert results == [None] * 8
+    assert counting.statements == 3
+
+
+@pt.ensureDeferred
 async def test_the_default_rate_takes_one_token_per_request(db):
     """10/s (and anything below 2 tokens a lease) is checked exactly, one statement each."""
     clock, tenant, counting, node = await _counted_node(db)

@@ -82,14 +82,13 @@ class RateLimiter:
                 lease.used += 1
                 self._ask_ahead(tenant_id, lease, now)
                 return None
-            waiting_for = lease.ahead if lease.pending is None else None
-            if lease.pending is None and waiting_for is None:
-                break
             waiting: defer.Deferred = defer.Deferred()
-            if waiting_for is not None:
-                waiting_for.addBoth(lambda _, d=waiting: d.callback(None))
-            else:
+            if lease.pending is not None:
                 lease.pending.append(waiting)
+            elif lease.ahead is not None:  # the next lease, asked for ahead, has not come yet
+                lease.ahead.chainDeferred(waiting)
+            else:
+                break
             await waiting
         lease.pending = []
         try:

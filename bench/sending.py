@@ -26,6 +26,7 @@ since verification needs public DNS. Every lookup the node makes goes to a close
     bench/sending.sh                             # installs wrk and postfix if missing, then runs this
     .venv/bin/python -m bench.sending [--only http,batch,relay,smtp] [--processes 1,2] [--runs 3]
     .venv/bin/python -m bench.sending --micro   # the accept path's functions alone (timeit)
+    .venv/bin/python -m bench.sending --only smtp --stages   # where each message's time goes in the servers
 """
 
 from __future__ import annotations

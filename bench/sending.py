@@ -26,6 +26,7 @@ since verification needs public DNS. Every lookup the node makes goes to a close
     bench/sending.sh                             # installs wrk and postfix if missing, then runs this
     .venv/bin/python -m bench.sending [--only http,batch,relay,smtp] [--processes 1,2] [--runs 3]
     .venv/bin/python -m bench.sending --micro   # the accept path's functions alone (timeit)
+    .venv/bin/python -m bench.sending --only smtp --stages   # where each message's time goes in the servers
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench import common
+from bench import common, smtp_stages
 from bench.common import Meter, Postfix, cpu_seconds, free_port, load_average, wait_for, wait_until
 from bench.http_auth import parse_wrk
 
@@ -51,6 +53,8 @@ DOMAIN = "bench.example.com"
 SENDER = f"news@{DOMAIN}"
 #: A closed port on loopback: every DNS lookup of the node fails fast and stays local.
 DNS = "127.0.0.1:9"
+#: Set (by ``--stages``) for the server processes to time the submission's stages.
+STAGES_ENV = "BENCH_SMTP_STAGES"
 
 
 def html_body(n: int = 0) -> str:
@@ -87,6 +91,8 @@ def email_json(n: int = 0) -> dict:
 
 def serve(state_dir: str, http_port: int, smtp_port: int) -> None:
     """A node as ``twistd mailsvc`` builds it; extra MAILSVC_* settings come from the environment."""
+    if os.environ.get(STAGES_ENV):
+        smtp_stages.install(Path(state_dir).parent / "stages.json")
     common.serve(state_dir, {
         "MAILSVC_HTTP_LISTEN": f"tcp:{http_port}:interface=127.0.0.1",
         "MAILSVC_SMTP_SUBMISSION": f"tcp:{smtp_port}:interface=127.0.0.1",
@@ -273,7 +279,7 @@ async def _expect(reader, code: int) -> None:
         raise RuntimeError(f"expected {code}, got {text.strip()}")
 
 
-async def _session(port: int, token: str, jobs: asyncio.Queue, done: list[int]) -> None:
+async def _session(port: int, token: str, jobs: asyncio.Queue, done: list[int], waited: list[float]) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     await _expect(reader, 220)
     writer.write(b"EHLO client.bench.test\r\n")
@@ -297,34 +303,75 @@ async def _session(port: int, token: str, jobs: asyncio.Queue, done: list[int]) 
         await _expect(reader, 250)
         await _expect(reader, 354)
         writer.write(rfc5322(n))
+        sent = time.perf_counter()
         await _expect(reader, 250)
+        waited[0] += time.perf_counter() - sent
         done[0] += 1
     writer.write(b"QUIT\r\n")
     await _reply(reader)
     writer.close()
 
 
-async def direct_smtp(ports: list[int], token: str, count: int, connections: int) -> None:
+async def direct_smtp(ports: list[int], token: str, count: int, connections: int) -> float:
+    """Mean seconds from a message's end written to its 250 read, as the client sees them."""
     jobs: asyncio.Queue = asyncio.Queue()
     for n in range(count):
         jobs.put_nowait(n)
-    done = [0]
-    await asyncio.gather(*(_session(ports[i % len(ports)], token, jobs, done) for i in range(connections)))
+    done, waited = [0], [0.0]
+    await asyncio.gather(*(_session(ports[i % len(ports)], token, jobs, done, waited) for i in range(connections)))
+    return waited[0] / max(done[0], 1)
+
+
+def stages_of(nodes: list[Node]) -> dict | None:
+    """The servers' stage means since the last call (``--stages``), weighted by their messages; else None."""
+    if not os.environ.get(STAGES_ENV):
+        return None
+    files = [n.dir / "stages.json" for n in nodes]
+    for node, file in zip(nodes, files, strict=True):
+        file.unlink(missing_ok=True)
+        node.process.send_signal(signal.SIGUSR1)
+    wait_until(lambda: all(f.exists() for f in files), 10)
+    parts = [json.loads(f.read_text()) for f in files]
+    messages = sum(p["messages"] for p in parts)
+    means = {name: sum(p["means_us"][name] * p["messages"] for p in parts) / max(messages, 1)
+             for name, _ in smtp_stages.STAGES}
+    groups = sum(p["groups"] for p in parts)
+    statements = sum(p["limit_statements"] for p in parts)
+    return {"means_us": means, "group_mean": sum(p["group_mean"] * p["groups"] for p in parts) / max(groups, 1),
+            "limit_per_message": statements / max(messages, 1),
+            "limit_waits": sum(p["limit_waits"] for p in parts) / max(messages, 1),
+            "limit_statement_us": sum(p["limit_statement_us"] * p["limit_statements"] for p in parts)
+            / max(statements, 1)}
 
 
 def smtp_round(nodes, data_dir, token: str, count: int, connections: int, db) -> dict:
     start_count = count_smtp(db)
+    stages_of(nodes)  # from here
     meter = Meter([n.pid for n in nodes], data_dir)
     meter.start()
     client_before = cpu_seconds([os.getpid()])
-    asyncio.run(direct_smtp([n.smtp for n in nodes], token, count, connections))
+    client_wait = asyncio.run(direct_smtp([n.smtp for n in nodes], token, count, connections))
     m = meter.done()
     stored = count_smtp(db) - start_count
     return {
         "messages": stored, "complete": stored == count, "seconds": m["elapsed"], "rate": stored / m["elapsed"],
         "server_cpu": m["cpu_s"] / m["elapsed"], "cpu_us": m["cpu_s"] / max(stored, 1) * 1e6,
         "pg_cpu": m["pg_cpu"], "client_cpu": (cpu_seconds([os.getpid()]) - client_before) / m["elapsed"],
+        "client_wait_us": client_wait * 1e6, "stages": stages_of(nodes),
     }
+
+
+def stage_lines(r: dict) -> str:
+    """The run's stages (``--stages``), µs a message, under its row."""
+    lines = [f"      '.' written to 250 read, as the client sees it: {r['client_wait_us']:,.0f} µs"]
+    stages = r["stages"]
+    if stages is not None:
+        lines.append(f"      server, µs a message (wall; {stages['group_mean']:.1f} messages a group commit):")
+        lines += [f"        {name:17} {stages['means_us'][name]:>9,.0f}  {what}" for name, what in smtp_stages.STAGES]
+        lines.append(f"      rate limit statements: {stages['limit_per_message']:.2f} a message, "
+                     f"{stages['limit_statement_us']:,.0f} µs each (sent to answered); "
+                     f"{stages['limit_waits']:.0%} of the messages waited over 1 ms on the rate limit")
+    return "\n" + "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +487,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--relay-connections", type=int, default=64, help="the Postfix relay's connections to mailsvc")
     parser.add_argument("--keep", action="store_true", help="leave the servers up (for profiling); Enter stops")
     parser.add_argument("--micro", action="store_true", help="time the accept path's functions alone, then stop")
+    parser.add_argument("--stages", action="store_true", help="time the SMTP submission's stages in the servers")
     parser.add_argument("--serve", nargs=3, metavar=("STATE_DIR", "HTTP", "SMTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -448,6 +496,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.micro:
         micro()
         return
+    if args.stages:
+        os.environ[STAGES_ENV] = "1"  # the server processes inherit it
     only = set(args.only.split(","))
     counts = [int(c) for c in args.processes.split(",")]
     common.require(tuple(tool for tool, needed in (("wrk", {"http", "batch"}), ("smtp-source", {"relay"}),
@@ -544,7 +594,7 @@ def main(argv: list[str] | None = None) -> None:
                 rounds(results.setdefault(f"direct SMTP client ({label})", []), args.runs,
                        lambda r: f"{r['messages']:>7} {r['seconds']:>8.2f} {r['rate']:>7.0f} "
                                  f"{r['server_cpu']:>8.0%} {r['cpu_us']:>10.0f} {r['pg_cpu']:>7.0%} "
-                                 f"{r['client_cpu']:>10.0%}{incomplete(r)}",
+                                 f"{r['client_cpu']:>10.0%}{incomplete(r)}{stage_lines(r)}",
                        smtp_round, active, data_dir, key, args.messages, args.smtp_connections, db)
 
         print()

@@ -115,6 +115,34 @@ class _Down(_Counting):
         raise DatabaseUnavailable("api_rate: database not answering")
 
 
+class _Slow(_Counting):
+    """A database whose answers come ``delay`` seconds after PostgreSQL's, on ``clock``."""
+
+    def __init__(self, db, clock, delay):
+        super().__init__(db)
+        self._clock = clock
+        self._delay = delay
+        self._running: list[defer.Deferred] = []
+
+    async def fetchone(self, *args, **kwargs):
+        self.statements += 1
+        answered = defer.Deferred()
+        self._running.append(answered)
+        try:
+            row = await self._db.fetchone(*args, **kwargs)
+        finally:
+            answered.callback(None)
+        await task.deferLater(self._clock, self._delay, lambda: None)
+        return row
+
+    async def answered(self):
+        """Until PostgreSQL has answered every statement sent so far, and what its answers
+        resumed has run (a turn of the reactor)."""
+        running, self._running = self._running, []
+        await defer.gatherResults(running)
+        await task.deferLater(reactor, 0, lambda: None)
+
+
 async def _counted_node(db):
     """A clock, a tenant and a node (burst factor 2) whose statements are counted."""
     clock = task.Clock()
@@ -185,6 +213,40 @@ async def test_concurrent_requests_share_one_lease_statement(db):
         [defer.ensureDeferred(node.take(tenant.id, 100_000)) for _ in range(8)])
     assert results == [None] * 8
     assert counting.statements == before + 1
+
+
+@pt.ensureDeferred
+async def test_a_busy_tenants_requests_do_not_wait_for_the_next_lease(db):
+    """The next lease is asked for while half of the current one is left: once the leases have
+    grown, no request waits for a lease statement, though each takes 5 ms to be answered."""
+    from mailsvc.app.ratelimit import LEASE_SECONDS
+
+    clock, tenant, _, _ = await _counted_node(db)
+    slow = _Slow(db, clock, LEASE_SECONDS / 10)
+    node = RateLimiter(clock, slow, 2)
+    waited = []
+    for _ in range(500):  # one request a millisecond: ten leases' time
+        take = defer.ensureDeferred(node.take(tenant.id, 100_000))
+        waited.append(not take.called)
+        while not take.called:
+            await slow.answered()
+            clock.advance(0.001)
+        assert await take is None
+        await slow.answered()
+        clock.advance(0.001)
+    assert sum(waited[:50]) <= 6 and not any(waited[50:])
+    assert slow.statements <= 30  # a statement every 20 ms at most: each lease asked for 25 ms early
+
+
+@pt.ensureDeferred
+async def test_requests_queued_behind_a_small_renewal_share_the_next(db):
+    """Eight requests at once for a new lease: the first takes one token, the seven queued
+    behind it share the next statement (not 2 tokens, then 4...); the third is the lease
+    asked for ahead once half of that one is spent."""
+    clock, tenant, counting, node = await _counted_node(db)
+    results = await defer.gatherResults([defer.ensureDeferred(node.take(tenant.id, 100_000)) for _ in range(8)])
+    assert results == [None] * 8
+    assert counting.statements == 3
 
 
 @pt.ensureDeferred

@@ -7,11 +7,14 @@ import time
 import uuid
 
 import pytest_twisted as pt
+from twisted.internet import threads
 
 from mailsvc import timefmt
 from mailsvc.domain import policy
 from mailsvc.store import deliveries as store
+from mailsvc.store import partitions
 from mailsvc.store.deliveries import Outcome
+from mailsvc.store.migrate import migration_files
 from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.sending import BODY, sending_tenant
 from tests.integration.test_delivery_queue import claim, clock_at, explained, record, rows_read
@@ -130,3 +133,37 @@ async def test_each_account_takes_its_share_its_transactional_mail_first(api):
     work = (await claim(api, clock, limit=4)).work
     assert [w.recipient for w in work] == [f"b{i}@example.net" for i in range(1, 5)]
     assert {str(w.tenant_id) for w in work} == {tenant["id"]}
+
+
+#: Migration 0030 undone: the claim's index and the deliveries' columns as they were before it.
+BEFORE_STREAMS = (
+    "DROP INDEX deliveries_tenant_stream_due;"
+    " CREATE INDEX deliveries_tenant_due ON deliveries (tenant_id, due_at) WHERE status IN ('queued', 'deferred');"
+    " ALTER TABLE deliveries DROP COLUMN bulk"
+)
+
+
+@pt.ensureDeferred
+async def test_the_stream_migration_applies_to_a_partitioned_deliveries_table(db, fresh_dsn):
+    """A database partitioned before migration 0030 takes it: the column and the claim's index on
+    the partitioned table and on every partition."""
+    assert await threads.deferToThread(partitions.partition, fresh_dsn, say=lambda _: None)
+    (sql,) = [text for _, name, text in migration_files() if name == "delivery_stream"]
+    await db.execute(BEFORE_STREAMS)
+    await db.execute(sql)
+    parts = ("WITH parts AS (SELECT 'deliveries'::regclass AS oid"
+             " UNION ALL SELECT inhrelid FROM pg_inherits WHERE inhparent = 'deliveries'::regclass) ")
+    tables = await db.fetchall(
+        parts + "SELECT c.relname, c.relkind, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS value"
+        " FROM parts JOIN pg_class c ON c.oid = parts.oid"
+        " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'bulk'"
+        " LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum")
+    assert len(tables) > 4 and {r["relkind"] for r in tables} == {"p", "r"}
+    assert {(r["attnotnull"], r["value"]) for r in tables} == {(True, "false")}
+    indexes = await db.fetchall(
+        parts + "SELECT c.relname, regexp_replace(pg_get_indexdef(i.indexrelid), '^.* USING ', '') AS definition"
+        " FROM parts JOIN pg_index i ON i.indrelid = parts.oid JOIN pg_class c ON c.oid = parts.oid"
+        " WHERE pg_get_indexdef(i.indexrelid) LIKE '%% USING btree (tenant_id,%%'")
+    assert sorted((r["relname"], r["definition"]) for r in indexes) == sorted(
+        (r["relname"], "btree (tenant_id, bulk, due_at) WHERE (status = ANY (ARRAY['queued'::text, 'deferred'::text]))")
+        for r in tables)

@@ -102,7 +102,8 @@ def _due_first(tenant: str, columns: str, limit: str, locked: str = "") -> str:
 #: The accounts with queued mail, one index probe each however long their queues are (a loose
 #: scan of ``deliveries_tenant_stream_due``: from one tenant to the next), keeping the claimable
 #: ones (``claimable``: ``policy.CLAIMABLE_STATUSES``) no standing hold stops, with their oldest
-#: due mail (of either stream: an index probe each) and how many are due (up to the claim's room).
+#: due mail of either stream and how many are due (up to the claim's room, read as the share is
+#: taken: ``_due_first``).
 DUE_ACCOUNTS = (
     "WITH RECURSIVE queued (tenant_id) AS ("
     "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') ORDER BY tenant_id LIMIT 1)"

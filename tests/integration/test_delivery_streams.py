@@ -83,7 +83,7 @@ async def test_transactional_mail_goes_before_the_accounts_broadcast_backlog(api
     db = api.parts.db
 
     accounts = await explained(db, store.DUE_ACCOUNTS, {**_explain_args([], []), "limit": 200})
-    assert rows_read(accounts) < 210  # a probe for the account, 200 index entries, a probe per stream
+    assert rows_read(accounts) < 210  # a probe for the account, 200 index entries, the broadcast range's first
     (due,) = await db.fetchall(store.DUE_ACCOUNTS, {**_explain_args([], []), "limit": 200})
     assert due["n"] == 200 and due["oldest"] < timefmt.from_seconds(time.time() - 3000)  # the backlog's
     shares = await explained(db, store.TAKE_SHARES, _explain_args([tenant["id"]], [3]))

@@ -8,6 +8,7 @@ import uuid
 
 import pytest_twisted as pt
 from twisted.internet import threads
+from twisted.internet.task import Clock
 
 from mailsvc import timefmt
 from mailsvc.domain import policy
@@ -18,6 +19,7 @@ from mailsvc.store.migrate import migration_files
 from tests.helpers.broadcasts import contacts, create, run_fanout
 from tests.helpers.sending import BODY, sending_tenant
 from tests.integration.test_delivery_queue import claim, clock_at, explained, record, rows_read
+from tests.integration.test_sending import another_node
 
 BACKLOG = 20_000
 
@@ -62,15 +64,23 @@ def _explain_args(tenants: list, shares: list) -> dict:
 
 
 @pt.ensureDeferred
-async def test_each_delivery_keeps_its_emails_stream(api):
+async def test_each_delivery_keeps_its_emails_stream(api, config):
+    """Written at accept (a broadcast's fan-out, or the stream asked on ``POST /emails``) and kept
+    when a scheduled e-mail is released."""
     tenant, key = await _account(api)
     fanned = await _broadcast(api, tenant, key)
     transactional = await _send(api, key)
     broadcast_stream = await _send(api, key, stream="broadcast")
-    rows = await api.parts.db.fetchall("SELECT id, email_id, bulk FROM deliveries")
+    scheduled = {stream: await _send(api, key, stream=stream, scheduled_at="in 1 min")
+                 for stream in ("transactional", "broadcast")}
+    clock = Clock()
+    clock.advance(time.time() + 120)
+    assert await another_node(api, clock, config).release_due() == 2
+    rows = await api.parts.db.fetchall("SELECT id, email_id, status, bulk FROM deliveries")
     assert {r["id"]: r["bulk"] for r in rows if r["id"] in fanned} == dict.fromkeys(fanned, True)
-    assert {r["email_id"]: r["bulk"] for r in rows if r["id"] not in fanned} == {
-        transactional: False, broadcast_stream: True}
+    assert {r["email_id"]: (r["status"], r["bulk"]) for r in rows if r["id"] not in fanned} == {
+        transactional: ("queued", False), broadcast_stream: ("queued", True),
+        scheduled["transactional"]: ("queued", False), scheduled["broadcast"]: ("queued", True)}
 
 
 @pt.ensureDeferred

@@ -455,7 +455,7 @@ class Submitter:
             due, retry_until = first_times(status, now)
             rows.deliveries.append(DeliveryRow(
                 id=delivery_id, email_id=email_id, tenant_id=tenant.id, recipient=recipient, status=status, due_at=due,
-                updated_at=now, retry_until=retry_until))
+                updated_at=now, retry_until=retry_until, bulk=s.stream == "broadcast"))
             event = first_event(status, base, str(delivery_id), recipient, origin)
             if event is not None:
                 rows.events.append(EventRow(tenant.id, *event))

@@ -34,7 +34,7 @@ EMAIL_COLUMNS = ("id, tenant_id, domain_id, message_id, sender, recipients, subj
                  " source, scheduled_at, status, last_event, message, created_at, signed, headers, links_base,"
                  " broadcast_id")
 ATTACHMENT_COLUMNS = "id, email_id, tenant_id, filename, content_type, content_disposition, content_id, size, content"
-DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until"
+DELIVERY_COLUMNS = "id, email_id, tenant_id, recipient, status, due_at, updated_at, retry_until, bulk"
 
 #: Starts the text that fails the statement when a quota or an idempotency claim refuses it.
 _QUOTA_REFUSED = "mailsvc quota refused: "
@@ -115,6 +115,8 @@ class DeliveryRow:
     due_at: datetime | None
     updated_at: datetime
     retry_until: datetime | None
+    #: The broadcast stream's: the claim takes the account's transactional mail first.
+    bulk: bool = False
 
 
 @attrs.frozen
@@ -161,7 +163,7 @@ class AcceptRows:
 EMAIL_TYPES = ("uuid", "uuid", "uuid", "text", "text", "jsonb", "text", "text", "text", "jsonb", "text", "text",
                "timestamptz", "text", "text", "bytea", "timestamptz", "boolean", "jsonb", "text", "uuid")
 ATTACHMENT_TYPES = ("uuid", "uuid", "uuid", "text", "text", "text", "text", "integer", "bytea")
-DELIVERY_TYPES = ("uuid", "uuid", "uuid", "text", "text", "timestamptz", "timestamptz", "timestamptz")
+DELIVERY_TYPES = ("uuid", "uuid", "uuid", "text", "text", "timestamptz", "timestamptz", "timestamptz", "boolean")
 
 
 def _email_values(e: EmailRow) -> tuple:
@@ -178,7 +180,7 @@ def _attachment_values(a: AttachmentRow) -> tuple:
 
 
 def _delivery_values(d: DeliveryRow) -> tuple:
-    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.retry_until)
+    return (d.id, d.email_id, d.tenant_id, d.recipient, d.status, d.due_at, d.updated_at, d.retry_until, d.bulk)
 
 
 def _dumps(value) -> str:

@@ -83,10 +83,27 @@ async def claim(db: Database, clock, node: str, token: uuid.UUID, limit: int, le
     return await db.run("claim_deliveries", _claim, clock, node, token, limit, lease)
 
 
+def _due(tenant: str, bulk: bool) -> str:
+    """An account's due rows of one stream (``bulk``: the broadcast stream): one range of the
+    claim's index ``deliveries_tenant_stream_due`` (migration 0030), in its order."""
+    return (f"d.tenant_id = {tenant} AND d.bulk = {str(bulk).lower()} AND d.status IN ('queued', 'deferred')"
+            " AND d.due_at <= %(at)s")
+
+
+def _due_first(tenant: str, columns: str, limit: str, locked: str = "") -> str:
+    """An account's due rows, its transactional stream's first (``_due``), up to ``limit``: the
+    broadcast stream's range is read only for the room the first leaves. ``columns`` of ``d``,
+    each stream's rows ``locked`` as the claim locks them, or not."""
+    streams = [f"SELECT * FROM (SELECT {columns} FROM deliveries d WHERE {_due(tenant, bulk)}"
+               f" ORDER BY d.due_at LIMIT {limit}{locked}) s{int(bulk)}" for bulk in (False, True)]
+    return f"{streams[0]} UNION ALL {streams[1]} LIMIT {limit}"
+
+
 #: The accounts with queued mail, one index probe each however long their queues are (a loose
-#: scan of ``deliveries_tenant_due``: from one tenant to the next), keeping the claimable ones
-#: (``claimable``: ``policy.CLAIMABLE_STATUSES``) no standing hold stops, with their oldest due
-#: mail and how many are due (up to the claim's room).
+#: scan of ``deliveries_tenant_stream_due``: from one tenant to the next), keeping the claimable
+#: ones (``claimable``: ``policy.CLAIMABLE_STATUSES``) no standing hold stops, with their oldest
+#: due mail of either stream and how many are due (up to the claim's room, read as the share is
+#: taken: ``_due_first``).
 DUE_ACCOUNTS = (
     "WITH RECURSIVE queued (tenant_id) AS ("
     "   (SELECT tenant_id FROM deliveries WHERE status IN ('queued', 'deferred') ORDER BY tenant_id LIMIT 1)"
@@ -99,24 +116,24 @@ DUE_ACCOUNTS = (
     " p.tat FROM queued q"
     " JOIN tenants t ON t.id = q.tenant_id AND t.status = ANY(%(claimable)s::text[])"
     " LEFT JOIN delivery_pace p ON p.tenant_id = q.tenant_id"
-    " CROSS JOIN LATERAL (SELECT min(o.due_at) AS oldest, count(*) AS n FROM ("
-    "   SELECT d.due_at FROM deliveries d WHERE d.tenant_id = q.tenant_id AND d.status IN ('queued', 'deferred')"
-    "   AND d.due_at <= %(at)s ORDER BY d.due_at LIMIT %(limit)s) o) due"
+    # The oldest of the rows counted, or the broadcast stream's oldest if the count stopped before it.
+    f" CROSS JOIN LATERAL (SELECT least(min(o.due_at), (SELECT min(d.due_at) FROM deliveries d"
+    f"   WHERE {_due('q.tenant_id', True)})) AS oldest, count(*) AS n"
+    f"   FROM ({_due_first('q.tenant_id', 'd.due_at', '%(limit)s')}) o) due"
     " WHERE due.n > 0"
     " AND NOT EXISTS (SELECT 1 FROM queue_holds h WHERE h.kind = 'tenant' AND h.value = q.tenant_id::text)"
     " ORDER BY due.oldest LIMIT %(limit)s"
 )
 
-#: Each account's share of the claim, its oldest due rows first; rows another claim holds are skipped.
+#: Each account's share of the claim, its transactional stream's oldest due rows first, then its
+#: broadcast stream's (``_due_first``); rows another claim holds are skipped.
 TAKE_SHARES = (
     "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
     " extract(epoch FROM d.retry_until) AS retry_until,"
     " d.message IS NOT NULL AS own_message, t.status, t.status_reason, t.send_rate_per_sec, t.delivery_mode"
     " FROM unnest(%(tenants)s::uuid[], %(shares)s::int[]) AS s(tenant_id, share)"
     " JOIN tenants t ON t.id = s.tenant_id AND t.status = ANY(%(claimable)s::text[])"
-    " CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE d.tenant_id = s.tenant_id"
-    "   AND d.status IN ('queued', 'deferred') AND d.due_at <= %(at)s"
-    "   ORDER BY d.due_at LIMIT s.share FOR UPDATE SKIP LOCKED) d"
+    f" CROSS JOIN LATERAL ({_due_first('s.tenant_id', 'd.*', 's.share', ' FOR UPDATE SKIP LOCKED')}) d"
 )
 
 

@@ -15,7 +15,8 @@ from mailsvc.store import events
 from mailsvc.store.database import Database, Transaction
 
 #: Rows a suspended account's queue fails in (or a held account's new mail is held in), each
-#: chunk a transaction of its own.
+#: chunk a transaction of its own, taken in the order of the claim's index (``bulk, due_at``:
+#: ``deliveries_tenant_stream_due``), so that a chunk is a range of it, not a sort of the queue.
 SWEEP_CHUNK = 2000
 
 
@@ -34,7 +35,7 @@ async def hold_held_accounts(db: Database, clock, chunk: int = SWEEP_CHUNK) -> i
                 " SELECT d.id FROM deliveries d WHERE d.tenant_id = %(tenant)s::uuid"
                 " AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
                 " AND (d.claim IS NULL OR d.due_at <= %(at)s)"
-                " ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE SKIP LOCKED) RETURNING id",
+                " ORDER BY d.bulk, d.due_at LIMIT %(chunk)s FOR UPDATE SKIP LOCKED) RETURNING id",
                 {"reason": hold["reason"], "tenant": hold["value"], "chunk": chunk,
                  "at": timefmt.from_seconds(clock.seconds())},
                 desc="hold a held account's mail",
@@ -77,7 +78,7 @@ _FAIL_SUSPENDED_CHUNK = (
     "   SELECT d.id FROM deliveries d JOIN tenants t ON t.id = d.tenant_id AND t.status = 'suspended'"
     "   WHERE d.tenant_id = %(tenant)s AND d.status IN ('queued', 'deferred') AND d.held_reason IS NULL"
     "   AND (d.claim IS NULL OR d.due_at <= %(at)s)"
-    "   ORDER BY d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED"
+    "   ORDER BY d.bulk, d.due_at LIMIT %(chunk)s FOR UPDATE OF d SKIP LOCKED"
     " ), failed AS ("
     "   UPDATE deliveries d SET status = 'failed', due_at = NULL, claim = NULL, claimed_by = NULL,"
     "   claimed_until = NULL, last_response = %(response)s, updated_at = %(at)s"

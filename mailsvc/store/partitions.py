@@ -24,7 +24,7 @@ from mailsvc.store.partition_maintenance import FUNCTIONS
 
 #: The schema version this step was written for: a later migration that changes these tables
 #: must be checked against the partitioned layout before the step may run on it.
-WRITTEN_FOR_SCHEMA = 29
+WRITTEN_FOR_SCHEMA = 30
 
 #: Partitioned tables, in copy order (an e-mail before its deliveries and attachments), with
 #: the column they are partitioned on and their primary key. A delivery or an attachment lives

@@ -163,11 +163,19 @@ async def test_a_held_accounts_mail_is_never_claimed_and_its_new_mail_is_held_by
     assert await delivery_sweep.hold_held_accounts(api.parts.db, clock) == 0
 
 
-def _rows_read(plan: dict) -> int:
+def rows_read(plan: dict) -> int:
     """Rows the plan's nodes read from ``deliveries`` (an index or a table, kept or filtered out), all loops."""
     read = plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)
     own = read * plan.get("Actual Loops", 1) if plan.get("Relation Name") == "deliveries" else 0
-    return own + sum(_rows_read(child) for child in plan.get("Plans", ()))
+    return own + sum(rows_read(child) for child in plan.get("Plans", ()))
+
+
+async def explained(db, statement: str, args: dict) -> dict:
+    """The plan of ``statement`` as it ran (in a transaction of its own, as the claim runs)."""
+    async def run(txn):
+        (row,) = await txn.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, args)
+        return row["QUERY PLAN"][0]["Plan"]
+    return await db.run("explain", run)
 
 
 @pt.ensureDeferred
@@ -193,17 +201,12 @@ async def test_the_claim_reads_no_backlog_of_a_suspended_or_paused_account(api):
         ([suspended["id"], paused["id"], paced["id"]],))
     await db.execute("ANALYZE deliveries")
     at = timefmt.from_seconds(time.time() + 1)
-
-    async def explained(txn, statement, args):
-        (row,) = await txn.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, args)
-        return row["QUERY PLAN"][0]["Plan"]
-
     claimable = list(policy.CLAIMABLE_STATUSES)
-    accounts = await db.run("explain", explained, store.DUE_ACCOUNTS, {"at": at, "limit": 200, "claimable": claimable})
-    assert _rows_read(accounts) < 400  # 4 accounts: a probe each, 200 index entries of the paced one
-    shares = await db.run("explain", explained, store.TAKE_SHARES, {
+    accounts = await explained(db, store.DUE_ACCOUNTS, {"at": at, "limit": 200, "claimable": claimable})
+    assert rows_read(accounts) < 400  # 4 accounts: a probe each, 200 index entries of the paced one
+    shares = await explained(db, store.TAKE_SHARES, {
         "tenants": [paced["id"], active["id"]], "shares": [2, 1], "at": at, "claimable": claimable})
-    assert _rows_read(shares) < 20  # the 3 rows it takes (and a look past them)
+    assert rows_read(shares) < 20  # the 3 rows it takes (and a look past them)
     found = await db.fetchall(store.DUE_ACCOUNTS, {"at": at, "limit": 200, "claimable": claimable})
     assert {str(r["tenant_id"]) for r in found} == {paced["id"], active["id"]}
 

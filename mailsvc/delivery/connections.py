@@ -17,6 +17,7 @@ from twisted.python.failure import Failure
 
 from mailsvc.crypto.peers import Tlsa
 from mailsvc.delivery.shaping import TooLateForSlot
+from mailsvc.delivery.turns import Turns
 from mailsvc.smtp.outbound import OutboundSMTP
 from mailsvc.smtp.replies import TransactionResult
 
@@ -62,7 +63,7 @@ class TooLate(Exception):
 @attrs.define
 class _Slot:
     destination: Destination
-    limit: defer.DeferredSemaphore
+    limit: Turns
     idle: list = attrs.Factory(list)  # [(protocol, idle timer)]
 
 
@@ -90,34 +91,36 @@ class Connections:
         return len(self._open)
 
     async def send(self, destination: Destination, sender: str, recipients: list[str], message: bytes,
-                   deadline: float, may_send: Callable[[], Awaitable[None]] | None = None) -> TransactionResult:
+                   deadline: float, may_send: Callable[[], Awaitable[None]] | None = None,
+                   ahead: bool = False) -> TransactionResult:
         """
         One transaction to ``destination``, over by ``deadline`` (clock time). Raises
         ConnectFailed when no session could be opened, TooLate when the deadline came before
         one was had (a free connection, or a new one), the protocol's ConnectionFault when the
         session failed under it (DeadlinePassed when the deadline came first), or what
-        ``may_send`` raised (the protocol awaits it right before DATA).
+        ``may_send`` raised (the protocol awaits it right before DATA). A transaction ``ahead``
+        (transactional mail) waits for a connection or a shaped slot ahead of those that are not.
         """
         if self._clock.seconds() >= deadline:
             raise TooLate()
         if self._shaper is None or destination.relay:
-            return await self._send(destination, sender, recipients, message, deadline, may_send)
+            return await self._send(destination, sender, recipients, message, deadline, may_send, ahead)
         try:
-            await self._shaper.acquire(destination.host, deadline)
+            await self._shaper.acquire(destination.host, deadline, ahead)
         except TooLateForSlot:
             raise TooLate() from None
         try:
-            return await self._send(destination, sender, recipients, message, deadline, may_send)
+            return await self._send(destination, sender, recipients, message, deadline, may_send, ahead)
         finally:
             self._shaper.release(destination.host)
 
     async def _send(self, destination: Destination, sender: str, recipients: list[str], message: bytes,
-                    deadline: float, may_send) -> TransactionResult:
+                    deadline: float, may_send, ahead: bool) -> TransactionResult:
         slot = self._slots.get(destination)
         if slot is None:
-            slot = self._slots[destination] = _Slot(destination, defer.DeferredSemaphore(self._per_destination))
+            slot = self._slots[destination] = _Slot(destination, Turns(self._per_destination))
         try:
-            await self._by(deadline, slot.limit.acquire())
+            await self._by(deadline, slot.limit.acquire(ahead))
         except TooLate:
             self._forget_if_unused(slot)
             raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
+from mailsvc.delivery.turns import Waiters
 from mailsvc.domain.domains import registered_domain
 from mailsvc.domain.shaping import (
     RECOVER_SECONDS,
@@ -41,7 +42,7 @@ class TooLateForSlot(Exception):
 class _Gate:
     def __init__(self):
         self.in_use = 0
-        self.waiters: list[defer.Deferred[None]] = []
+        self.waiters = Waiters()
         self.next_start = 0.0
 
 
@@ -160,13 +161,14 @@ class Shaper:
 
     # -- slots -----------------------------------------------------------------------------
 
-    async def acquire(self, host: str, deadline: float) -> str:
-        """A slot of the destination of ``host``, started within its rate; TooLateForSlot at ``deadline``."""
+    async def acquire(self, host: str, deadline: float, ahead: bool = False) -> str:
+        """A slot of the destination of ``host``, started within its rate; TooLateForSlot at
+        ``deadline``. Waiters ``ahead`` (transactional mail) have their turn first."""
         destination = destination_of(host)
         gate = self._gates.setdefault(destination, _Gate())
         while gate.in_use >= self.own(destination).concurrency:
             waiting: defer.Deferred[None] = defer.Deferred()
-            gate.waiters.append(waiting)
+            gate.waiters.append(waiting, ahead)
             left = deadline - self._clock.seconds()
             if left <= 0:
                 gate.waiters.remove(waiting)
@@ -217,7 +219,7 @@ class Shaper:
         try:
             gate = self._gates.get(destination)
             while gate is not None and gate.waiters and gate.in_use < self.own(destination).concurrency:
-                waiting = gate.waiters.pop(0)
+                waiting = gate.waiters.popleft()
                 if not waiting.called:
                     waiting.callback(None)
         finally:

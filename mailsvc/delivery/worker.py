@@ -277,7 +277,7 @@ class DeliveryWorker(LeasedEngine):
         for destination in destinations:
             try:
                 result = await self._connections.send(destination, sender, recipients, message, deadline,
-                                                       lambda: self._renew(group, token))
+                                                       lambda: self._renew(group, token), ahead=not group[0].bulk)
             except ConnectFailed as e:
                 self.routes.mark_bad(destination.host)
                 failures.append(f"{destination.host}: {e}")

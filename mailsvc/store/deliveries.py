@@ -58,6 +58,8 @@ class ClaimedDelivery:
     retry_until: float
     own_message: bool
     account: ClaimedAccount
+    #: The broadcast stream's (``deliveries.bulk``): transactional mail goes ahead of it.
+    bulk: bool = False
 
     @property
     def tenant_id(self) -> uuid.UUID:
@@ -130,7 +132,7 @@ DUE_ACCOUNTS = (
 TAKE_SHARES = (
     "SELECT d.id, d.email_id, d.tenant_id, d.recipient, d.attempts,"
     " extract(epoch FROM d.retry_until) AS retry_until,"
-    " d.message IS NOT NULL AS own_message, t.status, t.status_reason, t.send_rate_per_sec, t.delivery_mode"
+    " d.message IS NOT NULL AS own_message, d.bulk, t.status, t.status_reason, t.send_rate_per_sec, t.delivery_mode"
     " FROM unnest(%(tenants)s::uuid[], %(shares)s::int[]) AS s(tenant_id, share)"
     " JOIN tenants t ON t.id = s.tenant_id AND t.status = ANY(%(claimable)s::text[])"
     f" CROSS JOIN LATERAL ({_due_first('s.tenant_id', 'd.*', 's.share', ' FOR UPDATE SKIP LOCKED')}) d"
@@ -212,7 +214,7 @@ def _account(row: dict) -> ClaimedAccount:
 
 def _claimed(row: dict) -> ClaimedDelivery:
     return ClaimedDelivery(row["id"], row["email_id"], row["recipient"], row["attempts"], float(row["retry_until"]),
-                           row["own_message"], _account(row))
+                           row["own_message"], _account(row), row["bulk"])
 
 
 async def sweep(db: Database, clock) -> None:

@@ -7,7 +7,7 @@ connection failure that would mark the host bad.
 from twisted.internet import defer, error, task
 from twisted.trial.unittest import SynchronousTestCase
 
-from mailsvc.delivery.connections import Connections, Destination, TooLate
+from mailsvc.delivery.connections import ConnectFailed, Connections, Destination, TooLate
 
 MX = Destination("mx.example.net", 25, "opportunistic")
 
@@ -42,3 +42,23 @@ class Deadline(SynchronousTestCase):
                                   per_destination=1)
         self.failureResultOf(defer.ensureDeferred(connections.send(MX, "b@x", ["a@x"], b"m", deadline=5)), TooLate)
         self.assertEqual(opened, [])
+
+
+class Turns(SynchronousTestCase):
+    def test_transactional_mail_waits_for_a_busy_destination_ahead_of_a_broadcast(self):
+        clock = task.Clock()
+        attempts: list[defer.Deferred] = []
+        connections = Connections(clock, lambda destination: attempts.append(defer.Deferred()) or attempts[-1],
+                                  per_destination=1)
+        busy = defer.ensureDeferred(connections.send(MX, "b@x", ["a@example.net"], b"m", deadline=100))
+        broadcast = defer.ensureDeferred(connections.send(MX, "b@x", ["c@example.net"], b"m", deadline=100))
+        transactional = defer.ensureDeferred(connections.send(MX, "b@x", ["d@example.net"], b"m", deadline=100,
+                                                              ahead=True))
+        attempts[0].errback(error.ConnectionRefusedError())  # the busy one ends: the next one's turn
+        self.failureResultOf(busy, ConnectFailed)
+        self.assertEqual(len(attempts), 2)
+        attempts[1].errback(error.ConnectionRefusedError())
+        self.failureResultOf(transactional, ConnectFailed)  # it came last and went first
+        self.assertNoResult(broadcast)
+        attempts[2].errback(error.ConnectionRefusedError())
+        self.failureResultOf(broadcast, ConnectFailed)

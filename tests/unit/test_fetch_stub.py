@@ -12,7 +12,7 @@ from mailsvc.outside.fetch import USER_AGENT, Fetcher, FetchFailed
 
 
 def sent(*extra: tuple[bytes, bytes]) -> dict:
-    """The headers a request carries: ours, treq's, and the stub agent's (Host, Connection)."""
+    """The headers a request carries: ours, the gzip decoder's, and the stub agent's (Host, Connection)."""
     headers = {b"User-Agent": [USER_AGENT.encode()], b"Accept-Encoding": [b"gzip"], b"Host": [b"127.0.0.1"],
                b"Connection": [b"close"]}
     headers.update({name: [value] for name, value in extra})

@@ -366,6 +366,36 @@ async def test_a_dead_nodes_attempt_is_taken_over_when_its_lease_ends(rig):
 
 
 @pt.ensureDeferred
+async def test_outcomes_are_written_with_their_texts_and_times_as_they_were(rig):
+    """The outcomes reach the statement as JSON text: quotes, escapes, line breaks, characters
+    beyond ASCII and microseconds come out as they went in, and absent values as NULL."""
+    node = rig.node()
+    row, _ = await rig.webhook(node)
+    answered, given_back = await rig.event(), await rig.event()
+    when = datetime(2026, 12, 3, 9, 30, 1, 123457, tzinfo=UTC)
+    await rig.db.run("fan out", rows.fan_out, when, 100)
+    claim = uuid.uuid4()
+    taken = await rig.db.run("claim", rows.claim, when, when.replace(minute=31), claim, 8, 10)
+    assert len(taken) == 2
+    answer = '{"error": "quota \\"x\\"",\n\t"ünïcode": "✉ 😀"}\\u0041'
+    retry_at = when.replace(hour=10, microsecond=1)
+    await rows.record_outcomes(rig.db, [
+        rows.Outcome(row["id"], answered, claim, "pending", 1, retry_at, when, 429, answer, 7, "http_4xx"),
+        rows.Outcome(row["id"], given_back, claim, "pending", 0, when),
+    ])
+    kept = await rig.delivery(row["id"], answered)
+    assert (kept["due_at"], kept["last_attempt_at"], kept["last_status"], kept["last_response"]) == (
+        retry_at, when, 429, answer)
+    (attempt,) = await rig.db.fetchall("SELECT * FROM webhook_attempts WHERE event_id = %s", (answered,))
+    assert (attempt["at"], attempt["status"], attempt["duration_ms"], attempt["error"], attempt["response"]) == (
+        when, 429, 7, "http_4xx", answer)
+    untouched = await rig.delivery(row["id"], given_back)
+    assert (untouched["attempts"], untouched["last_attempt_at"], untouched["last_status"], untouched["claim"]) == (
+        0, None, None, None)
+    assert await rig.db.fetchall("SELECT 1 FROM webhook_attempts WHERE event_id = %s", (given_back,)) == []
+
+
+@pt.ensureDeferred
 async def test_a_stopping_dispatcher_gives_its_attempts_back(rig):
     node = rig.node()
     row, _ = await rig.webhook(node)

@@ -170,16 +170,17 @@ _CLAIM = """
 #: a claim given back unattempted. Each counted attempt that held its claim is also kept in
 #: ``webhook_attempts`` by the same statement (migration 0028): time, status, duration, the
 #: answer's first 2 KB, and what went wrong (``domain.webhooks.attempt_error``). The outcomes
-#: come as ONE parameter, a JSON array of one array per outcome (``_outcomes_json``): composing
-#: it is one C call, where arrays of ``uuid.UUID`` cost psycopg2's Python adapter a call per id
-#: (docs/benchmarks.md, "Webhook latency").
+#: come as ONE parameter, a JSON array of an array per outcome (``outcomes_json``): composing
+#: it took psycopg2 about a third of the time arrays of each field took (their ``uuid.UUID``
+#: go through its Python adapter one by one) and PostgreSQL less than half
+#: (``python -m bench.webhook_outcomes``; docs/benchmarks.md, "Webhook latency").
 _RECORD = """
     WITH v AS (
         SELECT (o->>0)::uuid AS webhook_id, (o->>1)::uuid AS event_id, (o->>2)::uuid AS claim, o->>3 AS state,
                (o->>4)::int AS counted, (o->>5)::timestamptz AS due_at, (o->>6)::timestamptz AS at,
                (o->>7)::int AS status, o->>8 AS response, (o->>9)::int AS duration, o->>10 AS error,
                o->>11 AS detail
-        FROM json_array_elements(%(outcomes)s::json) AS o
+        FROM jsonb_array_elements(%(outcomes)s::jsonb) AS o
     ), recorded AS (
         UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + v.counted,
             due_at = v.due_at, claimed_until = NULL, claim = NULL,
@@ -219,7 +220,7 @@ class Outcome:
     detail: str = ""
 
 
-def _outcomes_json(outcomes: list[Outcome]) -> str:
+def outcomes_json(outcomes: list[Outcome]) -> str:
     """Outcomes as the JSON text ``_RECORD`` reads: one array of fields per outcome, in order,
     ids and times as their text."""
     return json.dumps([
@@ -245,7 +246,7 @@ async def claim(
 
 
 async def record_outcomes(db: Database, outcomes: list[Outcome]) -> None:
-    await db.execute(_RECORD, {"outcomes": _outcomes_json(outcomes)}, desc="record webhook attempts")
+    await db.execute(_RECORD, {"outcomes": outcomes_json(outcomes)}, desc="record webhook attempts")
 
 
 @attrs.frozen
@@ -277,7 +278,7 @@ async def dispatch(
                 SELECT upcoming.*, claimed.* FROM upcoming LEFT JOIN claimed ON true""",
         ]),
         {
-            "outcomes": _outcomes_json(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
+            "outcomes": outcomes_json(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
             "cap": per_webhook, "limit": limit, "fan_out": fan_out_batch, "queued_channel": QUEUED_CHANNEL,
         },
         desc="webhook dispatch",

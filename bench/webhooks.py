@@ -178,6 +178,11 @@ async def run(reactor, args, root: Path) -> None:
             except Exception:
                 await task.deferLater(reactor, 0.1, lambda: None)
 
+        def cpu_now() -> tuple[float, float, float]:
+            """CPU seconds so far of this (the dispatcher's) process, PostgreSQL's and the receiver's."""
+            pg = postgres_pids(root / "pg" / "data")
+            return cpu_seconds([os.getpid()]), cpu_seconds(pg), cpu_seconds([receiver.pid])
+
         async def one_run(events: int) -> dict:
             run_started = datetime.fromtimestamp(reactor.seconds(), UTC)
             await db.execute(
@@ -188,8 +193,7 @@ async def run(reactor, args, root: Path) -> None:
             )
             target = events * args.webhooks
             before_stats = await stats()
-            pg = postgres_pids(root / "pg" / "data")
-            cpu = (cpu_seconds([os.getpid()]), cpu_seconds(pg), cpu_seconds([receiver.pid]))
+            cpu = cpu_now()
             dispatcher = Dispatcher(reactor, db, fetcher, registry, args.concurrency, args.max_in_flight,
                                     args.host_concurrency, args.host_rate)
             started = time.monotonic()
@@ -210,9 +214,8 @@ async def run(reactor, args, root: Path) -> None:
                 "deliveries": target,
                 "seconds": elapsed,
                 "rate": target / elapsed,
-                "dispatcher_cpu": (cpu_seconds([os.getpid()]) - cpu[0]) / elapsed,
-                "pg_cpu": (cpu_seconds(pg) - cpu[1]) / elapsed,
-                "receiver_cpu": (cpu_seconds([receiver.pid]) - cpu[2]) / elapsed,
+                **{f"{name}_cpu": (spent - before) / elapsed
+                   for name, spent, before in zip(("dispatcher", "pg", "receiver"), cpu_now(), cpu, strict=True)},
                 "verified": after["verified"] - before_stats["verified"],
                 "failed": after["failed"] - before_stats["failed"],
                 "duplicates": after["duplicates"] - before_stats["duplicates"],
@@ -232,7 +235,7 @@ async def run(reactor, args, root: Path) -> None:
                 return json.loads(fetched.body)
 
             if args.latency:
-                await latency(reactor, db, dsn, tenant.id, dispatcher, stats, latencies, args)
+                await latency(reactor, db, dsn, tenant.id, dispatcher, stats, latencies, cpu_now, args)
             else:
                 await statement_times(reactor, db, tenant.id, args)
             await fetcher.close()
@@ -305,11 +308,12 @@ def write_events(dsn: str, tenant_id: str, per_tick: int, ticks: int) -> None:
     task.react(lambda reactor: defer.ensureDeferred(run(reactor)))
 
 
-async def latency(reactor, db, dsn, tenant_id, dispatcher, stats, latencies, args) -> None:
+async def latency(reactor, db, dsn, tenant_id, dispatcher, stats, latencies, cpu_now, args) -> None:
     """
     Events written at ``args.latency`` a second for ``args.seconds`` (``write_on_the_clock``, in
     a process of its own unless ``--writer-in-process``), a dispatcher woken by the NOTIFYs; the
-    time from each event's ``created_at`` to its first request at the receiver.
+    time from each event's ``created_at`` to its first request at the receiver, and the CPU time
+    per request of the dispatcher's process, PostgreSQL's and the receiver's while it ran.
     """
     from twisted.internet import task, utils
 
@@ -321,6 +325,7 @@ async def latency(reactor, db, dsn, tenant_id, dispatcher, stats, latencies, arg
     await notifications.listen(engine.channel, engine.notified)
     engine.start()
     before = await stats()
+    cpu = cpu_now()
     per_tick = max(1, round(args.latency / 100))
     ticks = int(args.seconds * 100)
     if args.writer_in_process:
@@ -339,12 +344,14 @@ async def latency(reactor, db, dsn, tenant_id, dispatcher, stats, latencies, arg
         await task.deferLater(reactor, 0.05, lambda: None)
     await engine.stop()
     notifications.stop()
+    spent = [(now - then) * 1e6 / target for now, then in zip(cpu_now(), cpu, strict=True)]
     seen = await latencies()
     where = "in the dispatcher's process" if args.writer_in_process else "by a process of their own"
     print(f"{os.cpu_count()} cores; {ticks * per_tick} events at {ticks * per_tick / written:.0f}/s over "
           f"{written:.1f} s, written {where}; {args.webhooks} webhooks; embedded PostgreSQL (durable defaults)")
     print(f"event -> endpoint over {len(seen)} requests: p50 {_percentile(seen, 0.5) * 1000:.0f} ms, "
           f"p99 {_percentile(seen, 0.99) * 1000:.0f} ms, max {max(seen) * 1000:.0f} ms")
+    print("CPU per request: dispatcher's process {:.0f} us, PostgreSQL {:.0f} us, receiver {:.0f} us".format(*spent))
     if len(seen) != target:
         raise SystemExit(f"{len(seen)} requests received, {target} expected")
 

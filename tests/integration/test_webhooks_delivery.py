@@ -208,6 +208,25 @@ async def test_after_a_rotation_both_secrets_sign_for_a_day(rig):
 
 
 @pt.ensureDeferred
+async def test_a_rotation_signs_the_next_delivery_with_the_new_secret_at_once(rig):
+    """The dispatcher keeps the keys it opened; a rotation's new secret signs the very next
+    delivery all the same."""
+    node = rig.node()
+    row, old = await rig.webhook(node)
+    await rig.event()
+    await node.run()
+    assert _signed_by(old, rig.received[-1])
+
+    new = await node.registry.rotate(rig.tenant_id, row["id"])
+    await rig.event()
+    await node.run()
+    latest = rig.received[-1]
+    assert len(latest.headers["webhook-signature"].split(" ")) == 2
+    _verify(new, latest)
+    _verify(old, latest)
+
+
+@pt.ensureDeferred
 async def test_a_disabled_webhook_gets_nothing_and_its_queue_is_dropped(rig):
     node = rig.node()
     row, _ = await rig.webhook(node)

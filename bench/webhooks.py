@@ -13,11 +13,13 @@ separate process (a Twisted HTTPS server) that checks every request with the
 
     .venv/bin/python -m bench.webhooks [--runs 3] [--events 3000] [--webhooks 8] [--concurrency 8]
         [--host-concurrency 64] [--host-rate 10000]
-    .venv/bin/python -m bench.webhooks --webhooks 1 --latency 500 [--seconds 10]
+    .venv/bin/python -m bench.webhooks --webhooks 1 --latency 500 [--seconds 10] [--writer-in-process]
     .venv/bin/python -m bench.webhooks --statements 20000
 
-``--latency`` writes events at that rate (a NOTIFYing transaction every 10 ms) to a dispatcher
-woken by the NOTIFYs and prints the time from each event to its request (p50, p99);
+``--latency`` writes events at that rate (a NOTIFYing transaction every 10 ms, from a process of
+its own as the service's API and SMTP processes do; ``--writer-in-process``: from the
+dispatcher's, the form of the runs before 2026-12-03 09:30 UTC) to a dispatcher woken by the
+NOTIFYs and prints the time from each event to its request (p50, p99);
 ``--statements`` times the statements that write events and fan them out, without requests.
 
 Every webhook is aimed at the one receiver, so the per-host limits apply to all of them:
@@ -176,6 +178,11 @@ async def run(reactor, args, root: Path) -> None:
             except Exception:
                 await task.deferLater(reactor, 0.1, lambda: None)
 
+        def cpu_now() -> tuple[float, float, float]:
+            """CPU seconds so far of this (the dispatcher's) process, PostgreSQL's and the receiver's."""
+            pg = postgres_pids(root / "pg" / "data")
+            return cpu_seconds([os.getpid()]), cpu_seconds(pg), cpu_seconds([receiver.pid])
+
         async def one_run(events: int) -> dict:
             run_started = datetime.fromtimestamp(reactor.seconds(), UTC)
             await db.execute(
@@ -186,8 +193,7 @@ async def run(reactor, args, root: Path) -> None:
             )
             target = events * args.webhooks
             before_stats = await stats()
-            pg = postgres_pids(root / "pg" / "data")
-            cpu = (cpu_seconds([os.getpid()]), cpu_seconds(pg), cpu_seconds([receiver.pid]))
+            cpu = cpu_now()
             dispatcher = Dispatcher(reactor, db, fetcher, registry, args.concurrency, args.max_in_flight,
                                     args.host_concurrency, args.host_rate)
             started = time.monotonic()
@@ -208,9 +214,8 @@ async def run(reactor, args, root: Path) -> None:
                 "deliveries": target,
                 "seconds": elapsed,
                 "rate": target / elapsed,
-                "dispatcher_cpu": (cpu_seconds([os.getpid()]) - cpu[0]) / elapsed,
-                "pg_cpu": (cpu_seconds(pg) - cpu[1]) / elapsed,
-                "receiver_cpu": (cpu_seconds([receiver.pid]) - cpu[2]) / elapsed,
+                **{f"{name}_cpu": (spent - before) / elapsed
+                   for name, spent, before in zip(("dispatcher", "pg", "receiver"), cpu_now(), cpu, strict=True)},
                 "verified": after["verified"] - before_stats["verified"],
                 "failed": after["failed"] - before_stats["failed"],
                 "duplicates": after["duplicates"] - before_stats["duplicates"],
@@ -230,7 +235,7 @@ async def run(reactor, args, root: Path) -> None:
                 return json.loads(fetched.body)
 
             if args.latency:
-                await latency(reactor, db, tenant.id, dispatcher, stats, latencies, args)
+                await latency(reactor, db, dsn, tenant.id, dispatcher, stats, latencies, cpu_now, args)
             else:
                 await statement_times(reactor, db, tenant.id, args)
             await fetcher.close()
@@ -266,15 +271,52 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def latency(reactor, db, tenant_id, dispatcher, stats, latencies, args) -> None:
-    """
-    Events written at ``args.latency`` a second (a transaction every 10 ms, each NOTIFYing as
-    the service's writers do) for ``args.seconds``, a dispatcher woken by the NOTIFYs; the time
-    from each event's ``created_at`` to its first request at the receiver.
-    """
+async def write_on_the_clock(reactor, db, tenant_id, per_tick: int, ticks: int) -> float:
+    """``per_tick`` events a transaction every 10 ms (each NOTIFYing as the service's writers
+    do), on the clock, not after the previous write: several may be under way. The seconds it took."""
     from twisted.internet import defer, task
 
     from mailsvc.store import events
+
+    started = time.monotonic()
+    writes = []
+    for tick in range(ticks):
+        writes.append(defer.ensureDeferred(db.run("bench events", events.record_many, reactor,
+                                                  [(tenant_id, "email.delivered", DATA)] * per_tick)))
+        await task.deferLater(reactor, max(0.0, started + (tick + 1) / 100 - time.monotonic()), lambda: None)
+    await defer.gatherResults(writes)
+    return time.monotonic() - started
+
+
+def write_events(dsn: str, tenant_id: str, per_tick: int, ticks: int) -> None:
+    """The writer process of ``--latency``: as the API and SMTP processes of a node write
+    events, outside the dispatcher's; prints the seconds it took."""
+    import uuid
+
+    from twisted.internet import defer, task
+
+    from mailsvc.store.database import Database
+
+    async def run(reactor):
+        db = Database(reactor, dsn, 4)
+        await db.start()
+        try:
+            print(await write_on_the_clock(reactor, db, uuid.UUID(tenant_id), per_tick, ticks), flush=True)
+        finally:
+            db.stop()
+
+    task.react(lambda reactor: defer.ensureDeferred(run(reactor)))
+
+
+async def latency(reactor, db, dsn, tenant_id, dispatcher, stats, latencies, cpu_now, args) -> None:
+    """
+    Events written at ``args.latency`` a second for ``args.seconds`` (``write_on_the_clock``, in
+    a process of its own unless ``--writer-in-process``), a dispatcher woken by the NOTIFYs; the
+    time from each event's ``created_at`` to its first request at the receiver, and the CPU time
+    per request of the dispatcher's process, PostgreSQL's and the receiver's while it ran.
+    """
+    from twisted.internet import task, utils
+
     from mailsvc.store.notify import Notifications
 
     await latencies()  # the warm-up's
@@ -283,16 +325,17 @@ async def latency(reactor, db, tenant_id, dispatcher, stats, latencies, args) ->
     await notifications.listen(engine.channel, engine.notified)
     engine.start()
     before = await stats()
+    cpu = cpu_now()
     per_tick = max(1, round(args.latency / 100))
     ticks = int(args.seconds * 100)
-    started = time.monotonic()
-    writes = []
-    for tick in range(ticks):  # on the clock, not after the previous write: several may be under way
-        writes.append(defer.ensureDeferred(db.run("bench events", events.record_many, reactor,
-                                                  [(tenant_id, "email.delivered", DATA)] * per_tick)))
-        await task.deferLater(reactor, max(0.0, started + (tick + 1) / 100 - time.monotonic()), lambda: None)
-    await defer.gatherResults(writes)
-    written = time.monotonic() - started
+    if args.writer_in_process:
+        written = await write_on_the_clock(reactor, db, tenant_id, per_tick, ticks)
+    else:
+        out = await utils.getProcessOutput(
+            sys.executable, ["-m", "bench.webhooks", "--write", dsn, str(tenant_id), str(per_tick), str(ticks)],
+            env=dict(os.environ, PYTHONPATH=str(ROOT)), path=str(ROOT), reactor=reactor, errortoo=True,
+        )
+        written = float(out.decode().strip().splitlines()[-1])
     target = ticks * per_tick * args.webhooks
     while True:
         now = await stats()
@@ -301,11 +344,14 @@ async def latency(reactor, db, tenant_id, dispatcher, stats, latencies, args) ->
         await task.deferLater(reactor, 0.05, lambda: None)
     await engine.stop()
     notifications.stop()
+    spent = [(now - then) * 1e6 / target for now, then in zip(cpu_now(), cpu, strict=True)]
     seen = await latencies()
+    where = "in the dispatcher's process" if args.writer_in_process else "by a process of their own"
     print(f"{os.cpu_count()} cores; {ticks * per_tick} events at {ticks * per_tick / written:.0f}/s over "
-          f"{written:.1f} s, {args.webhooks} webhooks; embedded PostgreSQL (durable defaults)")
+          f"{written:.1f} s, written {where}; {args.webhooks} webhooks; embedded PostgreSQL (durable defaults)")
     print(f"event -> endpoint over {len(seen)} requests: p50 {_percentile(seen, 0.5) * 1000:.0f} ms, "
           f"p99 {_percentile(seen, 0.99) * 1000:.0f} ms, max {max(seen) * 1000:.0f} ms")
+    print("CPU per request: dispatcher's process {:.0f} us, PostgreSQL {:.0f} us, receiver {:.0f} us".format(*spent))
     if len(seen) != target:
         raise SystemExit(f"{len(seen)} requests received, {target} expected")
 
@@ -358,10 +404,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10, help="how long --latency writes events")
     parser.add_argument("--statements", type=int, default=0, metavar="EVENTS",
                         help="instead of the runs: the time of the statements that write and fan out events")
+    parser.add_argument("--writer-in-process", action="store_true",
+                        help="--latency: write the events from the dispatcher's process (the earlier runs' form)")
     parser.add_argument("--receive", nargs=3, metavar=("PORT", "PEM", "SECRETS"), help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=4, metavar=("DSN", "TENANT", "PER_TICK", "TICKS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.receive:
         receive(int(args.receive[0]), args.receive[1], args.receive[2])
+        return
+    if args.write:
+        write_events(args.write[0], args.write[1], int(args.write[2]), int(args.write[3]))
         return
 
     react_in_scratch("mailsvc-bench-webhooks-", lambda reactor, root: run(reactor, args, root))

@@ -28,6 +28,9 @@ ROTATION_OVERLAP_SECONDS = 24 * 3600
 
 #: Webhooks one account may have: each is a stream of requests this service sends out.
 MAX_WEBHOOKS = 20
+#: Opened signing keys a registry keeps (each delivery is signed; opening a sealed secret for
+#: each cost the dispatcher a decryption and a base64 decoding per request).
+KEYS_KEPT = 1000
 
 
 def secret_bound_to(webhook_id: uuid.UUID) -> bytes:
@@ -41,6 +44,9 @@ class WebhookRegistry:
         self._db = db
         self._addresses = addresses
         self._vault = vault
+        #: (webhook id, sealed secret) -> its MAC key: a rotation seals a new secret, so a key
+        #: is never out of date, only no longer asked for.
+        self._keys: dict[tuple[uuid.UUID, bytes], bytes] = {}
 
     def secret_of(self, webhook_id: uuid.UUID, sealed: bytes) -> str:
         return self._vault.open(sealed, secret_bound_to(webhook_id)).decode("ascii")
@@ -48,11 +54,20 @@ class WebhookRegistry:
     def signing_keys(self, row: dict, now: float) -> list[bytes]:
         """The MAC keys a delivery is signed with now: the secret, and a rotated-out one
         during its overlap."""
-        keys = [signing.secret_key(self.secret_of(row["webhook_id"], row["secret"]))]
+        keys = [self._key_of(row["webhook_id"], row["secret"])]
         until = row["previous_secret_until"]
         if row["previous_secret"] is not None and until is not None and until.timestamp() > now:
-            keys.append(signing.secret_key(self.secret_of(row["webhook_id"], row["previous_secret"])))
+            keys.append(self._key_of(row["webhook_id"], row["previous_secret"]))
         return keys
+
+    def _key_of(self, webhook_id: uuid.UUID, sealed: bytes) -> bytes:
+        found = (webhook_id, bytes(sealed))  # a bytea column reads as a memoryview
+        key = self._keys.get(found)
+        if key is None:
+            if len(self._keys) >= KEYS_KEPT:
+                self._keys.clear()
+            key = self._keys[found] = signing.secret_key(self.secret_of(webhook_id, sealed))
+        return key
 
     async def _check_endpoint(self, url: str) -> None:
         """The endpoint's host must resolve to public addresses (docs/webhooks.md, "Management")."""

@@ -18,7 +18,6 @@ from urllib.parse import quote, urljoin, urlsplit
 import attrs
 from OpenSSL import SSL
 from service_identity import VerificationError
-from treq.client import HTTPClient
 from twisted.internet import defer, endpoints, error
 
 # The interface a trust root provides is only exported from here; implementing it is the
@@ -30,6 +29,8 @@ from twisted.python.failure import Failure
 from twisted.web._newclient import ParseError
 from twisted.web.client import (
     Agent,
+    ContentDecoderAgent,
+    GzipDecoder,
     HTTPConnectionPool,
     ResponseDone,
     ResponseFailed,
@@ -333,13 +334,15 @@ class Fetcher:
             address = await self._addresses.check(target.host, trusted)
         except Unresolvable as e:
             raise FetchFailed("dns", e.message) from None
-        client = HTTPClient(self._agent_for(address, self._tls_for(target.host), timeout), data_to_body_producer=_Body)
+        # The agent itself, gzip accepted and decoded: what treq's client adds around it besides
+        # (its URL parsed and written again, a cookie jar per request) was about a tenth of the
+        # webhook dispatcher's CPU (docs/benchmarks.md, "Webhook latency").
+        agent = ContentDecoderAgent(self._agent_for(address, self._tls_for(target.host), timeout),
+                                    [(b"gzip", GzipDecoder)])
         sent = Headers({"User-Agent": [USER_AGENT]})
         for name, value in headers.items():
             sent.setRawHeaders(name, [value])
-        response = await client.request(
-            method.decode("ascii"), target.uri, headers=sent, data=body, allow_redirects=False, unbuffered=True,
-        )
+        response = await agent.request(method, target.uri, sent, None if body is None else _Body(body))
         reader = _BoundedRead(self._reactor, max_bytes, truncate, min(IDLE_READ_SECONDS, timeout))
         response.deliverBody(reader)
         content = await reader.finished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -168,14 +169,18 @@ _CLAIM = """
 #: Write finished attempts, fenced by the claim they were made under; ``counted`` is 0 for
 #: a claim given back unattempted. Each counted attempt that held its claim is also kept in
 #: ``webhook_attempts`` by the same statement (migration 0028): time, status, duration, the
-#: answer's first 2 KB, and what went wrong (``domain.webhooks.attempt_error``).
+#: answer's first 2 KB, and what went wrong (``domain.webhooks.attempt_error``). The outcomes
+#: come as ONE parameter, a JSON array of an array per outcome (``outcomes_json``): composing
+#: it took psycopg2 about a third of the time arrays of each field took (their ``uuid.UUID``
+#: go through its Python adapter one by one) and PostgreSQL less than half
+#: (``python -m bench.webhook_outcomes``; docs/benchmarks.md, "Webhook latency").
 _RECORD = """
     WITH v AS (
-        SELECT * FROM unnest(%(o_webhook)s::uuid[], %(o_event)s::uuid[], %(o_claim)s::uuid[], %(o_state)s::text[],
-                             %(o_counted)s::int[], %(o_due)s::timestamptz[], %(o_at)s::timestamptz[],
-                             %(o_status)s::int[], %(o_response)s::text[], %(o_duration)s::int[],
-                             %(o_error)s::text[], %(o_detail)s::text[])
-            AS v(webhook_id, event_id, claim, state, counted, due_at, at, status, response, duration, error, detail)
+        SELECT (o->>0)::uuid AS webhook_id, (o->>1)::uuid AS event_id, (o->>2)::uuid AS claim, o->>3 AS state,
+               (o->>4)::int AS counted, (o->>5)::timestamptz AS due_at, (o->>6)::timestamptz AS at,
+               (o->>7)::int AS status, o->>8 AS response, (o->>9)::int AS duration, o->>10 AS error,
+               o->>11 AS detail
+        FROM jsonb_array_elements(%(outcomes)s::jsonb) AS o
     ), recorded AS (
         UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + v.counted,
             due_at = v.due_at, claimed_until = NULL, claim = NULL,
@@ -194,9 +199,6 @@ _RECORD = """
     FROM recorded WHERE counted = 1
     ON CONFLICT DO NOTHING
 """
-
-_OUTCOME_FIELDS = ("o_webhook", "o_event", "o_claim", "o_state", "o_counted", "o_due", "o_at", "o_status",
-                   "o_response", "o_duration", "o_error", "o_detail")
 
 
 @attrs.frozen
@@ -218,11 +220,14 @@ class Outcome:
     detail: str = ""
 
 
-def _outcome_params(outcomes: list[Outcome]) -> dict[str, list]:
-    """Outcomes as one array per field."""
-    columns = list(zip(*(attrs.astuple(o, recurse=False) for o in outcomes), strict=True)) if outcomes \
-        else [()] * len(_OUTCOME_FIELDS)
-    return {name: list(column) for name, column in zip(_OUTCOME_FIELDS, columns, strict=True)}
+def outcomes_json(outcomes: list[Outcome]) -> str:
+    """Outcomes as the JSON text ``_RECORD`` reads: one array of fields per outcome, in order,
+    ids and times as their text."""
+    return json.dumps([
+        [str(o.webhook_id), str(o.event_id), str(o.claim), o.state, o.counted, o.due_at.isoformat(),
+         None if o.at is None else o.at.isoformat(), o.status, o.response, o.duration_ms, o.error, o.detail]
+        for o in outcomes
+    ], ensure_ascii=False)
 
 
 async def fan_out(txn: Transaction, now: datetime, limit: int) -> int:
@@ -241,7 +246,7 @@ async def claim(
 
 
 async def record_outcomes(db: Database, outcomes: list[Outcome]) -> None:
-    await db.execute(_RECORD, _outcome_params(outcomes), desc="record webhook attempts")
+    await db.execute(_RECORD, {"outcomes": outcomes_json(outcomes)}, desc="record webhook attempts")
 
 
 @attrs.frozen
@@ -273,7 +278,7 @@ async def dispatch(
                 SELECT upcoming.*, claimed.* FROM upcoming LEFT JOIN claimed ON true""",
         ]),
         {
-            **_outcome_params(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
+            "outcomes": outcomes_json(outcomes), "now": now, "lease": lease_until, "claim": claim_id,
             "cap": per_webhook, "limit": limit, "fan_out": fan_out_batch, "queued_channel": QUEUED_CHANNEL,
         },
         desc="webhook dispatch",

@@ -297,6 +297,8 @@ class Dispatcher(LeasedEngine):
         """Wait for the target host's limits: False when it took too long or the dispatcher
         is stopping (the attempt is then given back)."""
         turn = self._hosts.enter(host)
+        if turn.called:  # admitted at once: no timer to set and cancel
+            return True
         turn.addTimeout(HOST_WAIT_SECONDS, self._clock)
         try:
             await turn

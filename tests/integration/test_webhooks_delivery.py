@@ -208,6 +208,25 @@ async def test_after_a_rotation_both_secrets_sign_for_a_day(rig):
 
 
 @pt.ensureDeferred
+async def test_a_rotation_signs_the_next_delivery_with_the_new_secret_at_once(rig):
+    """The dispatcher keeps the keys it opened; a rotation's new secret signs the very next
+    delivery all the same."""
+    node = rig.node()
+    row, old = await rig.webhook(node)
+    await rig.event()
+    await node.run()
+    assert _signed_by(old, rig.received[-1])
+
+    new = await node.registry.rotate(rig.tenant_id, row["id"])
+    await rig.event()
+    await node.run()
+    latest = rig.received[-1]
+    assert len(latest.headers["webhook-signature"].split(" ")) == 2
+    _verify(new, latest)
+    _verify(old, latest)
+
+
+@pt.ensureDeferred
 async def test_a_disabled_webhook_gets_nothing_and_its_queue_is_dropped(rig):
     node = rig.node()
     row, _ = await rig.webhook(node)
@@ -363,6 +382,36 @@ async def test_a_dead_nodes_attempt_is_taken_over_when_its_lease_ends(rig):
     # Nor is it kept as an attempt: only the attempt that held the claim is.
     kept = await rig.db.fetchall("SELECT attempt, status FROM webhook_attempts WHERE event_id = %s", (event_id,))
     assert kept == [{"attempt": 1, "status": 204}]
+
+
+@pt.ensureDeferred
+async def test_outcomes_are_written_with_their_texts_and_times_as_they_were(rig):
+    """The outcomes reach the statement as JSON text: quotes, escapes, line breaks, characters
+    beyond ASCII and microseconds come out as they went in, and absent values as NULL."""
+    node = rig.node()
+    row, _ = await rig.webhook(node)
+    answered, given_back = await rig.event(), await rig.event()
+    when = datetime(2026, 12, 3, 9, 30, 1, 123457, tzinfo=UTC)
+    await rig.db.run("fan out", rows.fan_out, when, 100)
+    claim = uuid.uuid4()
+    taken = await rig.db.run("claim", rows.claim, when, when.replace(minute=31), claim, 8, 10)
+    assert len(taken) == 2
+    answer = '{"error": "quota \\"x\\"",\n\t"ünïcode": "✉ 😀"}\\u0041'
+    retry_at = when.replace(hour=10, microsecond=1)
+    await rows.record_outcomes(rig.db, [
+        rows.Outcome(row["id"], answered, claim, "pending", 1, retry_at, when, 429, answer, 7, "http_4xx"),
+        rows.Outcome(row["id"], given_back, claim, "pending", 0, when),
+    ])
+    kept = await rig.delivery(row["id"], answered)
+    assert (kept["due_at"], kept["last_attempt_at"], kept["last_status"], kept["last_response"]) == (
+        retry_at, when, 429, answer)
+    (attempt,) = await rig.db.fetchall("SELECT * FROM webhook_attempts WHERE event_id = %s", (answered,))
+    assert (attempt["at"], attempt["status"], attempt["duration_ms"], attempt["error"], attempt["response"]) == (
+        when, 429, 7, "http_4xx", answer)
+    untouched = await rig.delivery(row["id"], given_back)
+    assert (untouched["attempts"], untouched["last_attempt_at"], untouched["last_status"], untouched["claim"]) == (
+        0, None, None, None)
+    assert await rig.db.fetchall("SELECT 1 FROM webhook_attempts WHERE event_id = %s", (given_back,)) == []
 
 
 @pt.ensureDeferred

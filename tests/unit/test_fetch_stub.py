@@ -3,6 +3,8 @@ The outbound HTTP client driven without a network: treq's RequestSequence answer
 the pinned connection, a Clock keeps time. What goes out and what a response is taken for.
 """
 
+import gzip
+
 from treq.testing import RequestSequence, RequestTraversalAgent, StringStubbingResource
 from twisted.internet import defer, task
 from twisted.trial.unittest import SynchronousTestCase
@@ -12,7 +14,7 @@ from mailsvc.outside.fetch import USER_AGENT, Fetcher, FetchFailed
 
 
 def sent(*extra: tuple[bytes, bytes]) -> dict:
-    """The headers a request carries: ours, treq's, and the stub agent's (Host, Connection)."""
+    """The headers a request carries: ours, the gzip decoder's, and the stub agent's (Host, Connection)."""
     headers = {b"User-Agent": [USER_AGENT.encode()], b"Accept-Encoding": [b"gzip"], b"Host": [b"127.0.0.1"],
                b"Connection": [b"close"]}
     headers.update({name: [value] for name, value in extra})
@@ -75,6 +77,17 @@ class StubbedFetcher(SynchronousTestCase):
             fetched = self.successResultOf(defer.ensureDeferred(fetcher.post(
                 "https://127.0.0.1/hook", b'{"type":"email.sent"}', {"Webhook-Id": "msg_1"}, 100, 30)))
         self.assertEqual(fetched.status, 204)
+
+    def test_a_gzipped_answer_is_read_decoded(self):
+        compressed = gzip.compress(b'{"ok":true}')
+        fetcher = self.fetcher([
+            ((b"post", "https://127.0.0.1/hook", {}, sent((b"Content-Length", b"2")), b"{}"),
+             (200, {b"Content-Encoding": b"gzip"}, compressed)),
+        ])
+        with self.sequence.consume(self.fail):
+            fetched = self.successResultOf(defer.ensureDeferred(
+                fetcher.post("https://127.0.0.1/hook", b"{}", {}, 100, 30)))
+        self.assertEqual((fetched.status, fetched.body), (200, b'{"ok":true}'))
 
     def test_a_private_address_is_refused_before_anything_is_sent(self):
         fetcher = self.fetcher([], allow_private=False)

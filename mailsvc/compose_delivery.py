@@ -155,7 +155,7 @@ def _delivery_worker(shared: Shared, verp_key: bytes, signing_keys: SigningKeys,
         Connections(clock, dialer.connect, share.of_count(settings.per_destination), shaper=shaper),
         DeliverySettings(
             node_name, settings.port, verp_key, settings.lease_seconds,
-            settings.batch, share.of_count(settings.max_in_flight), relay,
+            settings.batch, share.of_count(settings.max_in_flight), relay, settings.test_first_retry_seconds,
         ),
         signing_keys,
         on_failure=shared.count_failure, on_outcome=on_outcome, policies=policies, on_reply=shaper.observe, door=door,

@@ -140,6 +140,8 @@ class DeliveryConfig:
     default_concurrency: int = setting(10, "Connections at once to a destination nobody configured.")
     default_rate_per_sec: int = setting(0, "Messages a second to a destination nobody configured (0: none"
                                            " until it throttles, then from 50 a second).")
+    test_first_retry_seconds: int = setting(0, "Tests only: seconds before a deferred delivery's first retry"
+                                               " (0: the retry schedule's minute).", at_least(0))
 
 
 @_section

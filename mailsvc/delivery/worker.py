@@ -80,6 +80,8 @@ class Settings:
     max_in_flight: int = DeliveryConfig().max_in_flight
     #: The smarthost of tenants in relay mode (None: relay mode defers their mail).
     relay: Destination | None = None
+    #: ``delivery.test_first_retry_seconds`` (tests only; 0: the policy's retry schedule as it is).
+    first_retry: float = 0
 
 
 class _StepSignatures:
@@ -387,6 +389,8 @@ class DeliveryWorker(LeasedEngine):
         now = self._clock.seconds()
         response = " ".join(str(p) for p in (code, enhanced, message) if p)
         retry = policy.resolve(w.account, w.recipient.rpartition("@")[2].lower()).retry
+        if self._settings.first_retry:
+            retry = attrs.evolve(retry, first_seconds=self._settings.first_retry)
         due = retry.next_attempt(now, w.attempts + 1, w.retry_until)
         if due is None:
             self._outcomes.append(Outcome(

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,6 +83,44 @@ def browser():
             launched.close()
 
 
+#: The requests each page of ``drive`` has sent and not yet seen answered (or failed).
+_IN_FLIGHT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Two animation frames: by the second, what a resize, a colour scheme or a new page changed is
+#: laid out and painted, and the page's own listeners (matchMedia, its fetches' answers) have run.
+FRAMES = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+def watch(page) -> None:
+    """Counts ``page``'s requests in flight, for ``settled``."""
+    _IN_FLIGHT[page] = 0
+
+    def sent(_):
+        _IN_FLIGHT[page] += 1
+
+    def ended(_):
+        _IN_FLIGHT[page] -= 1
+
+    page.on("request", sent)
+    page.on("requestfinished", ended)
+    page.on("requestfailed", ended)
+
+
+def settled(page, seconds: float = 10) -> None:
+    """
+    Until the page shows what it asked for: none of its requests in flight (when ``watch``
+    counts them) across two animation frames, instead of a fixed pause that a loaded machine
+    may outlast or that a quiet one wastes.
+    """
+    def quiet() -> bool:
+        if _IN_FLIGHT.get(page, 0):
+            return False
+        page.evaluate(FRAMES)
+        return not _IN_FLIGHT.get(page, 0)
+
+    until(quiet, seconds, lambda: f"{page.url}: {_IN_FLIGHT.get(page)} requests still in flight", interval=0.02,
+          pause=page.wait_for_timeout)
+
+
 def go(page, hash_: str, heading: str) -> None:
     page.goto(page.url.split("#")[0] + hash_)
     page.get_by_role("heading", level=1, name=heading).wait_for()
@@ -128,6 +167,7 @@ def drive(browser, node, name: str, walk: Callable, *, output: Path, viewport=(1
     if permissions:
         context.grant_permissions(list(permissions), origin=node.url)
     page = context.new_page()
+    watch(page)
 
     def dialog(d):
         seen.dialogs.append(d.message)

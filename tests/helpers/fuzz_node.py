@@ -42,6 +42,27 @@ MAX_EXAMPLES = int(os.environ.get("MAILSVC_FUZZ_EXAMPLES", "7"))
 #: the handler of the route they copy (fuzzed with MAX_EXAMPLES) behind another access: fewer
 #: examples each (the pattern takes the dashboard's few routes of its own along).
 COPY_EXAMPLES = {"^/console/admin/": 2, "^/dashboard/": 3}
+#: How the served document says a route is a copy (mailsvc/http/openapi.py): the same handler,
+#: body and replies. A copy skips the coverage phase, whose cases (every boundary and missing
+#: field of the body, every undeclared method) its original already sends to the same handler;
+#: its examples, fuzzing and stateful phases stay (its access and error envelope are its own).
+COPY_OF = ("The dashboard's copy of ", "The operator console's copy of ")
+#: What can end the run's own credentials: its API key revoked or narrowed, its dashboard session
+#: or user ended, its tenant changed (suspended, its rates lowered), its operator token revoked.
+#: Fuzzed with the others, they ended them mid-run (a coverage case deletes the key it reads
+#: from GET /api-keys), and every later case of the routes behind them was a 401 or a 403: these
+#: are fuzzed in a pass of their own, after every other route's.
+ENDING = (
+    "DELETE /api-keys/{key_id}", "DELETE /v1/api-keys/{key_id}", "DELETE /dashboard/api-keys/{key_id}",
+    "PATCH /api-keys/{key_id}", "PATCH /dashboard/api-keys/{key_id}",
+    "DELETE /dashboard/sessions/{session_id}", "POST /dashboard/sessions/sign-out-others",
+    "DELETE /dashboard/users/{user_id}", "POST /dashboard/password", "PATCH /dashboard/security",
+    "POST /dashboard/two-factor/disable", "POST /auth/logout",
+    "PATCH /admin/v1/tenants/{tenant_id}", "PATCH /console/admin/v1/tenants/{tenant_id}",
+    "POST /admin/v1/users/two-factor/reset", "POST /console/admin/v1/users/two-factor/reset",
+    "POST /admin/v1/users/password-link", "POST /console/admin/v1/users/password-link",
+    "DELETE /admin/v1/operator-tokens/{token_id}", "DELETE /console/admin/v1/operator-tokens/{token_id}",
+)
 # One worker: hypothesis 6.170 with two worker threads hit an internal AST recursion error.
 WORKERS = os.environ.get("MAILSVC_FUZZ_WORKERS", "1")
 CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance"
@@ -114,37 +135,20 @@ def main() -> int:
                                json={"token": link_token, "password": "fuzz-password-0123"})
         signed.raise_for_status()
         config = top / "schemathesis.toml"
-        copies = "".join(f'[[operations]]\ninclude-path-regex = "{pattern}"\ngeneration.max-examples = {n}\n'
-                         for pattern, n in COPY_EXAMPLES.items())
-        config.write_text(
-            f'base-url = "{url}"\n'
-            f'generation.max-examples = {MAX_EXAMPLES}\n'
-            f'[auth.openapi.bearer]\nbearer = "{tenant["api_key"]["token"]}"\n'
-            f'[auth.openapi.admin]\nbearer = "{operator}"\n'
-            f'[auth.openapi.sessionCookie]\napi_key = "{signed.cookies["mailsvc_session"]}"\n'
-            f'[auth.openapi.csrfToken]\napi_key = "{signed.json()["csrf_token"]}"\n'
-            + copies
-        )
+        config.write_text(_config(url, tenant["api_key"]["token"], operator, signed))
         report = top / "report"
-        run = subprocess.run(
-            [str(BIN / "st"), "--config-file", str(config), "run", url + "/openapi.json",
-             "--checks", CHECKS, "--workers", WORKERS,
-             "--continue-on-failure", "--seed", os.environ.get("MAILSVC_FUZZ_SEED", "22"),
-             "--request-timeout", "30", "--report", "ndjson", "--report-dir", str(report),
-             # /metrics: text, and its counters move with every request; /auth/logout would end
-             # the session every dashboard route is fuzzed with (tests/integration/test_dashboard.py tests it).
-             "--exclude-path", "/metrics", "--exclude-path", "/auth/logout"],
-            cwd=top, capture_output=True, text=True,
-        )
-        print(run.stdout)
-        print(run.stderr[-3000:], file=sys.stderr)
+        # Every route but those that end credentials, then those on their own (the same seed).
+        excluded = [arg for label in ENDING for arg in ("--exclude-name", label)]
+        included = [arg for label in ENDING for arg in ("--include-name", label)]
+        returncode = max(_run(url, config, report / "main", top, excluded),
+                         _run(url, config, report / "ending", top, included))
         cases = _cases(report)
         print(f"cases: {cases}")
         errors = [line for line in (top / "daemon.log").read_text().splitlines() if "Traceback" in line
                   or "unhandled error" in line]
         if errors:
             print("daemon logged errors:\n" + "\n".join(errors[:20]))
-        return run.returncode
+        return returncode
     finally:
         for process in reversed(started):
             if process.poll() is None:
@@ -157,10 +161,50 @@ def main() -> int:
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _config(url: str, bearer: str, operator: str, signed: requests.Response) -> str:
+    """schemathesis.toml: the credentials, the examples per operation, fewer for copies and no
+    coverage phase for a copy (``COPY_OF``)."""
+    doc = requests.get(url + "/openapi.json", timeout=30).json()
+    operations = {f"{method.upper()} {path}": operation for path, item in doc["paths"].items()
+                  for method, operation in item.items()}
+    copies = sorted(label for label, operation in operations.items()
+                    if (operation.get("description") or "").startswith(COPY_OF))
+    assert copies, "the document names no copy: COPY_OF no longer matches mailsvc/http/openapi.py"
+    assert set(ENDING) <= set(operations), f"not served: {sorted(set(ENDING) - set(operations))}"
+    fewer = "".join(f'[[operations]]\ninclude-path-regex = "{pattern}"\ngeneration.max-examples = {n}\n'
+                    for pattern, n in COPY_EXAMPLES.items())
+    return (
+        f'base-url = "{url}"\n'
+        f'generation.max-examples = {MAX_EXAMPLES}\n'
+        f'[auth.openapi.bearer]\nbearer = "{bearer}"\n'
+        f'[auth.openapi.admin]\nbearer = "{operator}"\n'
+        f'[auth.openapi.sessionCookie]\napi_key = "{signed.cookies["mailsvc_session"]}"\n'
+        f'[auth.openapi.csrfToken]\napi_key = "{signed.json()["csrf_token"]}"\n'
+        + fewer
+        + f"[[operations]]\ninclude-name = {json.dumps(copies)}\nphases.coverage.enabled = false\n"
+    )
+
+
+def _run(url: str, config: Path, report: Path, top: Path, only: list[str]) -> int:
+    """One schemathesis run over the operations ``only`` selects; its exit status."""
+    run = subprocess.run(
+        [str(BIN / "st"), "--config-file", str(config), "run", url + "/openapi.json",
+         "--checks", CHECKS, "--workers", WORKERS,
+         "--continue-on-failure", "--seed", os.environ.get("MAILSVC_FUZZ_SEED", "22"),
+         "--request-timeout", "30", "--report", "ndjson", "--report-dir", str(report),
+         # /metrics: text, and its counters move with every request.
+         "--exclude-path", "/metrics", *only],
+        cwd=top, capture_output=True, text=True,
+    )
+    print(run.stdout)
+    print(run.stderr[-3000:], file=sys.stderr)
+    return run.returncode
+
+
 def _cases(report: Path) -> int:
     """Test cases sent, counted from the ndjson events (one ScenarioFinished per case)."""
     total = 0
-    for path in report.glob("*.ndjson"):
+    for path in report.rglob("*.ndjson"):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             for name, body in event.items():

@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+from tests.helpers.browser import settled
 from tests.helpers.daemon import ROOT
 from tests.helpers.node_sdk import NODE_DIR
 
@@ -71,7 +72,7 @@ def fits(page, name: str, problems: list[str], output: Path, docs: frozenset[str
         page.emulate_media(color_scheme=scheme)
         for width, height in ((375, 740), (1280, 800)):
             page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(60)
+            settled(page)
             where = f"{name} at {width} px, {scheme}"
             wide, room = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
             if wide > room:
@@ -88,7 +89,9 @@ def fits(page, name: str, problems: list[str], output: Path, docs: frozenset[str
             # As tall as the page: Chromium paints a sandboxed frame only where it is in view.
             tall = page.evaluate("document.documentElement.scrollHeight")
             page.set_viewport_size({"width": width, "height": max(height, tall)})
-            page.wait_for_timeout(150)
+            settled(page)
+            if page.locator("iframe").count():  # another process paints it: no frame of the page's tells when
+                page.wait_for_timeout(150)
             page.screenshot(path=str(shot), full_page=True)
             page.set_viewport_size({"width": width, "height": height})
             if shot.stem in docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
@@ -117,7 +120,7 @@ def violations(page, where: str, widths=((1280, 800), (375, 740))) -> list[str]:
         page.emulate_media(color_scheme=scheme)
         for width, height in widths:
             page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(100)
+            settled(page)
             found += [f"{where} at {width} px, {scheme}: {v['id']} ({v['impact']}): {v['help']}\n    "
                       + "\n    ".join(v["nodes"]) for v in page.evaluate(CHECK, RULES)]
     return found

@@ -393,6 +393,26 @@ async def test_a_server_closing_with_421_defers(mta):
     assert [r["status"] for r in await mta.deliveries(email_id)] == ["delivered"]
 
 
+@pt.ensureDeferred
+async def test_the_first_retry_knob_brings_a_deferral_back_after_its_seconds(start_mta_with):
+    """``delivery.test_first_retry_seconds`` (the drills' knob, tests/helpers/drills.py): a deferred
+    delivery comes due after that long instead of the schedule's minute, and goes by itself."""
+    mta = await start_mta_with(MAILSVC_DELIVERY_TEST_FIRST_RETRY_SECONDS="5")
+    mta.route("example.net")
+    mta.sink.close_after_mail = True
+    _, key = await mta.sender()
+    email_id = await mta.send(key, ["ann@example.net"])
+    (row,) = await mta.settled_past(email_id)
+    mta.sink.close_after_mail = False  # the retry (at least 4 s on) finds the server well
+    assert row["status"] == "deferred"
+    (waited,) = await mta.parts.db.fetchall(
+        "SELECT extract(epoch FROM due_at - now()) AS seconds FROM deliveries WHERE email_id = %s", (email_id,))
+    assert waited["seconds"] <= 6  # the schedule's first wait is at least 48 s
+    await mta.sink.wait_for(1, timeout=30)
+    await mta.settled()
+    assert [(r["status"], r["attempts"]) for r in await mta.deliveries(email_id)] == [("delivered", 2)]
+
+
 # Test addresses, capture mode and the development inbox
 
 TEST_FROM = "Acme <onboarding@resend.dev>"

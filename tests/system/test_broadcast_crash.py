@@ -29,6 +29,7 @@ import pytest
 import pytest_twisted as pt
 import requests
 
+from mailsvc.config import DeliveryConfig
 from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
@@ -146,7 +147,9 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         # lease is the default one here: tests/system/test_crash.py's 3 s lease lets a loaded machine
         # send a delivery twice (at least once is the queue's promise; exactly once is asked here
         # of the fan-out, whose e-mails are counted above).
-        daemon.env["MAILSVC_DELIVERY_LEASE_SECONDS"] = "300"
+        # With a lease that long an attempt's deadline is far off: the default deliveries in flight.
+        daemon.env.update(MAILSVC_DELIVERY_LEASE_SECONDS="300",
+                          MAILSVC_DELIVERY_MAX_IN_FLIGHT=str(DeliveryConfig().max_in_flight))
         daemon.start("api,delivery")
         await daemon.ready()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import resend
 
-from tests.helpers.browser import api_key_of, drive, output_dir, set_first_password
+from tests.helpers.browser import api_key_of, drive, output_dir, set_first_password, settled
 from tests.helpers.pagechecks import AXE, violations
 from tests.helpers.polling import until
 
@@ -103,7 +103,7 @@ def test_every_page_passes_axe_in_both_themes(daemon, browser):
             page.goto(page.url.split("#")[0] + hash_)
             until(lambda: page.locator("main h1").count() == 1 and not page.get_by_text("Loading…").count(),
                   10, f"{hash_} shown")
-            page.wait_for_timeout(250)
+            settled(page)
             found += violations(page, hash_)
         found += shown_on_demand(page, next(h for h in hashes if h.startswith("#/emails/")), hashes)
         assert not found, f"{len(found)} accessibility violations:\n" + "\n".join(found)

@@ -25,6 +25,7 @@ from tests.helpers.browser import (
     go,
     output_dir,
     set_first_password,
+    settled,
 )
 from tests.helpers.pagechecks import LONG_LABEL, fits, page_call
 from tests.helpers.polling import until
@@ -103,7 +104,7 @@ def open_page(page, hash_: str, heading: str | None) -> None:
     else:
         page.goto(page.url.split("#")[0] + hash_)
         page.locator("main h1").wait_for()
-    page.wait_for_timeout(250)
+    settled(page)
 
 
 def drawer_and_theme(page) -> None:

@@ -192,6 +192,13 @@ def test_the_engines_defaults_are_the_settings_defaults():
         config.delivery.lease_seconds, config.delivery.batch, config.delivery.max_in_flight)
 
 
+def test_the_first_retry_is_a_test_knob_off_by_default():
+    from mailsvc.delivery.worker import Settings
+
+    assert load(None, environ={}).delivery.test_first_retry_seconds == 0
+    assert Settings("node", 25, b"key").first_retry == 0
+
+
 def test_cheap_password_hashes_are_a_test_knob_off_by_default():
     assert load(None, environ={}).security.test_cheap_password_hashes is False
     default = password_hasher(load(None, environ={}))

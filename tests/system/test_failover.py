@@ -16,7 +16,10 @@ replayed all it received, is read (which deliveries were claimed by a node, i.e.
 at the failover) and promoted with ``pg_ctl promote``. The nodes' connections fail, and
 reconnect through the DSN to the new primary. Proven afterwards, on the new primary: every
 e-mail a node answered 200 for is there and delivered, each at the sink at least once; an
-e-mail reached the sink twice only if its delivery was in flight at the failover.
+e-mail reached the sink twice only if its delivery was in flight at the failover, or if an
+attempt of it was deferred with its outcome unknown (the attempt's deadline aborted the
+connection, or it was lost, while the end of data waited for its reply: the sink may have
+kept that copy, RFC 1047).
 
 ``scripts/repeat-failover`` runs it several times (figures in docs/operations.md).
 """

@@ -189,7 +189,10 @@ async def start_next(txn: Transaction, now: datetime) -> Broadcast | None:
     """
     Take one queued broadcast (SKIP LOCKED: each is started by one node) and start it: its
     segment's members at this moment become its recipients, and it is `sending` (or `failed`
-    when its segment is gone), in this transaction.
+    when its segment is gone), in this transaction. Copying a segment of a million members
+    takes longer than ``database.statement_timeout`` on a busy node (the broadcast then never
+    started, its copy cancelled at every try), so this transaction has no deadline; it locks
+    only the broadcast's row, and a database that goes away ends it.
     """
     row = await txn.fetchone(
         "SELECT id, segment_id FROM broadcasts WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
@@ -197,6 +200,7 @@ async def start_next(txn: Transaction, now: datetime) -> Broadcast | None:
         return None
     if row["segment_id"] is None:
         return await transition(txn, None, row["id"], ("queued",), "failed", now, failure="segment_deleted")
+    await txn.lift_deadlines()
     inserted = await txn.execute(
         "INSERT INTO broadcast_recipients (broadcast_id, contact_id)"
         " SELECT %s, contact_id FROM segment_contacts WHERE segment_id = %s",
@@ -205,11 +209,11 @@ async def start_next(txn: Transaction, now: datetime) -> Broadcast | None:
         # So many new rows at once: the planner learns of them now, not at autovacuum's turn
         # (the chunks' claims must use the index of pending rows).
         await txn.execute("ANALYZE broadcast_recipients")
+    # A broadcast starts once, in this transaction: what was inserted is all its recipients.
     started = await txn.fetchone(
-        "UPDATE broadcasts b SET status = 'sending', started_at = %s, updated_at = %s,"
-        " total = (SELECT count(*) FROM broadcast_recipients r WHERE r.broadcast_id = b.id)"
+        "UPDATE broadcasts SET status = 'sending', started_at = %s, updated_at = %s, total = %s"
         f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
-        (now, now, row["id"]))
+        (now, now, inserted, row["id"]))
     return _broadcast(started)
 
 

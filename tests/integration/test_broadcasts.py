@@ -26,6 +26,7 @@ from mailsvc.domain.delivery import sent_event
 from mailsvc.domain.errors import LeaseLost
 from mailsvc.store import accounts
 from mailsvc.store import broadcasts as rows
+from mailsvc.store.database import Database
 from tests.conftest import Api
 from tests.helpers.broadcasts import FROM, HTML, contacts, create, get, run_fanout
 from tests.helpers.sdk import call
@@ -397,6 +398,32 @@ async def test_the_membership_is_fixed_when_the_send_starts(api):
     got = await get(api, key, b["id"])
     assert got["status"] == "sent" and got["recipients"] == 4 and got["progress"] == {"done": 5, "total": 5}
     assert set(await messages(api, b["id"])) == {f"c{i}@example.net" for i in range(4)}
+
+
+@pt.ensureDeferred
+async def test_a_segment_whose_copy_outlasts_the_statement_timeout_still_starts(api, fresh_dsn):
+    """A node whose statements are cut at 100 ms starts a broadcast whose membership copy takes
+    300 ms (a trigger sleeps in it; a million members outlast the default 15 s on a busy node):
+    the start has no deadline, and its total is what it copied."""
+    _, key, _ = await sending_tenant(api)
+    segment_id = await contacts(api, key, 3)
+    await api.parts.db.execute(
+        "CREATE FUNCTION slow_copy() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$;"
+        " CREATE TRIGGER slow_copy BEFORE INSERT ON broadcast_recipients FOR EACH STATEMENT"
+        " EXECUTE FUNCTION slow_copy()")
+    b = await create(api, key, segment_id, send=True)
+    hurried = Database(reactor, fresh_dsn, 1, statement_timeout=0.1)
+    await hurried.start()
+    try:
+        started = await hurried.run("start", rows.start_next, timefmt.from_seconds(reactor.seconds()))
+    finally:
+        hurried.stop()
+    assert started is not None and str(started.id) == b["id"]
+    assert (started.status, started.total) == ("sending", 3)
+    copied = await api.parts.db.fetchrow("SELECT count(*) AS n FROM broadcast_recipients WHERE broadcast_id = %s",
+                                         (started.id,))
+    assert copied["n"] == 3
 
 
 @pt.ensureDeferred

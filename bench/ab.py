@@ -191,6 +191,7 @@ def end_to_end(side: Side, args) -> dict:
         if r["sink"] < args.messages:
             raise SystemExit(f"{side.label}: the sink counted {r['sink']} of {args.messages}")
         return {"e2e": r["rate"], "delivery_cpu_us": r["delivery_cpu_us"], "box_cpu_us": r["box_cpu_us"],
+                "api_cpu_us": r["api_cpu_us"], "rest_cpu_us": r["rest_cpu_us"],
 
                 "api_processes": server_processes([bench.api])}
     finally:
@@ -320,6 +321,8 @@ def table(a: list[dict], b: list[dict], pf: list[dict], signing: float | None) -
         for r in runs:
             r["box_vs_postfix"] = r["box_cpu_us"] / pf_box if pf_box else None
     row("  ÷ Postfix's", "box_vs_postfix", ".2f", "report")
+    row("  of it the API node's (µs)", "api_cpu_us", ",.0f", "—")
+    row("  of it neither node's: PostgreSQL, load generator, sink (µs)", "rest_cpu_us", ",.0f", "—")
     row(f"POST /emails, c=64, all {CORES} cores (req/s)", "http", ",.0f", "≥ 2×")
     row("  p99 (ms)", "http_p99", ",.0f", "B < 50 ms")
     row("POST /emails/batch of 100 (e-mails/s)", "batch", ",.0f", "≥ 2×")

@@ -282,6 +282,8 @@ class Bench:
         fleet = self.start_delivery(nodes)
         delivering = [pid for x in fleet for pid in common.process_tree(x.pid)]  # with any workers
         delivery_cpu = common.cpu_seconds(delivering)
+        accepting = [] if kind == "phase" else common.process_tree(self.api.pid)
+        api_cpu = common.cpu_seconds(accepting)
         meter = Meter([x.pid for x in fleet] + ([] if kind == "phase" else [self.api.pid]), self.api.data_dir)
         meter.start()
         if kind == "phase":
@@ -295,7 +297,11 @@ class Bench:
         result = {"kind": kind, "nodes": nodes, "elapsed": elapsed, "rate": n / elapsed,
                   "cpu": m["cpu_s"] / elapsed, "pg_cpu": m["pg_cpu"],
                   "delivery_cpu_us": (common.cpu_seconds(delivering) - delivery_cpu) / n * 1e6,
+                  "api_cpu_us": (common.cpu_seconds(accepting) - api_cpu) / n * 1e6,
                   "box_cpu_us": m["box_cpu_s"] / n * 1e6}
+        # What neither node spent: PostgreSQL (backends that came and went included), the load
+        # generator, the sink.
+        result["rest_cpu_us"] = result["box_cpu_us"] - result["delivery_cpu_us"] - result["api_cpu_us"]
         for node in fleet:
             node.stop()
         self.nodes = [x for x in self.nodes if x not in fleet]

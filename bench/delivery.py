@@ -237,9 +237,10 @@ def relay_through_postfix(postfix: Postfix, sink: Sink, count: int, size: int) -
     meter = Meter([], others=postfix.pids)
     meter.start()
     injecting = subprocess.Popen(smtp_source(postfix, count, size))
-    wait_until(lambda: sink.count() >= base + count, 1800, 0.02)
+    wait_until(lambda: sink.count() >= base + count or injecting.poll() not in (None, 0), 1800, 0.02)
     m = meter.done()
-    injecting.wait()
+    if injecting.wait():  # refused, as when the milter is gone (milter_default_action = tempfail)
+        raise SystemExit(f"smtp-source exited with {injecting.returncode}: Postfix refused a message (above)")
     return {"kind": "overlap", "elapsed": m["elapsed"], "rate": (sink.count() - base) / m["elapsed"],
             "cpu": m["other_cpu"], "sink": sink.count() - base, "box_cpu_us": m["box_cpu_s"] / count * 1e6}
 

@@ -15,7 +15,8 @@ delivery nodes (role delivery, same database and master key); a loopback DNS ser
 - postfix: a throw-away Postfix instance (own config and queue directories; smtpd on loopback,
   ``relayhost`` the sink). Its "phase" variant injects N with ``defer_transports = smtp`` (all
   queued), then lifts it and flushes: timed until the sink counted N. Its "overlap" variant:
-  ``smtp-source`` → smtpd → smtp → sink, timed from the first message injected.
+  ``smtp-source`` → smtpd → smtp → sink, timed from the first message injected. bench/ab.py
+  also runs it with an ``OpenDKIM`` milter signing every message.
 - rss (``--rss 1000000``): deliveries inserted with generate_series for a tenant (1,000 per
   e-mail), one delivery node running against a sink that answers every RCPT with 450: RSS of
   the node sampled while it claims, tries and defers.

@@ -104,7 +104,7 @@ class Sink:
 
 class OpenDKIM:
     """
-    A throw-away OpenDKIM signer (``Mode s``, in the foreground, its log in ``root``) for the
+    A throw-away OpenDKIM signer (``Mode s``, in the foreground) for the
     signing Postfix baseline: an RSA-2048 key of its own from ``opendkim-genkey`` for DOMAIN,
     its milter on a Unix socket in ``root`` that Postfix's smtpd (user postfix) can reach.
     ``RequireSafeKeys false``: the scratch directory is under /tmp, which others may write,
@@ -139,7 +139,7 @@ RequireSafeKeys false
             self.process = subprocess.Popen(["opendkim", "-f", "-x", str(conf)], stdout=log, stderr=subprocess.STDOUT)
         if not wait_until(lambda: self.socket.exists() or self.process.poll() is not None, 20, 0.05) \
                 or self.process.poll() is not None:
-            raise SystemExit(f"opendkim did not start; see {self.dir}/opendkim.log")
+            raise SystemExit(f"opendkim did not start: {(self.dir / 'opendkim.log').read_text()[-500:]}")
 
     def txt(self) -> bytes:
         """The key's DNS TXT record, as opendkim-genkey wrote it (its quoted strings joined)."""

@@ -2,7 +2,8 @@
 The performance A/B (docs/benchmarks.md, "Performance A/B"): a base commit (A) against another
 commit or the working tree (B).
 
-Both sides in one run on one box, with a plain Postfix baseline in the same run.
+Both sides in one run on one box, with two Postfix baselines in the same run: a plain one, and
+one that DKIM-signs every message (RSA-2048) through an OpenDKIM milter, as mailsvc signs.
 
 Each side is exported into a throw-away directory (``git archive``, or the working tree's
 tracked and untracked files) and run with this checkout's venv, or with a venv of its own
@@ -21,7 +22,10 @@ side's servers run only during its own measurements, and Postfix runs alone.
   (roles ``api,delivery``, its API unused: a node of several processes needs ``api``), which
   delivers in as many of them as the side's ``processes.worker_roles`` gives ``delivery``.
 - Postfix: ``smtp-source -s 20`` (one 5 KB message per session) → a throw-away Postfix
-  (``in_flow_delay = 0``, destination concurrency 20) → ``smtp-sink``, nothing else running.
+  (``in_flow_delay = 0``, destination concurrency 20) → ``smtp-sink``, nothing else running;
+  then the same through a second instance whose smtpd has each message signed by a throw-away
+  OpenDKIM (``Mode s``, RSA-2048 key of its own, milter on a Unix socket, ``milter_default_action
+  = tempfail``), after checking with dkimpy that a message it relayed verifies against that key.
 - http, batch, smtp: bench/sending.py's ``POST /emails`` (wrk c=64), ``POST /emails/batch``
   (100 e-mails, wrk c=8) and direct SMTP submission (32 connections) on all cores: one node
   with ``MAILSVC_NODE_PROCESSES`` = cores where the side knows the key, else that many
@@ -29,6 +33,7 @@ side's servers run only during its own measurements, and Postfix runs alone.
 - delivery CPU: CPU of the delivery node (and any children) per message in the e2e run.
 
     bench/ab.sh BASE [HEAD] [--quick] [--rounds 3]   # HEAD: the working tree by default
+    bench/ab.sh --baselines [--rounds 3] [--messages 20000]   # the two Postfix baselines alone
 """
 
 from __future__ import annotations
@@ -51,7 +56,6 @@ from bench.common import ROOT, Checkout, load_average
 CORES = os.cpu_count() or 1
 #: Rows of the HTML of bench/delivery.py's e-mail that make a 5 KB message (DKIM-signed).
 ROWS_5KB = 18
-SIZE_5KB = 5120
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,23 +267,53 @@ def signing_cost_us(side: Side) -> float | None:
 
 
 class Baseline:
-    """A throw-away Postfix and its sink, kept across rounds, idle while the sides run."""
+    """
+    A throw-away Postfix and its sink, kept across rounds, idle while the sides run; with
+    ``signing``, an OpenDKIM milter signs every message (RSA-2048), checked on one message
+    after the warm-up. Its figures are keyed ``postfix`` or ``postfix_dkim``.
+    """
 
-    def __init__(self):
-        self.root = common.scratch_dir("mailsvc-ab-postfix-")
-        self.sink = delivery.Sink(self.root)
-        self.postfix = delivery.Postfix(self.root, self.sink.port, 20)
-        self.postfix.start()
-        delivery.relay_through_postfix(self.postfix, self.sink, 1000, SIZE_5KB)  # warm-up
+    def __init__(self, signing: bool = False):
+        self.key = "postfix_dkim" if signing else "postfix"
+        self.root = common.scratch_dir(f"mailsvc-ab-{self.key}-")
+        self.sink: delivery.Sink | None = None
+        self.milter: delivery.OpenDKIM | None = None
+        self.postfix: delivery.Postfix | None = None
+        try:
+            self.sink = delivery.Sink(self.root)
+            self.milter = delivery.OpenDKIM(self.root) if signing else None
+            self.postfix = delivery.Postfix(self.root, self.sink.port, 20, self.milter)
+            self.postfix.start()
+            delivery.relay_through_postfix(self.postfix, self.sink, 1000, delivery.SIZE_5KB)  # warm-up
+            if signing:
+                proof = delivery.check_signing(self.postfix, self.sink)
+                print(f"Postfix + OpenDKIM: a message at the sink is signed ({proof})", flush=True)
+        except BaseException:
+            self.close()
+            raise
 
     def measure(self, messages: int) -> dict:
-        r = delivery.relay_through_postfix(self.postfix, self.sink, messages, SIZE_5KB)
-        return {"postfix": r["rate"], "postfix_cpu": r["cpu"], "postfix_box_cpu_us": r["box_cpu_us"]}
+        r = delivery.relay_through_postfix(self.postfix, self.sink, messages, delivery.SIZE_5KB)
+        return {self.key: r["rate"], f"{self.key}_cpu": r["cpu"], f"{self.key}_cpu_us": r["cpu"] / r["rate"] * 1e6,
+                f"{self.key}_box_cpu_us": r["box_cpu_us"]}
 
     def close(self) -> None:
-        self.postfix.stop()
-        self.sink.stop()
+        for part in (self.postfix, self.milter, self.sink):  # the milter outlives the Postfix that uses it
+            if part is not None:
+                part.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def measure_baselines(baselines: list[Baseline], messages: int, run: int) -> dict:
+    """One round of each baseline, one after the other, nothing else of ours running."""
+    found: dict = {}
+    for baseline in baselines:
+        found.update(baseline.measure(messages))
+        print(f"round {run + 1} {'Postfix + OpenDKIM' if baseline.milter else 'Postfix'} (load {load_average()}): "
+              f"{found[baseline.key]:,.0f} msg/s, Postfix CPU {found[baseline.key + '_cpu']:.2f} "
+              f"({found[baseline.key + '_cpu_us']:,.0f} µs/msg), whole box {found[baseline.key + '_box_cpu_us']:,.0f} "
+              "µs/msg", flush=True)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,19 +342,28 @@ def table(a: list[dict], b: list[dict], pf: list[dict], signing: float | None) -
                  else (f"{v:{fmt}}" if v is not None else "—") for v, runs in ((va, a), (vb, b))]
         rows.append(f"| {name} | {cells[0]} | {cells[1]} | {ratio} | {target} |")
 
+    dkim_rate = median(pf, "postfix_dkim")
+
+    def over(key: str, baseline: float | None, into: str) -> None:
+        for runs in (a, b):
+            for r in runs:
+                r[into] = r[key] / baseline if baseline else None
+
     row("end to end, 5 KB, POST /emails/batch → sink (msg/s)", "e2e", ",.0f", "—")
-    for runs in (a, b):
-        for r in runs:
-            r["e2e_vs_postfix"] = r["e2e"] / pf_rate if pf_rate else None
+    over("e2e", pf_rate, "e2e_vs_postfix")
     row("  ÷ Postfix in the same run (median " + (f"{pf_rate:,.0f} msg/s" if pf_rate else "—") + ")",
         "e2e_vs_postfix", ".2f", "B ≥ 2.0×")
-    pf_box = median(pf, "postfix_box_cpu_us")
+    over("e2e", dkim_rate, "e2e_vs_postfix_dkim")
+    row("  ÷ Postfix signing (OpenDKIM, RSA-2048) in the same run (median "
+        + (f"{dkim_rate:,.0f} msg/s" if dkim_rate else "—") + ")", "e2e_vs_postfix_dkim", ".2f", "report")
+    pf_box, dkim_box = median(pf, "postfix_box_cpu_us"), median(pf, "postfix_dkim_box_cpu_us")
     row("whole-box CPU per message end to end (µs; every process, load generator and sink included)",
-        "box_cpu_us", ",.0f", "Postfix in the same run: " + (f"{pf_box:,.0f} µs" if pf_box else "—"))
-    for runs in (a, b):
-        for r in runs:
-            r["box_vs_postfix"] = r["box_cpu_us"] / pf_box if pf_box else None
+        "box_cpu_us", ",.0f", "Postfix in the same run: " + (f"{pf_box:,.0f} µs" if pf_box else "—")
+        + "; signing: " + (f"{dkim_box:,.0f} µs" if dkim_box else "—"))
+    over("box_cpu_us", pf_box, "box_vs_postfix")
     row("  ÷ Postfix's", "box_vs_postfix", ".2f", "report")
+    over("box_cpu_us", dkim_box, "box_vs_postfix_dkim")
+    row("  ÷ signing Postfix's", "box_vs_postfix_dkim", ".2f", "report")
     row("  of it the API node's (µs)", "api_cpu_us", ",.0f", "—")
     row("  of it neither node's: PostgreSQL, load generator, sink (µs)", "rest_cpu_us", ",.0f", "—")
     row(f"POST /emails, c=64, all {CORES} cores (req/s)", "http", ",.0f", "≥ 2×")
@@ -336,12 +379,27 @@ def table(a: list[dict], b: list[dict], pf: list[dict], signing: float | None) -
     return rows
 
 
+def baselines_table(pf: list[dict]) -> list[str]:
+    """The two Postfix baselines alone (``--baselines``): medians (spread) over the rounds."""
+    rows = []
+    for name, key in (("Postfix", "postfix"), ("Postfix + OpenDKIM (RSA-2048)", "postfix_dkim")):
+        for what, suffix, fmt in (("msg/s", "", ",.0f"), ("Postfix CPU (cores; the milter's included)", "_cpu", ".2f"),
+                                  ("  per message (µs)", "_cpu_us", ",.0f"),
+                                  ("whole-box CPU per message (µs)", "_box_cpu_us", ",.0f")):
+            values = spread(pf, key + suffix, fmt)
+            rows.append(f"| {name}: {what} | {median(pf, key + suffix):{fmt}}{f' ({values})' if values else ''} |")
+    for what, suffix in (("Postfix CPU", "_cpu_us"), ("whole-box CPU", "_box_cpu_us")):
+        signing = median(pf, "postfix_dkim" + suffix) - median(pf, "postfix" + suffix)
+        rows.append(f"| what signing adds: {what} per message (µs) | {signing:,.0f} |")
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("base", help="commit A (e.g. the commit before a change)")
+    parser.add_argument("base", nargs="?", help="commit A (e.g. the commit before a change)")
     parser.add_argument("head", nargs="?", default="", help="commit B (default: the working tree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=20_000, help="e-mails per end-to-end and Postfix run")
@@ -349,13 +407,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smtp-messages", type=int, default=3000)
     parser.add_argument("--quick", action="store_true",
                         help="a trial: 1 round, 3,000 messages, 5 s wrk rounds, 1,000 SMTP messages")
+    parser.add_argument("--baselines", action="store_true",
+                        help="measure only the two Postfix baselines (plain, and signing with OpenDKIM); no commits")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.messages, args.duration, args.smtp_messages = 1, 3000, 5, 1000
-    common.require(("wrk", "smtp-sink", "smtp-source", "postfix"), "bench/ab.sh")
+    if not args.base and not args.baselines:
+        parser.error("BASE is needed, unless --baselines")
+    common.require(("wrk", "smtp-sink", "smtp-source", "postfix", "opendkim", "opendkim-genkey"), "bench/ab.sh")
+    baselines: list[Baseline] = []
+    try:
+        baselines.append(Baseline())
+        baselines.append(Baseline(signing=True))
+        if args.baselines:
+            postfix = [measure_baselines(baselines, args.messages, run) for run in range(args.rounds)]
+            print(f"\n{args.rounds} round(s), {args.messages:,} messages of {delivery.SIZE_5KB:,} bytes, "
+                  f"{CORES} cores; medians (spread)\n\n| measure | value |\n|---|---|")
+            print("\n".join(baselines_table(postfix)))
+        else:
+            compare(args, baselines)
+    finally:
+        for baseline in baselines:
+            baseline.close()
 
+
+def compare(args, baselines: list[Baseline]) -> None:
+    """The A/B's rounds and its table."""
     scratch = common.scratch_dir("mailsvc-ab-")
-    baseline: Baseline | None = None
     started = time.monotonic()
     try:
         sides = [prepare("A", args.base, scratch), prepare("B", args.head, scratch)]
@@ -364,7 +442,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"({'node.processes' if side.processes_key else f'{CORES} single-process nodes'})", flush=True)
         signing = signing_cost_us(sides[0])
         print(f"A's accept-side signing: {signing} µs per message", flush=True)
-        baseline = Baseline()
         results: dict[str, list[dict]] = {"A": [], "B": []}
         postfix: list[dict] = []
         for run in range(args.rounds):
@@ -375,9 +452,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"round {run + 1} {side.label} (load {load_average()}): " +
                       ", ".join(f"{k} {v:,.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()),
                       flush=True)
-            postfix.append(baseline.measure(args.messages))
-            print(f"round {run + 1} Postfix (load {load_average()}): {postfix[-1]['postfix']:,.0f} msg/s, "
-                  f"Postfix CPU {postfix[-1]['postfix_cpu']:.2f}", flush=True)
+            postfix.append(measure_baselines(baselines, args.messages, run))
         print(f"\nA = {sides[0].commit}, B = {sides[1].commit}; {args.rounds} round(s), {args.messages:,} messages, "
               f"{CORES} cores, {(time.monotonic() - started) / 60:.0f} min; medians (spread)\n")
         print("| measure | A | B | B/A | target |\n|---|---|---|---|---|")
@@ -386,8 +461,6 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("some requests failed or messages were not stored; the figures are not valid")
     finally:
         common.SERVERS = Checkout(ROOT, sys.executable)
-        if baseline is not None:
-            baseline.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

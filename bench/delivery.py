@@ -15,7 +15,8 @@ delivery nodes (role delivery, same database and master key); a loopback DNS ser
 - postfix: a throw-away Postfix instance (own config and queue directories; smtpd on loopback,
   ``relayhost`` the sink). Its "phase" variant injects N with ``defer_transports = smtp`` (all
   queued), then lifts it and flushes: timed until the sink counted N. Its "overlap" variant:
-  ``smtp-source`` → smtpd → smtp → sink, timed from the first message injected.
+  ``smtp-source`` → smtpd → smtp → sink, timed from the first message injected. bench/ab.py
+  also runs it with an ``OpenDKIM`` milter signing every message.
 - rss (``--rss 1000000``): deliveries inserted with generate_series for a tenant (1,000 per
   e-mail), one delivery node running against a sink that answers every RCPT with 450: RSS of
   the node sampled while it claims, tries and defers.
@@ -27,6 +28,7 @@ delivery nodes (role delivery, same database and master key); a loopback DNS ser
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -45,6 +47,8 @@ from bench.common import ROOT, Meter, free_port, load_average, wait_until
 DOMAIN = "bench.example.com"
 RCPT_DOMAIN = "example.net"
 BATCH = 100
+#: The A/B's message size (5 KB as mailsvc's leave, signed twice): what its Postfix baselines relay.
+SIZE_5KB = 5120
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,11 +102,91 @@ class Sink:
             self.process.wait()
 
 
-class Postfix(common.Postfix):
-    """The throw-away Postfix instance, relaying everything to the sink."""
+class OpenDKIM:
+    """
+    A throw-away OpenDKIM signer (``Mode s``, in the foreground) for the
+    signing Postfix baseline: an RSA-2048 key of its own from ``opendkim-genkey`` for DOMAIN,
+    its milter on a Unix socket in ``root`` that Postfix's smtpd (user postfix) can reach.
+    ``RequireSafeKeys false``: the scratch directory is under /tmp, which others may write,
+    and OpenDKIM refuses a key there otherwise.
+    """
 
-    def __init__(self, root: Path, sink_port: int, concurrency: int):
-        super().__init__(root, f"relayhost = [127.0.0.1]:{sink_port}", concurrency)
+    selector = "bench"
+
+    def __init__(self, root: Path):
+        self.dir = root / "opendkim"
+        self.dir.mkdir()
+        subprocess.run(["opendkim-genkey", "-b", "2048", "-d", DOMAIN, "-s", self.selector, "-D", str(self.dir)],
+                       check=True)
+        key = self.dir / f"{self.selector}.private"
+        for path in (self.dir, key):  # its user reads the key (0600)
+            shutil.chown(path, "opendkim", "opendkim")
+        self.dir.chmod(0o755)
+        self.socket = self.dir / "milter.sock"
+        conf = self.dir / "opendkim.conf"
+        conf.write_text(f"""Mode s
+Domain {DOMAIN}
+Selector {self.selector}
+KeyFile {key}
+Canonicalization relaxed/relaxed
+Socket local:{self.socket}
+UMask 0000
+UserID opendkim
+Syslog no
+RequireSafeKeys false
+""")
+        with open(self.dir / "opendkim.log", "wb") as log:
+            self.process = subprocess.Popen(["opendkim", "-f", "-x", str(conf)], stdout=log, stderr=subprocess.STDOUT)
+        if not wait_until(lambda: self.socket.exists() or self.process.poll() is not None, 20, 0.05) \
+                or self.process.poll() is not None:
+            raise SystemExit(f"opendkim did not start: {(self.dir / 'opendkim.log').read_text()[-500:]}")
+
+    def txt(self) -> bytes:
+        """The key's DNS TXT record, as opendkim-genkey wrote it (its quoted strings joined)."""
+        zone = (self.dir / f"{self.selector}.txt").read_text()
+        return "".join(re.findall(r'"([^"]*)"', zone)).encode()
+
+    def verify(self, message: bytes) -> str:
+        """dkimpy's verdict on ``message`` against our key: its signature described, or SystemExit."""
+        import dkim
+        from dkim.util import parse_tag_value
+
+        head = message.split(b"\n\n", 1)[0]
+        found = re.search(rb"^DKIM-Signature:(.*(?:\r?\n[ \t].*)*)", head, re.M | re.I)
+        if not found:
+            raise SystemExit("the signing Postfix delivered a message without a DKIM-Signature")
+        tags = parse_tag_value(found.group(1).strip())
+        bits = len(base64.b64decode(re.sub(rb"\s", b"", tags[b"b"]))) * 8
+        dns = {f"{self.selector}._domainkey.{DOMAIN}.".encode(): self.txt()}
+        if tags[b"a"] != b"rsa-sha256" or bits != 2048 or not dkim.verify(
+                message, dnsfunc=lambda name, timeout=5: dns.get(name)):
+            raise SystemExit(f"the message's DKIM-Signature does not verify as RSA-2048: {found.group(0)!r}")
+        return f"a={tags[b'a'].decode()}, d={tags[b'd'].decode()}, s={tags[b's'].decode()}, {bits}-bit: verified"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        common.terminate(self.process)
+
+
+class Postfix(common.Postfix):
+    """
+    The throw-away Postfix instance, relaying everything to the sink; with ``milter``, its smtpd
+    has every message signed by it, and refuses (4xx) what it could not have signed.
+    """
+
+    def __init__(self, root: Path, sink_port: int, concurrency: int, milter: OpenDKIM | None = None):
+        routing = f"relayhost = [127.0.0.1]:{sink_port}"
+        if milter is not None:
+            routing += f"\nsmtpd_milters = unix:{milter.socket}\nmilter_default_action = tempfail"
+        super().__init__(root, routing, concurrency)
+        self.milter = milter
+
+    def pids(self) -> list[int]:
+        """The master and its children, and the milter."""
+        return super().pids() + ([self.milter.pid] if self.milter is not None else [])
 
     def set(self, setting: str) -> None:
         self.run("postconf", "-e", setting)
@@ -120,6 +204,28 @@ def smtp_source(postfix: Postfix, count: int, size: int) -> list[str]:
             "-t", f"customer@{RCPT_DOMAIN}", f"127.0.0.1:{postfix.port}"]
 
 
+def check_signing(postfix: Postfix, sink: Sink) -> str:
+    """
+    One message relayed to a sink that keeps it (``smtp-sink -d``) and checked by the milter's
+    verify(); then Postfix relays to ``sink`` again.
+    """
+    kept = postfix.dir.parent / "kept"
+    kept.mkdir()
+    kept.chmod(0o777)  # the sink writes as nobody
+    keeping = Sink(postfix.dir.parent, "-d", f"{kept}/message.")
+    try:
+        postfix.set(f"relayhost = [127.0.0.1]:{keeping.port}")
+        subprocess.run(smtp_source(postfix, 1, SIZE_5KB), check=True)
+        wait_until(lambda: keeping.count() >= 1 and postfix.queued() == 0, 60, 0.05)
+        messages = list(kept.iterdir())
+        if not messages:
+            raise SystemExit("the signing Postfix delivered nothing to the sink that keeps messages")
+        return postfix.milter.verify(messages[0].read_bytes())
+    finally:
+        postfix.set(f"relayhost = [127.0.0.1]:{sink.port}")
+        keeping.stop()
+
+
 def relay_through_postfix(postfix: Postfix, sink: Sink, count: int, size: int) -> dict:
     """
     Postfix end to end (the "overlap" variant): ``smtp-source`` → smtpd → queue → smtp → sink,
@@ -132,9 +238,10 @@ def relay_through_postfix(postfix: Postfix, sink: Sink, count: int, size: int) -
     meter = Meter([], others=postfix.pids)
     meter.start()
     injecting = subprocess.Popen(smtp_source(postfix, count, size))
-    wait_until(lambda: sink.count() >= base + count, 1800, 0.02)
+    wait_until(lambda: sink.count() >= base + count or injecting.poll() not in (None, 0), 1800, 0.02)
     m = meter.done()
-    injecting.wait()
+    if injecting.wait():  # refused, as when the milter is gone (milter_default_action = tempfail)
+        raise SystemExit(f"smtp-source exited with {injecting.returncode}: Postfix refused a message (above)")
     return {"kind": "overlap", "elapsed": m["elapsed"], "rate": (sink.count() - base) / m["elapsed"],
             "cpu": m["other_cpu"], "sink": sink.count() - base, "box_cpu_us": m["box_cpu_s"] / count * 1e6}
 

@@ -68,8 +68,9 @@ class Daemon:
             self.process.wait()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium, launched once for a module's tests: each walk has a context of its own (``drive``)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

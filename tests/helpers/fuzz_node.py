@@ -8,7 +8,8 @@ mail does not even try: its ``delivery_mode`` is ``capture`` (signed and kept in
 
 The node runs every role on its embedded PostgreSQL. One tenant on the top plan, with rate
 and quotas out of the way and capture delivery, is the ``bearer`` credential; the operator
-token is ``admin``.
+token is ``admin``; a dashboard user of that tenant and an operator signed in to the console
+give the dashboard's and the console's routes their sessions.
 schemathesis reads /openapi.json and checks: no 5xx, every status documented, every response
 (errors included, so their envelope) matching its schema, the documented content type.
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import requests
 
+from tests.helpers import knobs
 from tests.helpers.polling import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,24 +42,27 @@ BIN = Path(sys.executable).parent
 MAX_EXAMPLES = int(os.environ.get("MAILSVC_FUZZ_EXAMPLES", "7"))
 #: The console's copies of the operator routes and the dashboard's copies of the API routes run
 #: the handler of the route they copy (fuzzed with MAX_EXAMPLES) behind another access: fewer
-#: examples each (the pattern takes the dashboard's few routes of its own along).
-COPY_EXAMPLES = {"^/console/admin/": 2, "^/dashboard/": 3}
+#: examples each.
+COPY_EXAMPLES = 2
+#: The dashboard's routes of its own: fewer than MAX_EXAMPLES too (they were fuzzed with the
+#: dashboard's copies, at 3, when those were).
+DASHBOARD_EXAMPLES = 3
 #: How the served document says a route is a copy (mailsvc/http/openapi.py): the same handler,
 #: body and replies. A copy skips the coverage phase, whose cases (every boundary and missing
 #: field of the body, every undeclared method) its original already sends to the same handler;
 #: its examples, fuzzing and stateful phases stay (its access and error envelope are its own).
 COPY_OF = ("The dashboard's copy of ", "The operator console's copy of ")
-#: What can end the run's own credentials: its API key revoked or narrowed, its dashboard session
-#: or user ended, its tenant changed (suspended, its rates lowered), its operator token revoked.
-#: Fuzzed with the others, they ended them mid-run (a coverage case deletes the key it reads
-#: from GET /api-keys), and every later case of the routes behind them was a 401 or a 403: these
-#: are fuzzed in a pass of their own, after every other route's.
+#: What can end the run's own credentials: its API key revoked or narrowed, its dashboard or
+#: console session or its user ended, its tenant changed (suspended, its rates lowered), its
+#: operator token revoked. Fuzzed with the others, they ended them mid-run (a coverage case
+#: deletes the key it reads from GET /api-keys), and every later case of the routes behind them
+#: was a 401 or a 403: these are fuzzed in a pass of their own, after every other route's.
 ENDING = (
     "DELETE /api-keys/{key_id}", "DELETE /v1/api-keys/{key_id}", "DELETE /dashboard/api-keys/{key_id}",
     "PATCH /api-keys/{key_id}", "PATCH /dashboard/api-keys/{key_id}",
     "DELETE /dashboard/sessions/{session_id}", "POST /dashboard/sessions/sign-out-others",
     "DELETE /dashboard/users/{user_id}", "POST /dashboard/password", "PATCH /dashboard/security",
-    "POST /dashboard/two-factor/disable", "POST /auth/logout",
+    "POST /dashboard/two-factor/disable", "POST /auth/logout", "POST /console/auth/logout",
     "PATCH /admin/v1/tenants/{tenant_id}", "PATCH /console/admin/v1/tenants/{tenant_id}",
     "POST /admin/v1/users/two-factor/reset", "POST /console/admin/v1/users/two-factor/reset",
     "POST /admin/v1/users/password-link", "POST /console/admin/v1/users/password-link",
@@ -102,8 +107,9 @@ def main() -> int:
         dns_address = dns.stdout.readline().strip()
         port = 18000 + os.getpid() % 1000
         url = f"http://127.0.0.1:{port}"
+        # The tests' knobs (cheap password hashes) when run on its own, as pytest's nodes take them.
         env = dict(
-            os.environ, PYTHONPATH=str(ROOT), MAILSVC_STATE_DIR=str(state),
+            {**knobs.NODE, **os.environ}, PYTHONPATH=str(ROOT), MAILSVC_STATE_DIR=str(state),
             MAILSVC_HTTP_LISTEN=f"tcp:{port}:interface=127.0.0.1", MAILSVC_SMTP_SUBMISSION="",
             MAILSVC_SMTP_INBOUND="tcp:0:interface=127.0.0.1", MAILSVC_DNS_SERVERS=dns_address,
             MAILSVC_NODE_PROCESSES="1", MAILSVC_MAIL_HOSTNAME="mail.fuzz.test",
@@ -134,8 +140,16 @@ def main() -> int:
         signed = requests.post(url + "/auth/password", timeout=30,
                                json={"token": link_token, "password": "fuzz-password-0123"})
         signed.raise_for_status()
+        # An operator signed in to the console the same way: its cookie, and its own CSRF token
+        # for the console's routes (the dashboard's would be refused there).
+        created = requests.post(url + "/admin/v1/operators", headers=admin, timeout=10,
+                                json={"email": "ops@fuzz.test"})
+        created.raise_for_status()
+        console = requests.post(url + "/console/auth/password", timeout=30, json={
+            "token": created.json()["set_password_url"].rsplit("/", 1)[1], "password": "fuzz-password-0123"})
+        console.raise_for_status()
         config = top / "schemathesis.toml"
-        config.write_text(_config(url, tenant["api_key"]["token"], operator, signed))
+        config.write_text(_config(url, tenant["api_key"]["token"], operator, signed, console))
         report = top / "report"
         # Every route but those that end credentials, then those on their own (the same seed).
         excluded = [arg for label in ENDING for arg in ("--exclude-name", label)]
@@ -161,9 +175,9 @@ def main() -> int:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _config(url: str, bearer: str, operator: str, signed: requests.Response) -> str:
-    """schemathesis.toml: the credentials, the examples per operation, fewer for copies and no
-    coverage phase for a copy (``COPY_OF``)."""
+def _config(url: str, bearer: str, operator: str, signed: requests.Response, console: requests.Response) -> str:
+    """schemathesis.toml: the credentials (the console's CSRF token on the console's routes), the
+    examples per operation, fewer for copies and no coverage phase for a copy (``COPY_OF``)."""
     doc = requests.get(url + "/openapi.json", timeout=30).json()
     operations = {f"{method.upper()} {path}": operation for path, item in doc["paths"].items()
                   for method, operation in item.items()}
@@ -171,8 +185,6 @@ def _config(url: str, bearer: str, operator: str, signed: requests.Response) -> 
                     if (operation.get("description") or "").startswith(COPY_OF))
     assert copies, "the document names no copy: COPY_OF no longer matches mailsvc/http/openapi.py"
     assert set(ENDING) <= set(operations), f"not served: {sorted(set(ENDING) - set(operations))}"
-    fewer = "".join(f'[[operations]]\ninclude-path-regex = "{pattern}"\ngeneration.max-examples = {n}\n'
-                    for pattern, n in COPY_EXAMPLES.items())
     return (
         f'base-url = "{url}"\n'
         f'generation.max-examples = {MAX_EXAMPLES}\n'
@@ -180,8 +192,13 @@ def _config(url: str, bearer: str, operator: str, signed: requests.Response) -> 
         f'[auth.openapi.admin]\nbearer = "{operator}"\n'
         f'[auth.openapi.sessionCookie]\napi_key = "{signed.cookies["mailsvc_session"]}"\n'
         f'[auth.openapi.csrfToken]\napi_key = "{signed.json()["csrf_token"]}"\n'
-        + fewer
+        f'[auth.openapi.consoleCookie]\napi_key = "{console.cookies["mailsvc_operator"]}"\n'
+        f'[[operations]]\ninclude-path-regex = "^/console/"\n'
+        f'headers = {{"X-CSRF-Token" = "{console.json()["csrf_token"]}"}}\n'
+        # The first block of an operation that sets a value is the one that counts: the copies' first.
         + f"[[operations]]\ninclude-name = {json.dumps(copies)}\nphases.coverage.enabled = false\n"
+        f"generation.max-examples = {COPY_EXAMPLES}\n"
+        f'[[operations]]\ninclude-path-regex = "^/dashboard/"\ngeneration.max-examples = {DASHBOARD_EXAMPLES}\n'
     )
 
 

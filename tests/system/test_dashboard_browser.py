@@ -26,6 +26,7 @@ from tests.helpers.browser import (
     go,
     output_dir,
     set_first_password,
+    settled,
 )
 from tests.helpers.daemon import ROOT
 
@@ -46,7 +47,9 @@ def shoot(page, name: str) -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     for width, height in ((1280, 800), (375, 740)):
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(150)
+        settled(page)
+        if page.locator("iframe").count():  # another process paints it: no frame of the page's tells when
+            page.wait_for_timeout(150)
         # Nothing wider than the phone's screen (tables scroll inside their own box).
         if width == 375:
             overflow = page.evaluate("document.documentElement.scrollWidth")
@@ -63,7 +66,7 @@ def records_keep_their_columns(page) -> None:
     characters, and the type and statuses stay on one line (no "T / X / T" column)."""
     for width in (1280, 375):
         page.set_viewport_size({"width": width, "height": 800})
-        page.wait_for_timeout(150)
+        settled(page)
         cells = page.evaluate("""[...document.querySelectorAll('.records tbody tr')].map((row) =>
             [...row.cells].map((cell) => Math.round(cell.getBoundingClientRect().width)))""")
         assert cells and all(len(row) == 5 for row in cells), cells

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import resend
 
-from tests.helpers.browser import api_key_of, drive, go, output_dir, set_first_password
+from tests.helpers.browser import api_key_of, drive, go, output_dir, set_first_password, settled
 from tests.helpers.pagechecks import BROKEN, LONG_LABEL, fits, page_call, violations
 from tests.helpers.polling import until
 
@@ -93,7 +93,7 @@ def draft_in_words(page, broadcast: str) -> None:
 def clipped(page, selector: str, value: str) -> None:
     """At 375 px each ``selector`` showing ``value`` is on one line, cut, the value whole in its title."""
     page.set_viewport_size({"width": 375, "height": 740})
-    page.wait_for_timeout(60)
+    settled(page)
     shown = [s for s in page.evaluate(CLIPPED, selector) if s[0] == value]
     assert shown and all(s == [value, True, 1] for s in shown), shown
     assert page.get_by_role("button", name=f"Copy address: {value}").count() + page.get_by_role(
@@ -155,7 +155,7 @@ def test_small_things(daemon, browser):
                       "#/webhooks", f"#/webhooks/{hook['id']}", "#/activity"):
             page.goto(page.url.split("#")[0] + hash_)
             page.locator("main h1").wait_for()
-            page.wait_for_timeout(250)
+            settled(page)
             found += violations(page, hash_)
         assert not found, "\n".join(found)
 

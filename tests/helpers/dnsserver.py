@@ -9,7 +9,9 @@ whose zones a test changes between lookups.
 
 Zones are created on first use for the registered domain of a name (``example.com`` for
 ``a.b.example.com``); a name under no zone answers NXDOMAIN. ``fail(name)`` makes queries
-for a name answer SERVFAIL until ``heal(name)``. ``queries`` lists every (name, type) asked.
+for a name answer SERVFAIL until ``heal(name)``. ``queries`` lists every (name, type) asked,
+once per lookup: a client's retransmission after a timeout (the same message id and question,
+which a loaded machine provokes) is answered but not listed again.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ class TLSARecord(dns.UnknownRecord):
 class _Factory(server.DNSServerFactory):
     #: Zones whose answers carry the AD bit (see DNSServer.sign).
     signed: set[str]
+    #: Every (name, type) asked, once per lookup (see the module's docstring).
+    queries: list[tuple[str, str]]
+    #: (message id, (name, type)) of every query seen, to know a retransmission.
+    asked: set[tuple[int, tuple[str, str]]]
 
     def _responseFromMessage(self, message, **kwargs):  # noqa: N802 (Twisted's name)
         response = super()._responseFromMessage(message=message, **kwargs)
@@ -67,6 +73,15 @@ class _Factory(server.DNSServerFactory):
         labels = name.split(".")
         return any(".".join(labels[i:]) in self.signed for i in range(len(labels)))
 
+    def handleQuery(self, message, protocol, address):  # noqa: N802 (Twisted's name)
+        for query in message.queries:
+            name = query.name.name.decode("ascii").lower().rstrip(".")
+            asked = (name, dns.QUERY_TYPES.get(query.type, str(query.type)))
+            if (message.id, asked) not in self.asked:
+                self.asked.add((message.id, asked))
+                self.queries.append(asked)
+        return super().handleQuery(message, protocol, address)
+
     def gotResolverError(self, failure, protocol, message, address):  # noqa: N802 (Twisted's name)
         if failure.check(_ServerFailure):  # asked for by the test: no error in the log
             self.sendReply(protocol, self._responseFromMessage(message=message, rCode=dns.ESERVER), address)
@@ -81,11 +96,9 @@ class _Zones(common.ResolverBase):
         super().__init__()
         self.zones: dict[str, _Zone] = {}
         self.failing: set[str] = set()
-        self.queries: list[tuple[str, str]] = []
 
     def _lookup(self, name, cls, type, timeout=None):
         text = name.decode("ascii").lower().rstrip(".")
-        self.queries.append((text, dns.QUERY_TYPES.get(type, str(type))))
         if text in self.failing:
             return defer.fail(_ServerFailure(text))
         labels = text.split(".")
@@ -102,18 +115,18 @@ class DNSServer:
         self._ports = []
         self.port = 0
         self.signed: set[str] = set()
+        self.queries: list[tuple[str, str]] = []
+        self._asked: set[tuple[int, tuple[str, str]]] = set()
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def queries(self) -> list[tuple[str, str]]:
-        return self._zones.queries
-
     def start(self) -> None:
         factory = _Factory(authorities=[self._zones])
         factory.signed = self.signed
+        factory.queries = self.queries
+        factory.asked = self._asked
         for _ in range(20):  # a free UDP port whose TCP twin is free too
             protocol = dns.DNSDatagramProtocol(factory)  # one per attempt: a protocol binds once
             udp = reactor.listenUDP(0, protocol, interface="127.0.0.1")

@@ -45,3 +45,21 @@ async def test_records_change_between_lookups_over_udp_and_tcp(dns_server):
     with pytest.raises(error.DNSServerError):
         await resolver.lookupText("broken.example.com", timeout=(1,))
     assert ("broken.example.com", "TXT") in dns_server.queries
+
+
+
+@pt.ensureDeferred
+async def test_a_retransmitted_query_is_answered_but_listed_once(dns_server):
+    dns_server.a("hooks.example.com", "192.0.2.7")
+    protocol = dns.DNSDatagramProtocol(controller=None, reactor=reactor)
+    port = reactor.listenUDP(0, protocol, interface="127.0.0.1")
+    server, question = ("127.0.0.1", dns_server.port), [dns.Query(b"hooks.example.com", dns.A)]
+    try:
+        first = await protocol.query(server, question, 5, 4242)
+        again = await protocol.query(server, question, 5, 4242)  # as a client resends after a timeout
+        assert [a.payload.dottedQuad() for a in first.answers + again.answers] == ["192.0.2.7"] * 2
+        assert dns_server.queries == [("hooks.example.com", "A")]
+        await protocol.query(server, question, 5, 4243)  # a new lookup
+        assert dns_server.queries == [("hooks.example.com", "A")] * 2
+    finally:
+        await port.stopListening()

@@ -10,8 +10,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import tempfile
-from pathlib import Path
 
 import psycopg2
 import pytest
@@ -32,6 +30,7 @@ from tests.helpers.dnsserver import dns_server  # noqa: F401 (a fixture: the loo
 from tests.helpers.mta import start_mta, stop_mta
 from tests.helpers.mta_sts import sts  # noqa: F401 (a fixture: a node fetching MTA-STS policies)
 from tests.helpers.outside import ca, https_receiver  # noqa: F401 (fixtures: a test CA, an HTTPS receiver)
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtp import pem, smtp_ports  # noqa: F401 (fixtures: a certificate, submission ports)
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture: a scriptable SMTP sink on loopback)
 from tests.helpers.spares import SpareDatabases
@@ -64,8 +63,7 @@ def pg_dsn():
     if configured:
         yield configured
         return
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-test-pg-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-test-pg-")
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
     cluster.start_now()
     try:

@@ -5,13 +5,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -55,8 +55,7 @@ _EXEC_WITH_DEFAULT_SIGINT = (
 
 @pytest.fixture
 def state():
-    path = Path(tempfile.mkdtemp(prefix="mailsvc-daemon-"))
-    path.chmod(0o755)
+    path = scratch_dir("mailsvc-daemon-")
     yield path / "state"
     shutil.rmtree(path, ignore_errors=True)
 

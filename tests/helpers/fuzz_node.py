@@ -24,13 +24,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import requests
 
 from tests.helpers import knobs
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -97,8 +97,7 @@ def _wait(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
 
 
 def main() -> int:
-    top = Path(tempfile.mkdtemp(prefix="mailsvc-fuzz-"))
-    top.chmod(0o755)  # the embedded cluster runs as the mailsvc user when started as root
+    top = scratch_dir("mailsvc-fuzz-")  # the embedded cluster runs as the mailsvc user when started as root
     state = top / "state"
     started: list[subprocess.Popen] = []
     try:

@@ -26,7 +26,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from tests.helpers.daemon import free_port
 from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
 from tests.helpers.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A formation, two nodes, a 20 s outage: about 55 s.
@@ -213,8 +213,7 @@ class Formation:
 
 @pt.ensureDeferred
 async def test_no_accepted_mail_is_lost_when_pg_auto_failover_promotes_the_standby(dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-autofailover-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-autofailover-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False

@@ -20,10 +20,8 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
@@ -31,6 +29,7 @@ import requests
 
 from mailsvc.config import DeliveryConfig
 from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Kills and restarts daemons: tens of seconds.
@@ -70,8 +69,7 @@ async def test_a_broadcast_killed_three_times_mid_fan_out_sends_each_contact_one
         fresh_dsn, dns_server, smtp_sink):  # noqa: F811
     seed = int(os.environ.get("MAILSVC_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-broadcast-crash-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-broadcast-crash-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False

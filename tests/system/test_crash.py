@@ -30,11 +30,9 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
@@ -43,6 +41,7 @@ from twisted.internet import reactor
 
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Kills and restarts daemons and PostgreSQL: tens of seconds.
@@ -74,8 +73,7 @@ def _accept(url: str, key: str, first: int) -> list[str]:
 async def test_no_mail_is_lost_across_kills_and_a_database_restart(dns_server, smtp_sink):  # noqa: F811
     seed = int(os.environ.get("MAILSVC_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-crash-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-crash-")
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
     await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)

@@ -27,7 +27,6 @@ kept that copy, RFC 1047).
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from tests.helpers.drills import RECIPIENTS, Daemon, Store, blocking, sleep
 from tests.helpers.failover_load import Load, caught_up, converge, none_lost, two_nodes
 from tests.helpers.pgcluster import FAST, Cluster
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Two clusters, two daemons, a failover: about a minute.
@@ -83,8 +83,7 @@ def primary_and_replica(root: Path) -> tuple[Cluster, Cluster]:
 
 @pt.ensureDeferred
 async def test_no_accepted_mail_is_lost_when_the_primary_fails_over(dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-failover-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-failover-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False  # what is tested is the queue across a failover, not TLS

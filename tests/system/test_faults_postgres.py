@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from mailsvc.store.database import DEADLINE_GRACE
 from mailsvc.store.embedded import FAST_SETTINGS, EmbeddedCluster, find_bindir
 from tests.helpers.drills import DOMAIN, Daemon, Store, blocking, setup_tenant, sleep
 from tests.helpers.polling import async_until
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: Stops PostgreSQL for half a minute under load.
@@ -134,8 +134,7 @@ def _continue(pids: list[int]) -> None:
 @pt.ensureDeferred
 async def test_requests_fail_within_their_deadline_while_postgres_is_stopped_then_recover(
         dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-fault-pg-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-fault-pg-")
     cluster = EmbeddedCluster(reactor, root / "pg", find_bindir(), FAST_SETTINGS)
     await cluster.start()
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)

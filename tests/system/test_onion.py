@@ -24,7 +24,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from nacl.bindings import crypto_scalarmult_ed25519_base_noclamp
 from mailsvc.store.embedded import find_bindir
 from tests.helpers.daemon import free_port, twistd, wait_until_listening
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 
 #: Three daemon starts on the embedded store (about 20 s).
 pytestmark = pytest.mark.slow
@@ -129,8 +129,7 @@ def admin_onion(url: str, token: str, process: subprocess.Popen, seconds: float 
 
 
 def test_the_api_is_published_as_an_onion_service_with_a_stable_address():
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-onion-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-onion-")
     state = root / "state"
     tor_root = root / "tor"
     tor_root.mkdir(mode=0o700)

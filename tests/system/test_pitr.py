@@ -20,7 +20,6 @@ import base64
 import re
 import secrets
 import shutil
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ import requests
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
 from tests.helpers.pgcluster import FAST, Cluster
 from tests.helpers.polling import until
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 #: A cluster, a base backup, a restore and three nodes: about 10 s, longer on a loaded machine.
@@ -99,8 +99,7 @@ def promoted(restored: Cluster) -> str:
 
 @pt.ensureDeferred
 async def test_a_point_in_time_restore_brings_back_what_was_committed_before_t(dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-pitr-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-pitr-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     dns_server.a("hooks.example.com", "127.0.0.1")

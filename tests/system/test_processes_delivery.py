@@ -15,10 +15,8 @@ import re
 import shutil
 import signal
 import socket
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import pytest_twisted as pt
@@ -26,6 +24,7 @@ import requests
 
 from tests.helpers.daemon import serving_pid
 from tests.helpers.drills import DOMAIN, RECIPIENTS, Daemon, Store, blocking, setup_tenant, sleep
+from tests.helpers.scratch import scratch_dir
 from tests.helpers.smtpsink import smtp_sink  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
@@ -78,8 +77,7 @@ async def both_seen_sending(daemon, store, sink, started: float, total: int) -> 
 @pt.ensureDeferred
 async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_loses_nothing(
         fresh_dsn, dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-workers-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-workers-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False  # what is tested is who delivers, not TLS
@@ -155,8 +153,7 @@ async def test_both_workers_deliver_within_the_nodes_limits_and_a_killed_one_los
 
 @pt.ensureDeferred
 async def test_a_node_without_the_api_role_delivers_from_every_worker(fresh_dsn, dns_server, smtp_sink):  # noqa: F811
-    root = Path(tempfile.mkdtemp(prefix="mailsvc-workers-"))
-    root.chmod(0o755)
+    root = scratch_dir("mailsvc-workers-")
     dns_server.mx(RECIPIENTS, f"mx.{RECIPIENTS}", 10)
     dns_server.a(f"mx.{RECIPIENTS}", "127.0.0.1")
     smtp_sink.starttls = False

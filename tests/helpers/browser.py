@@ -29,6 +29,20 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PASSWORD = "correct horse battery"
 
 
+def screenshots_wanted() -> bool:
+    """Whether the walks keep a screenshot of every page they check, for a person to look at
+    (``MAILSVC_SCREENSHOTS``, on unless 0; scripts/test's whole run turns it off, and
+    ``MAILSVC_UPDATE_SCREENSHOTS=1``, which copies some to docs/images/, turns it on). A failed walk
+    keeps its screenshot either way."""
+    return os.environ.get("MAILSVC_SCREENSHOTS", "1") != "0" or bool(os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"))
+
+
+def keep_screenshot(page, path: Path) -> None:
+    """A screenshot of the whole page at ``path``, when ``screenshots_wanted``."""
+    if screenshots_wanted():
+        page.screenshot(path=str(path), full_page=True)
+
+
 def output_dir(name: str) -> Path:
     """Where a browser test keeps its screenshots: ``test-output/<name>`` (or ``$MAILSVC_TEST_OUTPUT/<name>``)."""
     return Path(os.environ.get("MAILSVC_TEST_OUTPUT", ROOT / "test-output")) / name

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers.browser import Daemon, output_dir
+from tests.helpers.browser import Daemon, keep_screenshot, output_dir, screenshots_wanted
 from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 
 OUTPUT = output_dir("content")
@@ -122,11 +122,13 @@ def daemon(tmp_path, fresh_dsn, sink, daemon_settings):
 
 
 def shoot(page, name: str, docs: str | None = None, part=None) -> None:
-    """The whole page, or only ``part`` (a locator) of it."""
+    """The whole page, or only ``part`` (a locator) of it (``screenshots_wanted``)."""
+    if not screenshots_wanted():
+        return
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
     if part is None:
-        page.screenshot(path=str(path), full_page=True)
+        keep_screenshot(page, path)
     else:
         part.screenshot(path=str(path))
     if docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.helpers.browser import settled
+from tests.helpers.browser import keep_screenshot, screenshots_wanted, settled
 from tests.helpers.daemon import ROOT
 from tests.helpers.node_sdk import NODE_DIR
 
@@ -65,8 +65,8 @@ def page_call(page, method: str, path: str, body=None):
 
 def fits(page, name: str, problems: list[str], output: Path, docs: frozenset[str] = frozenset()) -> None:
     """At both widths, in both themes: no sideways scroll, nothing broken over lines, AA contrast;
-    a screenshot of each in ``output``, those named in ``docs`` copied to docs/images/ with
-    MAILSVC_UPDATE_SCREENSHOTS=1."""
+    a screenshot of each in ``output`` (``screenshots_wanted``), those named in ``docs`` copied to
+    docs/images/ with MAILSVC_UPDATE_SCREENSHOTS=1."""
     output.mkdir(parents=True, exist_ok=True)
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
@@ -85,17 +85,21 @@ def fits(page, name: str, problems: list[str], output: Path, docs: frozenset[str
                 problems.append(f"{where}: broken over lines: {broken}")
             if low := page.evaluate(LOW_CONTRAST):
                 problems.append(f"{where}: contrast below 4.5: {low[:5]}")
-            shot = output / f"{name}-{width}-{scheme}.png"
-            # As tall as the page: Chromium paints a sandboxed frame only where it is in view.
-            tall = page.evaluate("document.documentElement.scrollHeight")
-            page.set_viewport_size({"width": width, "height": max(height, tall)})
-            settled(page)
-            if page.locator("iframe").count():  # another process paints it: no frame of the page's tells when
-                page.wait_for_timeout(150)
-            page.screenshot(path=str(shot), full_page=True)
-            page.set_viewport_size({"width": width, "height": height})
-            if shot.stem in docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
-                shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")
+            if screenshots_wanted():
+                _screenshot(page, output / f"{name}-{width}-{scheme}.png", width, height, docs)
+
+
+def _screenshot(page, shot: Path, width: int, height: int, docs: frozenset[str]) -> None:
+    # As tall as the page: Chromium paints a sandboxed frame only where it is in view.
+    tall = page.evaluate("document.documentElement.scrollHeight")
+    page.set_viewport_size({"width": width, "height": max(height, tall)})
+    settled(page)
+    if page.locator("iframe").count():  # another process paints it: no frame of the page's tells when
+        page.wait_for_timeout(150)
+    keep_screenshot(page, shot)
+    page.set_viewport_size({"width": width, "height": height})
+    if shot.stem in docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
+        shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")
 
 
 AXE = NODE_DIR / "node_modules" / "axe-core" / "axe.min.js"

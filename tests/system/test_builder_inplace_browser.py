@@ -16,7 +16,7 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from tests.helpers.browser import drive, go, output_dir, set_first_password
+from tests.helpers.browser import drive, go, keep_screenshot, output_dir, set_first_password
 from tests.helpers.builder import EVERY_BLOCK
 from tests.helpers.builder_canvas import BuilderCanvas
 
@@ -269,7 +269,7 @@ def look(page, builder) -> None:
             page.emulate_media(color_scheme=scheme)
             page.evaluate("window.scrollTo(0, 0)")  # the sticky marks bar and side pane where they start
             page.wait_for_timeout(300)
-            page.screenshot(path=str(OUTPUT / f"builder-{width}-{scheme}.png"), full_page=True)
+            keep_screenshot(page, OUTPUT / f"builder-{width}-{scheme}.png")
             seen = page.evaluate("""() => {
                 const box = (s) => document.querySelector(s).getBoundingClientRect();
                 return {scroll: document.documentElement.scrollWidth, inner: window.innerWidth,

@@ -16,7 +16,7 @@ import psycopg2
 import pytest
 import requests
 
-from tests.helpers.browser import drive, output_dir
+from tests.helpers.browser import drive, keep_screenshot, output_dir
 from tests.helpers.content_ui import Sink, daemon, daemon_settings  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -108,7 +108,7 @@ def walk(page, context, link):
     # What a tenant named itself is shown with its override and zero-width space as escapes.
     page.get_by_role("link", name="Acme\\u202eproC\\u200b emcA").wait_for()
     assert "\u202e" not in page.locator("main").inner_text()
-    page.screenshot(path=str(OUTPUT / "tenants.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "tenants.png")
     page.get_by_role("link", name="Acme Corp").click()
     heading(page, "Acme Corp")
     page.get_by_text("Recipients today").wait_for()
@@ -116,7 +116,7 @@ def walk(page, context, link):
     page.get_by_role("button", name="Suspend").click()
     page.get_by_role("button", name="Resume").wait_for()
     assert "abuse report 7" in page.locator("#status-reason").inner_text()
-    page.screenshot(path=str(OUTPUT / "tenant-suspended.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "tenant-suspended.png")
     page.get_by_role("button", name="Resume").click()
     page.get_by_role("button", name="Suspend").wait_for()
 
@@ -134,12 +134,12 @@ def walk(page, context, link):
     page.get_by_text("Hold: 2 touched.").wait_for()
     held = page.get_by_role("row").filter(has_text="blocklisted at the receiver")
     held.filter(has_text="operator:" + OPERATOR).wait_for()
-    page.screenshot(path=str(OUTPUT / "queue-held.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "queue-held.png")
     # On a phone: the navigation behind its button, nothing wider than the screen but the tables' boxes.
     page.set_viewport_size({"width": 375, "height": 740})
     page.get_by_role("button", name="Menu").click()
     page.get_by_role("link", name="Audit log").wait_for()
-    page.screenshot(path=str(OUTPUT / "queue-375.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "queue-375.png")
     assert page.evaluate("document.documentElement.scrollWidth") <= 380
     page.get_by_role("button", name="Menu").click()
     page.set_viewport_size({"width": 1400, "height": 900})
@@ -155,7 +155,7 @@ def walk(page, context, link):
     rows.first.wait_for()
     actions = [re.search(r"(queue\.\w+|tenant\.update)", r).group(1) for r in rows.all_inner_texts()]
     assert actions == ["queue.release", "queue.hold", "tenant.update", "tenant.update"], actions
-    page.screenshot(path=str(OUTPUT / "audit.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "audit.png")
     # Filtered by the kind of actor: the console's operators, then the dashboard's users (none).
     page.get_by_label("Who").select_option("operator")
     page.get_by_role("button", name="Filter").click()

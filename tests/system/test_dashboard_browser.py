@@ -24,6 +24,7 @@ from tests.helpers.browser import (
     api_key_of,
     drive,
     go,
+    keep_screenshot,
     output_dir,
     set_first_password,
     settled,
@@ -55,7 +56,7 @@ def shoot(page, name: str) -> None:
             overflow = page.evaluate("document.documentElement.scrollWidth")
             assert overflow <= 380, f"{name}: {overflow} px wide at 375 px"
         shot = OUTPUT / f"{name}-{width}.png"
-        page.screenshot(path=str(shot), full_page=True)
+        keep_screenshot(page, shot)
         if shot.stem in DOCS_SHOTS and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
             shutil.copy(shot, DOCS_IMAGES / f"dashboard-{shot.name}")
     page.set_viewport_size({"width": 1280, "height": 800})

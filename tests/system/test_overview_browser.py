@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg2
 import pytest
 
-from tests.helpers.browser import drive, go, output_dir, set_first_password
+from tests.helpers.browser import drive, go, keep_screenshot, output_dir, set_first_password
 from tests.helpers.pagechecks import AXE, violations
 
 pytestmark = pytest.mark.slow
@@ -94,6 +94,6 @@ def test_a_quarter_at_a_glance(daemon, browser, fresh_dsn):
                     page.set_viewport_size({"width": width, "height": 900})
                     page.wait_for_timeout(150)
                     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), (days_, scheme, width)
-                    page.screenshot(path=str(OUTPUT / f"overview-{days_}-{width}-{scheme}.png"), full_page=True)
+                    keep_screenshot(page, OUTPUT / f"overview-{days_}-{width}-{scheme}.png")
 
     drive(browser, daemon, "overview", walk, output=OUTPUT, viewport=(1280, 900))

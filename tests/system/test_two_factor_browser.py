@@ -17,6 +17,7 @@ from tests.helpers.browser import (
     PASSWORD,
     drive,
     go,
+    keep_screenshot,
     output_dir,
     set_first_password,
 )
@@ -43,23 +44,23 @@ def walk(page, context, daemon):
     assert page.get_by_role("button", name="Set up an authenticator").count() == 0
     page.set_viewport_size({"width": 375, "height": 740})
     page.wait_for_timeout(150)
-    page.screenshot(path=str(OUTPUT / "enrol-375.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "enrol-375.png")
     assert page.evaluate("document.documentElement.scrollWidth") <= 380
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.screenshot(path=str(OUTPUT / "enrol.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "enrol.png")
     secret = base64.b32decode(typed + "=" * (-len(typed) % 8))
     page.get_by_label("Code").fill(code(secret))
     page.get_by_role("button", name="Turn on").click()
     page.get_by_role("heading", name="Two-factor sign-in is on").wait_for()
     assert page.locator("ul.codes li").count() == 10
-    page.screenshot(path=str(OUTPUT / "recovery-codes.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "recovery-codes.png")
     page.get_by_role("button", name="Done").click()
     page.get_by_text("10 recovery codes left").wait_for()
     page.get_by_text("this session").wait_for()
     for width, height in ((1280, 800), (375, 740)):
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(150)
-        page.screenshot(path=str(OUTPUT / f"security-{width}.png"), full_page=True)
+        keep_screenshot(page, OUTPUT / f"security-{width}.png")
     page.set_viewport_size({"width": 1400, "height": 900})
 
     # Signing in again: the password, then a code.
@@ -69,7 +70,7 @@ def walk(page, context, daemon):
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("heading", level=1, name="Two-factor sign-in").wait_for()
     assert "mailsvc_session" not in {c["name"] for c in context.cookies()}
-    page.screenshot(path=str(OUTPUT / "second-step.png"), full_page=True)
+    keep_screenshot(page, OUTPUT / "second-step.png")
     page.get_by_label("Code").fill(code(secret, 1))  # this step's code was used by the set-up
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("heading", level=1, name="Overview").wait_for()

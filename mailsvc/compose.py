@@ -440,7 +440,7 @@ def _domains(shared: Shared, keys: SigningKeys, tests: TestAddresses) -> Domains
     settings = Settings(
         config.domains.region, config.hostname, config.spf_include,
         config.domains.verification_window, config.domains.recheck_interval,
-        tests, config.security.test_reused_dkim_keys,
+        tests,
     )
     domains = Domains(clock, shared.db, keys, shared.outside.resolver, settings, check.wake,
                       run_blocking=shared.run_blocking)

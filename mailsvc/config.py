@@ -158,9 +158,6 @@ class SecurityConfig:
     test_cheap_password_hashes: bool = setting(
         False, "Tests only: dashboard and console passwords hashed with argon2id's cheapest parameters"
                " (fast to check, weak against a stolen hash).")
-    test_reused_dkim_keys: bool = setting(
-        False, "Tests only: new domains' RSA DKIM keys taken in turn from four made once per process"
-               " (no key generation per domain; domains given the same key sign for each other).")
 
 
 @_section

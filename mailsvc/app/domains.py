@@ -1,7 +1,8 @@
 """
-Sending domains: creation with their DKIM keys, reads and writes of the API, verification (asked
-for, then re-run by the scheduler with exactly one node checking a domain), and ``sending_domain``,
-the lookup the sending path signs with. The DNS provider set-up is ``app.dnssetup``.
+Sending domains: creation with their DKIM keys, reads and writes of the API, verification
+(asked for, then re-run by the scheduler with exactly one node checking a domain), and
+``sending_domain``, the lookup the sending path signs with. The DNS provider set-up is
+``app.dnssetup``.
 """
 
 from __future__ import annotations
@@ -156,7 +157,6 @@ class Settings:
     recheck_interval: float
     #: The test domain's rules: it and the names under it are nobody's sending domain.
     tests: TestAddresses = TestAddresses()
-    reused_keys: bool = False  # tests only: security.test_reused_dkim_keys (dkim.ReusedKeys)
 
 
 def _selector_tag() -> str:
@@ -197,7 +197,6 @@ class Domains:
         self._resolver = resolver
         self._settings = settings
         self._run_blocking = run_blocking
-        self._make_key = dkim.ReusedKeys() if settings.reused_keys else dkim.generate
         #: Called when a check is due now (the check loop's ``wake``).
         self._wake = wake
         #: Verified sending domains kept per node for a few seconds (docs/decisions.md, Domains);
@@ -262,8 +261,9 @@ class Domains:
         # Checked before the keys are made (RSA takes a while), and again when they are stored.
         await self._db.run("admit_domain", admit)
         tag = _selector_tag()
-        make = self._make_key
-        pairs = await self._run_blocking(lambda: [make(f"{tag}-rsa", dkim.RSA), make(f"{tag}-ed25519", dkim.ED25519)])
+        pairs = await self._run_blocking(
+            lambda: [dkim.generate(f"{tag}-rsa", dkim.RSA), dkim.generate(f"{tag}-ed25519", dkim.ED25519)]
+        )
 
         async def insert(txn: Transaction):
             await admit(txn)

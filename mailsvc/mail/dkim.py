@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -63,40 +62,10 @@ def generate(selector: str, algorithm: str) -> KeyPair:
         key = ed25519.Ed25519PrivateKey.generate()
     else:
         raise ValueError(f"unknown DKIM algorithm {algorithm!r}")
-    return _pair(selector, algorithm, key)
-
-
-def _pair(selector: str, algorithm: str, key: rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey) -> KeyPair:
     der = key.private_bytes(
         serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return KeyPair(selector, algorithm, der, public_key_of(key))
-
-
-class ReusedKeys:
-    """
-    ``generate`` for tests only (``security.test_reused_dkim_keys``): the first ``size`` RSA keys
-    are made, then handed out again in turn, so that a test's many new domains cost no RSA key
-    generation (about 70 ms of CPU each) while a domain's next key still differs from its last.
-    Every domain given the same key signs for the others. ed25519 keys are made each time (cheap).
-    Called from threads (``run_blocking``): one lock.
-    """
-
-    def __init__(self, size: int = 4):
-        self._size = size
-        self._rsa: list[rsa.RSAPrivateKey] = []
-        self._turn = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, selector: str, algorithm: str) -> KeyPair:
-        if algorithm != RSA:
-            return generate(selector, algorithm)
-        with self._lock:
-            if len(self._rsa) < self._size:
-                self._rsa.append(rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS))
-            key = self._rsa[self._turn % len(self._rsa)]
-            self._turn += 1
-        return _pair(selector, algorithm, key)
 
 
 def public_key_of(key) -> str:

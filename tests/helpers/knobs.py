@@ -8,7 +8,4 @@ the nodes started as processes (tests/conftest.py puts them in the environment t
 #: (``security.test_cheap_password_hashes``): a sign-in or a set password costs microseconds, not
 #: the default's tenth of a second (a second and more on a loaded machine). What is hashed, checked
 #: and refused is the same; tests/integration/test_dashboard.py checks the default is off.
-#: New domains' RSA DKIM keys reused from four made per process (``security.test_reused_dkim_keys``):
-#: a test's domains cost no RSA key generation (about 70 ms of CPU each, two domains a test in
-#: some modules). tests/unit/test_dkim.py checks what the reuse gives; the default is off.
-NODE = {"MAILSVC_SECURITY_TEST_CHEAP_PASSWORD_HASHES": "true", "MAILSVC_SECURITY_TEST_REUSED_DKIM_KEYS": "true"}
+NODE = {"MAILSVC_SECURITY_TEST_CHEAP_PASSWORD_HASHES": "true"}

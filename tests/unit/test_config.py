@@ -199,10 +199,6 @@ def test_the_first_retry_is_a_test_knob_off_by_default():
     assert Settings("node", 25, b"key").first_retry == 0
 
 
-def test_reused_dkim_keys_are_a_test_knob_off_by_default():
-    assert load(None, environ={}).security.test_reused_dkim_keys is False
-
-
 def test_cheap_password_hashes_are_a_test_knob_off_by_default():
     assert load(None, environ={}).security.test_cheap_password_hashes is False
     default = password_hasher(load(None, environ={}))

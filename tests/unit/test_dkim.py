@@ -64,20 +64,3 @@ def test_signature_header_shape():
     assert b"h=from:from:subject:subject:date:date:message-id:message-id:to:" in first.replace(b": ", b":")
     lf = dkim.sign(MESSAGE.replace(b"\r\n", b"\n"), "signed.example.com", signers)
     assert b"\r" not in lf
-
-
-def test_reused_keys_hand_out_four_rsa_keys_in_turn_and_each_signs():
-    reused = dkim.ReusedKeys()
-    pairs = [reused(f"s{n}-rsa", dkim.RSA) for n in range(6)]
-    assert [p.selector for p in pairs] == [f"s{n}-rsa" for n in range(6)]
-    # Four different keys, then the first again: a domain's next key differs from its last.
-    assert len({p.public_key for p in pairs[:4]}) == 4
-    assert [p.public_key for p in pairs[4:]] == [pairs[0].public_key, pairs[1].public_key]
-    ed = [reused("e", dkim.ED25519) for _ in range(2)]
-    assert ed[0].public_key != ed[1].public_key  # made each time
-    signers = [dkim.Signer(p.selector, p.algorithm, dkim.load_private_key(p.private_der)) for p in (pairs[5], ed[0])]
-    records = {f"{p.selector}._domainkey.signed.example.com.".encode():
-               f"v=DKIM1; k={'rsa' if p.algorithm == dkim.RSA else 'ed25519'}; p={p.public_key}".encode()
-               for p in (pairs[5], ed[0])}
-    signed = dkim.sign(MESSAGE, "signed.example.com", signers) + MESSAGE
-    assert verify_all(signed, in_memory(records)) == [True, True]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers.browser import Daemon, keep_screenshot, output_dir, screenshots_wanted
+from tests.helpers.browser import Daemon, output_dir, screenshots_wanted
 from tests.helpers.daemon import ROOT, free_port, twistd, wait_until_listening
 
 OUTPUT = output_dir("content")
@@ -128,7 +128,7 @@ def shoot(page, name: str, docs: str | None = None, part=None) -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
     if part is None:
-        keep_screenshot(page, path)
+        page.screenshot(path=str(path), full_page=True)
     else:
         part.screenshot(path=str(path))
     if docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.helpers.browser import keep_screenshot, screenshots_wanted, settled
+from tests.helpers.browser import screenshots_wanted, settled
 from tests.helpers.daemon import ROOT
 from tests.helpers.node_sdk import NODE_DIR
 
@@ -96,7 +96,7 @@ def _screenshot(page, shot: Path, width: int, height: int, docs: frozenset[str])
     settled(page)
     if page.locator("iframe").count():  # another process paints it: no frame of the page's tells when
         page.wait_for_timeout(150)
-    keep_screenshot(page, shot)
+    page.screenshot(path=str(shot), full_page=True)
     page.set_viewport_size({"width": width, "height": height})
     if shot.stem in docs and os.environ.get("MAILSVC_UPDATE_SCREENSHOTS"):
         shutil.copy(shot, ROOT / "docs" / "images" / f"dashboard-{shot.name}")

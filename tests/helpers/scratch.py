@@ -4,7 +4,7 @@ Throw-away directories for the tests' PostgreSQL clusters and daemons' state, in
 
 A test's cluster needs no durability, and on disk most of its server's CPU went to writing files:
 in a run of tests/integration/test_hostile.py on ext4, each test's ``CREATE DATABASE`` of the migrated template
-took 0.56 s of its backend's CPU (docs/benchmarks.md, "The test suite's databases").
+took 0.56 s of its backend's CPU (docs/benchmarks.md, "The test suite's time").
 """
 
 from __future__ import annotations

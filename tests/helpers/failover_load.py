@@ -110,9 +110,16 @@ def caught_up(standby_dsn: str) -> set:
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
+            # Replay can stop short of the received position for good when the primary died
+            # inside a record (the tail is incomplete): then "replayed" is replay standing still.
+            last: list = [None, time.monotonic()]
+
             def replayed() -> bool:
-                cur.execute("SELECT pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()")
-                return cur.fetchone()[0]
+                cur.execute("SELECT pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn(), pg_last_wal_replay_lsn()")
+                equal, at = cur.fetchone()
+                if at != last[0]:
+                    last[:] = [at, time.monotonic()]
+                return equal or time.monotonic() - last[1] >= 2
 
             until(replayed, 30, "the standby replaying what it received", interval=0.05)
             cur.execute("SELECT id FROM deliveries WHERE claim IS NOT NULL")
